@@ -1,0 +1,5 @@
+import sys
+
+from hamsi.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""Sub-commands of the `hamsi` CLI, one module each (see hamsi.cli)."""

@@ -1,0 +1,16 @@
+import pytest
+
+from hamsi.cli import COMMAND_MODULES, build_parser, main
+
+
+def test_every_command_module_registers():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    registered = set(sub.choices)
+    expected = {m.rsplit(".", 1)[1] for m in COMMAND_MODULES}
+    assert expected <= registered
+
+
+def test_no_command_prints_help_and_fails(capsys):
+    assert main([]) == 2
+    assert "usage" in capsys.readouterr().out
