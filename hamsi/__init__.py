@@ -5,4 +5,19 @@ from hamsi.errors import DivergenceError, InputError
 
 __version__ = "0.1.0"
 
-__all__ = ["Ratings", "InputError", "DivergenceError", "__version__"]
+# Heavier parts load on first use so that `import hamsi` stays fast.
+_LAZY = {
+    "load_ratings": "hamsi.data.readers",
+    "MatrixFactorizer": "hamsi.estimator",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'hamsi' has no attribute {name!r}")
+
+
+__all__ = ["Ratings", "InputError", "DivergenceError", "load_ratings", "MatrixFactorizer", "__version__"]
