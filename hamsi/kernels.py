@@ -1,0 +1,335 @@
+"""Compiled hot loops of HAMSI and mb-GD: pure numba functions on float64 arrays.
+
+Both drivers call these: the in-process engine (`hamsi.optimizer`) and the Dask driver
+(`cluster`), which runs the same kernels on shards held by worker processes. No kernel uses
+fastmath, so the floating-point operations happen in the order written here and a shard gives
+the same bits whether it is a view into one big buffer or its own array.
+
+Layouts
+-------
+Parameters: x = [U (m x w), V (n x w)] in one contiguous float64 buffer, row-major, with
+w = rank, or w = rank + 1 when biases are on (column `rank` of U holds the user bias, of V the
+item bias). A prediction is  U[a, :rank] . V[b, :rank] (+ U[a, rank] + V[b, rank]) + offset.
+
+Matrix-factorization objective (thesis eq. 3.1, scaled as the reference implementation):
+    F(x) = sum_i f_i(x),
+    f_i  = (1 / 2|I|) * [ (v_i - pred_i)^2 + reg * (|U_a|^2 / n_a + |V_b|^2 / n_b) ]
+for rating i = (a, b, v_i), where n_a, n_b count the training ratings of user a and item b.
+Summed over i this is (1 / 2|I|) [ SSE + reg (|U|^2 + |V|^2) ] over users and items with
+ratings, and it stays partially separable: the regularization gradient is added *per rating*,
+inside the block that holds the rating (`row_reg[a] = reg / n_a`, `col_reg[b] = reg / n_b`).
+
+Parameter shards: U is cut into row intervals U_0..U_{B-1}, V into V_0..V_{B-1}; in x they
+tile the buffer in that order, so the shards are described by one monotone offset array
+`bounds` (2B + 1 entries, bounds[0] = 0, bounds[-1] = len(x)). Every reduction over x is the
+sum of per-shard partials (each from the sequential `shard_*` kernel), added in shard order by
+`sum_partials_in_order`. L-BFGS memory: S and Y are (M, len(x)) arrays, one pair per row, in
+ring order (row `slot` is overwritten by the newest pair; `hamsi.lbfgs.LBFGSMemory` keeps the
+chronology).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+# ---------------------------------------------------------------- matrix factorization
+
+
+@njit(cache=True)
+def predict_one(U, V, a, b, rank, offset):
+    """Return U[a,:rank].V[b,:rank] (+ biases) + offset, with a fixed 4-way summation order.
+
+    Four interleaved partial sums (combined as (s0 + s1) + (s2 + s3)) hide the add latency
+    without fastmath; every caller uses this one function, so the order is the same everywhere.
+    """
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    head = rank - rank % 4
+    for l in range(0, head, 4):
+        s0 += U[a, l] * V[b, l]
+        s1 += U[a, l + 1] * V[b, l + 1]
+        s2 += U[a, l + 2] * V[b, l + 2]
+        s3 += U[a, l + 3] * V[b, l + 3]
+    for l in range(head, rank):
+        s0 += U[a, l] * V[b, l]
+    value = (s0 + s1) + (s2 + s3)
+    if U.shape[1] > rank:
+        value += U[a, rank] + V[b, rank]
+    return value + offset
+
+
+@njit(cache=True)
+def mf_block_gradient(rows, cols, vals, U, V, gU, gV, rank, scale, offset, row_reg, col_reg):
+    """Add the gradient of one block's f_i (thesis Alg. 3, line 10) into gU and gV rows.
+
+    rows, cols, vals: the block's ratings, contiguous, visited in order (the gradient of a row
+    is accumulated in this order). For rating (a, b, v), with e = v - pred and scale = 1/|I|:
+        gU[a, :rank] += scale * (-e * V[b, :rank] + row_reg[a] * U[a, :rank])
+        gV[b, :rank] += scale * (-e * U[a, :rank] + col_reg[b] * V[b, :rank])
+    and, with biases (w = rank + 1), gU[a, rank] += scale * (-e + row_reg[a] * U[a, rank]) (same
+    for gV). Pass empty row_reg / col_reg for reg = 0 (the reference objective). Only rows a, b
+    of this block are written, so blocks with disjoint rows/items may run concurrently.
+    """
+    width = U.shape[1]
+    use_reg = row_reg.shape[0] > 0
+    for i in range(rows.shape[0]):
+        a = rows[i]
+        b = cols[i]
+        minus_e = scale * (predict_one(U, V, a, b, rank, offset) - vals[i])
+        if use_reg:
+            ra = scale * row_reg[a]
+            rb = scale * col_reg[b]
+            for l in range(rank):
+                ua = U[a, l]
+                vb = V[b, l]
+                gU[a, l] += minus_e * vb + ra * ua
+                gV[b, l] += minus_e * ua + rb * vb
+            if width > rank:
+                gU[a, rank] += minus_e + ra * U[a, rank]
+                gV[b, rank] += minus_e + rb * V[b, rank]
+        else:
+            for l in range(rank):
+                ua = U[a, l]
+                gU[a, l] += minus_e * V[b, l]
+                gV[b, l] += minus_e * ua
+            if width > rank:
+                gU[a, rank] += minus_e
+                gV[b, rank] += minus_e
+
+
+@njit(parallel=True, cache=True)
+def mf_subset_gradient(rows, cols, vals, starts, ends, U, V, gU, gV, rank, scale, offset,
+                       row_reg, col_reg):
+    """Add the gradient of one subset, its blocks in parallel threads (thesis Alg. 3, lines 9-10).
+
+    Block b is rows[starts[b]:ends[b]] (likewise cols, vals). The blocks must touch disjoint
+    users and items (STRATA, COLOR): then each row of gU/gV is written by one thread only and the
+    result does not depend on the number of threads.
+    """
+    for blk in prange(starts.shape[0]):
+        lo = starts[blk]
+        hi = ends[blk]
+        mf_block_gradient(rows[lo:hi], cols[lo:hi], vals[lo:hi], U, V, gU, gV, rank, scale,
+                          offset, row_reg, col_reg)
+
+
+@njit(cache=True)
+def mf_subset_gradient_sequential(rows, cols, vals, starts, ends, U, V, gU, gV, rank, scale,
+                                  offset, row_reg, col_reg):
+    """Add the gradient of one subset, block after block in block order.
+
+    For blocks that share parameters (HOGWILD): running them one after the other keeps the sum
+    deterministic, where concurrent unsynchronized writes would not be.
+    """
+    for blk in range(starts.shape[0]):
+        lo = starts[blk]
+        hi = ends[blk]
+        mf_block_gradient(rows[lo:hi], cols[lo:hi], vals[lo:hi], U, V, gU, gV, rank, scale,
+                          offset, row_reg, col_reg)
+
+
+@njit(cache=True)
+def mf_squared_error(rows, cols, vals, U, V, rank, offset):
+    """Return sum_i (v_i - pred_i)^2 over the given ratings, summed in index order (RMSE part)."""
+    total = 0.0
+    for i in range(rows.shape[0]):
+        e = vals[i] - predict_one(U, V, rows[i], cols[i], rank, offset)
+        total += e * e
+    return total
+
+
+@njit(parallel=True, cache=True)
+def mf_squared_error_chunked(rows, cols, vals, U, V, rank, offset, chunk_bounds):
+    """Return sum_i (v_i - pred_i)^2, parallel over fixed chunks, partials added in chunk order.
+
+    chunk_bounds (C + 1 offsets) fixes the summation order independently of the thread count.
+    """
+    n_chunks = chunk_bounds.shape[0] - 1
+    partials = np.empty(n_chunks)
+    for c in prange(n_chunks):
+        lo = chunk_bounds[c]
+        hi = chunk_bounds[c + 1]
+        partials[c] = mf_squared_error(rows[lo:hi], cols[lo:hi], vals[lo:hi], U, V, rank, offset)
+    total = 0.0
+    for c in range(n_chunks):
+        total += partials[c]
+    return total
+
+
+@njit(cache=True)
+def weighted_row_norms(X, weights):
+    """Return sum_r weights[r] * |X[r]|^2, in row order (the regularization part of F)."""
+    total = 0.0
+    for r in range(X.shape[0]):
+        if weights[r] != 0.0:
+            sq = 0.0
+            for l in range(X.shape[1]):
+                sq += X[r, l] * X[r, l]
+            total += weights[r] * sq
+    return total
+
+
+# ---------------------------------------------------------------- per-shard vector algebra
+
+
+@njit(cache=True)
+def shard_wtg_partials(g, S, Y, out):
+    """Write the shard's part of W^T g into out (2M): out[j] = S[j].g, out[M + j] = Y[j].g.
+
+    Unscaled: LBFGSMemory.coefficients applies sigma (W = [S, sigma Y]). One accumulator per
+    memory row, rows summed over the shard's entries in index order.
+    """
+    M = S.shape[0]
+    for j in range(2 * M):
+        out[j] = 0.0
+    for i in range(g.shape[0]):
+        gi = g[i]
+        for j in range(M):
+            out[j] += S[j, i] * gi
+            out[M + j] += Y[j, i] * gi
+
+
+@njit(cache=True)
+def shard_pair_partials(x, x_start, g, g_start, S, Y, out):
+    """Write the shard's curvature-pair products into out (2M + 2) (thesis Alg. 3, line 14).
+
+    With s = x - x_start and y = g - g_start on this shard:
+    out[0] = s.y, out[1] = y.y, out[2 + j] = S[j].y, out[2 + M + j] = Y[j].y (old memory rows;
+    LBFGSMemory substitutes the slot being overwritten).
+    """
+    M = S.shape[0]
+    for j in range(2 * M + 2):
+        out[j] = 0.0
+    for i in range(x.shape[0]):
+        s = x[i] - x_start[i]
+        y = g[i] - g_start[i]
+        out[0] += s * y
+        out[1] += y * y
+        for j in range(M):
+            out[2 + j] += S[j, i] * y
+            out[2 + M + j] += Y[j, i] * y
+
+
+@njit(cache=True)
+def shard_store_pair(x, x_start, g, g_start, S, Y, slot):
+    """Overwrite memory row `slot` with s = x - x_start, y = g - g_start (ring buffer, Alg. 3 l. 17)."""
+    for i in range(x.shape[0]):
+        S[slot, i] = x[i] - x_start[i]
+        Y[slot, i] = g[i] - g_start[i]
+
+
+@njit(cache=True)
+def shard_lbfgs_step(x, g, S, Y, coef, sigma, inv_beta):
+    """Apply x -= inv_beta * (sigma g + W (N W^T g)) on the shard (thesis Alg. 3, line 13).
+
+    coef (2M) is N W^T g with W's scaling folded in (from LBFGSMemory.coefficients): the step
+    direction is sigma g[i] + sum_j coef[j] S[j, i] + sum_j coef[M + j] Y[j, i].
+    """
+    M = S.shape[0]
+    for i in range(x.shape[0]):
+        d = sigma * g[i]
+        for j in range(M):
+            d += coef[j] * S[j, i]
+        for j in range(M):
+            d += coef[M + j] * Y[j, i]
+        x[i] -= inv_beta * d
+
+
+@njit(cache=True)
+def shard_gradient_step(x, g, inv_beta):
+    """Apply x -= inv_beta * g on the shard (mb-GD, and HAMSI before the memory is full)."""
+    for i in range(x.shape[0]):
+        x[i] -= inv_beta * g[i]
+
+
+@njit(cache=True)
+def sum_partials_in_order(partials, out):
+    """Write out = partials[0] + partials[1] + ... (rows added one after the other, shard order).
+
+    The one reduction both drivers use, so per-shard partials give the same bits in both.
+    """
+    for j in range(partials.shape[1]):
+        out[j] = 0.0
+    for p in range(partials.shape[0]):
+        for j in range(partials.shape[1]):
+            out[j] += partials[p, j]
+
+
+# ---------------------------------------------------------------- in-process sharded drivers
+
+
+@njit(parallel=True, cache=True)
+def sharded_wtg(g, S, Y, bounds, partials, out):
+    """Write W^T g (unscaled, 2M) into out: shard partials in parallel, summed in shard order."""
+    for p in prange(bounds.shape[0] - 1):
+        lo = bounds[p]
+        hi = bounds[p + 1]
+        shard_wtg_partials(g[lo:hi], S[:, lo:hi], Y[:, lo:hi], partials[p])
+    sum_partials_in_order(partials, out)
+
+
+@njit(parallel=True, cache=True)
+def sharded_pair_products(x, x_start, g, g_start, S, Y, bounds, partials, out):
+    """Write the pair products (2M + 2, see shard_pair_partials) summed in shard order into out."""
+    for p in prange(bounds.shape[0] - 1):
+        lo = bounds[p]
+        hi = bounds[p + 1]
+        shard_pair_partials(x[lo:hi], x_start[lo:hi], g[lo:hi], g_start[lo:hi],
+                            S[:, lo:hi], Y[:, lo:hi], partials[p])
+    sum_partials_in_order(partials, out)
+
+
+@njit(parallel=True, cache=True)
+def sharded_store_pair(x, x_start, g, g_start, S, Y, slot, bounds):
+    """Overwrite memory row `slot` with the new pair, shard by shard in parallel."""
+    for p in prange(bounds.shape[0] - 1):
+        lo = bounds[p]
+        hi = bounds[p + 1]
+        shard_store_pair(x[lo:hi], x_start[lo:hi], g[lo:hi], g_start[lo:hi],
+                         S[:, lo:hi], Y[:, lo:hi], slot)
+
+
+@njit(parallel=True, cache=True)
+def sharded_lbfgs_step(x, g, S, Y, coef, sigma, inv_beta, bounds):
+    """Apply the L-BFGS step (shard_lbfgs_step) to every shard in parallel."""
+    for p in prange(bounds.shape[0] - 1):
+        lo = bounds[p]
+        hi = bounds[p + 1]
+        shard_lbfgs_step(x[lo:hi], g[lo:hi], S[:, lo:hi], Y[:, lo:hi], coef, sigma, inv_beta)
+
+
+@njit(parallel=True, cache=True)
+def sharded_gradient_step(x, g, inv_beta, bounds):
+    """Apply x -= inv_beta * g to every shard in parallel."""
+    for p in prange(bounds.shape[0] - 1):
+        lo = bounds[p]
+        hi = bounds[p + 1]
+        shard_gradient_step(x[lo:hi], g[lo:hi], inv_beta)
+
+
+@njit(parallel=True, cache=True)
+def sharded_copy(src, dst, bounds):
+    """Copy src into dst shard by shard in parallel (remembering x and g at a cycle's start)."""
+    for p in prange(bounds.shape[0] - 1):
+        for i in range(bounds[p], bounds[p + 1]):
+            dst[i] = src[i]
+
+
+@njit(parallel=True, cache=True)
+def sharded_fill_zero(v, bounds):
+    """Set v to zero shard by shard in parallel (the gradient buffer before each inner iteration)."""
+    for p in prange(bounds.shape[0] - 1):
+        for i in range(bounds[p], bounds[p + 1]):
+            v[i] = 0.0
+
+
+@njit(cache=True)
+def all_finite(v):
+    """Return True when every entry of v is finite (divergence check)."""
+    for i in range(v.shape[0]):
+        if not np.isfinite(v[i]):
+            return False
+    return True

@@ -1,0 +1,122 @@
+"""Compact-form L-BFGS memory: the small (M x M) algebra of HAMSI's quasi-Newton step.
+
+The big vectors (x, g, and the memory rows S, Y of length |x|) live with the driver, cut into
+parameter shards; this class only sees reductions of them (2M + 2 numbers per new pair, 2M per
+step) and returns the 2M coefficients that `hamsi.kernels.shard_lbfgs_step` applies. The
+in-process engine and the Dask driver both call it, so both take the same steps.
+
+Compact representation (Byrd, Nocedal & Schnabel 1994; thesis Alg. 3, lines 14-19), with pairs
+in chronological order (oldest first):
+    H g = sigma g + W N W^T g,    W = [S, sigma Y],
+    N = [[R^-T (D + sigma C) R^-1, -R^-T], [-R^-1, 0]],
+    R = triu(S^T Y), D = diag(R), C = Y^T Y.
+The memory rows are a ring buffer (no shifting): pair number c goes to row c mod M. The entries
+S_i.y_j and Y_i.y_j are kept in ring indexing and updated by one column per accepted pair;
+`order` maps chronological position -> ring row when N is built.
+
+Reference behaviour (spartensor/hamsi-mf): sigma starts at 500 and is lowered to
+min(sigma, s'y / y'y) with each accepted pair; a pair is accepted only when
+s'y / |y| > 1e-6; the quasi-Newton step is used once M pairs have been accepted.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.linalg import solve_triangular
+
+SIGMA_INITIAL = 500.0
+ACCEPTANCE_THRESHOLD = 1.0e-6
+
+
+class LBFGSMemory:
+    """The curvature memory of M pairs: sigma, R and C in ring indexing, and N once full."""
+
+    def __init__(self, memory: int = 5, sigma: float = SIGMA_INITIAL,
+                 threshold: float = ACCEPTANCE_THRESHOLD):
+        if memory < 1:
+            raise ValueError(f"memory must be >= 1; got {memory}")
+        self.memory = int(memory)
+        self.sigma = float(sigma)
+        self.threshold = float(threshold)
+        self.n_accepted = 0
+        self.n_rejected = 0
+        self.sy = np.zeros((self.memory, self.memory))  # sy[i, j] = S_i . y_j (i not newer than j)
+        self.yy = np.zeros((self.memory, self.memory))  # yy[i, j] = Y_i . Y_j
+        self._scaled_n = None
+
+    @property
+    def full(self) -> bool:
+        """True once M pairs have been accepted: the quasi-Newton step is available."""
+        return self.n_accepted >= self.memory
+
+    @property
+    def next_slot(self) -> int:
+        """The ring row the next accepted pair overwrites."""
+        return self.n_accepted % self.memory
+
+    @property
+    def order(self) -> np.ndarray:
+        """Ring rows of the stored pairs in chronological order, oldest first."""
+        newest = (self.n_accepted - 1) % self.memory
+        return (newest + 1 + np.arange(self.memory)) % self.memory
+
+    def consider_pair(self, products: np.ndarray) -> bool:
+        """Return True when the pair is accepted; then R, C, sigma (and N) are updated (Alg. 3, 15-19).
+
+        products (2M + 2) is the shard-order sum of `kernels.shard_pair_partials`:
+        [s'y, y'y, S_j.y (j = 0..M-1), Y_j.y (j = 0..M-1)] with S, Y before the update. The
+        caller then stores the pair into row `slot` (the value of next_slot before this call).
+        """
+        M = self.memory
+        sy, yy = float(products[0]), float(products[1])
+        if not (yy > 0.0 and sy / math.sqrt(yy) > self.threshold):  # also False for NaN
+            self.n_rejected += 1
+            return False
+        slot = self.next_slot
+        s_dot_y = np.array(products[2:2 + M], dtype=np.float64)
+        y_dot_y = np.array(products[2 + M:2 + 2 * M], dtype=np.float64)
+        s_dot_y[slot] = sy
+        y_dot_y[slot] = yy
+        self.sy[:, slot] = s_dot_y
+        self.yy[:, slot] = y_dot_y
+        self.yy[slot, :] = y_dot_y
+        self.sigma = min(self.sigma, sy / yy)
+        self.n_accepted += 1
+        if self.full:
+            self._build_n()
+        return True
+
+    def _build_n(self):
+        """Set the 2M x 2M matrix mapping unscaled W^T g to step coefficients, in ring indexing."""
+        M = self.memory
+        order = self.order
+        R = np.triu(self.sy[np.ix_(order, order)])
+        C = self.yy[np.ix_(order, order)]
+        R_inv = solve_triangular(R, np.eye(M), lower=False)
+        N = np.zeros((2 * M, 2 * M))
+        N[:M, :M] = R_inv.T @ (np.diag(np.diag(R)) + self.sigma * C) @ R_inv
+        N[:M, M:] = -R_inv.T
+        N[M:, :M] = -R_inv
+        # Fold W = [S, sigma Y] into N on both sides, so the drivers multiply by unscaled S, Y.
+        scaling = np.concatenate([np.ones(M), np.full(M, self.sigma)])
+        folded = scaling[:, None] * N * scaling[None, :]
+        ring = np.concatenate([order, M + order])
+        scaled_n = np.empty_like(folded)
+        scaled_n[np.ix_(ring, ring)] = folded
+        self._scaled_n = np.ascontiguousarray(scaled_n)
+
+    def coefficients(self, wtg: np.ndarray) -> np.ndarray:
+        """Return coef (2M) with H g = sigma g + sum_j coef_j S_j + coef_{M+j} Y_j (Alg. 3, line 13).
+
+        wtg is the unscaled [S_j.g, Y_j.g] (shard-order sum of `kernels.shard_wtg_partials`).
+        Only valid once `full`.
+        """
+        return self._scaled_n @ wtg
+
+    def direction(self, g: np.ndarray, S: np.ndarray, Y: np.ndarray) -> np.ndarray:
+        """Return H g for dense S, Y (rows in ring order): a reference path for tests, unsharded."""
+        wtg = np.concatenate([S @ g, Y @ g])
+        coef = self.coefficients(wtg)
+        return self.sigma * g + coef[:self.memory] @ S + coef[self.memory:] @ Y

@@ -1,0 +1,103 @@
+"""The compact L-BFGS memory against the explicit recursive BFGS inverse-Hessian update."""
+
+import numpy as np
+import pytest
+
+from hamsi import kernels
+from hamsi.lbfgs import LBFGSMemory
+
+
+def explicit_bfgs_inverse(pairs, sigma, n):
+    """Return H from H0 = sigma I and the BFGS inverse update over pairs (oldest first)."""
+    H = sigma * np.eye(n)
+    for s, y in pairs:
+        rho = 1.0 / (s @ y)
+        V = np.eye(n) - rho * np.outer(y, s)
+        H = V.T @ H @ V + rho * np.outer(s, s)
+    return H
+
+
+def feed(memory, pairs, n):
+    """Offer the pairs to the memory as the drivers do; return dense S, Y in ring order."""
+    S = np.zeros((memory.memory, n))
+    Y = np.zeros((memory.memory, n))
+    for s, y in pairs:
+        products = np.concatenate([[s @ y, y @ y], S @ y, Y @ y])
+        slot = memory.next_slot
+        if memory.consider_pair(products):
+            S[slot], Y[slot] = s, y
+    return S, Y
+
+
+def convex_pairs(rng, n, count):
+    A = rng.standard_normal((n, n))
+    A = A @ A.T + n * np.eye(n)
+    pairs = []
+    for _ in range(count):
+        s = rng.standard_normal(n)
+        pairs.append((s, A @ s))
+    return pairs
+
+
+@pytest.mark.parametrize("memory_size,count", [(1, 1), (3, 3), (5, 5), (5, 8), (4, 13)])
+def test_compact_product_equals_explicit_bfgs(memory_size, count):
+    rng = np.random.default_rng(memory_size * 100 + count)
+    n = 9
+    pairs = convex_pairs(rng, n, count)
+    memory = LBFGSMemory(memory_size)
+    S, Y = feed(memory, pairs, n)
+    assert memory.full
+    H = explicit_bfgs_inverse(pairs[-memory_size:], memory.sigma, n)
+    g = rng.standard_normal(n)
+    np.testing.assert_allclose(memory.direction(g, S, Y), H @ g, rtol=1e-9, atol=1e-12)
+
+
+def test_sigma_starts_at_500_and_keeps_the_minimum():
+    memory = LBFGSMemory(2)
+    assert memory.sigma == 500.0
+    s, y = np.array([1.0, 0.0]), np.array([4.0, 0.0])
+    feed(memory, [(s, y)], 2)
+    assert memory.sigma == pytest.approx(0.25)
+    feed(memory, [(s, 0.1 * y)], 2)  # s'y/y'y = 2.5 > 0.25: sigma stays
+    assert memory.sigma == pytest.approx(0.25)
+
+
+def test_pairs_without_positive_curvature_are_rejected():
+    memory = LBFGSMemory(2)
+    s = np.array([1.0, 0.0])
+    feed(memory, [(s, -s), (s, np.array([1e-9, 1.0])), (s, np.zeros(2))], 2)
+    assert memory.n_accepted == 0 and memory.n_rejected == 3
+    assert not memory.full
+
+
+def test_sharded_kernels_match_dense_algebra():
+    rng = np.random.default_rng(3)
+    n, M = 23, 3
+    pairs = convex_pairs(rng, n, 6)
+    memory = LBFGSMemory(M)
+    S, Y = feed(memory, pairs, n)
+    bounds = np.array([0, 5, 6, 14, 23], dtype=np.int64)
+    g = rng.standard_normal(n)
+    partials = np.empty((bounds.size - 1, 2 * M))
+    wtg = np.empty(2 * M)
+    kernels.sharded_wtg(g, S, Y, bounds, partials, wtg)
+    np.testing.assert_allclose(wtg, np.concatenate([S @ g, Y @ g]), rtol=1e-12)
+    x = rng.standard_normal(n)
+    expected = x - 0.5 * memory.direction(g, S, Y)
+    kernels.sharded_lbfgs_step(x, g, S, Y, memory.coefficients(wtg), memory.sigma, 0.5, bounds)
+    np.testing.assert_allclose(x, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_pair_products_and_store():
+    rng = np.random.default_rng(4)
+    n, M = 11, 2
+    S, Y = rng.standard_normal((M, n)), rng.standard_normal((M, n))
+    x, x0, g, g0 = (rng.standard_normal(n) for _ in range(4))
+    bounds = np.array([0, 4, 11], dtype=np.int64)
+    out = np.empty(2 * M + 2)
+    kernels.sharded_pair_products(x, x0, g, g0, S, Y, bounds, np.empty((2, 2 * M + 2)), out)
+    s, y = x - x0, g - g0
+    np.testing.assert_allclose(out, np.concatenate([[s @ y, y @ y], S @ y, Y @ y]), rtol=1e-12)
+    kernels.sharded_store_pair(x, x0, g, g0, S, Y, 1, bounds)
+    np.testing.assert_array_equal(S[1], s)
+    np.testing.assert_array_equal(Y[1], y)
