@@ -100,6 +100,21 @@ def make(scheme: str, ratings, blocks: int, subsets: int | None = None, seed: in
     return result
 
 
+def _build_color(graph, rows, cols, shape, blocks, subsets, seed):
+    from partition.color import color_partition
+    return color_partition(graph, shape, blocks, subsets, balanced=False, seed=seed)
+
+
+def _build_color_balanced(graph, rows, cols, shape, blocks, subsets, seed):
+    from partition.color import color_partition
+    return color_partition(graph, shape, blocks, subsets, balanced=True, seed=seed)
+
+
+def _build_hogwild(graph, rows, cols, shape, blocks, subsets, seed):
+    from partition.hogwild import hogwild
+    return hogwild(graph, shape, blocks, subsets, seed)
+
+
 def _build_strata(graph, rows, cols, shape, blocks, subsets, seed):
     from partition.strata import strata
     return strata(rows, cols, shape, blocks, seed)
@@ -110,6 +125,12 @@ def _build_strata_balanced(graph, rows, cols, shape, blocks, subsets, seed):
     return strata_balanced(rows, cols, shape, blocks, seed)
 
 
+register("color", _build_color, subsets_equal_blocks=False,
+         summary="first-fit coloring, colors packed into K subsets; blocks = packed components")
+register("color-b", _build_color_balanced, subsets_equal_blocks=False,
+         summary="as color, choosing a random free used color (balanced color sets)")
+register("hogwild", _build_hogwild, subsets_equal_blocks=False,
+         summary="K random near-equal subsets of B random blocks; overlaps recorded")
 register("strata", _build_strata, subsets_equal_blocks=True,
          summary="B x B grid of equal-length intervals; subset k = blocks (p, (p+k) mod B)")
 register("strata-b", _build_strata_balanced, subsets_equal_blocks=True,

@@ -1,0 +1,200 @@
+"""Compiled loops over functions and their parameter sets alpha_i, shared by coloring and blocking.
+
+Every kernel reads alpha_i through `_param`/`_arity`, so one compiled loop serves both storage
+forms of a FactorGraph: the matrix fast path (first = rows, second = cols, second_offset = m;
+no copy of the ratings) and the general CSR form (indptr, indices). Unused arrays are empty.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+
+@numba.njit(cache=True, inline="always")
+def _arity(i, indptr, fixed_arity):
+    if fixed_arity > 0:
+        return fixed_arity
+    return indptr[i + 1] - indptr[i]
+
+
+@numba.njit(cache=True, inline="always")
+def _param(i, t, indptr, indices, first, second, second_offset, fixed_arity):
+    if fixed_arity > 0:
+        if t == 0:
+            return np.int64(first[i])
+        return np.int64(second[i]) + second_offset
+    return np.int64(indices[indptr[i] + t])
+
+
+def graph_arrays(graph) -> tuple:
+    """Return (indptr, indices, first, second, second_offset, fixed_arity) for the kernels."""
+    empty = np.zeros(0, dtype=np.int64)
+    if graph.is_matrix:
+        rows, cols = graph.coords
+        return empty, empty, np.ascontiguousarray(rows), np.ascontiguousarray(cols), int(graph.offsets[1]), 2
+    indptr, indices = graph.csr()
+    return indptr, indices, empty, empty, 0, 0
+
+
+@numba.njit(cache=True)
+def parameter_degrees(n_functions, n_params, indptr, indices, first, second, second_offset, fixed_arity):
+    """Return the number of functions touching each parameter node."""
+    degree = np.zeros(n_params, dtype=np.int64)
+    for i in range(n_functions):
+        for t in range(_arity(i, indptr, fixed_arity)):
+            degree[_param(i, t, indptr, indices, first, second, second_offset, fixed_arity)] += 1
+    return degree
+
+
+@numba.njit(cache=True)
+def greedy_coloring(n_functions, n_params, indptr, indices, first, second, second_offset, fixed_arity,
+                    balanced, seed):
+    """Return (color per function, number of colors) of a valid coloring (thesis sec. 3.3).
+
+    Functions are visited in index order. Each parameter keeps the list of colors already used
+    by its functions (in a slot range sized by its degree, so memory is O(sum |alpha_i|)).
+    Visiting function i stamps those colors as forbidden in a color-indexed marker array with
+    stamp i + 1, so no clearing is needed between functions.
+    first fit (COLOR): the smallest color without the stamp.
+    balanced (COLOR-B): a uniformly random used color without the stamp, by rejection sampling
+    with a scan as fallback when few are free; a new color only when every used one is forbidden.
+    """
+    np.random.seed(seed)
+    degree = parameter_degrees(n_functions, n_params, indptr, indices, first, second, second_offset,
+                               fixed_arity)
+    slot_start = np.zeros(n_params + 1, dtype=np.int64)
+    for p in range(n_params):
+        slot_start[p + 1] = slot_start[p] + degree[p]
+    # a function sees at most sum_p (degree[p] - 1) forbidden colors, so this many always suffice
+    max_colors = 1
+    for i in range(n_functions):
+        seen = 1
+        for t in range(_arity(i, indptr, fixed_arity)):
+            seen += degree[_param(i, t, indptr, indices, first, second, second_offset, fixed_arity)] - 1
+        max_colors = max(max_colors, seen)
+    used_colors = np.empty(slot_start[n_params], dtype=np.int32)
+    filled = np.zeros(n_params, dtype=np.int64)
+    marker = np.zeros(max_colors + 1, dtype=np.int64)
+    colors = np.empty(n_functions, dtype=np.int32)
+    n_colors = 0
+    for i in range(n_functions):
+        stamp = i + 1
+        n_forbidden = 0
+        arity = _arity(i, indptr, fixed_arity)
+        for t in range(arity):
+            p = _param(i, t, indptr, indices, first, second, second_offset, fixed_arity)
+            for s in range(slot_start[p], slot_start[p] + filled[p]):
+                c = used_colors[s]
+                if marker[c] != stamp:
+                    marker[c] = stamp
+                    n_forbidden += 1
+        if not balanced:
+            chosen = 0
+            while marker[chosen] == stamp:
+                chosen += 1
+        elif n_forbidden >= n_colors:
+            chosen = n_colors
+        else:
+            chosen = -1
+            for _ in range(32):
+                c = np.random.randint(0, n_colors)
+                if marker[c] != stamp:
+                    chosen = c
+                    break
+            if chosen < 0:  # most used colors are forbidden: pick the r-th free one directly
+                r = np.random.randint(0, n_colors - n_forbidden)
+                for c in range(n_colors):
+                    if marker[c] != stamp:
+                        if r == 0:
+                            chosen = c
+                            break
+                        r -= 1
+        colors[i] = chosen
+        if chosen >= n_colors:
+            n_colors = chosen + 1
+        for t in range(arity):
+            p = _param(i, t, indptr, indices, first, second, second_offset, fixed_arity)
+            used_colors[slot_start[p] + filled[p]] = chosen
+            filled[p] += 1
+    return colors, n_colors
+
+
+@numba.njit(cache=True)
+def _find(parent, x):
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]  # path halving keeps trees shallow
+        x = parent[x]
+    return x
+
+
+@numba.njit(cache=True)
+def component_blocks(order, offsets, n_blocks, n_params, indptr, indices, first, second, second_offset,
+                     fixed_arity):
+    """Return the block id of every function: each subset's connected components packed into blocks.
+
+    Subset k is order[offsets[k]:offsets[k+1]]. Functions sharing a parameter are in one
+    component, so distinct components touch disjoint parameters; components go, largest first,
+    to the least-loaded of the n_blocks blocks (LPT rule). Also returns the size of the largest
+    component of each subset.
+    """
+    n_subsets = offsets.shape[0] - 1
+    parent = np.arange(n_params, dtype=np.int64)
+    component_size = np.zeros(n_params, dtype=np.int64)
+    component_block = np.full(n_params, -1, dtype=np.int64)
+    block_of = np.empty(order.shape[0], dtype=np.int32)
+    largest = np.zeros(n_subsets, dtype=np.int64)
+    load = np.zeros(n_blocks, dtype=np.int64)
+    for k in range(n_subsets):
+        lo, hi = offsets[k], offsets[k + 1]
+        for s in range(lo, hi):
+            i = order[s]
+            arity = _arity(i, indptr, fixed_arity)
+            if arity == 0:
+                continue
+            root = _find(parent, _param(i, 0, indptr, indices, first, second, second_offset, fixed_arity))
+            for t in range(1, arity):
+                other = _find(parent, _param(i, t, indptr, indices, first, second, second_offset, fixed_arity))
+                if other != root:
+                    parent[other] = root
+        n_roots = 0
+        roots = np.empty(hi - lo, dtype=np.int64)
+        for s in range(lo, hi):
+            i = order[s]
+            if _arity(i, indptr, fixed_arity) == 0:
+                continue
+            root = _find(parent, _param(i, 0, indptr, indices, first, second, second_offset, fixed_arity))
+            if component_size[root] == 0:
+                roots[n_roots] = root
+                n_roots += 1
+            component_size[root] += 1
+        roots = roots[:n_roots]
+        sizes = np.empty(n_roots, dtype=np.int64)
+        for r in range(n_roots):
+            sizes[r] = component_size[roots[r]]
+        by_size = np.argsort(-sizes, kind="mergesort")
+        load[:] = 0
+        for r in by_size:
+            lightest = np.argmin(load)
+            component_block[roots[r]] = lightest
+            load[lightest] += sizes[r]
+            if sizes[r] > largest[k]:
+                largest[k] = sizes[r]
+        for s in range(lo, hi):
+            i = order[s]
+            if _arity(i, indptr, fixed_arity) == 0:  # touches nothing: any block is safe
+                lightest = np.argmin(load)
+                block_of[i] = lightest
+                load[lightest] += 1
+            else:
+                root = _find(parent, _param(i, 0, indptr, indices, first, second, second_offset, fixed_arity))
+                block_of[i] = component_block[root]
+        # undo only what this subset touched, keeping the pass O(sum |alpha_i|)
+        for s in range(lo, hi):
+            i = order[s]
+            for t in range(_arity(i, indptr, fixed_arity)):
+                p = _param(i, t, indptr, indices, first, second, second_offset, fixed_arity)
+                parent[p] = p
+                component_size[p] = 0
+                component_block[p] = -1
+    return block_of, largest
