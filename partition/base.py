@@ -129,3 +129,9 @@ class Partition:
         if "color_sizes" in self.info:
             stats["largest_color"] = int(np.max(self.info["color_sizes"]))
         return stats
+
+    def plot(self, path) -> str:
+        """Write a picture of the partition to `path` (thesis Fig. 3.3 or 3.4 style); return path."""
+        from partition.plots import plot_partition
+
+        return plot_partition(self, path)
