@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
 from hamsi.errors import InputError
+
+DUPLICATE_POLICIES = ("error", "keep-last", "mean")
+
+# Above this many distinct candidate ids per rating a lookup table wastes memory, so
+# dense_index falls back to sorting.
+_LOOKUP_SLACK = 4
 
 
 @dataclass(eq=False)
@@ -15,6 +22,8 @@ class Ratings:
 
     rows and cols are dense 0-based int32 indices; user_ids[r] and item_ids[c] give the
     original ids (MovieLens ids are sparse and 1-based). Each (row, col) pair occurs once.
+    `notes` carries provenance (e.g. how many duplicates a reader merged); it is reported by
+    `summary()` and not copied by `subset()`.
     """
 
     rows: np.ndarray
@@ -57,3 +66,230 @@ class Ratings:
         """Return the ratings at `index`, keeping the full shape and id maps."""
         return Ratings(self.rows[index], self.cols[index], self.values[index], self.shape,
                        self.user_ids, self.item_ids, self.source)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_ids(cls, user_ids, item_ids, values, *, source: str = "<memory>",
+                 duplicates: str = "error",
+                 locate: Callable[[int], str] | None = None) -> "Ratings":
+        """Return Ratings built from original (possibly sparse) ids, validated.
+
+        Ids must be non-negative integers and values finite. `duplicates` says what to do
+        with a repeated (user, item) pair: "error" (default) raises InputError, "keep-last"
+        keeps the last occurrence, "mean" averages; the number of merged entries is stored
+        in ``notes["duplicates_merged"]``. `locate(k)` turns the index of the k-th record
+        into "file:line" for error messages.
+        """
+        if duplicates not in DUPLICATE_POLICIES:
+            raise InputError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {duplicates!r}")
+        where = locate or (lambda k: f"{source}: record {k}")
+        values = np.asarray(values, dtype=np.float64)
+        users = _as_integer_ids(user_ids, "user id", where)
+        items = _as_integer_ids(item_ids, "item id", where)
+        bad = ~np.isfinite(values)
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise InputError(f"{where(k)}: rating is not a finite number: {values[k]!r}")
+        user_map, rows = dense_index(users)
+        item_map, cols = dense_index(items)
+        return cls.from_indices(rows, cols, values, (len(user_map), len(item_map)),
+                                user_ids=user_map, item_ids=item_map, source=source,
+                                duplicates=duplicates, locate=where, checked=True)
+
+    @classmethod
+    def from_indices(cls, rows, cols, values, shape, *, user_ids=None, item_ids=None,
+                     source: str = "<memory>", duplicates: str = "error",
+                     locate: Callable[[int], str] | None = None, checked: bool = False) -> "Ratings":
+        """Return Ratings from dense 0-based indices within `shape`, validated like from_ids.
+
+        `checked=True` skips the index and value checks (the caller has done them).
+        """
+        if duplicates not in DUPLICATE_POLICIES:
+            raise InputError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {duplicates!r}")
+        where = locate or (lambda k: f"{source}: record {k}")
+        values = np.asarray(values, dtype=np.float64)
+        if not checked:
+            for index, bound, what in ((rows, shape[0], "row"), (cols, shape[1], "column")):
+                index = _as_integer_ids(index, f"{what} index", where)
+                outside = index >= bound
+                if outside.any():
+                    k = int(np.argmax(outside))
+                    raise InputError(f"{where(k)}: {what} index {int(index[k])} is not below {bound}")
+            bad = ~np.isfinite(values)
+            if bad.any():
+                k = int(np.argmax(bad))
+                raise InputError(f"{where(k)}: rating is not a finite number: {values[k]!r}")
+        rows = np.asarray(rows, dtype=np.int32)
+        cols = np.asarray(cols, dtype=np.int32)
+        shape = (int(shape[0]), int(shape[1]))
+        show_users = user_ids if user_ids is not None else np.arange(shape[0])
+        show_items = item_ids if item_ids is not None else np.arange(shape[1])
+        rows, cols, values, merged = _resolve_duplicates(
+            rows, cols, values, shape, duplicates, where,
+            lambda k: show_users[rows[k]], lambda k: show_items[cols[k]])
+        notes = {"duplicates_merged": merged} if merged else {}
+        return cls(rows, cols, values, shape, user_ids, item_ids, source, notes)
+
+    # ------------------------------------------------------------------ splits
+    def split(self, test_fraction: float = 0.2, seed=None) -> tuple["Ratings", "Ratings"]:
+        """Return (train, test): a uniformly random `test_fraction` of ratings held out.
+
+        Both parts keep the full shape and id maps; the ratings keep their original order.
+        """
+        if not 0.0 < float(test_fraction) < 1.0:
+            raise InputError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
+        rng = np.random.default_rng(seed)
+        n_test = int(round(self.nnz * float(test_fraction)))
+        in_test = np.zeros(self.nnz, dtype=bool)
+        in_test[rng.choice(self.nnz, size=n_test, replace=False)] = True
+        return self.subset(np.flatnonzero(~in_test)), self.subset(np.flatnonzero(in_test))
+
+    def holdout_per_user(self, n_per_user: int | float = 1, seed=None) -> tuple["Ratings", "Ratings"]:
+        """Return (train, test) with ratings of every user held out at random.
+
+        An int holds out that many ratings per user, a float in (0, 1) that fraction (rounded
+        down) of each user's ratings. Every user keeps at least one rating in train, so a user
+        with fewer than n_per_user + 1 ratings contributes fewer to test.
+        """
+        counts = np.bincount(self.rows, minlength=self.shape[0])
+        if isinstance(n_per_user, (int, np.integer)) and not isinstance(n_per_user, bool):
+            if n_per_user < 0:
+                raise InputError(f"n_per_user must be >= 0, got {n_per_user}")
+            held = np.full(self.shape[0], int(n_per_user))
+        elif isinstance(n_per_user, float) and 0.0 < n_per_user < 1.0:
+            held = np.floor(counts * n_per_user).astype(np.int64)
+        else:
+            raise InputError(f"n_per_user must be an int >= 0 or a float in (0, 1), got {n_per_user!r}")
+        held = np.minimum(held, np.maximum(counts - 1, 0))
+        rng = np.random.default_rng(seed)
+        # A random permutation followed by a stable sort on the user gives each user's ratings
+        # in random order; the first `held[user]` of each group go to test.
+        shuffled = rng.permutation(self.nnz)
+        order = shuffled[np.argsort(self.rows[shuffled], kind="stable")]
+        group_start = np.concatenate(([0], np.cumsum(counts)[:-1]))
+        sorted_rows = self.rows[order]
+        rank_in_user = np.arange(self.nnz) - group_start[sorted_rows]
+        in_test = np.zeros(self.nnz, dtype=bool)
+        in_test[order[rank_in_user < held[sorted_rows]]] = True
+        return self.subset(np.flatnonzero(~in_test)), self.subset(np.flatnonzero(in_test))
+
+    # ------------------------------------------------------------------ statistics
+    def summary(self) -> dict:
+        """Return summary statistics: sizes, density, rating histogram, activity quantiles."""
+        users, items = self.shape
+        user_counts = np.bincount(self.rows, minlength=users)
+        item_counts = np.bincount(self.cols, minlength=items)
+        stats = {
+            "source": self.source,
+            "users": users,
+            "items": items,
+            "ratings": self.nnz,
+            "density": self.nnz / (users * items) if users and items else 0.0,
+            "duplicates_merged": int(self.notes.get("duplicates_merged", 0)),
+            "users_without_ratings": int(np.count_nonzero(user_counts == 0)),
+            "items_without_ratings": int(np.count_nonzero(item_counts == 0)),
+        }
+        if self.nnz:
+            stats.update(rating_min=float(self.values.min()), rating_max=float(self.values.max()),
+                         rating_mean=float(self.values.mean()), rating_std=float(self.values.std()))
+        stats["rating_histogram"] = rating_histogram(self.values)
+        stats["user_activity"] = activity_quantiles(user_counts)
+        stats["item_activity"] = activity_quantiles(item_counts)
+        return stats
+
+
+QUANTILES = (0.0, 0.05, 0.25, 0.5, 0.75, 0.95, 1.0)
+
+
+def activity_quantiles(counts: np.ndarray) -> dict:
+    """Return {"min", "p5", "p25", "median", "p75", "p95", "max", "mean"} of ratings per entity."""
+    names = ("min", "p5", "p25", "median", "p75", "p95", "max")
+    if counts.size == 0:
+        return {name: 0.0 for name in names + ("mean",)}
+    levels = np.quantile(counts, QUANTILES)
+    result = {name: float(level) for name, level in zip(names, levels)}
+    result["mean"] = float(counts.mean())
+    return result
+
+
+def rating_histogram(values: np.ndarray) -> dict:
+    """Return {rating: count} for half-star grids, else counts in 10 equal-width bins."""
+    if values.size == 0:
+        return {}
+    doubled = values * 2.0
+    low, high = float(doubled.min()), float(doubled.max())
+    # Counting on the half-star grid is O(n) with bincount instead of an O(n log n) unique.
+    if low >= 0 and high <= 40 and np.array_equal(doubled, np.round(doubled)):
+        counts = np.bincount(doubled.astype(np.int64))
+        return {float(level) / 2.0: int(c) for level, c in enumerate(counts) if c}
+    counts, edges = np.histogram(values, bins=10)
+    return {f"[{edges[i]:.3g}, {edges[i + 1]:.3g})": int(c) for i, c in enumerate(counts)}
+
+
+def dense_index(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (sorted distinct ids, dense int32 index of each id), like np.unique(return_inverse).
+
+    MovieLens ids are small non-negative integers, so a presence table and a cumulative sum
+    do the job in O(n + max id) instead of the O(n log n) sort of np.unique.
+    """
+    ids = np.asarray(ids, dtype=np.int64)
+    if ids.size == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
+    low, high = int(ids.min()), int(ids.max())
+    if low >= 0 and high < _LOOKUP_SLACK * ids.size + (1 << 20):
+        present = np.zeros(high + 1, dtype=bool)
+        present[ids] = True
+        distinct = np.flatnonzero(present).astype(np.int64)
+        lookup = np.cumsum(present, dtype=np.int32) - 1
+        return distinct, lookup[ids]
+    distinct, inverse = np.unique(ids, return_inverse=True)
+    return distinct, inverse.astype(np.int32)
+
+
+def _as_integer_ids(ids, what: str, where: Callable[[int], str]) -> np.ndarray:
+    """Return ids as int64 after checking they are non-negative whole numbers."""
+    ids = np.asarray(ids)
+    if ids.dtype.kind == "f":
+        bad = ~np.isfinite(ids) | (ids != np.round(ids))
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise InputError(f"{where(k)}: {what} is not an integer: {ids[k]!r}")
+    elif ids.dtype.kind not in "iub":
+        raise InputError(f"{where(0)}: {what}s must be integers, got dtype {ids.dtype}")
+    ids = ids.astype(np.int64, copy=False)
+    negative = ids < 0
+    if negative.any():
+        k = int(np.argmax(negative))
+        raise InputError(f"{where(k)}: {what} is negative: {int(ids[k])}")
+    return ids
+
+
+def _resolve_duplicates(rows, cols, values, shape, policy, where, user_of, item_of):
+    """Return (rows, cols, values, merged_count) with repeated pairs handled per `policy`."""
+    if rows.size < 2:
+        return rows, cols, values, 0
+    keys = rows.astype(np.int64) * shape[1] + cols
+    sorted_keys = np.sort(keys)
+    if not (sorted_keys[1:] == sorted_keys[:-1]).any():
+        return rows, cols, values, 0
+    del sorted_keys
+    # Only inputs that do contain duplicates pay for the argsort below.
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    starts_group = np.concatenate(([True], ordered[1:] != ordered[:-1]))
+    merged = int(rows.size - np.count_nonzero(starts_group))
+    if policy == "error":
+        repeats = order[~starts_group]
+        k = int(repeats.min())  # the earliest record that repeats an earlier pair
+        raise InputError(f"{where(k)}: duplicate (user, item) pair ({user_of(k)}, {item_of(k)}); "
+                         "pass duplicates='keep-last' or 'mean' to merge")
+    group = np.cumsum(starts_group) - 1
+    if policy == "keep-last":
+        ends_group = np.concatenate((starts_group[1:], [True]))
+        keep = np.sort(order[ends_group])
+        return rows[keep], cols[keep], values[keep], merged
+    sums = np.bincount(group, weights=values[order])
+    counts = np.bincount(group)
+    firsts = order[starts_group]  # stable sort: first occurrence of each pair
+    position = np.argsort(firsts, kind="stable")
+    return rows[firsts][position], cols[firsts][position], (sums / counts)[position], merged

@@ -1,0 +1,111 @@
+"""Writing Ratings to any format the readers load, atomically (temporary file + rename)."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from hamsi.data.ratings import Ratings
+from hamsi.errors import InputError
+
+WRITE_FORMATS = ("ml-100k", "ml-dat", "ml-csv", "hamsi", "parquet")
+SUFFIX_FORMATS = {".csv": "ml-csv", ".dat": "ml-dat", ".data": "ml-100k", ".tsv": "ml-100k",
+                  ".parquet": "parquet", ".pq": "parquet", ".txt": "hamsi", ".hamsi": "hamsi"}
+ROWS_PER_CHUNK = 1 << 20
+# Synthetic ratings carry no time; a fixed start (1997-09-20, the first day of MovieLens 100K)
+# plus one second per rating keeps the timestamp column plausible and well compressible.
+SYNTHETIC_TIME_START = 874_724_710
+
+
+def format_for_path(path) -> str:
+    """Return the write format implied by the file extension (a trailing .gz is allowed)."""
+    suffixes = [s.lower() for s in Path(path).suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    fmt = SUFFIX_FORMATS.get(suffixes[-1] if suffixes else "")
+    if fmt is None:
+        raise InputError(f"{path}: cannot tell the format from the extension; use one of "
+                         f"{', '.join(sorted(SUFFIX_FORMATS))} (optionally + .gz) or pass format=")
+    return fmt
+
+
+def write_ratings(ratings: Ratings, path, format: str = "auto") -> Path:
+    """Return the path written: `ratings` saved in `format` (by extension when "auto").
+
+    Text formats store the original ids (user_ids/item_ids), except "hamsi", which stores
+    1-based dense indices and the shape. A ".gz" suffix compresses. The data go to a temporary
+    file in the same directory that is renamed over `path` only when complete, so an
+    interrupted write never leaves a half-written file.
+    """
+    path = Path(path)
+    fmt = format_for_path(path) if format == "auto" else format
+    if fmt not in WRITE_FORMATS:
+        raise InputError(f"unknown write format {fmt!r}; expected one of {WRITE_FORMATS}")
+    if fmt == "parquet" and path.suffix.lower() == ".gz":
+        raise InputError(f"{path}: Parquet is compressed internally; drop the .gz suffix")
+    directory = path.parent if str(path.parent) else Path(".")
+    if not directory.is_dir():
+        raise InputError(f"{path}: directory {directory} does not exist")
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".part")
+    os.close(handle)
+    try:
+        if fmt == "parquet":
+            _write_parquet(ratings, temporary)
+        else:
+            opener = gzip.open if path.suffix.lower() == ".gz" else open
+            with opener(temporary, "wb") as stream:
+                _write_text(ratings, stream, fmt)
+        # mkstemp creates the file readable by its owner only; give it the usual permissions.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temporary)
+        raise
+    return path
+
+
+def _write_text(ratings: Ratings, stream, fmt: str) -> None:
+    """Write the rating lines of `fmt` to a binary stream, a chunk of rows at a time."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    if fmt == "hamsi":
+        stream.write(f"2\n{ratings.shape[0]} {ratings.shape[1]}\n{ratings.nnz}\n".encode())
+    elif fmt == "ml-csv":
+        stream.write(b"userId,movieId,rating,timestamp\n")
+    delimiter = {"hamsi": " ", "ml-csv": ","}.get(fmt, "\t")
+    options = pacsv.WriteOptions(include_header=False, delimiter=delimiter)
+    for start in range(0, ratings.nnz, ROWS_PER_CHUNK):
+        stop = min(start + ROWS_PER_CHUNK, ratings.nnz)
+        rows, cols = ratings.rows[start:stop], ratings.cols[start:stop]
+        if fmt == "hamsi":
+            columns = {"i": rows.astype(np.int64) + 1, "j": cols.astype(np.int64) + 1}
+        else:
+            columns = {"user": ratings.user_ids[rows], "item": ratings.item_ids[cols]}
+        columns["rating"] = ratings.values[start:stop]
+        if fmt != "hamsi":
+            columns["timestamp"] = np.arange(start, stop, dtype=np.int64) + SYNTHETIC_TIME_START
+        buffer = io.BytesIO()
+        pacsv.write_csv(pa.table(columns), buffer, write_options=options)
+        text = buffer.getvalue()
+        if fmt == "ml-dat":
+            text = text.replace(b"\t", b"::")
+        stream.write(text)
+
+
+def _write_parquet(ratings: Ratings, path: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"userId": ratings.user_ids[ratings.rows], "movieId": ratings.item_ids[ratings.cols],
+                      "rating": ratings.values})
+    pq.write_table(table, path)
