@@ -89,7 +89,7 @@ class Ratings:
         bad = ~np.isfinite(values)
         if bad.any():
             k = int(np.argmax(bad))
-            raise InputError(f"{where(k)}: rating is not a finite number: {values[k]!r}")
+            raise InputError(f"{where(k)}: rating is not a finite number: {float(values[k])}")
         user_map, rows = dense_index(users)
         item_map, cols = dense_index(items)
         return cls.from_indices(rows, cols, values, (len(user_map), len(item_map)),
@@ -118,7 +118,7 @@ class Ratings:
             bad = ~np.isfinite(values)
             if bad.any():
                 k = int(np.argmax(bad))
-                raise InputError(f"{where(k)}: rating is not a finite number: {values[k]!r}")
+                raise InputError(f"{where(k)}: rating is not a finite number: {float(values[k])}")
         rows = np.asarray(rows, dtype=np.int32)
         cols = np.asarray(cols, dtype=np.int32)
         shape = (int(shape[0]), int(shape[1]))
@@ -253,7 +253,7 @@ def _as_integer_ids(ids, what: str, where: Callable[[int], str]) -> np.ndarray:
         bad = ~np.isfinite(ids) | (ids != np.round(ids))
         if bad.any():
             k = int(np.argmax(bad))
-            raise InputError(f"{where(k)}: {what} is not an integer: {ids[k]!r}")
+            raise InputError(f"{where(k)}: {what} is not an integer: {ids[k].item()}")
     elif ids.dtype.kind not in "iub":
         raise InputError(f"{where(0)}: {what}s must be integers, got dtype {ids.dtype}")
     ids = ids.astype(np.int64, copy=False)

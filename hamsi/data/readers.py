@@ -470,7 +470,7 @@ def read_dataframe(frame, *, columns=None, duplicates: str = "error") -> Ratings
     index = frame.index if not module.startswith("dask") else None
 
     def locate(k: int) -> str:
-        return f"{label} row {index[k]!r}" if index is not None else f"{label} row {k}"
+        return f"{label} row {index[k]}" if index is not None else f"{label} row {k}"
 
     return Ratings.from_ids(users, items, np.asarray(values, dtype=np.float64), source=label,
                             duplicates=duplicates, locate=locate)
