@@ -1,0 +1,119 @@
+"""Synthetic generator, writers (atomic, every format) and the embedded sample."""
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from hamsi.data import writers
+from hamsi.data.readers import load_ratings
+from hamsi.data.sample import load_sample
+from hamsi.data.synth import MIN_RATINGS_PER_USER, PRESETS, make_ratings
+from hamsi.data.writers import write_ratings
+from hamsi.errors import InputError
+
+
+def distinct_pairs(ratings):
+    return np.unique(ratings.rows.astype(np.int64) * ratings.shape[1] + ratings.cols).size
+
+
+def test_ml_1m_like_has_exactly_the_published_count_quickly():
+    start = time.perf_counter()
+    ratings = make_ratings("ml-1m-like", seed=0)
+    elapsed = time.perf_counter() - start
+    assert ratings.shape == (6040, 3706)
+    assert ratings.nnz == 1_000_209 == distinct_pairs(ratings)
+    assert elapsed < 10.0, f"ml-1m-like took {elapsed:.1f} s"
+
+
+def test_ml_100k_like_looks_like_movielens():
+    ratings = make_ratings("ml-100k-like", seed=1)
+    assert ratings.shape == (943, 1682) and ratings.nnz == 100_000 == distinct_pairs(ratings)
+    per_user = np.bincount(ratings.rows, minlength=943)
+    per_item = np.bincount(ratings.cols, minlength=1682)
+    assert per_user.min() >= MIN_RATINGS_PER_USER
+    assert per_item.min() >= 1
+    # heavy tails: the busiest user/item far above the typical one, as in MovieLens (>= 10x)
+    assert per_user.max() > 5 * np.median(per_user)
+    assert per_item.max() > 8 * np.median(per_item)
+    assert set(np.unique(ratings.values)) == {1.0, 2.0, 3.0, 4.0, 5.0}
+    shares = np.bincount(ratings.values.astype(int))[1:] / ratings.nnz
+    assert np.argmax(shares) == 3  # four stars is the mode, as in MovieLens
+    assert ratings.user_ids[0] == 1 and ratings.item_ids[-1] == 1682
+
+
+def test_ratings_follow_the_planted_model():
+    ratings = make_ratings(users=300, items=200, ratings=12_000, rank=3, seed=5, noise=0.1)
+    notes = ratings.notes
+    planted = (notes["planted_user_bias"][ratings.rows] + notes["planted_item_bias"][ratings.cols]
+               + np.einsum("ij,ij->i", notes["planted_user_factors"][ratings.rows],
+                           notes["planted_item_factors"][ratings.cols]))
+    assert np.corrcoef(planted, ratings.values)[0, 1] > 0.8
+    assert notes["planted_user_factors"].shape == (300, 3)
+
+
+def test_seed_determines_the_matrix_and_half_stars():
+    first = make_ratings(users=50, items=40, ratings=900, seed=7, half_stars=True)
+    second = make_ratings(users=50, items=40, ratings=900, seed=7, half_stars=True)
+    other = make_ratings(users=50, items=40, ratings=900, seed=8, half_stars=True)
+    assert np.array_equal(first.rows, second.rows) and np.array_equal(first.values, second.values)
+    assert not np.array_equal(first.cols, other.cols)
+    assert set(np.unique(first.values)) <= set(np.arange(1.0, 5.01, 0.5))
+    assert 3.5 in set(first.values)
+
+
+@pytest.mark.parametrize("users, items, ratings", [(5, 4, 20), (30, 20, 599), (1, 1, 1), (100, 3, 250)])
+def test_exact_count_even_when_nearly_full(users, items, ratings):
+    generated = make_ratings(users=users, items=items, ratings=ratings, seed=0)
+    assert generated.nnz == ratings == distinct_pairs(generated)
+    assert generated.rows.max() < users and generated.cols.max() < items
+
+
+def test_signature_used_by_other_packages_and_bad_arguments():
+    assert make_ratings("ml-100k-like", seed=1).nnz == PRESETS["ml-100k-like"][2]
+    with pytest.raises(InputError, match="unknown preset"):
+        make_ratings("ml-5m-like")
+    with pytest.raises(InputError, match="do not fit"):
+        make_ratings(users=3, items=3, ratings=10)
+    with pytest.raises(InputError, match="give a preset"):
+        make_ratings(users=3)
+
+
+@pytest.mark.parametrize("name", ["r.csv", "r.dat", "u.data", "r.tsv", "r.parquet", "r.txt", "r.hamsi",
+                                  "r.csv.gz"])
+def test_every_written_format_round_trips(tmp_path, name):
+    original = make_ratings(users=60, items=80, ratings=1500, seed=2, half_stars=True)
+    loaded = load_ratings(write_ratings(original, tmp_path / name))
+    assert loaded.shape == original.shape
+    order = np.lexsort((loaded.item_ids[loaded.cols], loaded.user_ids[loaded.rows]))
+    assert np.array_equal(loaded.user_ids[loaded.rows][order], original.user_ids[original.rows])
+    assert np.array_equal(loaded.item_ids[loaded.cols][order], original.item_ids[original.cols])
+    assert np.array_equal(loaded.values[order], original.values)
+
+
+def test_write_is_atomic(tmp_path, monkeypatch):
+    original = make_ratings(users=30, items=30, ratings=700, seed=0)
+    target = write_ratings(original, tmp_path / "r.csv")
+    before = target.read_bytes()
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(writers, "_write_text", broken)
+    with pytest.raises(OSError, match="disk full"):
+        write_ratings(make_ratings(users=30, items=30, ratings=100, seed=1), target)
+    assert target.read_bytes() == before
+    assert os.listdir(tmp_path) == ["r.csv"]  # no temporary file left behind
+    with pytest.raises(InputError, match="cannot tell the format"):
+        write_ratings(original, tmp_path / "r.xlsx")
+
+
+def test_embedded_sample_is_the_seeded_generator_output():
+    sample = load_sample()
+    assert sample.shape == (943, 1682) and sample.nnz == 100_000
+    from hamsi.data.sample import SAMPLE_FILE, SAMPLE_SEED
+    assert SAMPLE_FILE.stat().st_size < 1_000_000
+    regenerated = make_ratings("ml-100k-like", seed=SAMPLE_SEED)
+    assert np.array_equal(sample.values, regenerated.values)
+    assert np.array_equal(sample.user_ids[sample.rows], regenerated.user_ids[regenerated.rows])
