@@ -1,0 +1,169 @@
+"""Samplers, calibration and mechanisms: exact laws, Balle-Wang condition, privacy audit."""
+
+import math
+import time
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import dp
+from dp._random import RandomBits
+from dp.discrete import discrete_gaussian, discrete_laplace
+
+
+def _discrete_laplace_cdf(scale):
+    q = math.exp(-1.0 / scale)
+
+    def cdf(k):
+        k = np.floor(k)
+        # P[Z <= k] for P[Z = z] = (1 - q)/(1 + q) q^|z|
+        return np.where(k < 0, q ** (-k) / (1 + q), 1 - q ** (k + 1) / (1 + q))
+
+    return cdf
+
+
+def test_discrete_laplace_matches_its_pmf_exactly_on_small_scale():
+    draws = discrete_laplace(3, 200_000, RandomBits(1))
+    q = math.exp(-1 / 3)
+    support = np.arange(-6, 7)
+    expected = (1 - q) / (1 + q) * q ** np.abs(support)
+    observed = np.array([(draws == k).mean() for k in support])
+    assert np.allclose(observed, expected, atol=4 * np.sqrt(expected / 200_000) + 1e-4)
+
+
+def test_discrete_gaussian_matches_its_pmf_on_small_sigma():
+    sigma = 2
+    draws = discrete_gaussian(sigma, 100_000, RandomBits(2))
+    support = np.arange(-12, 13)
+    weights = np.exp(-support.astype(float) ** 2 / (2 * sigma**2))
+    expected = weights / weights.sum()
+    counts = np.array([(draws == k).sum() for k in support])
+    # lump the far tails (|z| > 12, mass < 1e-7) into the end bins so the totals agree
+    counts[0] += (draws < -12).sum()
+    counts[-1] += (draws > 12).sum()
+    _, pvalue = stats.chisquare(counts, expected * counts.sum())
+    assert pvalue > 1e-3
+
+
+def test_laplace_release_is_laplace_distributed_ks():
+    rel = dp.laplace_mechanism(np.zeros(50_000), 1.0, 0.5, random_state=3)
+    b = rel.noise_scale
+    # sensitivity/epsilon, inflated by d * grid step to cover rounding onto the grid
+    assert b == pytest.approx((1.0 + 50_000 * rel.granularity) / 0.5, rel=1e-8)
+    assert rel.granularity < 2.0 * 2.0**-29
+    assert stats.kstest(rel.values, stats.laplace(scale=b).cdf).pvalue > 1e-3
+    # every value sits on the grid: a pure function of an integer, nothing below it leaks
+    assert np.all(np.mod(rel.values / rel.granularity, 1.0) == 0)
+
+
+def test_gaussian_release_is_gaussian_distributed_ks():
+    rel = dp.gaussian_mechanism(np.zeros(50_000), 1.0, 0.5, 1e-5, random_state=4)
+    assert rel.noise_scale == pytest.approx(dp.analytic_gaussian_sigma(0.5, 1e-5, 1.0), rel=1e-4)
+    assert stats.kstest(rel.values, stats.norm(scale=rel.noise_scale).cdf).pvalue > 1e-3
+
+
+def test_seeded_draws_repeat_and_secure_default_differs():
+    a = dp.laplace_mechanism(np.zeros(10), 1.0, 1.0, random_state=7).values
+    b = dp.laplace_mechanism(np.zeros(10), 1.0, 1.0, random_state=7).values
+    c = dp.laplace_mechanism(np.zeros(10), 1.0, 1.0).values
+    d = dp.laplace_mechanism(np.zeros(10), 1.0, 1.0).values
+    assert np.array_equal(a, b)
+    assert not np.array_equal(c, d)
+    assert RandomBits(None).secure and not RandomBits(0).secure
+
+
+@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
+def test_noising_a_200_upper_triangle_is_fast(mechanism):
+    values = np.random.default_rng(0).random(200 * 201 // 2) / 100
+    start = time.perf_counter()
+    if mechanism == "laplace":
+        dp.laplace_mechanism(values, 0.5, 1.0)
+    else:
+        dp.gaussian_mechanism(values, 0.01, 1.0, 1e-5)
+    assert time.perf_counter() - start < 0.5
+
+
+@pytest.mark.parametrize("eps,delta", [(0.1, 1e-5), (0.5, 1e-3), (1.0, 1e-5), (2.0, 0.01), (8.0, 1e-9)])
+def test_analytic_sigma_meets_balle_wang_condition(eps, delta):
+    sigma = dp.analytic_gaussian_sigma(eps, delta, 1.0)
+    assert dp.gaussian_delta(sigma, eps, 1.0) <= delta
+    assert dp.gaussian_delta(sigma, eps, 1.0) == pytest.approx(delta, abs=1e-9, rel=1e-9)
+    # and it is the smallest such sigma: a little less noise breaks the condition
+    assert dp.gaussian_delta(sigma * (1 - 1e-6), eps, 1.0) > delta
+    if eps < 1:
+        assert sigma < dp.classical_gaussian_sigma(eps, delta, 1.0)
+    # sensitivity enters linearly
+    assert dp.analytic_gaussian_sigma(eps, delta, 3.0) == pytest.approx(3 * sigma, rel=1e-12)
+
+
+def test_classical_sigma_formula_and_refusal_above_one():
+    assert dp.classical_gaussian_sigma(0.5, 1e-5, 2.0) == pytest.approx(2 * math.sqrt(2 * math.log(1.25e5)) / 0.5)
+    with pytest.raises(ValueError, match="epsilon < 1"):
+        dp.classical_gaussian_sigma(1.2, 1e-5, 1.0)
+    assert dp.gaussian_sigma(1.2, 1e-5, 1.0, "paper") == dp.analytic_gaussian_sigma(1.2, 1e-5, 1.0)
+    assert dp.gaussian_sigma(0.5, 1e-5, 1.0, "paper") == dp.classical_gaussian_sigma(0.5, 1e-5, 1.0)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "1", True])
+def test_bad_epsilon_is_refused(bad):
+    with pytest.raises(ValueError):
+        dp.laplace_mechanism(np.zeros(3), 1.0, bad)
+
+
+@pytest.mark.parametrize("bad", [-0.1, 1.0, 1.5, float("nan")])
+def test_bad_delta_is_refused(bad):
+    with pytest.raises(ValueError):
+        dp.gaussian_mechanism(np.zeros(3), 1.0, 1.0, bad)
+    with pytest.raises(ValueError):
+        dp.gaussian_mechanism(np.zeros(3), 1.0, 1.0, 0.0)  # Gaussian needs delta > 0
+
+
+# --- privacy audit -------------------------------------------------------------------------
+
+
+def _laplace_audit_epsilon(scale_divisor, n_draws=200_000):
+    """Empirical max |log P[M(D) in bin] / P[M(D') in bin]| for a query at sensitivity 1."""
+    eps = 1.0
+
+    def draw(value, seed):
+        rel = dp.laplace_mechanism(np.full(n_draws, value), 1.0, eps, random_state=seed)
+        # the under-noised variant shrinks the calibrated noise, as a buggy mechanism would
+        return value + (rel.values - value) / scale_divisor
+
+    a, b = draw(0.0, 11), draw(1.0, 12)
+    edges = np.linspace(-3, 4, 29)
+    ca, _ = np.histogram(a, edges)
+    cb, _ = np.histogram(b, edges)
+    enough = (ca > 2000) & (cb > 2000)  # bins with small relative error only
+    ratio = np.log(ca[enough] / cb[enough])
+    return np.abs(ratio).max()
+
+
+def test_privacy_audit_laplace_stays_within_epsilon():
+    assert _laplace_audit_epsilon(1.0) <= 1.0 + 0.1
+
+
+def test_privacy_audit_catches_an_under_noised_mechanism():
+    assert _laplace_audit_epsilon(3.0) > 1.0 + 0.1
+
+
+def _gaussian_audit_delta(scale_divisor, eps=1.0, delta=1e-2, n_draws=100_000):
+    """Empirical max_t P[M(D) > t] - e^eps P[M(D') > t] over thresholds (must stay <= delta)."""
+    def draw(value, seed):
+        rel = dp.gaussian_mechanism(np.full(n_draws, value), 1.0, eps, delta, random_state=seed)
+        return value + (rel.values - value) / scale_divisor
+
+    a, b = np.sort(draw(1.0, 21)), np.sort(draw(0.0, 22))
+    ts = np.linspace(-1, 6, 141)
+    pa = 1 - np.searchsorted(a, ts, side="right") / n_draws
+    pb = 1 - np.searchsorted(b, ts, side="right") / n_draws
+    return np.max(pa - math.exp(eps) * pb)
+
+
+def test_privacy_audit_gaussian_stays_within_delta():
+    assert _gaussian_audit_delta(1.0) <= 1e-2 + 3e-3
+
+
+def test_privacy_audit_gaussian_catches_an_under_noised_mechanism():
+    assert _gaussian_audit_delta(3.0) > 1e-2 + 3e-3
