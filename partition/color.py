@@ -44,11 +44,11 @@ def split_into_units(colors: np.ndarray, color_sizes: np.ndarray, n_subsets: int
         parts[int(np.argmax(share))] += 1
     first_unit = np.concatenate([[0], np.cumsum(parts)[:-1]])
     if np.all(parts == 1):
-        return colors.astype(np.int64), color_sizes.astype(np.int64)
+        return colors, color_sizes.astype(np.int64)
     order, offsets = group_by_key(colors, color_sizes.shape[0])
     rank_in_color = np.empty(colors.shape[0], dtype=np.int64)
     rank_in_color[order] = np.arange(colors.shape[0]) - np.repeat(offsets[:-1], color_sizes)
-    units = first_unit[colors] + rank_in_color * parts[colors] // color_sizes[colors]
+    units = (first_unit[colors] + rank_in_color * parts[colors] // color_sizes[colors]).astype(np.int32)
     return units, np.bincount(units, minlength=int(parts.sum()))
 
 
@@ -86,11 +86,12 @@ def color_partition(graph, shape, n_blocks: int, n_subsets: int, balanced: bool,
     color_sizes = np.bincount(colors, minlength=n_colors)
     units, unit_sizes = split_into_units(colors, color_sizes, n_subsets)
     subset_of_unit = pack_first_fit(unit_sizes, n_subsets)
-    subset_of = subset_of_unit[units]
+    subset_of = subset_of_unit.astype(np.int32)[units]
     del units
     order, offsets = group_by_key(subset_of, n_subsets)
     block_of, largest = component_blocks(order, offsets, n_blocks, graph.n_params, *graph_arrays(graph))
-    keys = subset_of * n_blocks + block_of
+    # int32 keys: K * B is small, and this array is |I| long
+    keys = subset_of * np.int32(n_blocks) + block_of
     del subset_of, block_of, order
     order, offsets = group_by_key(keys, n_subsets * n_blocks)
     info = {

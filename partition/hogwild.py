@@ -13,7 +13,6 @@ import numba
 import numpy as np
 
 from partition.base import Partition
-from partition.grouping import group_by_key, nested_blocks
 from partition.kernels import _arity, _param, graph_arrays
 
 
@@ -52,25 +51,26 @@ def hogwild(graph, shape, n_blocks: int, n_subsets: int, seed=0) -> Partition:
     """Return the HOGWILD partition: a seeded random split into K x B near-equal blocks."""
     n = graph.n_functions
     rng = np.random.default_rng(seed)
-    # position in a random permutation decides subset and block: sizes differ by at most one
-    slot = np.empty(n, dtype=np.int64)
-    slot[rng.permutation(n)] = np.arange(n, dtype=np.int64)
-    subset_of = slot * n_subsets // n
-    start_of_subset = -(-np.arange(n_subsets + 1, dtype=np.int64) * n // n_subsets)
-    subset_sizes = np.diff(start_of_subset)
-    rank = slot - start_of_subset[subset_of]
-    block_of = (rank * n_blocks // subset_sizes[subset_of]).astype(np.int32)
-    del slot, rank
-    order, offsets = group_by_key(subset_of, n_subsets)
-    shared = _count_shared(order, offsets, n_blocks, block_of, graph.n_params, *graph_arrays(graph))
-    keys = subset_of * n_blocks + block_of
-    del order, subset_of, block_of
-    order, offsets = group_by_key(keys, n_subsets * n_blocks)
+    # consecutive chunks of one random permutation: subset and block sizes differ by at most one
+    permutation = rng.permutation(n)
+    subset_starts = -(-np.arange(n_subsets + 1, dtype=np.int64) * n // n_subsets)
+    block_of = np.empty(n, dtype=np.int32)
+    subsets = []
+    for k in range(n_subsets):
+        members = permutation[subset_starts[k]:subset_starts[k + 1]]
+        block_starts = -(-np.arange(n_blocks + 1, dtype=np.int64) * members.size // n_blocks)
+        subset = []
+        for b in range(n_blocks):
+            chunk = members[block_starts[b]:block_starts[b + 1]]
+            block_of[chunk] = b
+            subset.append(np.sort(chunk))
+        subsets.append(subset)
+    shared = _count_shared(permutation, subset_starts, n_blocks, block_of, graph.n_params, *graph_arrays(graph))
+    del permutation, block_of
     first_col = int(graph.offsets[1]) if graph.is_matrix else graph.n_params
     info = {
         "overlaps": [int(ids.size) for ids in shared],
         "overlap_rows": [int(np.sum(ids < first_col)) for ids in shared],
         "overlap_cols": [int(np.sum(ids >= first_col)) for ids in shared],
     }
-    return Partition(scheme="hogwild", shape=tuple(shape), subsets=nested_blocks(order, offsets, n_subsets, n_blocks),
-                     seed=seed, info=info)
+    return Partition(scheme="hogwild", shape=tuple(shape), subsets=subsets, seed=seed, info=info)
