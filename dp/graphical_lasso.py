@@ -144,12 +144,23 @@ def graphical_lasso_path(S: np.ndarray, alphas, **kwargs) -> list[GraphicalLasso
     """Return one GraphicalLassoResult per alpha, each warm-started from the previous solution.
 
     Pass alphas in decreasing order (sparse to dense) so each start is close to the next answer.
+    Each step restarts rho from its initial value (a rho balanced for a sparser problem is a poor
+    start) and carries the unscaled dual V = rho U over, rescaled by alpha_new / alpha_old since
+    at the optimum V lies in alpha times the subdifferential of the l1 norm.
     """
     results = []
     init = kwargs.pop("init", None)
     rho = kwargs.pop("rho", None)
+    if rho is None:
+        scale = np.abs(np.diag(S)).mean()
+        rho = scale * scale if scale > 0 else 1.0
+    previous = None
     for alpha in alphas:
-        res = admm_graphical_lasso(S, float(alpha), rho=rho, init=init, **kwargs)
-        results.append(res)
-        init, rho = (res.precision, res.dual), res.rho
+        alpha = float(alpha)
+        if previous is not None:
+            last = results[-1]
+            factor = (alpha / previous if previous > 0 else 1.0) * last.rho / rho
+            init = (last.precision, last.dual * factor)
+        results.append(admm_graphical_lasso(S, alpha, rho=rho, init=init, **kwargs))
+        previous = alpha
     return results

@@ -1,0 +1,167 @@
+"""Private covariance: sensitivities (derived bound vs random and adversarial pairs), clipping, budget."""
+
+import math
+
+import numpy as np
+import pytest
+
+import dp
+from dp.covariance import covariance_sensitivity
+
+
+def _triangle_diff(x, x_prime, n):
+    A = (np.outer(x, x) - np.outer(x_prime, x_prime)) / n
+    return A[np.triu_indices(len(x))]
+
+
+def _random_unit_rows(rng, k, p):
+    v = rng.standard_normal((k, p)) * rng.random((k, 1)) ** 3  # varied norms and directions
+    return v / np.maximum(np.linalg.norm(v, axis=1, keepdims=True), 1.0)
+
+
+@pytest.mark.parametrize("p", [1, 2, 5, 30])
+def test_sensitivity_bounds_hold_for_random_neighbouring_pairs(p):
+    rng = np.random.default_rng(p)
+    n = 50
+    l1 = covariance_sensitivity(p, n, 1.0, "l1")
+    l2 = covariance_sensitivity(p, n, 1.0, "l2")
+    X = _random_unit_rows(rng, 2000, p)
+    Y = _random_unit_rows(rng, 2000, p)
+    # also unit-norm rows, where the bounds bite
+    Y[:1000] /= np.linalg.norm(Y[:1000], axis=1, keepdims=True)
+    X[:1000] /= np.linalg.norm(X[:1000], axis=1, keepdims=True)
+    worst1 = max(np.abs(_triangle_diff(x, y, n)).sum() for x, y in zip(X, Y))
+    worst2 = max(np.linalg.norm(_triangle_diff(x, y, n)) for x, y in zip(X, Y))
+    assert worst1 <= l1 * (1 + 1e-12)
+    assert worst2 <= l2 * (1 + 1e-12)
+
+
+def test_sensitivity_of_the_whole_mechanism_input_uses_replace_one_neighbours():
+    rng = np.random.default_rng(0)
+    n, p = 20, 4
+    D = _random_unit_rows(rng, n, p)
+    D_prime = D.copy()
+    D_prime[3] = _random_unit_rows(rng, 1, p)[0]
+    S, S_prime = D.T @ D / n, D_prime.T @ D_prime / n
+    iu = np.triu_indices(p)
+    assert np.abs(S[iu] - S_prime[iu]).sum() <= covariance_sensitivity(p, n, 1.0, "l1")
+    assert np.linalg.norm(S[iu] - S_prime[iu]) <= covariance_sensitivity(p, n, 1.0, "l2")
+
+
+@pytest.mark.parametrize("p", [16, 64])
+def test_adversarial_pairs_come_close_to_the_bounds(p):
+    n = 10
+    # orthogonal unit vectors attain the L2 bound exactly
+    e1, e2 = np.eye(p)[0], np.eye(p)[1]
+    assert np.linalg.norm(_triangle_diff(e1, e2, n)) == pytest.approx(covariance_sensitivity(p, n, 1.0, "l2"))
+    # x ~ cos(w i), x' ~ sin(w i) spreads the difference over every entry (L1)
+    best = 0.0
+    i = np.arange(p)
+    for w in np.linspace(0.05, math.pi, 200):
+        x, y = np.cos(w * i), np.sin(w * i)
+        x, y = x / np.linalg.norm(x), y / np.linalg.norm(y)
+        best = max(best, np.abs(_triangle_diff(x, y, n)).sum())
+    bound = covariance_sensitivity(p, n, 1.0, "l1")
+    assert best <= bound
+    assert best >= 0.8 * bound
+
+
+def test_sensitivity_scales_with_clip_squared():
+    assert covariance_sensitivity(10, 100, 3.0, "l2") == pytest.approx(9 * math.sqrt(2) / 100)
+    assert covariance_sensitivity(10, 100, 2.0, "l1") == pytest.approx(4 * covariance_sensitivity(10, 100, 1.0, "l1"))
+
+
+def test_clip_rows_counts_and_scales_only_long_rows():
+    X = np.array([[3.0, 4.0], [0.3, 0.4], [0.0, 0.0], [1.0, 0.0]])
+    clipped, count = dp.clip_rows(X, 1.0)
+    assert count == 1
+    assert np.allclose(clipped[0], [0.6, 0.8])
+    assert np.array_equal(clipped[1:], X[1:])
+
+
+def test_private_covariance_is_symmetric_and_centred_on_s():
+    rng = np.random.default_rng(1)
+    X = _random_unit_rows(rng, 400, 6)
+    S = X.T @ X / 400
+    draws = np.stack([dp.private_covariance(X, 2.0, random_state=s).covariance for s in range(300)])
+    assert np.all(draws == np.transpose(draws, (0, 2, 1)))
+    sd = dp.private_covariance(X, 2.0, random_state=0).release.noise_scale * math.sqrt(2)
+    assert np.all(np.abs(draws.mean(axis=0) - S) < 5 * sd / math.sqrt(300))
+    # the noise is calibrated to the L1 sensitivity derived in dp.covariance
+    rel = dp.private_covariance(X, 2.0, random_state=0).release
+    assert rel.sensitivity == covariance_sensitivity(6, 400, 1.0, "l1")
+
+
+def test_private_covariance_gaussian_uses_l2_sensitivity_and_reports_clipping():
+    X = np.vstack([np.full((5, 3), 2.0), np.full((95, 3), 0.1)])
+    out = dp.private_covariance(X, 0.5, 1e-3, mechanism="gaussian", random_state=0)
+    assert out.n_clipped == 5
+    assert out.release.sensitivity == pytest.approx(math.sqrt(2) / 100)
+    assert out.release.delta == 1e-3
+
+
+def test_non_private_covariance_is_exact():
+    X = np.random.default_rng(2).standard_normal((30, 4))
+    out = dp.private_covariance(X, None)
+    assert np.allclose(out.covariance, X.T @ X / 30) and out.release is None and out.n_clipped == 0
+
+
+def test_budget_composes_and_refuses_overspend_before_release(monkeypatch):
+    X = np.random.default_rng(3).random((50, 3)) / 3
+    budget = dp.PrivacyBudget(1.0, 1e-3)
+    dp.private_covariance(X, 0.4, budget=budget, random_state=0)
+    dp.private_covariance(X, 0.3, 5e-4, mechanism="gaussian", budget=budget, random_state=1)
+    assert budget.spent == pytest.approx((0.7, 5e-4))
+    drawn = []
+    import dp.mechanisms as mech
+
+    monkeypatch.setattr(mech, "discrete_laplace", lambda *a: drawn.append(a))
+    with pytest.raises(dp.BudgetExceededError):
+        dp.private_covariance(X, 0.5, budget=budget)
+    assert drawn == []  # no noise was even drawn
+    assert budget.spent == pytest.approx((0.7, 5e-4))
+
+
+def test_spent_budget_is_refused_not_warned():
+    budget = dp.PrivacyBudget(0.5)
+    budget.spend(0.2)
+    budget.spend(0.3)
+    assert budget.remaining == (0.0, 0.0)
+    with pytest.raises(dp.BudgetExceededError):
+        budget.spend(1e-9)
+    with pytest.raises(dp.BudgetExceededError):
+        dp.laplace_mechanism([0.0], 1.0, 0.01, budget=budget)
+    assert len(budget.ledger) == 2
+
+
+def test_budget_rejects_delta_overspend_and_bad_totals():
+    budget = dp.PrivacyBudget(5.0, 1e-5)
+    with pytest.raises(dp.BudgetExceededError, match="delta"):
+        budget.spend(1.0, 1e-4)
+    for bad in [(0.0, 0.0), (-1.0, 0.0), (1.0, 1.0)]:
+        with pytest.raises(ValueError):
+            dp.PrivacyBudget(*bad)
+
+
+@pytest.mark.parametrize(
+    "X,match",
+    [
+        (np.array([[1.0, np.nan], [0.0, 1.0]]), "row 0, column 1"),
+        (np.array([[1.0, 2.0], [0.0, np.inf]]), "row 1, column 1"),
+        (np.ones(5), "2-D"),
+    ],
+)
+def test_bad_data_is_refused_with_location(X, match):
+    with pytest.raises(dp.DataError, match=match):
+        dp.private_covariance(X, 1.0)
+
+
+def test_bad_parameters_raise_before_anything_is_spent():
+    X = np.random.default_rng(4).random((20, 3)) / 3
+    budget = dp.PrivacyBudget(10.0, 0.5)
+    for kwargs in [dict(epsilon=0.0), dict(epsilon=1.0, delta=-0.1), dict(epsilon=1.0, delta=1.0),
+                   dict(epsilon=1.0, mechanism="cauchy"), dict(epsilon=1.0, clip=0.0),
+                   dict(epsilon=1.0, mechanism="gaussian", delta=0.0)]:
+        with pytest.raises(ValueError):
+            dp.private_covariance(X, budget=budget, **kwargs)
+    assert budget.ledger == []

@@ -1,0 +1,202 @@
+"""DP-RP and DP-AGL: closed forms, ADMM vs scikit-learn, KKT conditions, estimator contract."""
+
+import warnings
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from sklearn.base import clone
+from sklearn.covariance import graphical_lasso
+
+import dp
+from dp.simulation import model_precision, normalize_rows_by_max_norm, sample_gaussian
+
+
+@pytest.fixture(scope="module")
+def ar2_data():
+    X = sample_gaussian(model_precision(3, 8), 300, random_state=0)
+    return normalize_rows_by_max_norm(X)
+
+
+def test_ridge_precision_matches_brute_force_minimisation():
+    rng = np.random.default_rng(0)
+    A = rng.standard_normal((3, 3))
+    S = A @ A.T / 3 - 0.4 * np.eye(3)  # indefinite, as a noisy S can be
+    alpha = 0.3
+    tril = np.tril_indices(3)
+
+    def objective(v):
+        L = np.zeros((3, 3))
+        L[tril] = v
+        return dp.ridge_objective(L @ L.T, S, alpha)
+
+    best = minimize(objective, np.eye(3)[tril], method="Nelder-Mead",
+                    options=dict(xatol=1e-10, fatol=1e-12, maxiter=20000, maxfev=40000))
+    L = np.zeros((3, 3))
+    L[tril] = best.x
+    theta = dp.ridge_precision(S, alpha)
+    assert np.allclose(theta, L @ L.T, atol=1e-4)
+    # stationarity of eq. (1.3): -Theta^-1 + S + 2 alpha Theta = 0
+    assert np.allclose(-np.linalg.inv(theta) + S + 2 * alpha * theta, 0, atol=1e-10)
+    assert np.all(np.linalg.eigvalsh(theta) > 0)
+
+
+def test_ridge_eigenvalue_map_is_stable_for_very_negative_eigenvalues():
+    phi = np.array([-1e8, -1.0, 0.0, 1.0, 1e8])
+    out = dp.ridge_precision(np.diag(phi), 1e-6)
+    with np.errstate(divide="ignore"):
+        expected = 2 / (phi + np.sqrt(phi**2 + 8e-6))  # naive form: fine where no cancellation
+    assert np.allclose(np.diag(out)[1:], expected[1:], rtol=1e-9)
+    assert np.diag(out)[0] == pytest.approx(1e8 / 2e-6, rel=1e-9)
+
+
+def test_non_private_ridge_estimator_equals_closed_form(ar2_data):
+    est = dp.PrivateRidgePrecision(alpha=0.05).fit(ar2_data)
+    S = ar2_data.T @ ar2_data / ar2_data.shape[0]
+    assert np.allclose(est.precision_, dp.ridge_precision(S, 0.05))
+    assert est.privacy_spent_ == (0.0, 0.0) and est.n_clipped_ == 0
+    assert np.allclose(est.covariance_ @ est.precision_, np.eye(8), atol=1e-8)
+
+
+@pytest.mark.parametrize("p", [50, 100])
+def test_admm_matches_sklearn_graphical_lasso_objective(p):
+    X = sample_gaussian(model_precision(1, p, random_state=1), 4 * p, random_state=2)
+    S = X.T @ X / X.shape[0]
+    alpha = 0.05
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, prec_sk = graphical_lasso(S, alpha, tol=1e-8, max_iter=500)
+    f_sk = dp.glasso_objective(prec_sk, S, alpha)
+    res = dp.admm_graphical_lasso(S, alpha, tol=1e-6)
+    assert res.converged, res.message
+    assert abs(res.objective - f_sk) <= 1e-5 * abs(f_sk)
+    assert res.objective == pytest.approx(dp.glasso_objective(res.precision, S, alpha))
+
+
+def _kkt_violation(Z, S, alpha, penalize_diagonal):
+    """Max violation of S - Z^-1 + alpha * G = 0 with G in the subdifferential of the l1 norm."""
+    G = -(S - np.linalg.inv(Z)) / alpha
+    mask = ~np.eye(len(Z), dtype=bool) if not penalize_diagonal else np.ones_like(Z, dtype=bool)
+    nz = (np.abs(Z) > 0) & mask
+    viol = np.zeros_like(Z)
+    viol[nz] = np.abs(G[nz] - np.sign(Z[nz]))
+    zero = (Z == 0) & mask
+    viol[zero] = np.maximum(np.abs(G[zero]) - 1, 0)
+    if not penalize_diagonal:
+        viol[np.eye(len(Z), dtype=bool)] = np.abs(G[np.eye(len(Z), dtype=bool)])
+    return viol.max() * alpha
+
+
+@pytest.mark.parametrize("penalize_diagonal", [False, True])
+def test_admm_solution_satisfies_kkt(ar2_data, penalize_diagonal):
+    S = ar2_data.T @ ar2_data / ar2_data.shape[0]
+    alpha = 0.02 * np.abs(S).max()
+    res = dp.admm_graphical_lasso(S, alpha, tol=1e-9, max_iter=5000, penalize_diagonal=penalize_diagonal)
+    assert res.converged
+    assert _kkt_violation(res.precision, S, alpha, penalize_diagonal) < 1e-5 * np.abs(S).max()
+    assert np.any(res.precision == 0)  # sparsity is exact
+
+
+def test_penalizing_the_diagonal_shrinks_it():
+    S = np.array([[1.0, 0.3], [0.3, 1.0]])
+    free = dp.admm_graphical_lasso(S, 0.1, tol=1e-10, max_iter=5000).precision
+    pen = dp.admm_graphical_lasso(S, 0.1, tol=1e-10, max_iter=5000, penalize_diagonal=True).precision
+    assert np.all(np.diag(pen) < np.diag(free))
+    # 2x2 closed form with unpenalized diagonal: W = S + alpha * sign, Theta = W^-1
+    W = S + np.array([[0, 0.1], [0.1, 0]]) * np.sign(np.linalg.inv(S)[0, 1])
+    assert np.allclose(free, np.linalg.inv(W), atol=1e-7)
+
+
+def test_path_warm_starts_reach_the_same_solutions_faster(ar2_data):
+    S = ar2_data.T @ ar2_data / ar2_data.shape[0]
+    alphas = dp.alpha_grid(S, 6)
+    path = dp.graphical_lasso_path(S, alphas, tol=1e-7)
+    cold = [dp.admm_graphical_lasso(S, a, tol=1e-7) for a in alphas]
+    for w, c in zip(path, cold):
+        assert w.objective == pytest.approx(c.objective, rel=1e-5)
+    assert sum(r.n_iter for r in path) < sum(r.n_iter for r in cold)
+    # sparsity grows as alpha grows
+    nnz = [np.count_nonzero(r.precision) for r in path]
+    assert nnz == sorted(nnz)
+
+
+def test_cross_validation_picks_the_argmin_of_held_out_likelihood(ar2_data):
+    alpha, alphas, scores = dp.cross_validate_alpha(ar2_data, estimator="ridge", cv=3)
+    assert alpha == alphas[np.argmin(scores)]
+    # brute-force the same folds for one alpha
+    folds = np.array_split(np.random.default_rng(0).permutation(len(ar2_data)), 3)
+    manual = []
+    for test in folds:
+        train = np.setdiff1d(np.arange(len(ar2_data)), test)
+        P = dp.ridge_precision(ar2_data[train].T @ ar2_data[train] / len(train), alphas[2])
+        manual.append(dp.neg_log_likelihood(P, ar2_data[test].T @ ar2_data[test] / len(test)))
+    assert scores[2] == pytest.approx(np.mean(manual))
+    est = dp.PrivateGraphicalLasso(alpha="cv").fit(ar2_data)
+    assert est.alpha_ > 0
+
+
+@pytest.mark.parametrize("cls", [dp.PrivateRidgePrecision, dp.PrivateGraphicalLasso])
+@pytest.mark.parametrize("mechanism,delta", [("laplace", 0.0), ("gaussian", 1e-3)])
+def test_private_estimators_report_spend_and_are_reproducible(ar2_data, cls, mechanism, delta):
+    X = ar2_data * 3  # some rows exceed the clipping bound
+    est = cls(alpha=0.01, epsilon=0.8, delta=delta, mechanism=mechanism, random_state=5).fit(X)
+    again = clone(est).fit(X)
+    assert np.array_equal(est.precision_, again.precision_)
+    assert est.privacy_spent_ == (0.8, delta)
+    assert est.n_clipped_ == int((np.linalg.norm(X, axis=1) > 1).sum()) > 0
+    assert np.all(np.linalg.eigvalsh(est.precision_) > 0)
+    assert np.allclose(est.sample_covariance_, est.sample_covariance_.T)
+    assert est.get_params()["epsilon"] == 0.8
+    assert est.set_params(epsilon=2.0).epsilon == 2.0
+
+
+def test_estimators_share_a_budget_and_refuse_overspend(ar2_data):
+    budget = dp.PrivacyBudget(1.0)
+    dp.PrivateRidgePrecision(alpha=0.01, epsilon=0.6, budget=budget, random_state=0).fit(ar2_data)
+    est = dp.PrivateGraphicalLasso(alpha=0.01, epsilon=0.6, budget=budget, random_state=0)
+    with pytest.raises(dp.BudgetExceededError):
+        est.fit(ar2_data)
+    assert not hasattr(est, "precision_")
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(alpha=-0.1), dict(alpha=float("nan")), dict(alpha="cv", epsilon=1.0), dict(alpha="auto"),
+     dict(epsilon=0.0), dict(epsilon=-2.0), dict(epsilon=1.0, delta=1.0), dict(epsilon=1.0, delta=-1e-9),
+     dict(epsilon=1.0, mechanism="gaussian"), dict(epsilon=1.0, mechanism="exponential")],
+)
+def test_bad_parameters_raise_and_release_nothing(ar2_data, kwargs):
+    params = dict(alpha=0.01)
+    params.update(kwargs)
+    est = dp.PrivateGraphicalLasso(**params)
+    with pytest.raises(ValueError):
+        est.fit(ar2_data)
+    assert not hasattr(est, "precision_") and not hasattr(est, "sample_covariance_")
+
+
+def test_ridge_needs_positive_alpha(ar2_data):
+    with pytest.raises(ValueError, match="alpha > 0"):
+        dp.PrivateRidgePrecision(alpha=0.0).fit(ar2_data)
+
+
+def test_non_finite_data_is_refused(ar2_data):
+    X = ar2_data.copy()
+    X[4, 2] = np.inf
+    with pytest.raises(dp.DataError, match="row 4, column 2"):
+        dp.PrivateRidgePrecision(alpha=0.1, epsilon=1.0).fit(X)
+
+
+def test_score_is_gaussian_log_likelihood(ar2_data):
+    est = dp.PrivateRidgePrecision(alpha=0.05).fit(ar2_data)
+    from scipy.stats import multivariate_normal
+
+    ll = multivariate_normal(np.zeros(8), est.covariance_).logpdf(ar2_data).mean()
+    assert est.score(ar2_data) == pytest.approx(ll)
+
+
+def test_dp_package_does_not_import_hamsi():
+    import subprocess
+    import sys
+
+    code = "import sys, dp; dp.PrivateGraphicalLasso; assert not any(m == 'hamsi' or m.startswith('hamsi.') for m in sys.modules)"
+    subprocess.run([sys.executable, "-c", code], check=True)
