@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy.linalg import solve_triangular
+from numba import njit
 
 SIGMA_INITIAL = 500.0
 ACCEPTANCE_THRESHOLD = 1.0e-6
@@ -90,22 +90,7 @@ class LBFGSMemory:
 
     def _build_n(self):
         """Set the 2M x 2M matrix mapping unscaled W^T g to step coefficients, in ring indexing."""
-        M = self.memory
-        order = self.order
-        R = np.triu(self.sy[np.ix_(order, order)])
-        C = self.yy[np.ix_(order, order)]
-        R_inv = solve_triangular(R, np.eye(M), lower=False)
-        N = np.zeros((2 * M, 2 * M))
-        N[:M, :M] = R_inv.T @ (np.diag(np.diag(R)) + self.sigma * C) @ R_inv
-        N[:M, M:] = -R_inv.T
-        N[M:, :M] = -R_inv
-        # Fold W = [S, sigma Y] into N on both sides, so the drivers multiply by unscaled S, Y.
-        scaling = np.concatenate([np.ones(M), np.full(M, self.sigma)])
-        folded = scaling[:, None] * N * scaling[None, :]
-        ring = np.concatenate([order, M + order])
-        scaled_n = np.empty_like(folded)
-        scaled_n[np.ix_(ring, ring)] = folded
-        self._scaled_n = np.ascontiguousarray(scaled_n)
+        self._scaled_n = scaled_n_matrix(self.sy, self.yy, self.order, self.sigma)
 
     def coefficients(self, wtg: np.ndarray) -> np.ndarray:
         """Return coef (2M) with H g = sigma g + sum_j coef_j S_j + coef_{M+j} Y_j (Alg. 3, line 13).
@@ -113,10 +98,77 @@ class LBFGSMemory:
         wtg is the unscaled [S_j.g, Y_j.g] (shard-order sum of `kernels.shard_wtg_partials`).
         Only valid once `full`.
         """
-        return self._scaled_n @ wtg
+        coef = np.empty(2 * self.memory)
+        small_matvec(self._scaled_n, wtg, coef)
+        return coef
 
     def direction(self, g: np.ndarray, S: np.ndarray, Y: np.ndarray) -> np.ndarray:
         """Return H g for dense S, Y (rows in ring order): a reference path for tests, unsharded."""
         wtg = np.concatenate([S @ g, Y @ g])
         coef = self.coefficients(wtg)
         return self.sigma * g + coef[:self.memory] @ S + coef[self.memory:] @ Y
+
+
+@njit(cache=True)
+def scaled_n_matrix(sy, yy, order, sigma):
+    """Return diag(1, sigma) N diag(1, sigma) in ring indexing (thesis Alg. 3, lines 18-19).
+
+    sy, yy: ring-indexed S_i.y_j and Y_i.y_j; order: ring rows oldest first. R = triu(S'Y) and
+    C = Y'Y are taken in chronological order, R^-1 by back substitution, and the result is
+    scattered back to ring indexing so the drivers multiply by S and Y rows as stored. Plain
+    loops (no BLAS) keep the few hundred flops fast and identical on every machine.
+    """
+    M = order.shape[0]
+    R = np.zeros((M, M))
+    C = np.empty((M, M))
+    for a in range(M):
+        for b in range(M):
+            C[a, b] = yy[order[a], order[b]]
+            if a <= b:
+                R[a, b] = sy[order[a], order[b]]
+    R_inv = np.zeros((M, M))
+    for col in range(M):
+        for i in range(M - 1, -1, -1):
+            acc = 1.0 if i == col else 0.0
+            for j in range(i + 1, M):
+                acc -= R[i, j] * R_inv[j, col]
+            R_inv[i, col] = acc / R[i, i]
+    middle = np.empty((M, M))  # D + sigma C
+    for a in range(M):
+        for b in range(M):
+            middle[a, b] = sigma * C[a, b]
+        middle[a, a] += R[a, a]
+    left = np.zeros((M, M))  # R^-T (D + sigma C)
+    for a in range(M):
+        for b in range(M):
+            acc = 0.0
+            for j in range(M):
+                acc += R_inv[j, a] * middle[j, b]
+            left[a, b] = acc
+    scaled = np.zeros((2 * M, 2 * M))
+    for a in range(M):
+        for b in range(M):
+            acc = 0.0
+            for j in range(M):
+                acc += left[a, j] * R_inv[j, b]
+            ra, rb = order[a], order[b]
+            scaled[ra, rb] = acc  # N11
+            scaled[ra, M + rb] = -R_inv[b, a] * sigma  # N12 = -R^-T, times sigma for Y's side
+            scaled[M + ra, rb] = -R_inv[a, b] * sigma  # N21 = -R^-1
+    return scaled
+
+
+@njit(cache=True)
+def small_matvec(A, v, out):
+    """Write out = A v with plain loops, rows summed left to right."""
+    for i in range(A.shape[0]):
+        acc = 0.0
+        for j in range(A.shape[1]):
+            acc += A[i, j] * v[j]
+        out[i] = acc
+
+
+def warm_up() -> None:
+    """Compile (or load from cache) the small-algebra kernels before a driver starts its clock."""
+    scaled_n_matrix(np.eye(2), np.eye(2), np.arange(2), 1.0)
+    small_matvec(np.eye(2), np.ones(2), np.empty(2))

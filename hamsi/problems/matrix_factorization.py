@@ -1,0 +1,141 @@
+"""Matrix factorization over observed entries, min ||Y - X1 X2||_F^2 (thesis eq. 3.1), as f = sum_i f_i.
+
+One function per rating i = (a, b, v):
+    f_i = (1 / 2|I|) [ (v - U_a . V_b - bu_a - bv_b - mu)^2 + reg (|U_a|^2 / n_a + |V_b|^2 / n_b) ]
+(`hamsi.kernels` module docstring): the 1/|I| scaling is the reference implementation's, the
+regularization reg (|U|^2 + |V|^2) is spread over each user's n_a and item's n_b ratings so the
+objective stays partially separable; biases (when on) are an extra column of U and V,
+regularized with them, and mu is the training mean (0 without biases, like the reference).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hamsi import kernels
+from hamsi.problems.base import (BlockLayout, PartiallySeparableProblem, block_layout, equal_bounds,
+                                 no_shared_entries)
+
+HELDOUT_CHUNKS = 64
+
+
+class MatrixFactorization(PartiallySeparableProblem):
+    """Low-rank completion of a Ratings matrix; x = [U (m x w), V (n x w)], w = rank (+1 with biases)."""
+
+    def __init__(self, ratings, rank: int, reg: float = 0.0, biases: bool = False):
+        self.shape = (int(ratings.shape[0]), int(ratings.shape[1]))
+        self.rank = int(rank)
+        self.reg = float(reg)
+        self.biases = bool(biases)
+        self.width = self.rank + (1 if self.biases else 0)
+        self.rows = np.ascontiguousarray(ratings.rows, dtype=np.int32)
+        self.cols = np.ascontiguousarray(ratings.cols, dtype=np.int32)
+        self.vals = np.ascontiguousarray(ratings.values, dtype=np.float64)
+        self._source = (self.rows, self.cols, self.vals)  # caller's order; arrange() permutes copies
+        self.n_functions = int(self.rows.shape[0])
+        self.n_params = (self.shape[0] + self.shape[1]) * self.width
+        self.scale = 1.0 / self.n_functions
+        self.offset = float(self.vals.mean()) if self.biases else 0.0
+        row_counts = np.bincount(self.rows, minlength=self.shape[0]).astype(np.float64)
+        col_counts = np.bincount(self.cols, minlength=self.shape[1]).astype(np.float64)
+        # reg / n per user and item: the share of reg |U_a|^2 carried by each of a's ratings
+        if self.reg > 0.0:
+            self.row_reg = np.divide(self.reg, row_counts, out=np.zeros_like(row_counts), where=row_counts > 0)
+            self.col_reg = np.divide(self.reg, col_counts, out=np.zeros_like(col_counts), where=col_counts > 0)
+        else:
+            self.row_reg = np.zeros(0)
+            self.col_reg = np.zeros(0)
+        self._row_norm_weight = self.reg * (row_counts > 0)
+        self._col_norm_weight = self.reg * (col_counts > 0)
+        self.layout = None
+        self._block_bounds = np.array([0, self.n_functions], dtype=np.int64)
+
+    def factors(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Return the views (U, V) of x, shapes (m, w) and (n, w)."""
+        m, n = self.shape
+        split = m * self.width
+        return x[:split].reshape(m, self.width), x[split:].reshape(n, self.width)
+
+    def arrange(self, partition) -> BlockLayout:
+        """Reorder the ratings so each block of `partition` is a contiguous slice; return the layout."""
+        if tuple(partition.shape) != self.shape:
+            raise ValueError(f"partition is for a {partition.shape} matrix, ratings are {self.shape}")
+        if partition.n_functions != self.n_functions:
+            raise ValueError(f"partition covers {partition.n_functions} ratings, there are {self.n_functions}")
+        rows, cols = self._source[0], self._source[1]
+
+        def touches_disjoint(blocks):
+            return (no_shared_entries([rows[b] for b in blocks])
+                    and no_shared_entries([cols[b] for b in blocks]))
+
+        layout = block_layout(partition.subsets, touches_disjoint)
+        self.rows, self.cols, self.vals = (np.ascontiguousarray(a[layout.order]) for a in self._source)
+        self.layout = layout
+        self._block_bounds = layout.block_bounds
+        return layout
+
+    def shard_bounds(self, partition) -> np.ndarray:
+        """Return offsets of U_0..U_{B-1}, V_0..V_{B-1} in x (row_bounds/col_bounds, else B equal)."""
+        m, n = self.shape
+        n_blocks = max(len(blocks) for blocks in partition.subsets)
+        row_bounds = (np.asarray(partition.row_bounds, dtype=np.int64) if partition.row_bounds is not None
+                      else equal_bounds(m, n_blocks))
+        col_bounds = (np.asarray(partition.col_bounds, dtype=np.int64) if partition.col_bounds is not None
+                      else equal_bounds(n, n_blocks))
+        return np.concatenate([row_bounds * self.width, (m + col_bounds[1:]) * self.width]).astype(np.int64)
+
+    def initial_point(self, rng: np.random.Generator) -> np.ndarray:
+        """Return x with N(0, 1) factors, U row-major then V (the reference's scale); biases 0."""
+        x = np.zeros(self.n_params)
+        U, V = self.factors(x)
+        U[:, :self.rank] = rng.standard_normal((self.shape[0], self.rank))
+        V[:, :self.rank] = rng.standard_normal((self.shape[1], self.rank))
+        return x
+
+    def add_subset_gradient(self, x: np.ndarray, g: np.ndarray, subset: int) -> None:
+        """Add the gradient of subset `subset`'s blocks into g, in parallel when they are disjoint."""
+        layout = self.layout
+        U, V = self.factors(x)
+        gU, gV = self.factors(g)
+        kernel = (kernels.mf_subset_gradient if layout.disjoint[subset]
+                  else kernels.mf_subset_gradient_sequential)
+        kernel(self.rows, self.cols, self.vals, layout.starts[subset], layout.ends[subset], U, V, gU, gV,
+               self.rank, self.scale, self.offset, self.row_reg, self.col_reg)
+
+    def squared_error(self, x: np.ndarray) -> float:
+        """Return the training SSE, summed block by block in (subset, block) order."""
+        U, V = self.factors(x)
+        return kernels.mf_squared_error_chunked(self.rows, self.cols, self.vals, U, V, self.rank,
+                                                self.offset, self._block_bounds)
+
+    def evaluate(self, x: np.ndarray) -> tuple[float, float]:
+        """Return (train RMSE, objective F(x) = (SSE + reg (|U|^2 + |V|^2)) / 2|I|)."""
+        sse = self.squared_error(x)
+        objective = sse
+        if self.reg > 0.0:
+            U, V = self.factors(x)
+            objective += (kernels.weighted_row_norms(U, self._row_norm_weight)
+                          + kernels.weighted_row_norms(V, self._col_norm_weight))
+        return float(np.sqrt(sse / self.n_functions)), float(0.5 * self.scale * objective)
+
+    def heldout_error(self, x: np.ndarray, data) -> float:
+        """Return the RMSE of x on held-out Ratings `data` (same users and items)."""
+        rows = np.ascontiguousarray(data.rows, dtype=np.int32)
+        cols = np.ascontiguousarray(data.cols, dtype=np.int32)
+        vals = np.ascontiguousarray(data.values, dtype=np.float64)
+        if rows.size == 0:
+            return float("nan")
+        U, V = self.factors(x)
+        chunks = equal_bounds(rows.size, min(HELDOUT_CHUNKS, rows.size))
+        sse = kernels.mf_squared_error_chunked(rows, cols, vals, U, V, self.rank, self.offset, chunks)
+        return float(np.sqrt(sse / rows.size))
+
+    def predict(self, x: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """Return the predictions U_a . V_b (+ biases + mu) for dense indices (rows, cols)."""
+        U, V = self.factors(x)
+        rows = np.asarray(rows, dtype=np.int64)
+        cols = np.asarray(cols, dtype=np.int64)
+        values = np.einsum("ij,ij->i", U[rows, :self.rank], V[cols, :self.rank]) + self.offset
+        if self.biases:
+            values += U[rows, self.rank] + V[cols, self.rank]
+        return values

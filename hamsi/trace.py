@@ -1,0 +1,109 @@
+"""Run records: the per-cycle trace, the per-phase time split, and the scipy-like result object."""
+
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import OptimizeResult
+
+TRACE_COLUMNS = ("epoch", "inner", "time_s", "train_rmse", "test_rmse", "objective")
+
+#: status codes of a run, as in scipy.optimize (0 = stopped normally)
+STATUS = {
+    "epoch_limit": 0,
+    "time_limit": 0,
+    "tolerance": 0,
+    "target": 0,
+    "early_stop": 0,
+    "diverged": 2,
+}
+
+
+@dataclass
+class PhaseTimes:
+    """Seconds spent per phase (thesis Fig. 3.7): gradient, update (step), Hessian approximation."""
+
+    gradient: float = 0.0
+    update: float = 0.0
+    hessian: float = 0.0
+
+    @property
+    def total(self) -> float:
+        """Return the optimization time: the sum of the phases."""
+        return self.gradient + self.update + self.hessian
+
+    def as_dict(self) -> dict:
+        """Return the phases as a plain dict."""
+        return {"gradient": self.gradient, "update": self.update, "hessian": self.hessian}
+
+
+@dataclass
+class Trace:
+    """One row per cycle (HAMSI) or epoch (mb-GD): cumulative optimization time, evaluation excluded."""
+
+    rows: list = field(default_factory=list)
+
+    def append(self, epoch: int, inner: int, time_s: float, train_rmse: float, test_rmse: float,
+               objective: float) -> None:
+        """Record one cycle."""
+        self.rows.append((int(epoch), int(inner), float(time_s), float(train_rmse), float(test_rmse),
+                          float(objective)))
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def column(self, name: str) -> np.ndarray:
+        """Return one column (see TRACE_COLUMNS) as an array."""
+        index = TRACE_COLUMNS.index(name)
+        return np.array([row[index] for row in self.rows])
+
+    def to_frame(self):
+        """Return the trace as a pandas DataFrame with TRACE_COLUMNS."""
+        import pandas as pd
+
+        return pd.DataFrame(self.rows, columns=list(TRACE_COLUMNS))
+
+    def write_csv(self, path) -> None:
+        """Write the trace as CSV (header TRACE_COLUMNS) atomically: a temp file renamed into place."""
+        with atomic_output(path, "w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(TRACE_COLUMNS)
+            for row in self.rows:
+                writer.writerow([row[0], row[1]] + [repr(value) for value in row[2:]])
+
+
+class atomic_output:
+    """Context manager: open a temp file next to `path`, rename it onto `path` only on success."""
+
+    def __init__(self, path, mode="w", **kwargs):
+        self.path = os.fspath(path)
+        self.mode = mode
+        self.kwargs = kwargs
+
+    def __enter__(self):
+        directory = os.path.dirname(os.path.abspath(self.path))
+        fd, self.temp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(self.path))
+        self.handle = os.fdopen(fd, self.mode, **self.kwargs)
+        return self.handle
+
+    def __exit__(self, exc_type, exc, tb):
+        self.handle.close()
+        if exc_type is None:
+            os.replace(self.temp_path, self.path)
+        else:
+            os.unlink(self.temp_path)
+        return False
+
+
+def make_result(x, reason: str, message: str, trace: Trace, phases: PhaseTimes, n_inner: int,
+                n_cycles: int, **extra) -> OptimizeResult:
+    """Return a scipy OptimizeResult: x, success, status, reason, message, nit, trace, phase_times."""
+    return OptimizeResult(
+        x=x, success=reason != "diverged", status=STATUS[reason], reason=reason, message=message,
+        nit=n_inner, n_cycles=n_cycles, time=phases.total, phase_times=phases.as_dict(), trace=trace,
+        **extra,
+    )
