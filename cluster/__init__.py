@@ -1,1 +1,27 @@
-"""cluster package."""
+"""HAMSI on Dask: start/connect a cluster, place row shards on workers, run the distributed loop.
+
+    >>> from cluster import fit_distributed
+    >>> result = fit_distributed(ratings, rank=50, scheme="strata-b", n_workers=2, max_epochs=20)
+
+The only package that imports dask/distributed (imports here stay lazy so `import cluster` is cheap).
+"""
+
+from cluster.errors import ClusterError, PeerLost
+
+_LAZY = {
+    "fit_distributed": "cluster.driver",
+    "connect": "cluster.connect",
+    "DaskMatrixFactorizer": "cluster.estimator",
+    "run_factorize": "cluster.cli",
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'cluster' has no attribute {name!r}")
+
+
+__all__ = ["ClusterError", "PeerLost", "fit_distributed", "connect", "DaskMatrixFactorizer", "run_factorize"]

@@ -1,0 +1,85 @@
+"""Start or connect to a Dask cluster; close only what was opened here."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+from cluster.errors import ClusterError
+
+# Connecting to a scheduler that is not there should fail fast with a message naming it,
+# not hang for distributed's default 30 s.
+CONNECT_TIMEOUT = 5.0
+
+
+def default_workers() -> int:
+    """Return the default number of worker processes: the cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@contextlib.contextmanager
+def connect(client=None, scheduler: str | None = None, n_workers: int | None = None,
+            threads_per_worker: int = 1, memory_limit="auto", timeout: float = CONNECT_TIMEOUT,
+            quiet: bool = False):
+    """Yield a distributed.Client: the given one, one connected to `scheduler`, or a new LocalCluster.
+
+    The LocalCluster (worker processes on loopback, n_workers = cores by default) and any client
+    created here are closed on exit; a client passed in is left open. The dashboard link of a new
+    cluster is printed to stderr unless `quiet`.
+    """
+    from distributed import Client, LocalCluster
+
+    if client is not None:
+        yield client
+        return
+    if scheduler is not None:
+        try:
+            opened = Client(scheduler, timeout=timeout, set_as_default=False)
+        except (OSError, TimeoutError) as exc:
+            raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} within {timeout:g} s "
+                               f"({type(exc).__name__}: {exc}); is `dask scheduler` running there?") from exc
+        try:
+            yield opened
+        finally:
+            opened.close()
+        return
+    n_workers = default_workers() if n_workers is None else int(n_workers)
+    if n_workers < 1:
+        raise ClusterError(f"n_workers must be >= 1, got {n_workers}")
+    # Worker processes (not threads): the numba kernels release the GIL, but the exchange
+    # handlers and the task thread of one worker must not compete with another worker's.
+    local = LocalCluster(n_workers=n_workers, threads_per_worker=int(threads_per_worker),
+                         processes=True, host="127.0.0.1", dashboard_address=":0",
+                         memory_limit=memory_limit)
+    try:
+        opened = Client(local, set_as_default=False)
+        try:
+            if not quiet:
+                print(f"hamsi: local Dask cluster, {n_workers} workers x {threads_per_worker} threads; "
+                      f"dashboard {opened.dashboard_link}", file=sys.stderr)
+            yield opened
+        finally:
+            opened.close()
+    finally:
+        local.close()
+
+
+def worker_addresses(client, minimum: int = 1, wait: float = 10.0) -> list[str]:
+    """Return the sorted addresses of the workers, waiting up to `wait` s for `minimum` of them."""
+    try:
+        client.wait_for_workers(minimum, timeout=wait)
+    except TimeoutError as exc:
+        have = len(client.scheduler_info(n_workers=-1)["workers"])
+        raise ClusterError(f"the scheduler at {client.scheduler.address} has {have} workers; "
+                           f"this run needs at least {minimum}") from exc
+    return sorted(client.scheduler_info(n_workers=-1)["workers"])
+
+
+def worker_memory_limits(client) -> dict[str, int]:
+    """Return {address: memory limit in bytes} (0 = no limit) as the scheduler reports it."""
+    info = client.scheduler_info(n_workers=-1)["workers"]
+    return {addr: int(w.get("memory_limit") or 0) for addr, w in info.items()}
