@@ -1,0 +1,119 @@
+"""Problems: gradients against finite differences, block layout, shards, and a second problem."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import partition
+from hamsi.data import Ratings
+from hamsi.optimizer import minimize_hamsi
+from hamsi.problems import MatrixFactorization, SparseLeastSquares
+from partition.base import Partition
+
+
+def small_ratings(seed=0, m=7, n=9, count=30):
+    rng = np.random.default_rng(seed)
+    flat = rng.choice(m * n, size=count, replace=False)
+    rows, cols = np.divmod(flat, n)
+    return Ratings(rows, cols, rng.integers(1, 6, size=count).astype(float), (m, n))
+
+
+def finite_difference_gradient(problem, x, eps=1e-6):
+    grad = np.empty_like(x)
+    for i in range(x.size):
+        up, down = x.copy(), x.copy()
+        up[i] += eps
+        down[i] -= eps
+        grad[i] = (problem.evaluate(up)[1] - problem.evaluate(down)[1]) / (2 * eps)
+    return grad
+
+
+@pytest.mark.parametrize("reg,biases", [(0.0, False), (0.3, False), (0.0, True), (0.7, True)])
+def test_mf_gradient_matches_finite_differences(reg, biases):
+    ratings = small_ratings()
+    problem = MatrixFactorization(ratings, rank=3, reg=reg, biases=biases)
+    problem.arrange(partition.make("strata-b", ratings, blocks=2))
+    x = problem.initial_point(np.random.default_rng(1))
+    x += 0.1 * np.random.default_rng(2).standard_normal(x.size)  # nonzero biases too
+    np.testing.assert_allclose(problem.gradient(x), finite_difference_gradient(problem, x),
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_mf_objective_closed_form():
+    ratings = small_ratings(3)
+    problem = MatrixFactorization(ratings, rank=2, reg=0.5, biases=True)
+    problem.arrange(partition.make("strata", ratings, blocks=3))
+    x = problem.initial_point(np.random.default_rng(0))
+    U, V = problem.factors(x)
+    U[:, 2] = 0.3
+    prediction = np.sum(U[ratings.rows, :2] * V[ratings.cols, :2], axis=1) + U[ratings.rows, 2] \
+        + V[ratings.cols, 2] + ratings.values.mean()
+    sse = np.sum((ratings.values - prediction) ** 2)
+    rated_u = np.unique(ratings.rows)
+    rated_v = np.unique(ratings.cols)
+    expected = (sse + 0.5 * (np.sum(U[rated_u] ** 2) + np.sum(V[rated_v] ** 2))) / (2 * ratings.nnz)
+    rmse, objective = problem.evaluate(x)
+    assert objective == pytest.approx(expected, rel=1e-12)
+    assert rmse == pytest.approx(np.sqrt(sse / ratings.nnz), rel=1e-12)
+    np.testing.assert_allclose(problem.predict(x, ratings.rows, ratings.cols), prediction, rtol=1e-12)
+
+
+def test_arrange_makes_blocks_contiguous_and_shards_follow_strata():
+    ratings = small_ratings(4, m=12, n=15, count=80)
+    cover = partition.make("strata-b", ratings, blocks=3)
+    problem = MatrixFactorization(ratings, rank=4, biases=True)
+    layout = problem.arrange(cover)
+    for k, blocks in enumerate(cover.subsets):
+        for b, block in enumerate(blocks):
+            lo, hi = layout.starts[k][b], layout.ends[k][b]
+            np.testing.assert_array_equal(problem.rows[lo:hi], ratings.rows[block])
+            np.testing.assert_array_equal(problem.vals[lo:hi], ratings.values[block])
+    assert all(layout.disjoint)
+    bounds = problem.shard_bounds(cover)
+    assert bounds.size == 2 * 3 + 1 and bounds[0] == 0 and bounds[-1] == problem.n_params
+    np.testing.assert_array_equal(bounds[:4], cover.row_bounds * 5)
+    np.testing.assert_array_equal(bounds[3:], (12 + cover.col_bounds) * 5)
+
+
+def test_hogwild_overlaps_are_detected():
+    ratings = small_ratings(5, m=10, n=10, count=60)
+    problem = MatrixFactorization(ratings, rank=2)
+    layout = problem.arrange(partition.make("hogwild", ratings, blocks=3, subsets=2, seed=0))
+    assert not all(layout.disjoint)
+
+
+def block_least_squares(seed=0, groups=4, width=3, rows_per_group=12):
+    """A block-diagonal sparse A: functions of group j touch only parameters of group j."""
+    rng = np.random.default_rng(seed)
+    blocks = [rng.standard_normal((rows_per_group, width)) for _ in range(groups)]
+    A = sp.block_diag(blocks, format="csr")
+    b = A @ rng.standard_normal(A.shape[1]) + 0.1 * rng.standard_normal(A.shape[0])
+    return A, b
+
+
+def least_squares_cover(A, groups=4, rows_per_group=12):
+    """Two subsets; subset k's block j holds half (k-th half) of group j's rows."""
+    half = rows_per_group // 2
+    subsets = [[np.arange(j * rows_per_group + k * half, j * rows_per_group + (k + 1) * half, dtype=np.int64)
+                for j in range(groups)] for k in range(2)]
+    return Partition(scheme="custom", shape=A.shape, subsets=subsets)
+
+
+def test_least_squares_gradient_matches_closed_form():
+    A, b = block_least_squares()
+    problem = SparseLeastSquares(A, b)
+    problem.arrange(least_squares_cover(A))
+    x = np.random.default_rng(0).standard_normal(A.shape[1])
+    np.testing.assert_allclose(problem.gradient(x), A.T @ (A @ x - b) / A.shape[0], rtol=1e-12)
+
+
+def test_hamsi_solves_a_second_problem_through_the_same_interface():
+    A, b = block_least_squares()
+    problem = SparseLeastSquares(A, b)
+    result = minimize_hamsi(problem, least_squares_cover(A), random_state=0, max_epochs=300, threads=1)
+    exact = np.linalg.lstsq(A.toarray(), b, rcond=None)[0]
+    start = problem.initial_point(np.random.default_rng(0))
+    assert result.reason == "epoch_limit" and result.pairs_accepted > 250
+    # incremental steps decay like t^-0.51, so the iterate approaches the minimizer slowly
+    assert np.linalg.norm(problem.gradient(result.x)) < 0.01 * np.linalg.norm(problem.gradient(start))
+    assert np.abs(result.x - exact).max() < 0.02 * np.abs(start - exact).max()
