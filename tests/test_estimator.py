@@ -1,0 +1,108 @@
+"""MatrixFactorizer: the scikit-learn contract, predictions, validation, divergence, bad input."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from hamsi import DivergenceError, InputError, MatrixFactorizer
+from hamsi.data import Ratings
+from hamsi.data.synth import make_ratings
+
+
+@pytest.fixture(scope="module")
+def ratings():
+    return make_ratings(users=60, items=80, ratings=1500, rank=3, seed=3)
+
+
+def test_fit_predict_score(ratings):
+    model = MatrixFactorizer(rank=4, blocks=2, threads=1, max_epochs=30, random_state=0).fit(ratings)
+    assert model.user_factors_.shape == (60, 4) and model.item_factors_.shape == (80, 4)
+    manual = np.sum(model.user_factors_[ratings.rows] * model.item_factors_[ratings.cols], axis=1)
+    np.testing.assert_allclose(model.predict(ratings.rows, ratings.cols), manual, rtol=1e-12)
+    assert model.score(ratings) == pytest.approx(-model.trace_.column("train_rmse")[-1], rel=1e-9)
+    assert model.result_.reason == "epoch_limit" and model.result_.success
+    assert len(model.trace_) == 31
+
+
+def test_biases_and_validation_column(ratings):
+    train, test = ratings.split(0.2, seed=1)
+    model = MatrixFactorizer(rank=3, blocks=2, biases=True, reg=0.5, eta=0.2, threads=1, max_epochs=20,
+                             random_state=0).fit(train, validation=test)
+    assert model.user_bias_.shape == (60,) and model.global_mean_ == pytest.approx(train.values.mean())
+    assert model.trace_.column("test_rmse")[-1] == pytest.approx(model.rmse(test), rel=1e-9)
+
+
+def test_get_set_params_and_clone(ratings):
+    model = MatrixFactorizer(rank=7, schedule="stoc", reg=0.1)
+    params = model.get_params()
+    assert params["rank"] == 7 and params["schedule"] == "stoc" and params["memory"] == 5
+    assert params["partitioner"] == "strata-b" and params["gamma"] == 0.51
+    model.set_params(rank=3, max_epochs=5)
+    assert clone(model).get_params()["rank"] == 3
+
+
+def test_same_random_state_same_factors(ratings):
+    options = dict(rank=3, blocks=2, threads=1, max_epochs=10, schedule="stoc")
+    first = MatrixFactorizer(random_state=4, **options).fit(ratings)
+    second = MatrixFactorizer(random_state=4, **options).fit(ratings)
+    np.testing.assert_array_equal(first.user_factors_, second.user_factors_)
+    np.testing.assert_array_equal(first.trace_.column("objective"), second.trace_.column("objective"))
+
+
+def test_mbgd_algorithm(ratings):
+    model = MatrixFactorizer(rank=3, algorithm="mbgd", blocks=2, threads=1, max_epochs=5, random_state=0)
+    model.fit(ratings)
+    assert model.n_iter_ == 10  # K = 2 subsets per epoch
+
+
+def test_divergence_raises_by_default_and_warns_on_request(ratings):
+    with pytest.raises(DivergenceError, match="diverged"):
+        MatrixFactorizer(rank=3, blocks=2, threads=1, eta=1e-12, max_epochs=200).fit(ratings)
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        model = MatrixFactorizer(rank=3, blocks=2, threads=1, eta=1e-12, max_epochs=200,
+                                 on_divergence="warn").fit(ratings)
+    assert model.result_.reason == "diverged" and model.result_.status == 2
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"rank": 0}, "rank"),
+    ({"rank": 2.5}, "rank"),
+    ({"partitioner": "zigzag"}, "unknown partitioner"),
+    ({"algorithm": "sgd"}, "unknown algorithm"),
+    ({"schedule": "random"}, "unknown schedule"),
+    ({"max_time": -1.0}, "max_time"),
+    ({"reg": -0.1}, "reg"),
+    ({"eta": 0.0}, "eta"),
+    ({"memory": 0}, "memory"),
+    ({"on_divergence": "ignore"}, "on_divergence"),
+])
+def test_bad_parameters(ratings, params, message):
+    with pytest.raises(InputError, match=message):
+        MatrixFactorizer(**params).fit(ratings)
+
+
+def test_empty_ratings_and_bad_predict_input(ratings):
+    empty = Ratings(np.zeros(0, int), np.zeros(0, int), np.zeros(0), (3, 3))
+    with pytest.raises(InputError, match="empty"):
+        MatrixFactorizer(rank=2).fit(empty)
+    model = MatrixFactorizer(rank=2, blocks=2, threads=1, max_epochs=2).fit(ratings)
+    with pytest.raises(InputError, match="dense"):
+        model.predict([0, 60], [0, 1])
+    with pytest.raises(InputError, match="same shape"):
+        model.predict([0, 1], [0])
+
+
+def test_regularization_helps_on_held_out_ratings():
+    """With an 80/20 split, reg > 0 gives a lower test RMSE than the unregularized fit (overfits)."""
+    data = make_ratings(users=150, items=200, ratings=6000, rank=3, seed=11)
+    train, test = data.split(0.2, seed=0)
+    scores = {}
+    for reg in (0.0, 1.0):
+        model = MatrixFactorizer(rank=10, blocks=2, threads=1, reg=reg, biases=True, eta=0.2, max_epochs=150,
+                                 random_state=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            scores[reg] = model.fit(train).rmse(test)
+    assert scores[1.0] < 0.9 * scores[0.0]

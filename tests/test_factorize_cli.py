@@ -1,0 +1,75 @@
+"""`hamsi factorize --workers 0` (the in-process engine): outputs (trace CSV, factors, plot), progress lines, and clear errors."""
+
+import numpy as np
+import pytest
+
+from hamsi.cli import main
+from hamsi.data.synth import make_ratings
+
+
+@pytest.fixture(scope="module")
+def data_file(tmp_path_factory):
+    ratings = make_ratings(users=50, items=70, ratings=1200, rank=3, seed=2)
+    path = tmp_path_factory.mktemp("data") / "u.data"
+    with open(path, "w") as handle:
+        for row, col, value in zip(ratings.rows, ratings.cols, ratings.values):
+            handle.write(f"{row + 1}\t{col + 1}\t{int(value)}\t0\n")
+    return path
+
+
+def test_factorize_writes_trace_factors_and_plot(data_file, tmp_path, capsys):
+    trace, out, plot = tmp_path / "trace.csv", tmp_path / "factors.npz", tmp_path / "convergence.png"
+    code = main(["factorize", str(data_file), "--workers", "0", "--rank", "3", "--blocks", "2", "--threads", "1",
+                 "--max-epochs", "6",
+                 "--test-fraction", "0.2", "--reg", "0.5", "--eta", "0.2", "--trace", str(trace), "--out", str(out),
+                 "--plot", str(plot)])
+    assert code == 0
+    lines = trace.read_text().splitlines()
+    assert lines[0] == "epoch,inner,time_s,train_rmse,test_rmse,objective"
+    assert len(lines) == 1 + 7
+    last = lines[-1].split(",")
+    assert last[0] == "6" and last[1] == "18" and np.isfinite(float(last[4]))
+    factors = np.load(out)
+    assert factors["user_factors"].shape == (50, 3) and factors["item_factors"].shape == (70, 3)
+    assert plot.stat().st_size > 1000
+    captured = capsys.readouterr()
+    assert captured.err.count("epoch ") == 7  # a line per cycle
+    assert "reached max_epochs" in captured.out
+    assert not list(tmp_path.glob(".tmp-*"))  # atomic writes leave no temporaries
+
+
+def test_mbgd_and_stoc(data_file, tmp_path):
+    trace = tmp_path / "t.csv"
+    assert main(["factorize", str(data_file), "--workers", "0", "--rank", "2", "--algorithm", "mbgd", "--schedule", "stoc",
+                 "--blocks", "2", "--threads", "1", "--max-epochs", "3", "--trace", str(trace), "-q"]) == 0
+    assert len(trace.read_text().splitlines()) == 5
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--rank", "0"], "--rank must be >= 1"),
+    (["--rank", "2", "--partitioner", "zigzag"], "unknown partitioner"),
+    (["--rank", "2", "--max-time", "-3"], "--max-time"),
+    (["--rank", "2", "--workers", "-1"], "--workers must be >= 0"),
+    (["--rank", "2", "--test-fraction", "1.5"], "--test-fraction"),
+])
+def test_bad_arguments_give_one_clear_line(data_file, extra, message, capsys):
+    assert main(["factorize", str(data_file), "--workers", "0"] + extra) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_empty_ratings_file(tmp_path, capsys):
+    empty = tmp_path / "empty.data"
+    empty.write_text("")
+    assert main(["factorize", str(empty), "--workers", "0", "--rank", "2"]) == 2
+    assert "error" in capsys.readouterr().err
+
+
+def test_divergence_exits_with_code_1(data_file, tmp_path, capsys):
+    trace = tmp_path / "t.csv"
+    code = main(["factorize", str(data_file), "--workers", "0", "--rank", "3", "--blocks", "2", "--threads", "1",
+                 "--eta", "1e-12",
+                 "--max-epochs", "200", "--trace", str(trace), "-q"])
+    assert code == 1
+    assert "diverged" in capsys.readouterr().err
+    assert trace.exists()  # the trace up to the divergence is kept for inspection
