@@ -12,7 +12,7 @@ _LAZY = {
     "fit_distributed": "cluster.driver",
     "connect": "cluster.connect",
     "DaskMatrixFactorizer": "cluster.estimator",
-    "run_factorize": "cluster.cli",
+    "estimator_for": "cluster.cli",
 }
 
 
@@ -24,4 +24,4 @@ def __getattr__(name):
     raise AttributeError(f"module 'cluster' has no attribute {name!r}")
 
 
-__all__ = ["ClusterError", "PeerLost", "fit_distributed", "connect", "DaskMatrixFactorizer", "run_factorize"]
+__all__ = ["ClusterError", "PeerLost", "fit_distributed", "connect", "DaskMatrixFactorizer", "estimator_for"]

@@ -68,7 +68,7 @@ def connect(client=None, scheduler: str | None = None, n_workers: int | None = N
         local.close()
 
 
-def worker_addresses(client, minimum: int = 1, wait: float = 10.0) -> list[str]:
+def worker_addresses(client, minimum: int = 1, wait: float = 5.0) -> list[str]:
     """Return the sorted addresses of the workers, waiting up to `wait` s for `minimum` of them."""
     try:
         client.wait_for_workers(minimum, timeout=wait)

@@ -29,7 +29,7 @@ from cluster.errors import ClusterError, PeerLost
 from cluster.mailbox import abort_run, install
 from cluster.placement import assign_shards, split_by_row_shard
 from cluster.plan import ChunkPlan, RunConfig, StopRules
-from cluster.runner import run_chunk
+from cluster.runner import run_chunk, warm_up
 from cluster.shard import CommonState, ShardState
 
 METHODS = ("hamsi", "mbgd")
@@ -82,8 +82,8 @@ def fit_distributed(ratings, *, rank: int = 10, method: str = "hamsi", scheme: s
     Same problem, start, schedules, stopping rules and result/trace as hamsi.optimizer
     (minimize_hamsi / minimize_mbgd) with the same partition and random_state; with STRATA/-B the
     iterates are bitwise the in-process ones. The cover is `partition`, else
-    partition.make(scheme, ratings, blocks=B, subsets=K, seed=random_state) with B = the number of
-    workers. Cluster: `client`, else `scheduler` address, else a LocalCluster of n_workers processes
+    partition.make(scheme, ratings, blocks=B, subsets=K, seed=random_state or 0) with B = the
+    number of workers. Cluster: `client`, else `scheduler` address, else a LocalCluster of n_workers processes
     (closed on return). The client sees the run once per chunk of `chunk_epochs` cycles.
     checkpoint/checkpoint_every write the full state atomically every N cycles; resume continues
     from such a directory bit-exactly. backup copies each shard's chunk-start state to a second
@@ -101,8 +101,9 @@ def fit_distributed(ratings, *, rank: int = 10, method: str = "hamsi", scheme: s
         workers = worker_addresses(dask_client, minimum=n_workers or 1)
         if partition is None:
             n_blocks = blocks or len(workers)
+            # the estimator's convention: partition seed 0 when random_state is None
             partition = partitions.make(scheme, ratings, blocks=n_blocks, subsets=subsets,
-                                        seed=random_state)
+                                        seed=0 if random_state is None else random_state)
         problem = MatrixFactorization(ratings, rank, reg=reg, biases=biases)
         run = _DistributedRun(problem, partition, dask_client, workers, method=method, schedule=schedule,
                               eta=eta, gamma=gamma, eta_gd=eta_gd, memory=memory,
@@ -143,6 +144,8 @@ class _DistributedRun:
         self.workers = list(workers)
         self.recoveries = []
         install(client)
+        # numba loads its cached kernels on first call; do it before the clock starts
+        client.run(warm_up, problem.width, int(memory))
 
     # ------------------------------------------------------------------ placement
     def _place(self, workers):

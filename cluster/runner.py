@@ -69,10 +69,13 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
     def evaluation():
         return [(w.data.shard,) + w.evaluation(V, cfg) for w in works]
 
-    def close_record(epoch, messages):
+    def close_record(epoch, messages, inner):
         """Reduce the piggybacked errors of cycle `epoch` (shard order); return a stop reason or None."""
-        parts = sorted(e for m in messages for e in m["record"])
-        sse = sum(e[1] for e in parts)
+        parts = sorted((e for m in messages for e in m["record"]), key=lambda e: e[0])
+        sse = 0.0
+        for k in range(K):  # the engine's (subset, block) order
+            for e in parts:
+                sse += e[1][k]
         norm = sum(e[2] for e in parts) + replica.norm(cfg)
         test = sum(e[3] for e in parts)
         time_total = max(m["time"] for m in messages)
@@ -118,7 +121,7 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
             t3 = time.perf_counter()
             if pending_record is not None:
                 pending_record = None
-                verdict = close_record(epoch - 1, messages)
+                verdict = close_record(epoch - 1, messages, inner - 1)
                 if verdict is not None:
                     reason, message = verdict
                     inner -= 1  # this iteration's gradient is discarded: the run ended with the last cycle
@@ -127,7 +130,7 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
                 inner -= 1  # the clock ran out mid-cycle: record the partial cycle, like the engine
                 cut_short = True
                 break
-            by_shard = sorted(e for m in messages for e in m["shards"])
+            by_shard = sorted((e for m in messages for e in m["shards"]), key=lambda e: e[0])
             gV = replica.gV
             gV[:] = 0.0
             for entry in by_shard:
@@ -183,7 +186,7 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
         # the closing exchange: the last cycle's errors, no gradient
         messages = exchange({"shards": [], "record": pending_record, "time": elapsed(),
                              "out_of_time": out_of_time})
-        verdict = close_record(epoch, messages)
+        verdict = close_record(epoch, messages, inner)
         if verdict is not None:
             reason, message = verdict
     if K == 1 and hamsi:  # a one-subset cycle pairs consecutive iterates, across chunks too
@@ -196,3 +199,31 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
     box.forget(plan.run_id)
     return {"states": [states[d.shard] for d in datas], "common": common, "records": records,
             "reason": reason, "message": message, "phases": phases, "stop": stop, "worker": me}
+
+
+def warm_up(width: int = 3, memory: int = 2) -> bool:
+    """Return True after calling every kernel once on tiny arrays (load numba's cache before timing)."""
+    U = np.ones((2, width))
+    g = np.zeros((2, width))
+    rows = np.array([0, 1], dtype=np.int32)
+    vals = np.array([1.0, 2.0])
+    kernels.mf_block_gradient(rows, rows, vals, U, U, g, g.copy(), width, 1.0, 0.0, np.zeros(0), np.zeros(0))
+    kernels.mf_squared_error(rows, rows, vals, U, U, width, 0.0)
+    kernels.weighted_row_norms(U, np.ones(2))
+    flat = U.reshape(-1)
+    S = np.ones((memory, flat.size))
+    one = np.ones((1, flat.size))
+    kernels.shard_wtg_partials(flat, S, S, np.zeros(2 * memory))
+    kernels.shard_wtg_partials(flat, one, one, np.zeros(2))
+    kernels.shard_wtg_partials(flat, S[:, :2], S[:, :2], np.zeros(2 * memory))
+    kernels.shard_pair_partials(flat, flat, flat, flat, S, S, np.zeros(2 * memory + 2))
+    kernels.shard_store_pair(flat, flat, flat, flat, one, one, 0)
+    kernels.shard_lbfgs_step(flat.copy(), flat, S, S, np.zeros(2 * memory), 1.0, 1.0)
+    kernels.shard_gradient_step(flat.copy(), flat, 1.0)
+    kernels.sum_partials_in_order(np.ones((2, 3)), np.zeros(3))
+    from hamsi.lbfgs import LBFGSMemory  # imports scipy.linalg, which the first pair would pay for
+
+    lbfgs = LBFGSMemory(1)
+    lbfgs.consider_pair(np.array([1.0, 1.0, 0.0, 0.0]))
+    lbfgs.coefficients(np.ones(2))
+    return True

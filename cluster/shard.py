@@ -153,17 +153,19 @@ class ShardWork:
         else:
             kernels.shard_lbfgs_step(self.x, self.g, self.state.S, self.state.Y, coef, sigma, inv_beta)
 
-    def evaluation(self, V: np.ndarray, cfg) -> tuple[float, float, float]:
-        """Return (train SSE, regularization norm, test SSE) of this shard at the current U_p, V."""
+    def evaluation(self, V: np.ndarray, cfg) -> tuple[list, float, float]:
+        """Return (train SSE per subset, regularization norm, test SSE) of this shard at U_p, V.
+
+        Per subset, because the engine sums its SSE block by block in (subset, block) order: for
+        STRATA/-B a shard's part of a subset is one block, so the reducer can add them in that order.
+        """
         d = self.data
-        sse = 0.0
-        for k in range(len(d.vals)):
-            sse += kernels.mf_squared_error(d.rows[k], d.cols[k], d.vals[k], self.state.U, V, cfg.rank,
-                                            cfg.offset)
+        sse = [float(kernels.mf_squared_error(d.rows[k], d.cols[k], d.vals[k], self.state.U, V, cfg.rank,
+                                              cfg.offset)) for k in range(len(d.vals))]
         norm = (kernels.weighted_row_norms(self.state.U, d.row_norm_weight) if cfg.reg > 0.0 else 0.0)
         test = (kernels.mf_squared_error(d.test_rows, d.test_cols, d.test_vals, self.state.U, V, cfg.rank,
                                          cfg.offset) if d.test_vals.size else 0.0)
-        return float(sse), float(norm), float(test)
+        return sse, float(norm), float(test)
 
 
 class ReplicaWork:

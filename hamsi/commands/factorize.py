@@ -37,9 +37,21 @@ def register(subparsers) -> None:
     parser.add_argument("--trace", metavar="CSV", default=None, help="write the per-cycle trace")
     parser.add_argument("--out", metavar="NPZ", default=None, help="write the factors")
     parser.add_argument("--plot", metavar="PNG", default=None, help="write a convergence plot")
-    parser.add_argument("--workers", type=int, default=0,
-                        help="0: run in this process (default); Dask workers are not available yet")
-    parser.add_argument("--threads", type=int, default=None, help="threads per process (default: cores)")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="Dask workers (default: a local cluster with one worker per core); "
+                             "0: run in this process")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads of the in-process engine (--workers 0; default: cores)")
+    parser.add_argument("--threads-per-worker", type=int, default=1,
+                        help="threads per Dask worker process of the local cluster (default 1)")
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                        help="use the running Dask cluster at tcp://host:port instead of a local one")
+    parser.add_argument("--checkpoint", metavar="DIR", default=None,
+                        help="write the full state to DIR (atomically) every --checkpoint-every cycles")
+    parser.add_argument("--checkpoint-every", metavar="N", type=int, default=None,
+                        help="cycles between checkpoints (default 10 when --checkpoint is given)")
+    parser.add_argument("--resume", metavar="DIR", default=None,
+                        help="continue bit-exactly from the checkpoint in DIR (same data and options)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no per-cycle lines")
     parser.set_defaults(run=run)
 
@@ -53,10 +65,15 @@ def _check_args(args) -> None:
             raise InputError(f"--{name.replace('_', '-')} must be a finite number >= 0; got {value}")
     if args.eta is not None and args.eta == 0:
         raise InputError("--eta must be > 0")
-    if args.workers < 0:
+    if args.workers is not None and args.workers < 0:
         raise InputError(f"--workers must be >= 0; got {args.workers}")
-    if args.workers > 0:
-        raise InputError("--workers N > 0 (the Dask engine) is not available yet; use --workers 0")
+    if args.threads_per_worker < 1:
+        raise InputError(f"--threads-per-worker must be >= 1; got {args.threads_per_worker}")
+    in_process = args.workers == 0 and args.scheduler is None
+    if in_process and (args.checkpoint or args.resume):
+        raise InputError("--checkpoint and --resume need the Dask engine (drop --workers 0)")
+    if args.checkpoint_every is not None and args.checkpoint_every < 1:
+        raise InputError(f"--checkpoint-every must be >= 1; got {args.checkpoint_every}")
     if not 0.0 <= args.test_fraction < 1.0:
         raise InputError(f"--test-fraction must be in [0, 1); got {args.test_fraction}")
     import partition
@@ -78,12 +95,18 @@ def run(args) -> int:
     if ratings.nnz == 0:
         raise InputError(f"{args.data}: no ratings")
     train, test = ratings.split(args.test_fraction, seed=args.seed) if args.test_fraction > 0 else (ratings, None)
-    model = MatrixFactorizer(
+    params = dict(
         rank=args.rank, algorithm=args.algorithm, partitioner=args.partitioner, blocks=args.blocks,
         subsets=args.subsets, schedule=args.schedule, reg=args.reg, biases=args.biases, eta=args.eta,
         gamma=args.gamma, memory=args.memory, max_time=args.max_time, max_epochs=args.max_epochs,
         tol=args.tol, threads=args.threads, random_state=args.seed, on_divergence="warn",
     )
+    if args.workers == 0 and args.scheduler is None:
+        model = MatrixFactorizer(**params)
+    else:  # the Dask engine; cluster is imported only here (arrows: cluster -> hamsi)
+        from cluster.cli import estimator_for
+
+        model = estimator_for(args, params)
 
     def progress(row):
         if not args.quiet:

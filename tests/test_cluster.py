@@ -1,0 +1,162 @@
+"""The Dask engine against the in-process engine, on real worker processes on loopback."""
+
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import partition
+from cluster import ClusterError
+from cluster.connect import connect
+from cluster.driver import fit_distributed
+from hamsi.data.synth import make_ratings
+from hamsi.errors import InputError
+from hamsi.optimizer import minimize_hamsi, minimize_mbgd
+from hamsi.problems import MatrixFactorization
+
+pytestmark = pytest.mark.cluster
+
+RANK = 10
+
+
+@pytest.fixture(scope="module")
+def ratings():
+    """943 x 1682 with 20,000 ratings (MovieLens-100K's shape, a fifth of its ratings)."""
+    return make_ratings(users=943, items=1682, ratings=20_000, seed=1)
+
+
+@pytest.fixture(scope="module")
+def client():
+    """Two worker processes on 127.0.0.1, shut down after the module."""
+    with connect(n_workers=2, threads_per_worker=1, quiet=True) as dask_client:
+        yield dask_client
+
+
+def in_process(ratings, part, method="hamsi", **options):
+    problem = MatrixFactorization(ratings, RANK)
+    minimize = minimize_hamsi if method == "hamsi" else minimize_mbgd
+    return minimize(problem, part, random_state=1, threads=2, **options)
+
+
+def without_time(trace):
+    """Return the trace as an array without the (machine-dependent) time column; NaN == NaN below."""
+    return np.array([row[:2] + row[3:] for row in trace.rows])
+
+
+@pytest.mark.parametrize("scheme,method,schedule", [("strata-b", "hamsi", "det"), ("strata", "hamsi", "stoc"),
+                                                    ("strata-b", "mbgd", "det")])
+def test_strata_iterates_are_bitwise_the_in_process_ones(ratings, client, scheme, method, schedule):
+    part = partition.make(scheme, ratings, blocks=2, seed=1)
+    ref = in_process(ratings, part, method, schedule=schedule, max_epochs=5)
+    got = fit_distributed(ratings, rank=RANK, method=method, partition=part, schedule=schedule, random_state=1,
+                          max_epochs=5, client=client, chunk_epochs=2)
+    assert got.reason == ref.reason == "epoch_limit"
+    np.testing.assert_array_equal(without_time(got.trace), without_time(ref.trace))
+    assert np.array_equal(got.x, ref.x)
+    assert got.nit == ref.nit
+
+
+@pytest.mark.parametrize("scheme", ["hogwild", "color", "color-b"])
+def test_overlapping_schemes_match_in_process_to_rounding(ratings, client, scheme):
+    # gV partials of blocks spanning several row shards are summed in shard order, not rating order
+    part = partition.make(scheme, ratings, blocks=2, subsets=4, seed=1)
+    ref = in_process(ratings, part, max_epochs=4)
+    got = fit_distributed(ratings, rank=RANK, partition=part, random_state=1, max_epochs=4, client=client)
+    np.testing.assert_allclose(got.trace.column("train_rmse"), ref.trace.column("train_rmse"), rtol=1e-9)
+    np.testing.assert_allclose(got.x, ref.x, rtol=1e-9, atol=1e-9)
+
+
+def test_more_shards_than_workers(ratings, client):
+    part = partition.make("strata-b", ratings, blocks=4, seed=1)
+    ref = in_process(ratings, part, max_epochs=3)
+    got = fit_distributed(ratings, rank=RANK, partition=part, random_state=1, max_epochs=3, client=client)
+    assert sorted(set(got.shard_owner.values())) == sorted(got.workers) and len(got.workers) == 2
+    assert np.array_equal(got.x, ref.x)
+
+
+def test_target_and_heldout_follow_the_engine_rules(ratings, client):
+    train, test = ratings.split(0.2, seed=3)
+    part = partition.make("strata-b", train, blocks=2, seed=1)
+    problem = MatrixFactorization(train, RANK)
+    ref = minimize_hamsi(problem, part, random_state=1, max_epochs=50, target=3.5, heldout=test, threads=2)
+    got = fit_distributed(train, rank=RANK, partition=part, random_state=1, max_epochs=50, target=3.5,
+                          heldout=test, client=client, chunk_epochs=4)
+    assert got.reason == ref.reason == "target"
+    assert got.n_cycles == ref.n_cycles
+    np.testing.assert_allclose(got.trace.column("test_rmse"), ref.trace.column("test_rmse"), rtol=1e-12)
+
+
+def test_time_limit_stops_the_run(ratings, client):
+    got = fit_distributed(ratings, rank=RANK, random_state=1, max_epochs=None, max_time=0.3, client=client)
+    assert got.reason == "time_limit"
+    assert got.trace.rows[-1][2] >= 0.3
+
+
+def test_checkpoint_resume_is_bit_exact(ratings, client, tmp_path):
+    part = partition.make("strata-b", ratings, blocks=2, seed=1)
+    options = dict(rank=RANK, partition=part, random_state=1, client=client, schedule="stoc")
+    whole = fit_distributed(ratings, max_epochs=4, **options)
+    first = fit_distributed(ratings, max_epochs=2, checkpoint=str(tmp_path), checkpoint_every=2, **options)
+    assert (tmp_path / "state.npz").exists() and first.n_cycles == 2
+    resumed = fit_distributed(ratings, max_epochs=4, resume=str(tmp_path), **options)
+    np.testing.assert_array_equal(without_time(resumed.trace), without_time(whole.trace))
+    assert np.array_equal(resumed.x, whole.x)
+    with pytest.raises(InputError, match="different run"):
+        fit_distributed(ratings, max_epochs=4, resume=str(tmp_path), **dict(options, random_state=2))
+
+
+def test_dask_estimator_equals_in_process_estimator(ratings, client):
+    from cluster import DaskMatrixFactorizer
+    from hamsi.estimator import MatrixFactorizer
+
+    ref = MatrixFactorizer(rank=RANK, blocks=2, threads=2, max_epochs=3, random_state=1).fit(ratings)
+    model = DaskMatrixFactorizer(rank=RANK, max_epochs=3, random_state=1, client=client).fit(ratings)
+    assert model.get_params()["client"] is client and model.partition_.n_subsets == 2
+    assert np.array_equal(model.user_factors_, ref.user_factors_)
+    assert model.rmse(ratings) == pytest.approx(ref.rmse(ratings), rel=1e-12)
+
+
+def test_killed_worker_is_replaced_by_the_survivors(ratings):
+    part = partition.make("strata-b", ratings, blocks=4, seed=1)
+    options = dict(rank=RANK, partition=part, random_state=1, max_epochs=12, chunk_epochs=3)
+    with connect(n_workers=2, quiet=True) as dask_client:
+        undisturbed = fit_distributed(ratings, client=dask_client, **options)
+        pids = dask_client.run(os.getpid)
+
+        killed = []
+
+        def kill_second_worker(info):
+            if info["chunk"] == 1 and not killed:  # mid-run: the chunk's tasks were just submitted
+                killed.append(info["workers"][1])
+                os.kill(pids[killed[0]], signal.SIGKILL)
+
+        recovered = fit_distributed(ratings, client=dask_client, on_chunk=kill_second_worker, **options)
+    assert recovered.recoveries, "the kill was not noticed"
+    assert recovered.reason == "epoch_limit" and recovered.n_cycles == 12
+    final, reference = recovered.trace.rows[-1][3], undisturbed.trace.rows[-1][3]
+    assert abs(final - reference) <= 0.01 * reference
+    # shards are the unit of the reductions, so the survivors reproduce the same iterates
+    assert np.array_equal(recovered.x, undisturbed.x)
+
+
+def test_unreachable_scheduler_fails_fast_naming_the_address(ratings):
+    start = time.perf_counter()
+    with pytest.raises(ClusterError, match="127.0.0.1:9"):
+        fit_distributed(ratings, rank=RANK, scheduler="tcp://127.0.0.1:9", max_epochs=1)
+    assert time.perf_counter() - start < 15
+
+
+def test_too_few_workers_is_a_clear_error(ratings, client):
+    with pytest.raises(ClusterError, match="has 2 workers; this run needs at least 3"):
+        fit_distributed(ratings, rank=RANK, client=client, n_workers=3, max_epochs=1)
+
+
+def test_local_cluster_is_closed_on_exit():
+    with connect(n_workers=1, quiet=True) as dask_client:
+        pids = list(dask_client.run(os.getpid).values())
+    time.sleep(0.5)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
