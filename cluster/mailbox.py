@@ -31,13 +31,13 @@ class Mailbox:
         self._messages: dict[tuple, object] = {}
         self._cond = threading.Condition()
         self._aborted: set[str] = set()
+        self._comms: dict = {}  # peer address -> an open comm, used only from the worker's event loop
 
     async def deliver(self, run=None, step=None, sender=None, payload=None):
-        """Store one message (runs on the worker's event loop); returns "OK" to the sender."""
+        """Store one message (runs on the worker's event loop; the sender expects no reply)."""
         with self._cond:
             self._messages[(run, step, sender)] = payload
             self._cond.notify_all()
-        return "OK"
 
     def abort(self, run: str):
         """Wake every waiter of `run` with PeerLost (the driver calls this when a peer died)."""
@@ -71,26 +71,38 @@ class Mailbox:
                 del self._messages[key]
             self._aborted.discard(run)
 
-    def send(self, run: str, step, peers: list[str], payload, timeout: float):
-        """Post `payload` to every peer concurrently and wait for their acknowledgements.
+    async def _comm_to(self, addr: str):
+        comm = self._comms.get(addr)
+        if comm is None or comm.closed():
+            comm = await self.worker.rpc.connect(addr)
+            self._comms[addr] = comm
+        return comm
 
-        Called from a task thread; raises PeerLost if a peer refuses or does not answer.
+    def send(self, run: str, step, peers: list[str], payload, timeout: float):
+        """Post `payload` to every peer concurrently (called from a task thread).
+
+        Messages go over one long-lived comm per peer with reply=False: a send is one write, not
+        a request/response round trip; the peer's handler reads them in order. A peer that died is
+        noticed by the driver (the scheduler drops it), which aborts the run on the survivors.
+        Raises PeerLost when a write fails or stalls for `timeout` seconds.
         """
         if not peers:
             return
-        worker = self.worker
-        wrapped = to_serialize(payload)
+        message = {"op": HANDLER, "reply": False, "run": run, "step": step, "sender": self.worker.address,
+                   "payload": to_serialize(payload)}
 
         async def post_all():
             async def post(addr):
-                await getattr(worker.rpc(addr), HANDLER)(run=run, step=step, sender=worker.address,
-                                                         payload=wrapped)
+                comm = await self._comm_to(addr)
+                await comm.write(message)
             await asyncio.wait_for(asyncio.gather(*(post(a) for a in peers)), timeout)
 
         from distributed.utils import sync
         try:
-            sync(worker.loop, post_all)
+            sync(self.worker.loop, post_all)
         except (OSError, asyncio.TimeoutError, TimeoutError) as exc:
+            for addr in peers:
+                self._comms.pop(addr, None)
             raise PeerLost(f"sending step {step} to {peers} failed: {type(exc).__name__}: {exc}") from exc
 
 
