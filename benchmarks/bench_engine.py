@@ -19,8 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 
-import numpy as np
-
 import partition
 from hamsi.data.synth import make_ratings
 from hamsi.optimizer import minimize_hamsi
