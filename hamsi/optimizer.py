@@ -13,7 +13,11 @@ leaves a choice:
   consecutive iterates (the reference's single-thread path); for K > 1 a cycle visits K + 1
   subsets, x and g are remembered after the first gradient and the pair is formed after the
   last one (same subset), before that iteration's step;
-- time counts the gradient, pair and step work only; evaluation is excluded.
+- time counts the gradient, pair and step work only; evaluation is excluded. max_time is
+  checked after every inner iteration (like the reference), so the last trace row may close a
+  partial cycle.
+
+The trace has a row for the starting point (epoch 0) and one per cycle (mb-GD: per epoch).
 """
 
 from __future__ import annotations
