@@ -76,8 +76,8 @@ def add_touched(gV: np.ndarray, touched, rows: np.ndarray):
     """
     if isinstance(touched, tuple):
         gV[touched[0]:touched[1]] += rows
-    else:
-        np.add.at(gV, touched, rows)
+    else:  # touched indices are unique (placement.touched_items), so a fancy += adds each row once
+        gV[touched] += rows
 
 
 class ShardWork:
