@@ -24,7 +24,7 @@ from hamsi.problems import MatrixFactorization
 from hamsi.schedules import hamsi_cycle, mbgd_epoch
 from hamsi.trace import PhaseTimes, Trace, make_result
 from cluster import checkpoint as ckpt
-from cluster.connect import connect, worker_addresses
+from cluster.connect import connect, worker_addresses, worker_memory_limits
 from cluster.errors import ClusterError, PeerLost
 from cluster.mailbox import abort_run, install
 from cluster.placement import assign_shards, split_by_row_shard
@@ -37,6 +37,8 @@ METHODS = ("hamsi", "mbgd")
 # normally noticed at once: its connection is refused).
 PEER_TIMEOUT = 60.0
 MAX_RECOVERIES = 5
+# Dask pauses a worker at 80% of its memory limit; leave room for the task's temporaries.
+MEMORY_SHARE = 0.6
 # How often the client checks that the workers of a running chunk are still alive.
 WATCH_INTERVAL = 0.5
 
@@ -148,11 +150,35 @@ class _DistributedRun:
         client.run(warm_up, problem.width, int(memory))
 
     # ------------------------------------------------------------------ placement
+    def _needed_bytes(self, shards) -> int:
+        """Return the bytes a worker hosting `shards` holds: ratings, U_p with S_p, Y_p and buffers, V replica."""
+        w, M = self.problem.width, self.config.memory
+        n = self.problem.shape[1]
+        total = 0
+        for p in shards:
+            rows = int(self.row_bounds[p + 1] - self.row_bounds[p])
+            total += self.datas[p].n_ratings * 16 + rows * w * 8 * (2 * M + 6) + n * w * 8
+        # V, S_V, Y_V, gV, cycle-start copies and new pair; twice: the chunk's input snapshot and its copy
+        return total + 2 * n * w * 8 * (2 * M + 6)
+
+    def _check_memory(self):
+        """Raise ClusterError when a worker's share will not fit in its memory limit."""
+        limits = worker_memory_limits(self.client)
+        for addr in self.used:
+            limit = limits.get(addr, 0)
+            need = self._needed_bytes([p for p, a in self.owner.items() if a == addr])
+            if limit and need > MEMORY_SHARE * limit:
+                raise ClusterError(
+                    f"worker {addr} would hold ~{need / 2**20:.0f} MiB of shards and state, more than "
+                    f"{MEMORY_SHARE:.0%} of its {limit / 2**20:.0f} MiB memory limit; use more workers or "
+                    f"larger --memory-limit / a bigger machine")
+
     def _place(self, workers):
         """Scatter every shard's ratings to its host (once; again only for shards that moved)."""
         sizes = [d.n_ratings for d in self.datas]
         self.owner = assign_shards(self.n_shards, workers, sizes)
         self.used = sorted(set(self.owner.values()), key=workers.index)
+        self._check_memory()
         old = getattr(self, "data_futures", {})
         futures = {}
         for p, data in enumerate(self.datas):

@@ -38,7 +38,7 @@ def main(argv=None):
     parser.add_argument("--workers", type=int, default=None, help="local cluster size (default: cores)")
     parser.add_argument("--scheduler", default=None, help="tcp://host:port of an existing cluster")
     parser.add_argument("--blocks", type=int, default=None, help="row shards (default: workers)")
-    parser.add_argument("--reg", type=float, default=0.0, help="L2 weight (thesis: 0; try 0.05 for test RMSE)")
+    parser.add_argument("--reg", type=float, default=0.0, help="L2 weight (thesis: 0)")
     parser.add_argument("--max-time", type=float, default=25.0, help="optimization seconds (thesis: 25 for 1M)")
     parser.add_argument("--max-epochs", type=int, default=None)
     parser.add_argument("--test-fraction", type=float, default=0.1)

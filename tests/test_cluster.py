@@ -160,3 +160,9 @@ def test_local_cluster_is_closed_on_exit():
     for pid in pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_worker_memory_limit_is_checked_before_placing(ratings):
+    with connect(n_workers=1, memory_limit="400MiB", quiet=True) as small:
+        with pytest.raises(ClusterError, match="memory limit"):
+            fit_distributed(ratings, rank=2000, client=small, max_epochs=1)
