@@ -27,7 +27,7 @@ from cluster import checkpoint as ckpt
 from cluster.connect import connect, worker_addresses, worker_memory_limits
 from cluster.errors import ClusterError, PeerLost
 from cluster.mailbox import abort_run, install
-from cluster.placement import assign_shards, split_by_row_shard
+from cluster.placement import assign_shards, assign_v_homes, split_by_row_shard
 from cluster.plan import ChunkPlan, RunConfig, StopRules
 from cluster.runner import run_chunk, warm_up
 from cluster.shard import CommonState, ShardState
@@ -142,6 +142,7 @@ class _DistributedRun:
                                 eta_gd=float(eta_gd), n_subsets=self.layout.n_subsets,
                                 v_bounds=v_bounds, n_shards=n_shards)
         self.datas = split_by_row_shard(problem, self.row_bounds, heldout)
+        assign_v_homes(self.datas, v_bounds // width)
         self.n_test = 0 if heldout is None else int(heldout.nnz)
         self.workers = list(workers)
         self.recoveries = []

@@ -78,16 +78,14 @@ class Mailbox:
             self._comms[addr] = comm
         return comm
 
-    def send(self, run: str, step, peers: list[str], payload, timeout: float):
-        """Post `payload` to every peer concurrently (called from a task thread).
+    def post(self, run: str, step, peers: list[str], payload):
+        """Start posting `payload` to every peer; return a concurrent Future (call from a task thread).
 
         Messages go over one long-lived comm per peer with reply=False: a send is one write, not
-        a request/response round trip; the peer's handler reads them in order. A peer that died is
-        noticed by the driver (the scheduler drops it), which aborts the run on the survivors.
-        Raises PeerLost when a write fails or stalls for `timeout` seconds.
+        a request/response round trip; the peer's handler reads them in order. The write runs on
+        the worker's event loop while the task thread keeps computing (the kernels drop the GIL),
+        so `payload` must not change until `wait_posted` returns.
         """
-        if not peers:
-            return
         message = {"op": HANDLER, "reply": False, "run": run, "step": step, "sender": self.worker.address,
                    "payload": to_serialize(payload)}
 
@@ -95,15 +93,28 @@ class Mailbox:
             async def post(addr):
                 comm = await self._comm_to(addr)
                 await comm.write(message)
-            await asyncio.wait_for(asyncio.gather(*(post(a) for a in peers)), timeout)
+            await asyncio.gather(*(post(a) for a in peers))
 
-        from distributed.utils import sync
+        return asyncio.run_coroutine_threadsafe(post_all(), self.worker.loop.asyncio_loop)
+
+    def wait_posted(self, future, peers: list[str], timeout: float):
+        """Return when a post finished; raise PeerLost when a write failed or stalled for `timeout` s.
+
+        A peer that died is also noticed by the driver (the scheduler drops it), which aborts the
+        run on the survivors.
+        """
         try:
-            sync(self.worker.loop, post_all)
-        except (OSError, asyncio.TimeoutError, TimeoutError) as exc:
+            future.result(timeout)
+        except Exception as exc:  # OSError, CommClosedError, TimeoutError
+            future.cancel()
             for addr in peers:
                 self._comms.pop(addr, None)
-            raise PeerLost(f"sending step {step} to {peers} failed: {type(exc).__name__}: {exc}") from exc
+            raise PeerLost(f"sending to {peers} failed: {type(exc).__name__}: {exc}") from exc
+
+    def send(self, run: str, step, peers: list[str], payload, timeout: float):
+        """Post `payload` to every peer and wait until it is written (see `post`)."""
+        if peers:
+            self.wait_posted(self.post(run, step, peers, payload), peers, timeout)
 
 
 class MailboxPlugin(WorkerPlugin):

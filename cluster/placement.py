@@ -10,7 +10,7 @@ may sit on fewer workers (after a failure, or when B > workers).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,6 +26,9 @@ class ShardData:
     rows[k] (local: global row - row_lo), cols[k], vals[k]: the shard's ratings of subset k in the
     engine's order. touched[k] is the item rows its gV partial writes: (lo, hi) or an index array.
     row_reg is the shard's slice of the engine's per-user regularization weights (empty for reg 0).
+    v_home[k] = j when this shard alone touches item shard V_j in subset k and touches nothing else
+    (STRATA/-B): then its gV partial over V_j is the full gV there, and it reduces V_j's partials
+    itself instead of every worker doing it (see `assign_v_homes`); -1 otherwise.
     """
 
     shard: int
@@ -40,6 +43,7 @@ class ShardData:
     test_rows: np.ndarray
     test_cols: np.ndarray
     test_vals: np.ndarray
+    v_home: list = field(default_factory=list)
 
     @property
     def n_ratings(self) -> int:
@@ -125,3 +129,25 @@ def assign_shards(n_shards: int, workers: list[str], sizes=None) -> dict[int, st
         cuts[i] = min(max(cuts[i], (cuts[i - 1] if i else 0) + 1), n_shards - (n_workers - 1 - i))
     bounds = np.concatenate([[0], cuts, [n_shards]])
     return {p: workers[w] for w in range(n_workers) for p in range(bounds[w], bounds[w + 1])}
+
+
+def assign_v_homes(datas: list[ShardData], col_bounds: np.ndarray) -> None:
+    """Set every ShardData's v_home (and widen its touched rows to the whole V_j it is home of).
+
+    A row shard is the home of item shard V_j in subset k when it is the only shard whose subset-k
+    ratings touch V_j's items and those ratings touch no other item shard: STRATA/-B blocks. Its
+    touched rows become V_j's full interval, so its partial gV there is exactly the assembled gV.
+    """
+    n_v = len(col_bounds) - 1
+    n_subsets = len(datas[0].cols) if datas else 0
+    v_of_col = np.repeat(np.arange(n_v), np.diff(col_bounds))
+    for d in datas:
+        d.v_home = [-1] * n_subsets
+    for k in range(n_subsets):
+        touching = [np.unique(v_of_col[d.cols[k]]) for d in datas]
+        counts = np.bincount(np.concatenate(touching), minlength=n_v) if touching else np.zeros(n_v, int)
+        for d, js in zip(datas, touching):
+            if js.size == 1 and counts[js[0]] == 1:
+                j = int(js[0])
+                d.v_home[k] = j
+                d.touched[k] = (int(col_bounds[j]), int(col_bounds[j + 1]))

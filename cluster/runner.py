@@ -101,18 +101,20 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
             phases["gradient"] += t1 - t0
             pair_now = hamsi and ((position == last and K > 1) or (K == 1 and inner > 1))
             quasi_newton_possible = hamsi and (lbfgs.full or (pair_now and lbfgs.n_accepted + 1 >= memory_size))
+            homes = []
             for w in works:
                 if pair_now:
                     w.pair_partials()
                 if quasi_newton_possible:
                     w.wtg_partials()
+                homes.append(w.home_partials(int(k), replica, quasi_newton_possible, pair_now))
             t2 = time.perf_counter()
             phases["hessian" if pair_now else "update"] += t2 - t1
             payload = {
                 "shards": [(w.data.shard, w.data.touched[int(k)], r,
                             w.wtg if quasi_newton_possible else None,
                             w.pair if pair_now else None,
-                            w.new_pair_g if pair_now else None) for w, r in zip(works, rows)],
+                            w.new_pair_g if pair_now else None, h) for w, r, h in zip(works, rows, homes)],
                 "record": pending_record,
                 "time": elapsed(),
                 "out_of_time": out_of_time,
@@ -137,8 +139,12 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
                 add_touched(gV, entry[1], entry[2])
             t4 = time.perf_counter()
             accepted_slot = None
+            from_homes = {e[6][0]: e[6] for e in by_shard if e[6] is not None}
             if pair_now:
-                partials = np.vstack([e[4] for e in by_shard] + [replica.pair_partials()])
+                v_pairs = replica.pair_partials(skip=from_homes)
+                partials = np.vstack([e[4] for e in by_shard]
+                                     + [from_homes[j][2] if j in from_homes else v_pairs[j]
+                                        for j in range(len(v_pairs))])
                 products = np.zeros(2 * memory_size + 2)
                 kernels.sum_partials_in_order(partials, products)
                 slot = lbfgs.next_slot
@@ -155,14 +161,18 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
             phases["hessian"] += t5 - t4
             phases["update"] += t4 - t3
             if hamsi and lbfgs.full:
-                u_partials = []
-                for e in by_shard:
-                    wtg = e[3].copy()
+                def with_new_pair(wtg, new_pair_g):
+                    wtg = wtg.copy()
                     if accepted_slot is not None:  # the engine reduces W^T g after storing the pair
-                        wtg[accepted_slot] = e[5][0]
-                        wtg[memory_size + accepted_slot] = e[5][1]
-                    u_partials.append(wtg)
-                partials = np.vstack(u_partials + [replica.wtg_partials()])
+                        wtg[accepted_slot] = new_pair_g[0]
+                        wtg[memory_size + accepted_slot] = new_pair_g[1]
+                    return wtg
+
+                u_partials = [with_new_pair(e[3], e[5]) for e in by_shard]
+                v_local = replica.wtg_partials(skip=from_homes)
+                v_partials = [with_new_pair(from_homes[j][1], from_homes[j][3]) if j in from_homes else v_local[j]
+                              for j in range(len(v_local))]
+                partials = np.vstack(u_partials + v_partials)
                 wtg_total = np.zeros(2 * memory_size)
                 kernels.sum_partials_in_order(partials, wtg_total)
                 coef = lbfgs.coefficients(wtg_total)
@@ -221,6 +231,16 @@ def warm_up(width: int = 3, memory: int = 2) -> bool:
     kernels.shard_lbfgs_step(flat.copy(), flat, S, S, np.zeros(2 * memory), 1.0, 1.0)
     kernels.shard_gradient_step(flat.copy(), flat, 1.0)
     kernels.sum_partials_in_order(np.ones((2, 3)), np.zeros(3))
+    from cluster import nogil
+
+    nogil.mf_block_gradient(rows, rows, vals, U, U, g, g.copy(), width, 1.0, 0.0, np.zeros(0), np.zeros(0))
+    nogil.mf_squared_error(rows, rows, vals, U, U, width, 0.0)
+    nogil.shard_wtg_partials(flat, S, S, np.zeros(2 * memory))
+    nogil.shard_wtg_partials(flat, one, one, np.zeros(2))
+    nogil.shard_pair_partials(flat, flat, flat, flat, S, S, np.zeros(2 * memory + 2))
+    nogil.shard_store_pair(flat, flat, flat, flat, one, one, 0)
+    nogil.shard_lbfgs_step(flat.copy(), flat, S, S, np.zeros(2 * memory), 1.0, 1.0)
+    nogil.shard_gradient_step(flat.copy(), flat, 1.0)
     from hamsi.lbfgs import LBFGSMemory  # imports scipy.linalg, which the first pair would pay for
 
     lbfgs = LBFGSMemory(1)

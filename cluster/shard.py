@@ -3,7 +3,7 @@
 Per row shard U_p (lives only on its host): U_p and its L-BFGS rows S[:, U_p], Y[:, U_p].
 Replicated on every worker (kept identical because every worker applies the same deterministic
 update): V, its L-BFGS rows S[:, V], Y[:, V], the compact memory (R, C, sigma; hamsi.lbfgs) and the
-cycle counter. All arithmetic goes through the engine's kernels (hamsi.kernels) on the same shard
+cycle counter. All arithmetic goes through the engine's kernels (hamsi.kernels, via cluster.nogil) on the same shard
 slices as the in-process engine, so the iterates agree with it (bit for bit for STRATA/STRATA-B).
 """
 
@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from cluster import nogil as fast  # the engine's kernels, called without the GIL
 from hamsi import kernels
 
 
@@ -96,6 +97,9 @@ class ShardWork:
         self.wtg = np.zeros(2 * memory)
         self.new_pair_g = np.zeros(2)
         self.pair = np.zeros(2 * memory + 2)
+        self.v_wtg = np.zeros(2 * memory)
+        self.v_pair = np.zeros(2 * memory + 2)
+        self.v_new_pair_g = np.zeros(2)
 
     @property
     def x(self) -> np.ndarray:
@@ -117,7 +121,7 @@ class ShardWork:
         self.gU[:] = 0.0
         touched = d.touched[k]
         zero_touched(self.gV, touched)
-        kernels.mf_block_gradient(d.rows[k], d.cols[k], d.vals[k], self.state.U, V, self.gU, self.gV,
+        fast.mf_block_gradient(d.rows[k], d.cols[k], d.vals[k], self.state.U, V, self.gU, self.gV,
                                   cfg.rank, cfg.scale, cfg.offset, d.row_reg, cfg.col_reg)
         return touched_view(self.gV, touched)
 
@@ -128,13 +132,36 @@ class ShardWork:
         memory is updated (the engine stores the pair first and then reduces W^T g).
         """
         x, g = self.x, self.g
-        kernels.shard_store_pair(x, self.x_start, g, self.g_start, self.s_new, self.y_new, 0)
-        kernels.shard_pair_partials(x, self.x_start, g, self.g_start, self.state.S, self.state.Y, self.pair)
-        kernels.shard_wtg_partials(g, self.s_new, self.y_new, self.new_pair_g)
+        fast.shard_store_pair(x, self.x_start, g, self.g_start, self.s_new, self.y_new, 0)
+        fast.shard_pair_partials(x, self.x_start, g, self.g_start, self.state.S, self.state.Y, self.pair)
+        fast.shard_wtg_partials(g, self.s_new, self.y_new, self.new_pair_g)
 
     def wtg_partials(self):
         """Compute the shard's unscaled W^T g partial [S_j.g, Y_j.g] with the current memory."""
-        kernels.shard_wtg_partials(self.g, self.state.S, self.state.Y, self.wtg)
+        fast.shard_wtg_partials(self.g, self.state.S, self.state.Y, self.wtg)
+
+    def home_partials(self, k: int, replica, wtg: bool, pair: bool):
+        """Return (j, W^T g partial, pair products, s'g and y'g) of V_j if this shard is its home in subset k.
+
+        The same kernels on the same numbers as every worker would use after assembling gV (its
+        partial gV over V_j is complete, V and its memory rows are replicated), computed once here.
+        """
+        j = self.data.v_home[k] if self.data.v_home else -1
+        if j < 0 or not (wtg or pair):
+            return None
+        n_cols = self.gV.shape[1]
+        sl = slice(int(replica.bounds[j]), int(replica.bounds[j + 1]))
+        g = self.gV[sl.start // n_cols:sl.stop // n_cols].reshape(-1)
+        S, Y, x = replica.common.S[:, sl], replica.common.Y[:, sl], replica.x[sl]
+        if wtg:
+            fast.shard_wtg_partials(g, S, Y, self.v_wtg)
+        if pair:
+            s_new, y_new = replica.s_new[:, sl], replica.y_new[:, sl]
+            fast.shard_store_pair(x, replica.x_start[sl], g, replica.g_start[sl], s_new, y_new, 0)
+            fast.shard_pair_partials(x, replica.x_start[sl], g, replica.g_start[sl], S, Y, self.v_pair)
+            fast.shard_wtg_partials(g, s_new, y_new, self.v_new_pair_g)
+        return (j, self.v_wtg if wtg else None, self.v_pair if pair else None,
+                self.v_new_pair_g if pair else None)
 
     def store_pair(self, slot: int):
         """Write the new pair into memory row `slot` (Alg. 3, line 17, ring buffer)."""
@@ -149,9 +176,9 @@ class ShardWork:
     def step(self, coef, sigma: float, inv_beta: float):
         """Apply the L-BFGS step (coef given) or, with coef None, the gradient step (Alg. 3, l. 13)."""
         if coef is None:
-            kernels.shard_gradient_step(self.x, self.g, inv_beta)
+            fast.shard_gradient_step(self.x, self.g, inv_beta)
         else:
-            kernels.shard_lbfgs_step(self.x, self.g, self.state.S, self.state.Y, coef, sigma, inv_beta)
+            fast.shard_lbfgs_step(self.x, self.g, self.state.S, self.state.Y, coef, sigma, inv_beta)
 
     def evaluation(self, V: np.ndarray, cfg) -> tuple[list, float, float]:
         """Return (train SSE per subset, regularization norm, test SSE) of this shard at U_p, V.
@@ -160,10 +187,10 @@ class ShardWork:
         STRATA/-B a shard's part of a subset is one block, so the reducer can add them in that order.
         """
         d = self.data
-        sse = [float(kernels.mf_squared_error(d.rows[k], d.cols[k], d.vals[k], self.state.U, V, cfg.rank,
+        sse = [float(fast.mf_squared_error(d.rows[k], d.cols[k], d.vals[k], self.state.U, V, cfg.rank,
                                               cfg.offset)) for k in range(len(d.vals))]
         norm = (kernels.weighted_row_norms(self.state.U, d.row_norm_weight) if cfg.reg > 0.0 else 0.0)
-        test = (kernels.mf_squared_error(d.test_rows, d.test_cols, d.test_vals, self.state.U, V, cfg.rank,
+        test = (fast.mf_squared_error(d.test_rows, d.test_cols, d.test_vals, self.state.U, V, cfg.rank,
                                          cfg.offset) if d.test_vals.size else 0.0)
         return sse, float(norm), float(test)
 
@@ -198,21 +225,23 @@ class ReplicaWork:
         for j in range(len(self.bounds) - 1):
             yield j, slice(int(self.bounds[j]), int(self.bounds[j + 1]))
 
-    def wtg_partials(self) -> np.ndarray:
-        """Return the (B, 2M) W^T g partials of V_0..V_{B-1} (computed on every worker alike)."""
+    def wtg_partials(self, skip=()) -> np.ndarray:
+        """Return the (B, 2M) W^T g partials of V_0..V_{B-1}; rows in `skip` come from their homes."""
         S, Y, g = self.common.S, self.common.Y, self.g
         for j, sl in self._shards():
-            kernels.shard_wtg_partials(g[sl], S[:, sl], Y[:, sl], self.wtg[j])
+            if j not in skip:
+                fast.shard_wtg_partials(g[sl], S[:, sl], Y[:, sl], self.wtg[j])
         return self.wtg
 
-    def pair_partials(self) -> np.ndarray:
-        """Form V's new pair; return its (B, 2M + 2) pair-product partials (Alg. 3, line 14)."""
+    def pair_partials(self, skip=()) -> np.ndarray:
+        """Form V's new pair; return its (B, 2M + 2) pair products (Alg. 3, line 14), `skip` rows from homes."""
         x, g, S, Y = self.x, self.g, self.common.S, self.common.Y
         for j, sl in self._shards():
-            kernels.shard_store_pair(x[sl], self.x_start[sl], g[sl], self.g_start[sl],
-                                     self.s_new[:, sl], self.y_new[:, sl], 0)
-            kernels.shard_pair_partials(x[sl], self.x_start[sl], g[sl], self.g_start[sl],
-                                        S[:, sl], Y[:, sl], self.pair[j])
+            fast.shard_store_pair(x[sl], self.x_start[sl], g[sl], self.g_start[sl],
+                                  self.s_new[:, sl], self.y_new[:, sl], 0)
+            if j not in skip:
+                fast.shard_pair_partials(x[sl], self.x_start[sl], g[sl], self.g_start[sl],
+                                         S[:, sl], Y[:, sl], self.pair[j])
         return self.pair
 
     def store_pair(self, slot: int):
@@ -228,9 +257,9 @@ class ReplicaWork:
     def step(self, coef, sigma: float, inv_beta: float):
         """Apply the step to the whole V replica (elementwise, so V's shards need no split here)."""
         if coef is None:
-            kernels.shard_gradient_step(self.x, self.g, inv_beta)
+            fast.shard_gradient_step(self.x, self.g, inv_beta)
         else:
-            kernels.shard_lbfgs_step(self.x, self.g, self.common.S, self.common.Y, coef, sigma, inv_beta)
+            fast.shard_lbfgs_step(self.x, self.g, self.common.S, self.common.Y, coef, sigma, inv_beta)
 
     def norm(self, cfg) -> float:
         """Return V's weighted regularization norm (every worker computes the same number)."""
