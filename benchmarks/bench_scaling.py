@@ -8,7 +8,8 @@ client and (here) other users, the second core is not free, which the figure sho
 Cost model (per inner iteration, W workers, B = K = W shards, STRATA-B, rank k, memory M):
     gradient   nnz / W^2 ratings x c_rating                  (one block per worker)
     U work     (m / W) k params x (c_wtg + c_step)           (W^T g partials and the step on U_p)
-    V work     n k params x (c_wtg + c_step + c_copy)        (replicated V: assembled gV, partials, step)
+    V work     n k params x (c_wtg / W + c_step + c_copy)    (replicated V step and gV assembly; the
+                                                             V_j partials are reduced by V_j's home)
     exchange   latency + (W - 1) (n / W) k 8 bytes / bandwidth   (gV block to every peer)
 with c_* measured here per worker (one thread) and latency/bandwidth measured between two workers.
 A pass over the data is K = W inner iterations (a HAMSI cycle adds one repeated subset).
@@ -109,7 +110,7 @@ def project(rates: dict, comm: dict, workers: int, shape, nnz: int, rank: int) -
     m, n = shape
     grad = nnz / workers ** 2 * rates["rating"]
     u_work = m / workers * rank * (rates["wtg"] + rates["step"])
-    v_work = n * rank * (rates["wtg"] + rates["step"] + rates["copy"])
+    v_work = n * rank * (rates["wtg"] / workers + rates["step"] + rates["copy"])
     bytes_out = (workers - 1) * (n / workers) * rank * 8
     exchange = comm["latency"] + bytes_out / comm["bandwidth"] if workers > 1 else 0.0
     inner = grad + u_work + v_work + exchange
