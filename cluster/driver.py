@@ -325,6 +325,7 @@ class _DistributedRun:
         M = self.config.memory
         trace = Trace()
         phases = dict(gradient=0.0, update=0.0, hessian=0.0, exchange=0.0)
+        worker_phases = {}  # per worker: where the time went (load balance diagnostics)
         if resume is not None:
             state = ckpt.load(resume, self.fingerprint())
             x, S, Y, memory = state["x"], state["S"], state["Y"], state["memory"]
@@ -396,6 +397,10 @@ class _DistributedRun:
                     callback(dict(zip(("epoch", "inner", "time_s", "train_rmse", "test_rmse", "objective"), row)))
             for key in phases:
                 phases[key] += lead["phases"][key]
+            for addr, summary in summaries.items():
+                mine = worker_phases.setdefault(addr, dict.fromkeys(phases, 0.0))
+                for key in mine:
+                    mine[key] += summary["phases"][key]
             stop = lead["stop"]
             stop.time_used = max(s["stop"].time_used for s in summaries.values())
             reason, message = lead["reason"], lead["message"]
@@ -416,7 +421,8 @@ class _DistributedRun:
         return make_result(full["x"], reason, message, trace, times, full["inner_done"], full["cycles_done"],
                            layout=self.layout, shard_bounds=self.bounds, sigma=memory.sigma,
                            pairs_accepted=memory.n_accepted, pairs_rejected=memory.n_rejected,
-                           exchange_time=phases["exchange"], wall_time=wall, workers=list(self.used),
+                           exchange_time=phases["exchange"], worker_phases=worker_phases, wall_time=wall,
+                           workers=list(self.used),
                            shard_owner=dict(self.owner), recoveries=list(self.recoveries),
                            S=full["S"], Y=full["Y"])
 

@@ -56,8 +56,10 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
         nonlocal step_id
         start = time.perf_counter()
         step_id += 1
-        box.send(plan.run_id, step_id, peers, payload, plan.timeout)
-        received = box.collect(plan.run_id, step_id, peers, plan.timeout)
+        posted = box.post(plan.run_id, step_id, peers, payload) if peers else None
+        received = box.collect(plan.run_id, step_id, peers, plan.timeout)  # while ours is written
+        if posted is not None:
+            box.wait_posted(posted, peers, plan.timeout)
         phases["exchange"] += time.perf_counter() - start
         by_worker = dict(zip(peers, received))
         by_worker[me] = payload
