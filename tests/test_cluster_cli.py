@@ -93,6 +93,18 @@ def test_factorize_on_an_existing_cluster(dask_cluster, tmp_path):
     assert len(rmse) == 7 and rmse[1] < rmse[0] and rmse[-1] < 0.75 * rmse[0]
     assert (checkpoint / "state.npz").exists()
 
+    # --resume continues from cycle 6 on the same cluster; its trace repeats the first 6 cycles bit for bit
+    resumed_trace = tmp_path / "resumed.csv"
+    done = subprocess.run(
+        [sys.executable, "-m", "hamsi", "factorize", str(data), "--scheduler", dask_cluster, "--rank", "10",
+         "--max-epochs", "8", "--trace", str(resumed_trace), "--resume", str(checkpoint), "--quiet"],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    with open(resumed_trace) as handle:
+        resumed = list(csv.DictReader(handle))
+    assert [r["train_rmse"] for r in resumed[:7]] == [r["train_rmse"] for r in rows]
+    assert [int(r["epoch"]) for r in resumed] == list(range(9))
+
 
 def test_unreachable_scheduler_exits_with_a_clear_message(tmp_path):
     data = tmp_path / "ratings.csv"
