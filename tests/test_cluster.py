@@ -118,7 +118,9 @@ def test_dask_estimator_equals_in_process_estimator(ratings, client):
     assert model.rmse(ratings) == pytest.approx(ref.rmse(ratings), rel=1e-12)
 
 
-def test_killed_worker_is_replaced_by_the_survivors(ratings):
+@pytest.mark.parametrize("kill_in_chunk", [0, 1])
+def test_killed_worker_is_replaced_by_the_survivors(ratings, kill_in_chunk):
+    # chunk 0 restarts from the client's starting point, later chunks from the buddy snapshots
     part = partition.make("strata-b", ratings, blocks=4, seed=1)
     options = dict(rank=RANK, partition=part, random_state=1, max_epochs=12, chunk_epochs=3)
     with connect(n_workers=2, quiet=True) as dask_client:
@@ -128,7 +130,7 @@ def test_killed_worker_is_replaced_by_the_survivors(ratings):
         killed = []
 
         def kill_second_worker(info):
-            if info["chunk"] == 1 and not killed:  # mid-run: the chunk's tasks were just submitted
+            if info["chunk"] == kill_in_chunk and not killed:  # the chunk's tasks were just submitted
                 killed.append(info["workers"][1])
                 os.kill(pids[killed[0]], signal.SIGKILL)
 

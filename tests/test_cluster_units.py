@@ -1,0 +1,107 @@
+"""Unit tests of the cluster pieces that need no running cluster: placement, checkpoints, stop rules."""
+
+import os
+
+import numpy as np
+import pytest
+
+import partition
+from cluster import checkpoint as ckpt
+from cluster.placement import assign_shards, assign_v_homes, split_by_row_shard, touched_items
+from cluster.plan import StopRules
+from hamsi.data.synth import make_ratings
+from hamsi.errors import InputError
+from hamsi.lbfgs import LBFGSMemory
+from hamsi.problems import MatrixFactorization
+
+
+@pytest.fixture(scope="module")
+def ratings():
+    return make_ratings(users=120, items=80, ratings=1500, seed=2)
+
+
+@pytest.mark.parametrize("scheme", ["strata-b", "hogwild", "color"])
+def test_every_rating_lands_once_on_its_row_shard_in_engine_order(ratings, scheme):
+    part = partition.make(scheme, ratings, blocks=3, subsets=4 if scheme != "strata-b" else None, seed=0)
+    problem = MatrixFactorization(ratings, 3)
+    layout = problem.arrange(part)
+    bounds = problem.shard_bounds(part)
+    row_bounds = bounds[:len(bounds) // 2 + 1] // problem.width
+    datas = split_by_row_shard(problem, row_bounds)
+    for k in range(layout.n_subsets):
+        lo, hi = layout.starts[k][0], layout.ends[k][-1]
+        engine = list(zip(problem.rows[lo:hi], problem.cols[lo:hi]))
+        ours = [(int(r) + d.row_lo, int(c)) for d in datas for r, c in zip(d.rows[k], d.cols[k])]
+        assert sorted(ours) == sorted(engine)
+        for d in datas:  # the shard's ratings keep the engine's relative order
+            mine = [(int(r) + d.row_lo, int(c)) for r, c in zip(d.rows[k], d.cols[k])]
+            assert mine == [e for e in engine if d.row_lo <= e[0] < d.row_hi]
+            assert np.all((d.rows[k] >= 0) & (d.rows[k] < d.row_hi - d.row_lo))
+
+
+def test_v_homes_exist_exactly_for_strata(ratings):
+    for scheme, expect_homes in (("strata", True), ("hogwild", False)):
+        part = partition.make(scheme, ratings, blocks=2, subsets=4 if scheme == "hogwild" else None, seed=0)
+        problem = MatrixFactorization(ratings, 3)
+        problem.arrange(part)
+        bounds = problem.shard_bounds(part)
+        row_bounds = bounds[:3] // 3
+        col_bounds = np.concatenate([[0], bounds[3:] // 3 - ratings.shape[0]])
+        datas = split_by_row_shard(problem, row_bounds)
+        assign_v_homes(datas, col_bounds)
+        homes = [d.v_home[k] for d in datas for k in range(part.n_subsets)]
+        assert all(h >= 0 for h in homes) if expect_homes else all(h < 0 for h in homes)
+        if expect_homes:  # block (p, (p + k) mod B) of subset k makes shard p the home of V_(p+k)
+            assert [d.v_home for d in datas] == [[0, 1], [1, 0]]
+            assert datas[0].touched[0] == (0, int(col_bounds[1]))
+
+
+def test_touched_items_dense_range_or_indices():
+    assert touched_items(np.array([3, 4, 6, 5], dtype=np.int32)) == (3, 7)
+    assert np.array_equal(touched_items(np.array([1, 90, 50], dtype=np.int32)), [1, 50, 90])
+    assert touched_items(np.zeros(0, dtype=np.int32)) == (0, 0)
+
+
+def test_assign_shards_contiguous_balanced_and_total():
+    workers = ["a", "b", "c"]
+    assert assign_shards(3, workers) == {0: "a", 1: "b", 2: "c"}
+    owner = assign_shards(6, workers[:2], sizes=[5, 1, 1, 1, 1, 1])
+    assert [owner[p] for p in range(6)] == ["a", "b", "b", "b", "b", "b"]  # 5 ratings each
+    owner = assign_shards(2, workers)  # more workers than shards: the extra ones host nothing
+    assert sorted(set(owner.values())) == ["a", "b"]
+    for n_shards in range(2, 9):
+        owner = assign_shards(n_shards, workers, sizes=np.arange(1, n_shards + 1))
+        hosts = [owner[p] for p in range(n_shards)]
+        assert hosts == sorted(hosts) and set(hosts) == set(workers[:min(3, n_shards)])
+
+
+def test_checkpoint_round_trip_keeps_every_bit_and_refuses_other_runs(tmp_path):
+    rng = np.random.default_rng(0)
+    memory = LBFGSMemory(2)
+    memory.consider_pair(np.array([1.0, 2.0, 0.0, 0.0, 0.0, 0.0]))
+    state = dict(x=rng.standard_normal(7), S=rng.standard_normal((2, 7)), Y=rng.standard_normal((2, 7)),
+                 memory=memory, cycles_done=3, inner_done=9, extra=None, trace=[(0, 0, 0.0, 1.0, np.nan, 2.0)],
+                 stop=StopRules(max_epochs=5), phases={"gradient": 1.0})
+    ckpt.save(tmp_path, fingerprint={"rank": 3}, **state)
+    assert os.listdir(tmp_path) == ["state.npz"]  # the temp file was renamed into place
+    back = ckpt.load(tmp_path, {"rank": 3})
+    for key in ("x", "S", "Y"):
+        assert np.array_equal(back[key], state[key])
+    assert back["memory"].sigma == memory.sigma and back["cycles_done"] == 3 and back["inner_done"] == 9
+    with pytest.raises(InputError, match="differs in rank"):
+        ckpt.load(tmp_path, {"rank": 4})
+    with pytest.raises(InputError, match="no checkpoint"):
+        ckpt.load(tmp_path / "missing", {"rank": 3})
+
+
+def test_stop_rules_follow_the_engine_order():
+    rules = StopRules(max_epochs=10, target=0.5, tol=1e-3, previous_objective=1.0)
+    assert rules.check(1, 3, 0.1, 0.9, np.nan, 0.9) is None
+    assert rules.check(2, 6, 0.2, 0.4, np.nan, 0.8)[0] == "target"
+    assert StopRules(previous_objective=1.0).check(1, 1, 0.0, np.nan, np.nan, 1.0)[0] == "diverged"
+    assert StopRules(tol=1e-3, previous_objective=1.0).check(1, 1, 0.0, 1.0, np.nan, 1.0)[0] == "tolerance"
+    assert StopRules(max_time=1.0, previous_objective=2.0).check(1, 1, 1.5, 1.0, np.nan, 1.0)[0] == "time_limit"
+    patient = StopRules(patience=2, has_heldout=True, previous_objective=9.0)
+    verdicts = [patient.check(e, e, 0.0, 1.0, h, 9.0 - e)
+                for e, h in enumerate([1.0, 1.1, 1.2], start=1)]
+    assert verdicts[:2] == [None, None] and verdicts[2][0] == "early_stop"
