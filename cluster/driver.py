@@ -418,13 +418,16 @@ class _DistributedRun:
         times = PhaseTimes(phases["gradient"], phases["update"], phases["hessian"])
         memory = full["memory"]
         self.release()
-        return make_result(full["x"], reason, message, trace, times, full["inner_done"], full["cycles_done"],
+        result = make_result(full["x"], reason, message, trace, times, full["inner_done"], full["cycles_done"],
                            layout=self.layout, shard_bounds=self.bounds, sigma=memory.sigma,
                            pairs_accepted=memory.n_accepted, pairs_rejected=memory.n_rejected,
                            exchange_time=phases["exchange"], worker_phases=worker_phases, wall_time=wall,
                            workers=list(self.used),
                            shard_owner=dict(self.owner), recoveries=list(self.recoveries),
                            S=full["S"], Y=full["Y"])
+        # the optimization time of a distributed run includes waiting for peers (like trace time_s)
+        result.time = times.total + phases["exchange"]
+        return result
 
     def fingerprint(self) -> dict:
         """Return what a checkpoint must match to be resumed: data, cover and constants."""
