@@ -413,7 +413,7 @@ class _DistributedRun:
                 full = self.gather_state()
                 ckpt.save(checkpoint, fingerprint=self.fingerprint(), trace=trace.rows, stop=stop,
                           phases=phases, **full)
-        full = self.gather_state()
+        full = self.gather_state(with_memory=False)
         wall = time.perf_counter() - wall_start
         times = PhaseTimes(phases["gradient"], phases["update"], phases["hessian"])
         memory = full["memory"]
@@ -423,8 +423,7 @@ class _DistributedRun:
                            pairs_accepted=memory.n_accepted, pairs_rejected=memory.n_rejected,
                            exchange_time=phases["exchange"], worker_phases=worker_phases, wall_time=wall,
                            workers=list(self.used),
-                           shard_owner=dict(self.owner), recoveries=list(self.recoveries),
-                           S=full["S"], Y=full["Y"])
+                           shard_owner=dict(self.owner), recoveries=list(self.recoveries))
         # the optimization time of a distributed run includes waiting for peers (like trace time_s)
         result.time = times.total + phases["exchange"]
         return result
@@ -439,26 +438,50 @@ class _DistributedRun:
                 "random_state": self.random_state,
                 "ratings_checksum": float(np.sum(p.vals * (1.0 + p.rows % 7) * (1.0 + p.cols % 11)))}
 
-    def gather_state(self) -> dict:
-        """Return the full x, S, Y, memory and counters, gathered from the workers (end / checkpoint only)."""
-        problem = self.problem
-        m, n = problem.shape
-        w = problem.width
-        shard_states = self.client.gather([self.state_futures[p] for p in range(self.n_shards)])
-        common = self.client.gather(self.common_futures[self.used[0]])
+    def gather_state(self, with_memory: bool = True) -> dict:
+        """Return the full x (and S, Y, the memory and counters), gathered from the workers.
+
+        Only at checkpoints and at the end; without with_memory just the factors travel (small
+        tasks on the hosts pick U_p and V out of their states), not the 2M memory rows.
+        """
+        client = self.client
+        lead = self.used[0]
+        if with_memory:
+            shard_states = client.gather([self.state_futures[p] for p in range(self.n_shards)])
+            common = client.gather(self.common_futures[lead])
+        else:
+            picks = [client.submit(_factor_part, self.state_futures[p], workers=[self.owner[p]], pure=False)
+                     for p in range(self.n_shards)]
+            picks.append(client.submit(_factor_part, self.common_futures[lead], workers=[lead], pure=False))
+            parts = client.gather(picks)
+            shard_states, common = parts[:-1], parts[-1]
         x = np.concatenate([s.U.reshape(-1) for s in shard_states] + [common.V.reshape(-1)])
-        S = np.concatenate([s.S for s in shard_states] + [common.S], axis=1)
-        Y = np.concatenate([s.Y for s in shard_states] + [common.Y], axis=1)
-        extra = None
+        out = {"x": x, "memory": common.memory, "cycles_done": common.cycles_done,
+               "inner_done": common.inner_done}
+        if not with_memory:
+            return out
+        out["S"] = np.concatenate([s.S for s in shard_states] + [common.S], axis=1)
+        out["Y"] = np.concatenate([s.Y for s in shard_states] + [common.Y], axis=1)
+        out["extra"] = None
         if shard_states[0].x_start is not None:
-            extra = {"x_start": np.concatenate([s.x_start for s in shard_states] + [common.extra["x_start"]]),
-                     "g_start": np.concatenate([s.g_start for s in shard_states] + [common.extra["g_start"]])}
-        return {"x": x, "S": S, "Y": Y, "memory": common.memory, "cycles_done": common.cycles_done,
-                "inner_done": common.inner_done, "extra": extra}
+            out["extra"] = {
+                "x_start": np.concatenate([s.x_start for s in shard_states] + [common.extra["x_start"]]),
+                "g_start": np.concatenate([s.g_start for s in shard_states] + [common.extra["g_start"]])}
+        return out
 
     def release(self):
         """Drop every future of the run (the workers free the shards)."""
         self.state_futures = self.common_futures = self.backups = self.data_futures = {}
+
+
+def _factor_part(state):
+    """Return the state with its factor only (U_p, or V with the small memory): what the end result needs."""
+    from types import SimpleNamespace
+
+    if isinstance(state, ShardState):
+        return SimpleNamespace(U=state.U)
+    return SimpleNamespace(V=state.V, memory=state.memory, cycles_done=state.cycles_done,
+                           inner_done=state.inner_done)
 
 
 def _summary(result: dict) -> dict:
