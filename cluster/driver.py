@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 import time
 import uuid
 
@@ -78,7 +79,7 @@ def fit_distributed(ratings, *, rank: int = 10, method: str = "hamsi", scheme: s
                     threads_per_worker: int = 1, chunk_epochs: int = 10, checkpoint: str | None = None,
                     checkpoint_every: int | None = None, resume: str | None = None,
                     backup: bool = True, peer_timeout: float = PEER_TIMEOUT, callback=None,
-                    on_chunk=None, quiet: bool = True):
+                    on_chunk=None, quiet: bool = False):
     """Return the OptimizeResult of HAMSI (thesis Alg. 3) or mb-GD run on Dask workers.
 
     Same problem, start, schedules, stopping rules and result/trace as hamsi.optimizer
@@ -90,7 +91,8 @@ def fit_distributed(ratings, *, rank: int = 10, method: str = "hamsi", scheme: s
     checkpoint/checkpoint_every write the full state atomically every N cycles; resume continues
     from such a directory bit-exactly. backup copies each shard's chunk-start state to a second
     worker, so a worker's death costs a rerun of one chunk on the survivors.
-    on_chunk(info) is called after every chunk (tests use it to kill a worker).
+    on_chunk(info) is called after every chunk submission (tests use it to kill a worker).
+    Unless quiet, the dashboard link of a new cluster and any recovery are reported on stderr.
     """
     import partition as partitions
 
@@ -388,7 +390,8 @@ class _DistributedRun:
                     if len(self.recoveries) >= MAX_RECOVERIES:
                         raise ClusterError(f"giving up after {MAX_RECOVERIES} recoveries: {error}") from error
                     if not self.quiet:
-                        print(f"hamsi: {error}; recovering on the survivors", flush=True)
+                        print(f"hamsi: {error}; rerunning the chunk on the survivors", file=sys.stderr,
+                              flush=True)
                     self._recover(error)
             lead = summaries[self.used[0]]
             for row in lead["records"]:
