@@ -168,3 +168,13 @@ def test_worker_memory_limit_is_checked_before_placing(ratings):
     with connect(n_workers=1, memory_limit="400MiB", quiet=True) as small:
         with pytest.raises(ClusterError, match="memory limit"):
             fit_distributed(ratings, rank=2000, client=small, max_epochs=1)
+
+
+def test_one_subset_pairs_consecutive_iterates_across_chunks(ratings, client):
+    # K = 1 (one block): the engine pairs every two consecutive iterates, so x_start crosses chunks
+    part = partition.make("strata-b", ratings, blocks=1, seed=1)
+    ref = in_process(ratings, part, max_epochs=9)
+    got = fit_distributed(ratings, rank=RANK, partition=part, random_state=1, max_epochs=9, client=client,
+                          chunk_epochs=2)
+    assert len(got.workers) == 1 and got.pairs_accepted == ref.pairs_accepted
+    assert np.array_equal(got.x, ref.x)
