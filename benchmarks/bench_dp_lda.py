@@ -43,7 +43,6 @@ def main():
         Z = (X_all - mu) / sd / np.sqrt(p)
         means = [Z[tr][y_all[tr] == c].mean(axis=0) for c in (0, 1)]
         centred = Z[tr] - np.array(means)[y_all[tr]]
-        S = centred.T @ centred / len(tr)
         grid = np.geomspace(1e-6, 1.0, 13)
         for eps in errors:
             noisy = dp.private_covariance(centred, eps, args.delta, mechanism="gaussian",

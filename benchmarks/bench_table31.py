@@ -40,7 +40,7 @@ def plot_phases(results: dict, path: str):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from hamsi.trace import atomic_output
+    from hamsi.atomic import atomic_output
 
     labels, parts = [], {"gradient": [], "update": [], "hessian": [], "exchange": []}
     for method in ("mbgd", "hamsi"):

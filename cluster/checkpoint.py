@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 
 from hamsi.errors import InputError
-from hamsi.trace import atomic_output
+from hamsi.atomic import atomic_output
 
 FILENAME = "state.npz"
 

@@ -50,7 +50,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from cluster import DaskMatrixFactorizer
-    from hamsi.trace import atomic_output
+    from hamsi.atomic import atomic_output
 
     ratings = load(args.data, args.seed)
     train, test = ratings.split(args.test_fraction, seed=args.seed)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hamsi.trace import atomic_output
+from hamsi.atomic import atomic_output
 
 
 def plot_convergence(traces: dict, path, title: str = "") -> None:

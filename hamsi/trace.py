@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import csv
-import os
-import tempfile
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.optimize import OptimizeResult
+
+from hamsi.atomic import atomic_output
 
 TRACE_COLUMNS = ("epoch", "inner", "time_s", "train_rmse", "test_rmse", "objective")
 
@@ -74,29 +74,6 @@ class Trace:
             writer.writerow(TRACE_COLUMNS)
             for row in self.rows:
                 writer.writerow([row[0], row[1]] + [repr(value) for value in row[2:]])
-
-
-class atomic_output:
-    """Context manager: open a temp file next to `path`, rename it onto `path` only on success."""
-
-    def __init__(self, path, mode="w", **kwargs):
-        self.path = os.fspath(path)
-        self.mode = mode
-        self.kwargs = kwargs
-
-    def __enter__(self):
-        directory = os.path.dirname(os.path.abspath(self.path))
-        fd, self.temp_path = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.basename(self.path))
-        self.handle = os.fdopen(fd, self.mode, **self.kwargs)
-        return self.handle
-
-    def __exit__(self, exc_type, exc, tb):
-        self.handle.close()
-        if exc_type is None:
-            os.replace(self.temp_path, self.path)
-        else:
-            os.unlink(self.temp_path)
-        return False
 
 
 def make_result(x, reason: str, message: str, trace: Trace, phases: PhaseTimes, n_inner: int,

@@ -1,5 +1,3 @@
-import pytest
-
 from hamsi.cli import COMMAND_MODULES, build_parser, main
 
 

@@ -88,7 +88,7 @@ def run(args) -> int:
 
     import hamsi
     from hamsi.estimator import MatrixFactorizer
-    from hamsi.trace import atomic_output
+    from hamsi.atomic import atomic_output
 
     _check_args(args)
     ratings = hamsi.load_ratings(args.data)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import tempfile
 
 from hamsi.errors import InputError
 
@@ -83,20 +81,6 @@ def read_numeric_csv(path: str):
     return values, header
 
 
-def _atomic_write(path: str, write) -> None:
-    """Write via a temporary file in the target directory and rename, so readers never see half a file."""
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=os.path.splitext(path)[1])
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            write(handle)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _draw_graph(precision, labels, handle) -> None:
     import matplotlib
 
@@ -127,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
 
     import dp
 
+    from hamsi.atomic import atomic_output
+
     alpha = _parse_alpha(args.alpha)
     X, header = read_numeric_csv(args.data)
     cls = dp.PrivateGraphicalLasso if args.estimator == "glasso" else dp.PrivateRidgePrecision
@@ -135,10 +121,12 @@ def run(args: argparse.Namespace) -> int:
     model.fit(X)
     precision = model.precision_
     if args.out:
-        _atomic_write(args.out, lambda h: np.save(h, precision))
+        with atomic_output(args.out, "wb") as handle:
+            np.save(handle, precision)
     if args.graph:
         labels = header if header else list(range(precision.shape[0]))
-        _atomic_write(args.graph, lambda h: _draw_graph(precision, labels, h))
+        with atomic_output(args.graph, "wb") as handle:
+            _draw_graph(precision, labels, handle)
 
     n, p = X.shape
     edges = int(np.count_nonzero(np.triu(np.abs(precision) > 1e-10, 1)))

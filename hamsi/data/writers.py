@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import io
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
+from hamsi.atomic import atomic_path
 from hamsi.data.ratings import Ratings
 from hamsi.errors import InputError
 
@@ -52,24 +50,13 @@ def write_ratings(ratings: Ratings, path, format: str = "auto") -> Path:
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise InputError(f"{path}: directory {directory} does not exist")
-    handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".part")
-    os.close(handle)
-    try:
+    with atomic_path(path) as temporary:
         if fmt == "parquet":
             _write_parquet(ratings, temporary)
         else:
             opener = gzip.open if path.suffix.lower() == ".gz" else open
             with opener(temporary, "wb") as stream:
                 _write_text(ratings, stream, fmt)
-        # mkstemp creates the file readable by its owner only; give it the usual permissions.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
     return path
 
 
