@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import os
 import sys
 
@@ -11,6 +12,8 @@ from cluster.errors import ClusterError
 # Connecting to a scheduler that is not there should fail fast with a message naming it,
 # not hang for distributed's default 30 s.
 CONNECT_TIMEOUT = 5.0
+MAIN_GUARD_HINT = ("If this is a script that starts a local cluster, put its code under "
+                   "`if __name__ == \"__main__\":` (Dask's worker processes re-import the main module).")
 
 
 def default_workers() -> int:
@@ -52,9 +55,16 @@ def connect(client=None, scheduler: str | None = None, n_workers: int | None = N
         raise ClusterError(f"n_workers must be >= 1, got {n_workers}")
     # Worker processes (not threads): the numba kernels release the GIL, but the exchange
     # handlers and the task thread of one worker must not compete with another worker's.
-    local = LocalCluster(n_workers=n_workers, threads_per_worker=int(threads_per_worker),
-                         processes=True, host="127.0.0.1", dashboard_address=":0",
-                         memory_limit=memory_limit)
+    if multiprocessing.parent_process() is not None:
+        # Worker processes are spawned and re-import the user's __main__ module; a script that
+        # starts a cluster at import time would otherwise fail with a long nanny traceback.
+        raise ClusterError(MAIN_GUARD_HINT)
+    try:
+        local = LocalCluster(n_workers=n_workers, threads_per_worker=int(threads_per_worker),
+                             processes=True, host="127.0.0.1", dashboard_address=":0",
+                             memory_limit=memory_limit)
+    except RuntimeError as exc:
+        raise ClusterError(f"the local Dask cluster did not start ({exc}). {MAIN_GUARD_HINT}") from exc
     try:
         opened = Client(local, set_as_default=False)
         try:

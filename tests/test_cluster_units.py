@@ -105,3 +105,16 @@ def test_stop_rules_follow_the_engine_order():
     verdicts = [patient.check(e, e, 0.0, 1.0, h, 9.0 - e)
                 for e, h in enumerate([1.0, 1.1, 1.2], start=1)]
     assert verdicts[:2] == [None, None] and verdicts[2][0] == "early_stop"
+
+
+def test_local_cluster_refused_in_a_reimported_worker_process(monkeypatch):
+    """A script without a __main__ guard is re-run by spawned workers: say so instead of a nanny traceback."""
+    import multiprocessing
+
+    from cluster.connect import connect
+    from cluster.errors import ClusterError
+
+    monkeypatch.setattr(multiprocessing, "parent_process", lambda: object())
+    with pytest.raises(ClusterError, match="__name__"):
+        with connect(n_workers=1):
+            pass

@@ -17,7 +17,7 @@ def register(subparsers) -> None:
         "demo",
         help="factorize the embedded ml-100k-like sample (943 x 1682, 100,000 ratings) on a local Dask cluster",
         description="Fit a rank-10 HAMSI model with biases and L2 regularization (STRATA-B) to the "
-                    "embedded sample with a 10%% held-out test set, print the RMSE trace and write "
+                    "embedded sample with a 10% held-out test set, print the RMSE trace and write "
                     "trace.csv, factors.npz and convergence.png.",
     )
     parser.add_argument("--out-dir", default="hamsi-demo", help="where to write the outputs (default ./hamsi-demo)")
