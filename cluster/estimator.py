@@ -6,9 +6,7 @@ subclass living here; it adds where to run and checkpointing, and keeps every ot
 
 from __future__ import annotations
 
-import warnings
-
-from hamsi.errors import DivergenceError, InputError
+from hamsi.errors import InputError
 from hamsi.estimator import MatrixFactorizer
 from hamsi.optimizer import GD_ETA, HAMSI_ETA
 
@@ -72,19 +70,4 @@ class DaskMatrixFactorizer(MatrixFactorizer):
                 chunk_epochs=self.chunk_epochs, checkpoint=self.checkpoint,
                 checkpoint_every=self.checkpoint_every, resume=self.resume, callback=callback)
         problem = MatrixFactorization(ratings, self.rank, reg=self.reg, biases=self.biases)
-        self._problem = problem
-        self.result_ = result
-        self.trace_ = result.trace
-        U, V = problem.factors(result.x)
-        self.user_factors_ = U[:, :self.rank].copy()
-        self.item_factors_ = V[:, :self.rank].copy()
-        if self.biases:
-            self.user_bias_ = U[:, self.rank].copy()
-            self.item_bias_ = V[:, self.rank].copy()
-            self.global_mean_ = problem.offset
-        self.n_iter_ = result.nit
-        if result.reason == "diverged":
-            if self.on_divergence == "raise":
-                raise DivergenceError(result.message)
-            warnings.warn(result.message, RuntimeWarning, stacklevel=2)
-        return self
+        return self._set_fitted(problem, result)

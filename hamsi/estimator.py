@@ -162,6 +162,10 @@ class MatrixFactorizer(BaseEstimator):
                                     **options)
         else:
             result = minimize_mbgd(problem, self.partition_, eta=self.eta or GD_ETA, **options)
+        return self._set_fitted(problem, result)
+
+    def _set_fitted(self, problem, result):
+        """Set the fitted attributes from an optimizer result; raise or warn if it diverged; return self."""
         self._problem = problem
         self.result_ = result
         self.trace_ = result.trace
@@ -176,7 +180,7 @@ class MatrixFactorizer(BaseEstimator):
         if result.reason == "diverged":
             if self.on_divergence == "raise":
                 raise DivergenceError(result.message)
-            warnings.warn(result.message, RuntimeWarning, stacklevel=2)
+            warnings.warn(result.message, RuntimeWarning, stacklevel=3)
         return self
 
     def _check_fitted(self):
