@@ -81,12 +81,42 @@ def add_touched(gV: np.ndarray, touched, rows: np.ndarray):
         gV[touched] += rows
 
 
-class ShardWork:
+class _StepWork:
+    """What a U shard and the V replica share: x, g, their memory rows S, Y, the cycle-start copies.
+
+    Subclasses set `memory_rows` (the object holding S and Y) and the x, g views.
+    """
+
+    memory_rows: ShardState | CommonState
+
+    def store_pair(self, slot: int):
+        """Write the new pair into memory row `slot` (Alg. 3, line 17, ring buffer)."""
+        self.memory_rows.S[slot] = self.s_new[0]
+        self.memory_rows.Y[slot] = self.y_new[0]
+
+    def remember_start(self):
+        """Keep x and g at the cycle's first inner iteration (Alg. 3, line 12)."""
+        self.x_start[:] = self.x
+        self.g_start[:] = self.g
+
+    def step(self, coef, sigma: float, inv_beta: float):
+        """Apply the L-BFGS step (coef given) or, with coef None, the gradient step (Alg. 3, l. 13).
+
+        Elementwise, so V's shards need no split here.
+        """
+        if coef is None:
+            fast.shard_gradient_step(self.x, self.g, inv_beta)
+        else:
+            fast.shard_lbfgs_step(self.x, self.g, self.memory_rows.S, self.memory_rows.Y, coef, sigma, inv_beta)
+
+
+class ShardWork(_StepWork):
     """One hosted row shard during a chunk: data, state, gradient buffers, cycle-start copies, new pair."""
 
     def __init__(self, data, state: ShardState, n_items: int, memory: int):
         self.data = data
         self.state = state
+        self.memory_rows = state
         self.gU = np.zeros_like(state.U)
         self.gV = np.zeros((n_items, state.U.shape[1]))  # this shard's partial of gV
         size = state.U.size
@@ -163,23 +193,6 @@ class ShardWork:
         return (j, self.v_wtg if wtg else None, self.v_pair if pair else None,
                 self.v_new_pair_g if pair else None)
 
-    def store_pair(self, slot: int):
-        """Write the new pair into memory row `slot` (Alg. 3, line 17, ring buffer)."""
-        self.state.S[slot] = self.s_new[0]
-        self.state.Y[slot] = self.y_new[0]
-
-    def remember_start(self):
-        """Keep x and g at the cycle's first inner iteration (Alg. 3, line 12)."""
-        self.x_start[:] = self.x
-        self.g_start[:] = self.g
-
-    def step(self, coef, sigma: float, inv_beta: float):
-        """Apply the L-BFGS step (coef given) or, with coef None, the gradient step (Alg. 3, l. 13)."""
-        if coef is None:
-            fast.shard_gradient_step(self.x, self.g, inv_beta)
-        else:
-            fast.shard_lbfgs_step(self.x, self.g, self.state.S, self.state.Y, coef, sigma, inv_beta)
-
     def evaluation(self, V: np.ndarray, cfg) -> tuple[list, float, float]:
         """Return (train SSE per subset, regularization norm, test SSE) of this shard at U_p, V.
 
@@ -195,11 +208,12 @@ class ShardWork:
         return sse, float(norm), float(test)
 
 
-class ReplicaWork:
+class ReplicaWork(_StepWork):
     """The replicated V during a chunk: assembled gV, per-V-shard partials, cycle-start copies, new pair."""
 
     def __init__(self, common: CommonState, v_bounds: np.ndarray, memory: int):
         self.common = common
+        self.memory_rows = common
         self.bounds = v_bounds  # offsets of V_0..V_{B-1} inside V's flat buffer
         self.gV = np.zeros_like(common.V)
         n_shards = len(v_bounds) - 1
@@ -243,23 +257,6 @@ class ReplicaWork:
                 fast.shard_pair_partials(x[sl], self.x_start[sl], g[sl], self.g_start[sl],
                                          S[:, sl], Y[:, sl], self.pair[j])
         return self.pair
-
-    def store_pair(self, slot: int):
-        """Write V's new pair into memory row `slot`."""
-        self.common.S[slot] = self.s_new[0]
-        self.common.Y[slot] = self.y_new[0]
-
-    def remember_start(self):
-        """Keep V and gV at the cycle's first inner iteration (Alg. 3, line 12)."""
-        self.x_start[:] = self.x
-        self.g_start[:] = self.g
-
-    def step(self, coef, sigma: float, inv_beta: float):
-        """Apply the step to the whole V replica (elementwise, so V's shards need no split here)."""
-        if coef is None:
-            fast.shard_gradient_step(self.x, self.g, inv_beta)
-        else:
-            fast.shard_lbfgs_step(self.x, self.g, self.common.S, self.common.Y, coef, sigma, inv_beta)
 
     def norm(self, cfg) -> float:
         """Return V's weighted regularization norm (every worker computes the same number)."""
