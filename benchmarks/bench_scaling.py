@@ -25,7 +25,7 @@ import time
 import numpy as np
 
 import partition
-from cluster.connect import connect
+from cluster.connect import connect, worker_addresses
 from cluster.driver import fit_distributed
 from hamsi import kernels
 from hamsi.data.synth import PRESETS, make_ratings
@@ -128,7 +128,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     rates = kernel_rates(args.rank)
     with connect(n_workers=2, threads_per_worker=1, quiet=True) as client:
-        workers = sorted(client.scheduler_info(n_workers=-1)["workers"])
+        workers = worker_addresses(client)
         comm = message_costs(client, workers)
         if not args.skip_run:
             ratings = make_ratings("ml-1m-like", seed=1)

@@ -78,18 +78,28 @@ def connect(client=None, scheduler: str | None = None, n_workers: int | None = N
         local.close()
 
 
+def worker_info(client) -> dict:
+    """Return {address: info} of the workers the scheduler knows now, fetched fresh.
+
+    Not client.scheduler_info(): it returns a cached identity that the client's periodic refresh
+    (which asks for no per-worker details) can overwrite between the fetch and the return, so
+    under load it sometimes lists no workers at all, and every worker would look lost.
+    """
+    return client.sync(client.scheduler.identity, n_workers=-1)["workers"]
+
+
 def worker_addresses(client, minimum: int = 1, wait: float = 5.0) -> list[str]:
     """Return the sorted addresses of the workers, waiting up to `wait` s for `minimum` of them."""
     try:
         client.wait_for_workers(minimum, timeout=wait)
     except TimeoutError as exc:
-        have = len(client.scheduler_info(n_workers=-1)["workers"])
+        have = len(worker_info(client))
         raise ClusterError(f"the scheduler at {client.scheduler.address} has {have} workers; "
                            f"this run needs at least {minimum}") from exc
-    return sorted(client.scheduler_info(n_workers=-1)["workers"])
+    return sorted(worker_info(client))
 
 
 def worker_memory_limits(client) -> dict[str, int]:
     """Return {address: memory limit in bytes} (0 = no limit) as the scheduler reports it."""
-    info = client.scheduler_info(n_workers=-1)["workers"]
+    info = worker_info(client)
     return {addr: int(w.get("memory_limit") or 0) for addr, w in info.items()}

@@ -25,7 +25,7 @@ from hamsi.problems import MatrixFactorization
 from hamsi.schedules import hamsi_cycle, mbgd_epoch
 from hamsi.trace import PhaseTimes, Trace, make_result
 from cluster import checkpoint as ckpt
-from cluster.connect import connect, worker_addresses, worker_memory_limits
+from cluster.connect import connect, worker_addresses, worker_info, worker_memory_limits
 from cluster.errors import ClusterError, PeerLost
 from cluster.mailbox import abort_run, install
 from cluster.placement import assign_shards, assign_v_homes, split_by_row_shard
@@ -237,7 +237,7 @@ class _DistributedRun:
             f.add_done_callback(lambda _: changed.set())
         while True:
             failed = [f for f in futures.values() if f.status in ("error", "cancelled")]
-            alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
+            alive = set(worker_info(self.client))
             lost = [a for a in self.used if a not in alive]
             if failed or lost:
                 survivors = [a for a in self.used if a in alive]
@@ -254,7 +254,8 @@ class _DistributedRun:
                     raise real[0]
                 if errors:
                     why = f"{type(errors[0]).__name__}: {errors[0]}"
-                raise PeerLost(f"chunk {plan.run_id} failed ({why}); lost workers: {lost}")
+                shown = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+                raise PeerLost(f"chunk {plan.run_id} failed ({why}); lost workers: {shown or 'none'}")
             if all(f.status == "finished" for f in futures.values()):
                 return
             changed.wait(WATCH_INTERVAL)
@@ -289,7 +290,7 @@ class _DistributedRun:
     # ------------------------------------------------------------------ recovery
     def _recover(self, error):
         """Re-place the shards of dead workers on the survivors from the last chunk snapshot."""
-        alive = set(self.client.scheduler_info(n_workers=-1)["workers"])
+        alive = set(worker_info(self.client))
         survivors = [a for a in self.workers if a in alive]
         if not survivors:
             raise ClusterError(f"no workers left after: {error}") from error

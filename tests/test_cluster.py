@@ -178,3 +178,13 @@ def test_one_subset_pairs_consecutive_iterates_across_chunks(ratings, client):
                           chunk_epochs=2)
     assert len(got.workers) == 1 and got.pairs_accepted == ref.pairs_accepted
     assert np.array_equal(got.x, ref.x)
+
+
+def test_alive_workers_do_not_depend_on_the_cached_scheduler_identity(client, monkeypatch):
+    """The client's periodic refresh can leave scheduler_info() with no workers; a run must not
+    then take every worker for lost (this made runs on 16+ workers rerun their first chunk)."""
+    from cluster.connect import worker_addresses, worker_info
+
+    monkeypatch.setattr(client, "scheduler_info", lambda *a, **k: {"workers": {}})
+    assert len(worker_info(client)) == 2
+    assert len(worker_addresses(client, minimum=2)) == 2
