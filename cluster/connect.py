@@ -71,6 +71,12 @@ def connect(client=None, scheduler: str | None = None, n_workers: int | None = N
             if not quiet:
                 print(f"hamsi: local Dask cluster, {n_workers} workers x {threads_per_worker} threads; "
                       f"dashboard {opened.dashboard_link}", file=sys.stderr)
+                cores = default_workers()
+                if n_workers * int(threads_per_worker) > cores:
+                    # every inner iteration waits for all workers: one that waits for a core stalls them all
+                    print(f"hamsi: warning: {n_workers} workers x {threads_per_worker} threads on {cores} cores; "
+                          f"each inner iteration waits for the slowest worker, so expect it to be slow",
+                          file=sys.stderr)
             yield opened
         finally:
             opened.close()
