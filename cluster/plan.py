@@ -6,6 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+# Imported here, not inside inv_beta: a worker's first import of hamsi.optimizer (scipy.optimize
+# included) took ~0.2 s and fell inside the first cycle's timed step.
+from hamsi.optimizer import beta_schedule
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -36,8 +40,6 @@ class RunConfig:
 
     def inv_beta(self, inner: int, quasi_newton: bool) -> float:
         """Return 1 / beta_t for inner iteration t (thesis Alg. 3, line 5; hamsi.optimizer.beta_schedule)."""
-        from hamsi.optimizer import beta_schedule
-
         eta = self.eta if (quasi_newton or self.method == "mbgd") else self.eta_gd
         return 1.0 / beta_schedule(eta, self.gamma, inner)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import sys
 
 from hamsi.errors import InputError
@@ -133,7 +134,8 @@ def run(args) -> int:
     if args.plot:
         from hamsi.plots import plot_convergence
 
-        plot_convergence({args.algorithm: model.trace_}, args.plot, title=f"{args.data} rank {args.rank}")
+        title = f"{os.path.basename(os.path.normpath(args.data))}, rank {args.rank}"
+        plot_convergence({args.algorithm: model.trace_}, args.plot, title=title)
     if result.reason == "diverged":
         raise hamsi.DivergenceError(result.message)
     last = model.trace_.rows[-1]
