@@ -233,16 +233,6 @@ def warm_up(width: int = 3, memory: int = 2) -> bool:
     kernels.shard_lbfgs_step(flat.copy(), flat, S, S, np.zeros(2 * memory), 1.0, 1.0)
     kernels.shard_gradient_step(flat.copy(), flat, 1.0)
     kernels.sum_partials_in_order(np.ones((2, 3)), np.zeros(3))
-    from cluster import nogil
-
-    nogil.mf_block_gradient(rows, rows, vals, U, U, g, g.copy(), width, 1.0, 0.0, np.zeros(0), np.zeros(0))
-    nogil.mf_squared_error(rows, rows, vals, U, U, width, 0.0)
-    nogil.shard_wtg_partials(flat, S, S, np.zeros(2 * memory))
-    nogil.shard_wtg_partials(flat, one, one, np.zeros(2))
-    nogil.shard_pair_partials(flat, flat, flat, flat, S, S, np.zeros(2 * memory + 2))
-    nogil.shard_store_pair(flat, flat, flat, flat, one, one, 0)
-    nogil.shard_lbfgs_step(flat.copy(), flat, S, S, np.zeros(2 * memory), 1.0, 1.0)
-    nogil.shard_gradient_step(flat.copy(), flat, 1.0)
     from hamsi.lbfgs import LBFGSMemory  # imports scipy.linalg, which the first pair would pay for
 
     lbfgs = LBFGSMemory(1)

@@ -3,7 +3,7 @@
 Per row shard U_p (lives only on its host): U_p and its L-BFGS rows S[:, U_p], Y[:, U_p].
 Replicated on every worker (kept identical because every worker applies the same deterministic
 update): V, its L-BFGS rows S[:, V], Y[:, V], the compact memory (R, C, sigma; hamsi.lbfgs) and the
-cycle counter. All arithmetic goes through the engine's kernels (hamsi.kernels, via cluster.nogil) on the same shard
+cycle counter. All arithmetic goes through the engine's kernels (hamsi.kernels) on the same shard
 slices as the in-process engine, so the iterates agree with it (bit for bit for STRATA/STRATA-B).
 """
 
@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from cluster import nogil as fast  # the engine's kernels, called without the GIL
 from hamsi import kernels
 
 
@@ -105,9 +104,9 @@ class _StepWork:
         Elementwise, so V's shards need no split here.
         """
         if coef is None:
-            fast.shard_gradient_step(self.x, self.g, inv_beta)
+            kernels.shard_gradient_step(self.x, self.g, inv_beta)
         else:
-            fast.shard_lbfgs_step(self.x, self.g, self.memory_rows.S, self.memory_rows.Y, coef, sigma, inv_beta)
+            kernels.shard_lbfgs_step(self.x, self.g, self.memory_rows.S, self.memory_rows.Y, coef, sigma, inv_beta)
 
 
 class ShardWork(_StepWork):
@@ -151,7 +150,7 @@ class ShardWork(_StepWork):
         self.gU[:] = 0.0
         touched = d.touched[k]
         zero_touched(self.gV, touched)
-        fast.mf_block_gradient(d.rows[k], d.cols[k], d.vals[k], self.state.U, V, self.gU, self.gV,
+        kernels.mf_block_gradient(d.rows[k], d.cols[k], d.vals[k], self.state.U, V, self.gU, self.gV,
                                   cfg.rank, cfg.scale, cfg.offset, d.row_reg, cfg.col_reg)
         return touched_view(self.gV, touched)
 
@@ -162,13 +161,13 @@ class ShardWork(_StepWork):
         memory is updated (the engine stores the pair first and then reduces W^T g).
         """
         x, g = self.x, self.g
-        fast.shard_store_pair(x, self.x_start, g, self.g_start, self.s_new, self.y_new, 0)
-        fast.shard_pair_partials(x, self.x_start, g, self.g_start, self.state.S, self.state.Y, self.pair)
-        fast.shard_wtg_partials(g, self.s_new, self.y_new, self.new_pair_g)
+        kernels.shard_store_pair(x, self.x_start, g, self.g_start, self.s_new, self.y_new, 0)
+        kernels.shard_pair_partials(x, self.x_start, g, self.g_start, self.state.S, self.state.Y, self.pair)
+        kernels.shard_wtg_partials(g, self.s_new, self.y_new, self.new_pair_g)
 
     def wtg_partials(self):
         """Compute the shard's unscaled W^T g partial [S_j.g, Y_j.g] with the current memory."""
-        fast.shard_wtg_partials(self.g, self.state.S, self.state.Y, self.wtg)
+        kernels.shard_wtg_partials(self.g, self.state.S, self.state.Y, self.wtg)
 
     def home_partials(self, k: int, replica, wtg: bool, pair: bool):
         """Return (j, W^T g partial, pair products, s'g and y'g) of V_j if this shard is its home in subset k.
@@ -184,12 +183,12 @@ class ShardWork(_StepWork):
         g = self.gV[sl.start // n_cols:sl.stop // n_cols].reshape(-1)
         S, Y, x = replica.common.S[:, sl], replica.common.Y[:, sl], replica.x[sl]
         if wtg:
-            fast.shard_wtg_partials(g, S, Y, self.v_wtg)
+            kernels.shard_wtg_partials(g, S, Y, self.v_wtg)
         if pair:
             s_new, y_new = replica.s_new[:, sl], replica.y_new[:, sl]
-            fast.shard_store_pair(x, replica.x_start[sl], g, replica.g_start[sl], s_new, y_new, 0)
-            fast.shard_pair_partials(x, replica.x_start[sl], g, replica.g_start[sl], S, Y, self.v_pair)
-            fast.shard_wtg_partials(g, s_new, y_new, self.v_new_pair_g)
+            kernels.shard_store_pair(x, replica.x_start[sl], g, replica.g_start[sl], s_new, y_new, 0)
+            kernels.shard_pair_partials(x, replica.x_start[sl], g, replica.g_start[sl], S, Y, self.v_pair)
+            kernels.shard_wtg_partials(g, s_new, y_new, self.v_new_pair_g)
         return (j, self.v_wtg if wtg else None, self.v_pair if pair else None,
                 self.v_new_pair_g if pair else None)
 
@@ -200,10 +199,10 @@ class ShardWork(_StepWork):
         STRATA/-B a shard's part of a subset is one block, so the reducer can add them in that order.
         """
         d = self.data
-        sse = [float(fast.mf_squared_error(d.rows[k], d.cols[k], d.vals[k], self.state.U, V, cfg.rank,
+        sse = [float(kernels.mf_squared_error(d.rows[k], d.cols[k], d.vals[k], self.state.U, V, cfg.rank,
                                               cfg.offset)) for k in range(len(d.vals))]
         norm = (kernels.weighted_row_norms(self.state.U, d.row_norm_weight) if cfg.reg > 0.0 else 0.0)
-        test = (fast.mf_squared_error(d.test_rows, d.test_cols, d.test_vals, self.state.U, V, cfg.rank,
+        test = (kernels.mf_squared_error(d.test_rows, d.test_cols, d.test_vals, self.state.U, V, cfg.rank,
                                          cfg.offset) if d.test_vals.size else 0.0)
         return sse, float(norm), float(test)
 
@@ -244,17 +243,17 @@ class ReplicaWork(_StepWork):
         S, Y, g = self.common.S, self.common.Y, self.g
         for j, sl in self._shards():
             if j not in skip:
-                fast.shard_wtg_partials(g[sl], S[:, sl], Y[:, sl], self.wtg[j])
+                kernels.shard_wtg_partials(g[sl], S[:, sl], Y[:, sl], self.wtg[j])
         return self.wtg
 
     def pair_partials(self, skip=()) -> np.ndarray:
         """Form V's new pair; return its (B, 2M + 2) pair products (Alg. 3, line 14), `skip` rows from homes."""
         x, g, S, Y = self.x, self.g, self.common.S, self.common.Y
         for j, sl in self._shards():
-            fast.shard_store_pair(x[sl], self.x_start[sl], g[sl], self.g_start[sl],
+            kernels.shard_store_pair(x[sl], self.x_start[sl], g[sl], self.g_start[sl],
                                   self.s_new[:, sl], self.y_new[:, sl], 0)
             if j not in skip:
-                fast.shard_pair_partials(x[sl], self.x_start[sl], g[sl], self.g_start[sl],
+                kernels.shard_pair_partials(x[sl], self.x_start[sl], g[sl], self.g_start[sl],
                                          S[:, sl], Y[:, sl], self.pair[j])
         return self.pair
 

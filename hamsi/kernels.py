@@ -3,7 +3,8 @@
 Both drivers call these: the in-process engine (`hamsi.optimizer`) and the Dask driver
 (`cluster`), which runs the same kernels on shards held by worker processes. No kernel uses
 fastmath, so the floating-point operations happen in the order written here and a shard gives
-the same bits whether it is a view into one big buffer or its own array.
+the same bits whether it is a view into one big buffer or its own array. Every kernel releases
+the GIL (nogil=True), so a Dask worker's event loop moves peer messages while its task computes.
 
 Layouts
 -------
@@ -36,7 +37,7 @@ from numba import njit, prange
 # ---------------------------------------------------------------- matrix factorization
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def predict_one(U, V, a, b, rank, offset):
     """Return U[a,:rank].V[b,:rank] (+ biases) + offset, with a fixed 4-way summation order.
 
@@ -61,7 +62,7 @@ def predict_one(U, V, a, b, rank, offset):
     return value + offset
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def mf_block_gradient(rows, cols, vals, U, V, gU, gV, rank, scale, offset, row_reg, col_reg):
     """Add the gradient of one block's f_i (thesis Alg. 3, line 10) into gU and gV rows.
 
@@ -100,7 +101,7 @@ def mf_block_gradient(rows, cols, vals, U, V, gU, gV, rank, scale, offset, row_r
                 gV[b, rank] += minus_e
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def mf_subset_gradient(rows, cols, vals, starts, ends, U, V, gU, gV, rank, scale, offset,
                        row_reg, col_reg):
     """Add the gradient of one subset, its blocks in parallel threads (thesis Alg. 3, lines 9-10).
@@ -116,7 +117,7 @@ def mf_subset_gradient(rows, cols, vals, starts, ends, U, V, gU, gV, rank, scale
                           offset, row_reg, col_reg)
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def mf_subset_gradient_sequential(rows, cols, vals, starts, ends, U, V, gU, gV, rank, scale,
                                   offset, row_reg, col_reg):
     """Add the gradient of one subset, block after block in block order.
@@ -131,7 +132,7 @@ def mf_subset_gradient_sequential(rows, cols, vals, starts, ends, U, V, gU, gV, 
                           offset, row_reg, col_reg)
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def mf_squared_error(rows, cols, vals, U, V, rank, offset):
     """Return sum_i (v_i - pred_i)^2 over the given ratings, summed in index order (RMSE part)."""
     total = 0.0
@@ -141,7 +142,7 @@ def mf_squared_error(rows, cols, vals, U, V, rank, offset):
     return total
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def mf_squared_error_chunked(rows, cols, vals, U, V, rank, offset, chunk_bounds):
     """Return sum_i (v_i - pred_i)^2, parallel over fixed chunks, partials added in chunk order.
 
@@ -159,7 +160,7 @@ def mf_squared_error_chunked(rows, cols, vals, U, V, rank, offset, chunk_bounds)
     return total
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def weighted_row_norms(X, weights):
     """Return sum_r weights[r] * |X[r]|^2, in row order (the regularization part of F)."""
     total = 0.0
@@ -175,7 +176,7 @@ def weighted_row_norms(X, weights):
 # ---------------------------------------------------------------- per-shard vector algebra
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def shard_wtg_partials(g, S, Y, out):
     """Write the shard's part of W^T g into out (2M): out[j] = S[j].g, out[M + j] = Y[j].g.
 
@@ -192,7 +193,7 @@ def shard_wtg_partials(g, S, Y, out):
             out[M + j] += Y[j, i] * gi
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def shard_pair_partials(x, x_start, g, g_start, S, Y, out):
     """Write the shard's curvature-pair products into out (2M + 2) (thesis Alg. 3, line 14).
 
@@ -213,7 +214,7 @@ def shard_pair_partials(x, x_start, g, g_start, S, Y, out):
             out[2 + M + j] += Y[j, i] * y
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def shard_store_pair(x, x_start, g, g_start, S, Y, slot):
     """Overwrite memory row `slot` with s = x - x_start, y = g - g_start (ring buffer, Alg. 3 l. 17)."""
     for i in range(x.shape[0]):
@@ -221,7 +222,7 @@ def shard_store_pair(x, x_start, g, g_start, S, Y, slot):
         Y[slot, i] = g[i] - g_start[i]
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def shard_lbfgs_step(x, g, S, Y, coef, sigma, inv_beta):
     """Apply x -= inv_beta * (sigma g + W (N W^T g)) on the shard (thesis Alg. 3, line 13).
 
@@ -238,14 +239,14 @@ def shard_lbfgs_step(x, g, S, Y, coef, sigma, inv_beta):
         x[i] -= inv_beta * d
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def shard_gradient_step(x, g, inv_beta):
     """Apply x -= inv_beta * g on the shard (mb-GD, and HAMSI before the memory is full)."""
     for i in range(x.shape[0]):
         x[i] -= inv_beta * g[i]
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def sum_partials_in_order(partials, out):
     """Write out = partials[0] + partials[1] + ... (rows added one after the other, shard order).
 
@@ -261,7 +262,7 @@ def sum_partials_in_order(partials, out):
 # ---------------------------------------------------------------- in-process sharded drivers
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def sharded_wtg(g, S, Y, bounds, partials, out):
     """Write W^T g (unscaled, 2M) into out: shard partials in parallel, summed in shard order."""
     for p in prange(bounds.shape[0] - 1):
@@ -271,7 +272,7 @@ def sharded_wtg(g, S, Y, bounds, partials, out):
     sum_partials_in_order(partials, out)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def sharded_pair_products(x, x_start, g, g_start, S, Y, bounds, partials, out):
     """Write the pair products (2M + 2, see shard_pair_partials) summed in shard order into out."""
     for p in prange(bounds.shape[0] - 1):
@@ -282,7 +283,7 @@ def sharded_pair_products(x, x_start, g, g_start, S, Y, bounds, partials, out):
     sum_partials_in_order(partials, out)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def sharded_store_pair(x, x_start, g, g_start, S, Y, slot, bounds):
     """Overwrite memory row `slot` with the new pair, shard by shard in parallel."""
     for p in prange(bounds.shape[0] - 1):
@@ -292,7 +293,7 @@ def sharded_store_pair(x, x_start, g, g_start, S, Y, slot, bounds):
                          S[:, lo:hi], Y[:, lo:hi], slot)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def sharded_lbfgs_step(x, g, S, Y, coef, sigma, inv_beta, bounds):
     """Apply the L-BFGS step (shard_lbfgs_step) to every shard in parallel."""
     for p in prange(bounds.shape[0] - 1):
@@ -301,7 +302,7 @@ def sharded_lbfgs_step(x, g, S, Y, coef, sigma, inv_beta, bounds):
         shard_lbfgs_step(x[lo:hi], g[lo:hi], S[:, lo:hi], Y[:, lo:hi], coef, sigma, inv_beta)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def sharded_gradient_step(x, g, inv_beta, bounds):
     """Apply x -= inv_beta * g to every shard in parallel."""
     for p in prange(bounds.shape[0] - 1):
@@ -310,7 +311,7 @@ def sharded_gradient_step(x, g, inv_beta, bounds):
         shard_gradient_step(x[lo:hi], g[lo:hi], inv_beta)
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def sharded_copy(src, dst, bounds):
     """Copy src into dst shard by shard in parallel (remembering x and g at a cycle's start)."""
     for p in prange(bounds.shape[0] - 1):
@@ -318,7 +319,7 @@ def sharded_copy(src, dst, bounds):
             dst[i] = src[i]
 
 
-@njit(parallel=True, cache=True)
+@njit(parallel=True, nogil=True, cache=True)
 def sharded_fill_zero(v, bounds):
     """Set v to zero shard by shard in parallel (the gradient buffer before each inner iteration)."""
     for p in prange(bounds.shape[0] - 1):
@@ -326,7 +327,7 @@ def sharded_fill_zero(v, bounds):
             v[i] = 0.0
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def all_finite(v):
     """Return True when every entry of v is finite (divergence check)."""
     for i in range(v.shape[0]):

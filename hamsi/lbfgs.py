@@ -109,7 +109,7 @@ class LBFGSMemory:
         return self.sigma * g + coef[:self.memory] @ S + coef[self.memory:] @ Y
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def scaled_n_matrix(sy, yy, order, sigma):
     """Return diag(1, sigma) N diag(1, sigma) in ring indexing (thesis Alg. 3, lines 18-19).
 
@@ -158,7 +158,7 @@ def scaled_n_matrix(sy, yy, order, sigma):
     return scaled
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def small_matvec(A, v, out):
     """Write out = A v with plain loops, rows summed left to right."""
     for i in range(A.shape[0]):
