@@ -89,6 +89,22 @@ def check_rho(rho) -> float:
     return value
 
 
+def resolve_neighbouring(neighbouring, budget) -> str:
+    """Return the relation a release must be calibrated for: the budget's, unless it is explicit.
+
+    An explicit relation that differs from the budget's is refused: the ledger's charges would
+    otherwise mix guarantees for different neighbours.
+    """
+    if budget is None:
+        return check_neighbouring("replace-one" if neighbouring is None else neighbouring)
+    if neighbouring is not None and check_neighbouring(neighbouring) != budget.neighbouring:
+        raise PrivacyParameterError(
+            f"neighbouring={neighbouring!r} differs from the budget's {budget.neighbouring!r}; "
+            "every charge of one budget must hold for the same neighbour relation"
+        )
+    return budget.neighbouring
+
+
 def sensitivity_for(neighbouring: str, *, replace_one: float, add_remove: float) -> float:
     """Return the sensitivity that goes with `neighbouring`, given its value under each relation."""
     return replace_one if check_neighbouring(neighbouring) == "replace-one" else add_remove
