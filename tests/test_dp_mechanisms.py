@@ -167,3 +167,71 @@ def test_privacy_audit_gaussian_stays_within_delta():
 
 def test_privacy_audit_gaussian_catches_an_under_noised_mechanism():
     assert _gaussian_audit_delta(3.0) > 1e-2 + 3e-3
+
+
+# --- goodness of fit at several scales; calibration against a published implementation ------------
+
+
+def _chisquare_pvalue(draws, cdf, n_bins=40):
+    """Chi-square p-value of integer draws against an exact CDF, on bins of about equal mass."""
+    lo, hi = np.percentile(draws, [0.5, 99.5])
+    edges = np.unique(np.round(np.linspace(lo, hi, n_bins + 1)))  # bin k is (edges[k-1], edges[k]]
+    cuts = np.concatenate([[-np.inf], edges[1:-1], [np.inf]])
+    observed = np.histogram(draws, bins=np.concatenate([[-np.inf], edges[1:-1] + 0.5, [np.inf]]))[0]
+    probs = np.diff(np.concatenate([[0.0], cdf(cuts[1:-1]), [1.0]]))
+    return stats.chisquare(observed, probs * draws.size).pvalue
+
+
+@pytest.mark.parametrize("scale", [1, 3, 40, 1000, 10**7, 2**45])
+def test_discrete_laplace_fits_its_law_at_every_scale(scale):
+    draws = discrete_laplace(scale, 40_000, RandomBits(scale % 1000 + 1))
+    q = math.exp(-1.0 / scale)
+    # P[Z <= k] for P[Z = z] = (1 - q)/(1 + q) q^|z|, written with expm1 so huge scales keep digits
+    def cdf(k):
+        k = np.floor(k)
+        tail = np.exp(-(np.abs(k) + (k >= 0)) / scale) / (1 + q)
+        return np.where(k < 0, tail, 1 - tail)
+
+    assert _chisquare_pvalue(draws, cdf) > 1e-3
+    # and the mean absolute value, in closed form 2q / (1 - q^2)
+    assert np.abs(draws).mean() == pytest.approx(2 * q / (-np.expm1(-2.0 / scale)), rel=0.03)
+
+
+@pytest.mark.parametrize("sigma", [1, 2, 7, 300, 2**20, 2**30])
+def test_discrete_gaussian_fits_its_law_at_every_scale(sigma):
+    draws = discrete_gaussian(sigma, 40_000, RandomBits(sigma % 997 + 5))
+    if sigma <= 300:
+        support = np.arange(-15 * sigma, 15 * sigma + 1)
+        pmf = np.exp(-(support.astype(float) ** 2) / (2.0 * sigma**2))
+        cum = np.cumsum(pmf / pmf.sum())
+        cdf = lambda k: cum[np.clip(np.floor(k).astype(np.int64) + 15 * sigma, 0, cum.size - 1)]  # noqa: E731
+    else:
+        # for sigma >= 3 the discrete Gaussian's CDF is Phi((k + 1/2)/sigma) up to ~exp(-2 pi^2 sigma^2)
+        cdf = lambda k: stats.norm.cdf((np.floor(k) + 0.5) / sigma)  # noqa: E731
+    assert _chisquare_pvalue(draws, cdf) > 1e-3
+    assert stats.kstest(draws / sigma, "norm").pvalue > 1e-3 if sigma >= 300 else True
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 7.0])
+def test_laplace_release_fits_laplace_at_several_scales_ks(epsilon):
+    rel = dp.laplace_mechanism(np.full(30_000, 5.0), 2.0, epsilon, random_state=int(epsilon * 10))
+    assert rel.noise_scale == pytest.approx(2.0 / epsilon, rel=1e-4)  # grid inflation 30000 * 2^-30
+    assert stats.kstest(rel.values - 5.0, stats.laplace(scale=rel.noise_scale).cdf).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("epsilon,delta", [(0.1, 1e-6), (1.0, 1e-5), (5.0, 1e-3)])
+def test_gaussian_release_fits_normal_at_several_scales_ks(epsilon, delta):
+    rel = dp.gaussian_mechanism(np.full(30_000, -3.0), 0.5, epsilon, delta, random_state=int(epsilon * 10))
+    assert stats.kstest(rel.values + 3.0, stats.norm(scale=rel.noise_scale).cdf).pvalue > 1e-3
+
+
+@pytest.mark.parametrize("epsilon", [0.01, 0.1, 0.5, 1.0, 2.0, 10.0])
+@pytest.mark.parametrize("delta", [1e-10, 1e-5, 1e-2])
+def test_analytic_sigma_matches_googles_balle_wang_implementation(epsilon, delta):
+    # dp-accounting's get_sigma_gaussian is Google's implementation of Balle-Wang 2018 eq. (6)
+    from dp_accounting import get_sigma_gaussian
+
+    reference = get_sigma_gaussian(epsilon, delta, tol=1e-14)
+    ours = dp.analytic_gaussian_sigma(epsilon, delta, 1.0)
+    assert ours == pytest.approx(reference, rel=1e-8)
+    assert dp.analytic_gaussian_sigma(epsilon, delta, 2.5) == pytest.approx(2.5 * reference, rel=1e-8)
