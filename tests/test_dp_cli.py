@@ -79,3 +79,15 @@ def test_bad_input_is_one_clear_line_and_writes_nothing(tmp_path, capsys, conten
 def test_missing_file_is_a_user_error(tmp_path, capsys):
     assert main(["glasso", str(tmp_path / "nope.csv"), "--alpha", "0.1"]) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_add_remove_neighbours_halve_the_gaussian_variance(csv_file, capsys):
+    path, _ = csv_file
+    scales = {}
+    for relation in ("replace-one", "add-remove"):
+        assert main(["glasso", str(path), "--alpha", "0.05", "--epsilon", "1", "--delta", "1e-4",
+                     "--mechanism", "gaussian", "--neighbouring", relation, "--seed", "1"]) == 0
+        text = capsys.readouterr().out
+        assert f"{relation} neighbours" in text
+        scales[relation] = float(text.split("noise scale ")[1].split(")")[0])
+    assert scales["replace-one"] / scales["add-remove"] == pytest.approx(2**0.5, rel=1e-2)
