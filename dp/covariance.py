@@ -17,6 +17,17 @@ sqrt(p(p+1)/2) * sqrt(2) c^2. Hence
     Delta_1 = c^2 min(p / sqrt(2) + 1, sqrt(p (p + 1))) / n,
 which is ~30% below the naive (p + 1) c^2 / n. x = c sqrt(2/p) cos(w i), x' = c sqrt(2/p) sin(w i)
 reaches about (2/pi) p c^2 / n, i.e. ~90% of the bound for large p.
+
+Add-remove neighbours (one row x added or removed). The statistic is then the sum X^T X, which
+changes by x x^T: its triangle has L2 norm sqrt((||x||^4 + sum x_i^4) / 2) <= c^2 (one nonzero
+coordinate) and L1 norm (||x||_1^2 + ||x||_2^2) / 2 <= (p + 1) c^2 / 2 (x = c / sqrt(p) * 1):
+    Delta_2 = c^2 / n,  Delta_1 = (p + 1) c^2 / (2 n)
+for S = X^T X / n, i.e. sqrt(2) smaller in L2 than replace-one. Dividing by n is post-processing
+only when the number of records n is public, as in Su et al.'s experiments; if it is not, release
+it separately (a count, sensitivity 1 under add-remove) and pay for it.
+
+Clipping is part of the mechanism and its count is data: how many rows were clipped differs
+between neighbours (0 vs 1), so it is not returned (a release would have to be noised and paid).
 """
 
 from __future__ import annotations
@@ -26,9 +37,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dp.budget import PrivacyBudget
+from dp.accounting import PrivacyAccountant, resolve_neighbouring, sensitivity_for
 from dp.mechanisms import Release, gaussian_mechanism, laplace_mechanism
-from dp.validation import check_data, check_delta, check_positive
+from dp.validation import check_data, check_mechanism_delta, check_positive
 
 
 @dataclass(frozen=True)
@@ -37,9 +48,9 @@ class PrivateCovariance:
 
     covariance: np.ndarray  # symmetric noisy S (may be indefinite)
     n_samples: int
-    n_clipped: int  # rows whose norm exceeded the clipping bound (not itself private)
     clip: float
     release: Release | None  # None for the non-private S
+    neighbouring: str = "replace-one"  # the relation the release's guarantee holds for
 
 
 def clip_rows(X: np.ndarray, clip: float) -> tuple[np.ndarray, int]:
@@ -53,16 +64,22 @@ def clip_rows(X: np.ndarray, clip: float) -> tuple[np.ndarray, int]:
     return X * scale[:, None], int(over.sum())
 
 
-def covariance_sensitivity(p: int, n: int, clip: float = 1.0, norm: str = "l2") -> float:
-    """Return the replace-one sensitivity of the upper triangle of X^T X / n (module docstring).
+def covariance_sensitivity(p: int, n: int, clip: float = 1.0, norm: str = "l2",
+                           neighbouring: str = "replace-one") -> float:
+    """Return the sensitivity of the upper triangle of X^T X / n (module docstring).
 
-    norm "l2": sqrt(2) c^2 / n (Su et al. eq. 3.2); "l1": c^2 min(p/sqrt(2) + 1, sqrt(p(p+1))) / n.
+    replace-one, "l2": sqrt(2) c^2 / n (Su et al. eq. 3.2); "l1": c^2 min(p/sqrt(2) + 1,
+    sqrt(p(p+1))) / n. add-remove: c^2 / n and (p + 1) c^2 / (2 n).
     """
     c2 = clip * clip
     if norm == "l2":
-        return math.sqrt(2.0) * c2 / n
+        return sensitivity_for(neighbouring, replace_one=math.sqrt(2.0) * c2 / n, add_remove=c2 / n)
     if norm == "l1":
-        return c2 * min(p / math.sqrt(2.0) + 1.0, math.sqrt(p * (p + 1.0))) / n
+        return sensitivity_for(
+            neighbouring,
+            replace_one=c2 * min(p / math.sqrt(2.0) + 1.0, math.sqrt(p * (p + 1.0))) / n,
+            add_remove=(p + 1.0) * c2 / (2.0 * n),
+        )
     raise ValueError(f"norm must be 'l1' or 'l2', got {norm!r}")
 
 
@@ -81,38 +98,38 @@ def private_covariance(
     clip: float = 1.0,
     calibration: str = "analytic",
     random_state=None,
-    budget: PrivacyBudget | None = None,
+    budget: PrivacyAccountant | None = None,
+    neighbouring: str | None = None,
 ) -> PrivateCovariance:
     """Return S~ = X^T X / n + E, E symmetric noise on the upper triangle (Su et al. Alg. 1, 1-3).
 
     Rows are clipped to L2 norm <= clip first. epsilon=None returns the non-private S (no
-    clipping, nothing spent). Laplace gives epsilon-DP, Gaussian (epsilon, delta)-DP, both under
-    replace-one neighbours with n public.
+    clipping, nothing spent). Laplace gives epsilon-DP (delta must be 0), Gaussian (epsilon,
+    delta)-DP, under `neighbouring` (default: the budget's relation, else replace-one) with n
+    public; the charge goes to `budget` before any noise is drawn.
     """
     X = check_data(X)
     n, p = X.shape
     if epsilon is None:
-        return PrivateCovariance(X.T @ X / n, n, 0, math.inf, None)
+        return PrivateCovariance(X.T @ X / n, n, math.inf, None)
     clip = check_positive(clip, "clip")
-    if mechanism not in ("laplace", "gaussian"):
-        raise ValueError(f"mechanism must be 'laplace' or 'gaussian', got {mechanism!r}")
-    # Laplace is pure DP and spends no delta; delta is still checked so a typo is not ignored
-    check_delta(delta)
-    clipped, n_clipped = clip_rows(X, clip)
+    delta = check_mechanism_delta(mechanism, delta)
+    neighbouring = resolve_neighbouring(neighbouring, budget)
+    clipped, _ = clip_rows(X, clip)
     S = clipped.T @ clipped / n
     upper = S[np.triu_indices(p)]
     if mechanism == "laplace":
         release = laplace_mechanism(
-            upper, covariance_sensitivity(p, n, clip, "l1"), epsilon,
+            upper, covariance_sensitivity(p, n, clip, "l1", neighbouring), epsilon,
             random_state=random_state, budget=budget, label="covariance (laplace)",
         )
     else:
         release = gaussian_mechanism(
-            upper, covariance_sensitivity(p, n, clip, "l2"), epsilon, delta,
+            upper, covariance_sensitivity(p, n, clip, "l2", neighbouring), epsilon, delta,
             calibration=calibration, random_state=random_state, budget=budget,
             label="covariance (gaussian)",
         )
-    return PrivateCovariance(_symmetric_from_triangle(release.values, p), n, n_clipped, clip, release)
+    return PrivateCovariance(_symmetric_from_triangle(release.values, p), n, clip, release, neighbouring)
 
 
 def project_psd(S: np.ndarray, floor_ratio: float = 1e-3) -> np.ndarray:

@@ -1,16 +1,27 @@
-"""scikit-learn style estimators for private precision matrices (Su et al. Alg. 1 DP-RP, Alg. 2 DP-AGL)."""
+"""scikit-learn style estimators for private precision matrices (Su et al. Alg. 1 DP-RP, Alg. 2 DP-AGL).
+
+Privacy: every private fit charges its (epsilon, delta) to a PrivacyAccountant before any noise
+is drawn: the `budget` given (shared, never copied: sklearn's clone and cross-validation keep the
+same object, so k fits charge it k times and a spent budget refuses the next fit) or, without
+one, a fresh accountant of exactly (epsilon, delta). `privacy_spent_` is what the fit charged.
+The number of clipped rows is data and is not exposed (dp.covariance).
+"""
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from dp.budget import PrivacyBudget
+from dp.accounting import PrivacyAccountant, resolve_neighbouring
 from dp.covariance import private_covariance, project_psd
 from dp.graphical_lasso import admm_graphical_lasso
 from dp.model_selection import cross_validate_alpha, neg_log_likelihood
 from dp.ridge_precision import ridge_precision
-from dp.validation import check_alpha, check_data, check_delta, check_epsilon, check_positive
+from dp.validation import (
+    DataWarning, check_alpha, check_data, check_epsilon, check_mechanism_delta, check_positive, constant_columns,
+)
 
 
 class _PrivatePrecision(BaseEstimator):
@@ -34,33 +45,37 @@ class _PrivatePrecision(BaseEstimator):
         if self.epsilon is None:
             return alpha, None, 0.0
         epsilon = check_epsilon(self.epsilon)
-        if self.mechanism not in ("laplace", "gaussian"):
-            raise ValueError(f"mechanism must be 'laplace' or 'gaussian', got {self.mechanism!r}")
-        delta = check_delta(self.delta, allow_zero=self.mechanism == "laplace")
+        delta = check_mechanism_delta(self.mechanism, self.delta)
         check_positive(self.clip, "clip")
+        resolve_neighbouring(self.neighbouring, self.budget)
         return alpha, epsilon, delta
+
+    def _budget(self, epsilon, delta):
+        """Return the accountant this fit charges: the shared `budget` or a fresh (epsilon, delta) one."""
+        if self.budget is not None:
+            return self.budget
+        return PrivacyAccountant(epsilon, delta, neighbouring=resolve_neighbouring(self.neighbouring, None))
 
     def fit(self, X, y=None):
         """Fit on rows of X (records); sets precision_, covariance_, privacy_spent_, ... and returns self."""
         alpha, epsilon, delta = self._check_params()
         X = check_data(X, min_rows=2)
+        for col in constant_columns(X):
+            warnings.warn(f"column {col} of X is constant: the estimators assume zero-mean columns, and "
+                          "a constant zero column leaves the graphical lasso unbounded", DataWarning, stacklevel=2)
         if alpha == "cv":
             alpha, _, _ = cross_validate_alpha(X, estimator=self._estimator_name, **self._cv_kwargs())
         self._check_alpha_value(alpha)
-        budget = self.budget
-        if epsilon is not None and budget is None:
-            budget = PrivacyBudget(epsilon, delta)
-        before = budget.spent if budget is not None else (0.0, 0.0)
+        budget = self._budget(epsilon, delta) if epsilon is not None else None
+        first_charge = len(budget.ledger) if budget is not None else 0
         released = private_covariance(
-            X, epsilon, delta, mechanism=self.mechanism, clip=self.clip,
-            calibration=self.calibration, random_state=self.random_state, budget=budget,
+            X, epsilon, delta, mechanism=self.mechanism, clip=self.clip, calibration=self.calibration,
+            random_state=self.random_state, budget=budget,
         )
         self.alpha_ = alpha
         self.sample_covariance_ = released.covariance
-        self.n_clipped_ = released.n_clipped
         self.noise_scale_ = released.release.noise_scale if released.release else 0.0
-        after = budget.spent if budget is not None else (0.0, 0.0)
-        self.privacy_spent_ = (after[0] - before[0], after[1] - before[1])
+        self.privacy_spent_ = budget.cost(budget.ledger[first_charge:]) if budget is not None else (0.0, 0.0)
         self.precision_ = self._solve(released.covariance, alpha)
         self.covariance_ = np.linalg.inv(self.precision_)
         return self
@@ -77,13 +92,14 @@ class PrivateRidgePrecision(_PrivatePrecision):
     """DP-RP (Su et al. Alg. 1): ridge precision (eq. 3.1) of a privately released S~.
 
     epsilon=None gives the non-private estimator. Laplace noise is epsilon-DP, Gaussian noise
-    (epsilon, delta)-DP, under replace-one neighbours with rows clipped to L2 norm <= clip.
+    (epsilon, delta)-DP, under `neighbouring` ("replace-one", the paper's, or "add-remove"; the
+    budget's relation when a budget is given) with rows clipped to L2 norm <= clip.
     """
 
     _estimator_name = "ridge"
 
     def __init__(self, alpha=0.01, epsilon=None, delta=0.0, mechanism="laplace", clip=1.0,
-                 calibration="analytic", random_state=None, budget=None):
+                 calibration="analytic", random_state=None, budget=None, neighbouring=None):
         self.alpha = alpha
         self.epsilon = epsilon
         self.delta = delta
@@ -92,6 +108,7 @@ class PrivateRidgePrecision(_PrivatePrecision):
         self.calibration = calibration
         self.random_state = random_state
         self.budget = budget
+        self.neighbouring = neighbouring
 
     def _cv_kwargs(self):
         return {}
@@ -121,7 +138,7 @@ class PrivateGraphicalLasso(_PrivatePrecision):
 
     def __init__(self, alpha=0.01, epsilon=None, delta=0.0, mechanism="laplace", clip=1.0,
                  calibration="analytic", rho=None, tol=1e-5, max_iter=1000, penalize_diagonal=False,
-                 adaptive_rho=True, project_psd=True, random_state=None, budget=None):
+                 adaptive_rho=True, project_psd=True, random_state=None, budget=None, neighbouring=None):
         self.alpha = alpha
         self.epsilon = epsilon
         self.delta = delta
@@ -136,6 +153,7 @@ class PrivateGraphicalLasso(_PrivatePrecision):
         self.project_psd = project_psd
         self.random_state = random_state
         self.budget = budget
+        self.neighbouring = neighbouring
 
     def _solver_kwargs(self):
         return dict(rho=self.rho, tol=self.tol, max_iter=self.max_iter,

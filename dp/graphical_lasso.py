@@ -73,7 +73,8 @@ def admm_graphical_lasso(
 
     Theta step by eigen-decomposition, Z step by soft thresholding at alpha/rho, U += Theta - Z.
     Stops when the primal residual ||Theta - Z||_F and the dual residual rho ||Z - Z_old||_F are
-    below p*tol + tol*scale (Boyd eq. 3.12 with eps_abs = eps_rel = tol). With adaptive_rho,
+    below tol times the size of the iterates they compare with (`_tolerances`: relative, so
+    rescaling the data never changes when the solver stops). With adaptive_rho,
     rho is rebalanced (x or / 2 when one residual, relative to its tolerance, exceeds 10x the
     other; Boyd eq. 3.13 with Wohlberg's 2017 normalization).
     rho=None picks (mean |S_ii|)^2: Theta scales like 1/S, so this makes the iterates
@@ -91,6 +92,20 @@ def admm_graphical_lasso(
         return _admm(S, alpha, rho, tol, max_iter, penalize_diagonal, adaptive_rho, init)
 
 
+def _tolerances(theta, Z, U, S_norm, rho, tol) -> tuple[float, float]:
+    """Return the relative primal and dual tolerances (Boyd eq. 3.12 with eps_abs = 0).
+
+    The primal residual Theta - Z is measured against the iterates, the dual residual
+    rho (Z - Z_old) against the terms of the optimality condition S - Theta^-1 + rho U = 0 (S and
+    the unscaled dual rho U), as OSQP does. Both sides scale alike when S is rescaled, so the
+    rule stops at the same iterate for X and c X; an absolute term (p * tol) would not.
+    """
+    tiny = np.finfo(float).tiny
+    eps_pri = tol * max(np.linalg.norm(theta), np.linalg.norm(Z), tiny)
+    eps_dual = tol * max(S_norm, rho * np.linalg.norm(U), tiny)
+    return eps_pri, eps_dual
+
+
 def _admm(S, alpha, rho, tol, max_iter, penalize_diagonal, adaptive_rho, init) -> GraphicalLassoResult:
     p = S.shape[0]
     if init is None:
@@ -99,6 +114,7 @@ def _admm(S, alpha, rho, tol, max_iter, penalize_diagonal, adaptive_rho, init) -
         U = np.zeros((p, p))
     else:
         Z, U = init[0].copy(), init[1].copy()
+    S_norm = np.linalg.norm(S)
     primal, dual = [], []
     converged = False
     message = f"iteration limit ({max_iter}) reached"
@@ -112,8 +128,7 @@ def _admm(S, alpha, rho, tol, max_iter, penalize_diagonal, adaptive_rho, init) -
         s = rho * np.linalg.norm(Z - Z_old)
         primal.append(r)
         dual.append(s)
-        eps_pri = p * tol + tol * max(np.linalg.norm(theta), np.linalg.norm(Z))
-        eps_dual = p * tol + tol * rho * np.linalg.norm(U)
+        eps_pri, eps_dual = _tolerances(theta, Z, U, S_norm, rho, tol)
         if r <= eps_pri and s <= eps_dual:
             converged = True
             message = "converged: primal and dual residuals below tolerance"

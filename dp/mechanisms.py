@@ -29,6 +29,12 @@ Guarantees (neighbouring relation: whatever relation the caller's `sensitivity` 
   (epsilon, delta_main)-DP one is (epsilon, delta_main + (1 + e^epsilon) eta)-DP; we calibrate
   with ``delta_main = delta - (1 + e^epsilon) eta``, so the release is (epsilon, delta)-DP.
   It is also ``rho = Delta'^2 / (2 sigma^2)`` zero-concentrated DP exactly (CKS Thm 14).
+- zCDP Gaussian (`gaussian_mechanism_zcdp`): calibrated to rho directly, ``sigma_int >=
+  Delta' / (gamma sqrt(2 rho))``, which is rho-zCDP exactly (CKS Thm 14; no TV slack is needed)
+  and is charged as rho to the accountant, where zCDP charges compose by adding rho.
+
+Every mechanism charges the accountant (dp.accounting) before any noise is drawn; an overspend
+raises BudgetExceededError and releases nothing.
 """
 
 from __future__ import annotations
@@ -39,7 +45,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dp._random import as_random_bits
-from dp.budget import PrivacyBudget
+from dp.accounting import PrivacyAccountant, check_rho
 from dp.calibration import gaussian_sigma
 from dp.discrete import discrete_gaussian, discrete_laplace
 from dp.validation import check_delta, check_epsilon, check_positive
@@ -61,6 +67,7 @@ class Release:
     noise_scale: float  # Laplace scale b or Gaussian sigma, in data units, after grid inflation
     granularity: float  # grid step gamma; every released value is an integer multiple of it
     guarantee: str
+    rho: float = 0.0  # zCDP parameter of a zCDP release (epsilon and delta are then nan)
 
 
 def _grid_step(scale: float, bits: int) -> float:
@@ -86,9 +93,11 @@ def _from_grid(k: np.ndarray, noise: np.ndarray, gamma: float) -> np.ndarray:
     return total.astype(np.float64) * gamma
 
 
-def _charge(budget: PrivacyBudget | None, epsilon: float, delta: float, label: str) -> None:
-    if budget is not None:
-        budget.spend(epsilon, delta, label)
+def _check_values(values) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64)
+    if not np.all(np.isfinite(values)):
+        raise ValueError("values to be released must be finite")
+    return values
 
 
 def laplace_mechanism(
@@ -96,7 +105,7 @@ def laplace_mechanism(
     l1_sensitivity: float,
     epsilon: float,
     random_state=None,
-    budget: PrivacyBudget | None = None,
+    budget: PrivacyAccountant | None = None,
     label: str = "laplace",
 ) -> Release:
     """Return values + discrete Laplace noise on a grid: epsilon-DP (Dwork et al. 2006; CKS 2020).
@@ -106,16 +115,15 @@ def laplace_mechanism(
     """
     epsilon = check_epsilon(epsilon)
     sensitivity = check_positive(l1_sensitivity, "l1_sensitivity")
-    values = np.asarray(values, dtype=np.float64)
-    if not np.all(np.isfinite(values)):
-        raise ValueError("values to be released must be finite")
+    values = _check_values(values)
     d = values.size
     gamma = _grid_step(sensitivity / epsilon, LAPLACE_GRID_BITS)
     inflated = sensitivity + d * gamma
     scale_int = math.ceil(inflated / (epsilon * gamma))
     k = _to_grid(values, gamma)
     bits = as_random_bits(random_state)
-    _charge(budget, epsilon, 0.0, label)
+    if budget is not None:
+        budget.spend(epsilon, 0.0, label)
     noise = discrete_laplace(scale_int, d, bits).reshape(values.shape)
     return Release(
         values=_from_grid(k, noise, gamma),
@@ -139,7 +147,7 @@ def gaussian_mechanism(
     delta: float,
     calibration: str = "analytic",
     random_state=None,
-    budget: PrivacyBudget | None = None,
+    budget: PrivacyAccountant | None = None,
     label: str = "gaussian",
 ) -> Release:
     """Return values + discrete Gaussian noise on a grid: (epsilon, delta)-DP (CKS 2020 Alg. 3).
@@ -151,9 +159,7 @@ def gaussian_mechanism(
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta, allow_zero=False)
     sensitivity = check_positive(l2_sensitivity, "l2_sensitivity")
-    values = np.asarray(values, dtype=np.float64)
-    if not np.all(np.isfinite(values)):
-        raise ValueError("values to be released must be finite")
+    values = _check_values(values)
     d = values.size
     gamma = _grid_step(gaussian_sigma(epsilon, delta, sensitivity, calibration), GAUSSIAN_GRID_BITS)
     inflated = sensitivity + math.sqrt(d) * gamma
@@ -169,10 +175,10 @@ def gaussian_mechanism(
     sigma_int = math.ceil(sigma / gamma)
     k = _to_grid(values, gamma)
     bits = as_random_bits(random_state)
-    _charge(budget, epsilon, delta, label)
-    noise = discrete_gaussian(sigma_int, d, bits).reshape(values.shape)
+    if budget is not None:
+        budget.spend(epsilon, delta, label)
     return Release(
-        values=_from_grid(k, noise, gamma),
+        values=_from_grid(k, discrete_gaussian(sigma_int, d, bits).reshape(values.shape), gamma),
         mechanism="gaussian",
         epsilon=epsilon,
         delta=delta,
@@ -183,4 +189,45 @@ def gaussian_mechanism(
             f"({epsilon:g}, {delta:g})-DP for neighbours with L2 distance <= {sensitivity:g} "
             f"({calibration} calibration; discrete Gaussian on a 2^-24-sigma grid, CKS 2020 Alg. 3)"
         ),
+    )
+
+
+def gaussian_mechanism_zcdp(
+    values,
+    l2_sensitivity: float,
+    rho: float,
+    random_state=None,
+    budget: PrivacyAccountant | None = None,
+    label: str = "gaussian (zCDP)",
+) -> Release:
+    """Return values + discrete Gaussian noise on a grid: rho-zCDP (CKS 2020 Thm 14, Alg. 3).
+
+    sigma = Delta' / sqrt(2 rho) with Delta' the grid-inflated L2 sensitivity (module docstring);
+    the accountant is charged rho (before any noise is drawn) and converts the composed total
+    to (epsilon, delta) at its delta.
+    """
+    rho = check_rho(rho)
+    sensitivity = check_positive(l2_sensitivity, "l2_sensitivity")
+    values = _check_values(values)
+    d = values.size
+    gamma = _grid_step(sensitivity / math.sqrt(2.0 * rho), GAUSSIAN_GRID_BITS)
+    inflated = sensitivity + math.sqrt(d) * gamma
+    sigma_int = math.ceil(inflated / (gamma * math.sqrt(2.0 * rho)))
+    k = _to_grid(values, gamma)
+    bits = as_random_bits(random_state)
+    if budget is not None:
+        budget.spend_zcdp(rho, label)
+    return Release(
+        values=_from_grid(k, discrete_gaussian(sigma_int, d, bits).reshape(values.shape), gamma),
+        mechanism="gaussian-zcdp",
+        epsilon=math.nan,
+        delta=math.nan,
+        sensitivity=sensitivity,
+        noise_scale=sigma_int * gamma,
+        granularity=gamma,
+        guarantee=(
+            f"{rho:g}-zCDP for neighbours with L2 distance <= {sensitivity:g} "
+            "(discrete Gaussian on a 2^-24-sigma grid, CKS 2020 Thm 14)"
+        ),
+        rho=rho,
     )

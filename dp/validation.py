@@ -39,6 +39,22 @@ def check_delta(delta, allow_zero: bool = True) -> float:
     return d
 
 
+def check_mechanism_delta(mechanism, delta) -> float:
+    """Return delta checked for `mechanism`: 0 for 'laplace' (pure DP), in (0, 1) for 'gaussian'.
+
+    A delta given to the Laplace mechanism would be silently unused, so it is refused.
+    """
+    if mechanism not in ("laplace", "gaussian"):
+        raise ValueError(f"mechanism must be 'laplace' or 'gaussian', got {mechanism!r}")
+    value = check_delta(delta, allow_zero=mechanism == "laplace")
+    if mechanism == "laplace" and value != 0.0:
+        raise PrivacyParameterError(
+            f"delta={delta!r} is not used by the laplace mechanism (pure epsilon-DP); "
+            "set delta to 0 or use mechanism 'gaussian'"
+        )
+    return value
+
+
 def check_positive(value, name: str) -> float:
     """Return value as float after checking 0 < value < inf."""
     v = _as_real(value, name)
@@ -55,6 +71,15 @@ def check_alpha(alpha) -> float:
     if not (a >= 0 and math.isfinite(a)):
         raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
     return a
+
+
+class DataWarning(UserWarning):
+    """Data that can be used but probably not as intended (e.g. a constant column)."""
+
+
+def constant_columns(X: np.ndarray) -> np.ndarray:
+    """Return the indices of the columns of X whose values are all equal."""
+    return np.flatnonzero(np.all(X == X[0], axis=0))
 
 
 def check_data(X, min_rows: int = 1) -> np.ndarray:

@@ -24,7 +24,7 @@ def test_private_glasso_writes_outputs_and_reports_spend(csv_file, tmp_path, cap
     assert code == 0
     text = capsys.readouterr().out
     assert "privacy spent: epsilon=1 delta=0" in text
-    assert "clipped rows: 1 of 60" in text
+    assert "clipped" in text and "not reported" in text and "1 of 60" not in text
     P = np.load(out)
     assert P.shape == (4, 4) and np.allclose(P, P.T)
     assert graph.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -60,6 +60,10 @@ def test_headerless_csv_and_gaussian_mechanism(tmp_path, capsys):
         ("1,2\n3,4\n", ["--alpha", "0.1", "--epsilon", "1", "--delta", "1.5"], "delta"),
         ("1,2\n3,4\n", ["--alpha", "cv", "--epsilon", "1"], "spend budget"),
         ("1,2\n3,4\n", ["--alpha", "0.1", "--epsilon", "1", "--mechanism", "gaussian"], "delta"),
+        ("1,2\n3,4\n", ["--alpha", "0.1", "--epsilon", "1", "--delta", "1e-5"], "--delta"),
+        ("1,2\n3,4\n", ["--alpha", "0.1", "--delta", "1e-5", "--mechanism", "gaussian"], "--delta"),
+        ("a,b,c\n1,2,0\n3,4,0\n5,6,0\n", ["--alpha", "0.1"], "column 3 ('c') is constant"),
+        ("1,7\n3,7\n", ["--alpha", "0.1", "--epsilon", "1"], "column 2 is constant"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_writes_nothing(tmp_path, capsys, content, args, message):

@@ -92,10 +92,10 @@ def test_private_covariance_is_symmetric_and_centred_on_s():
     assert rel.sensitivity == covariance_sensitivity(6, 400, 1.0, "l1")
 
 
-def test_private_covariance_gaussian_uses_l2_sensitivity_and_reports_clipping():
+def test_private_covariance_gaussian_uses_l2_sensitivity_and_hides_clipping():
     X = np.vstack([np.full((5, 3), 2.0), np.full((95, 3), 0.1)])
     out = dp.private_covariance(X, 0.5, 1e-3, mechanism="gaussian", random_state=0)
-    assert out.n_clipped == 5
+    assert not hasattr(out, "n_clipped")  # how many rows were clipped is data, not released
     assert out.release.sensitivity == pytest.approx(math.sqrt(2) / 100)
     assert out.release.delta == 1e-3
 
@@ -103,7 +103,7 @@ def test_private_covariance_gaussian_uses_l2_sensitivity_and_reports_clipping():
 def test_non_private_covariance_is_exact():
     X = np.random.default_rng(2).standard_normal((30, 4))
     out = dp.private_covariance(X, None)
-    assert np.allclose(out.covariance, X.T @ X / 30) and out.release is None and out.n_clipped == 0
+    assert np.allclose(out.covariance, X.T @ X / 30) and out.release is None
 
 
 def test_budget_composes_and_refuses_overspend_before_release(monkeypatch):

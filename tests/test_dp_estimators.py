@@ -1,5 +1,6 @@
 """DP-RP and DP-AGL: closed forms, ADMM vs scikit-learn, KKT conditions, estimator contract."""
 
+import math
 import warnings
 
 import numpy as np
@@ -54,7 +55,7 @@ def test_non_private_ridge_estimator_equals_closed_form(ar2_data):
     est = dp.PrivateRidgePrecision(alpha=0.05).fit(ar2_data)
     S = ar2_data.T @ ar2_data / ar2_data.shape[0]
     assert np.allclose(est.precision_, dp.ridge_precision(S, 0.05))
-    assert est.privacy_spent_ == (0.0, 0.0) and est.n_clipped_ == 0
+    assert est.privacy_spent_ == (0.0, 0.0)
     assert np.allclose(est.covariance_ @ est.precision_, np.eye(8), atol=1e-8)
 
 
@@ -143,7 +144,6 @@ def test_private_estimators_report_spend_and_are_reproducible(ar2_data, cls, mec
     again = clone(est).fit(X)
     assert np.array_equal(est.precision_, again.precision_)
     assert est.privacy_spent_ == (0.8, delta)
-    assert est.n_clipped_ == int((np.linalg.norm(X, axis=1) > 1).sum()) > 0
     assert np.all(np.linalg.eigvalsh(est.precision_) > 0)
     assert np.allclose(est.sample_covariance_, est.sample_covariance_.T)
     assert est.get_params()["epsilon"] == 0.8
@@ -163,7 +163,9 @@ def test_estimators_share_a_budget_and_refuse_overspend(ar2_data):
     "kwargs",
     [dict(alpha=-0.1), dict(alpha=float("nan")), dict(alpha="cv", epsilon=1.0), dict(alpha="auto"),
      dict(epsilon=0.0), dict(epsilon=-2.0), dict(epsilon=1.0, delta=1.0), dict(epsilon=1.0, delta=-1e-9),
-     dict(epsilon=1.0, mechanism="gaussian"), dict(epsilon=1.0, mechanism="exponential")],
+     dict(epsilon=1.0, mechanism="gaussian"), dict(epsilon=1.0, mechanism="exponential"),
+     dict(epsilon=1.0, delta=1e-5), dict(epsilon=1.0, neighbouring="swap"),
+     dict(epsilon=1.0, budget=dp.PrivacyAccountant(5.0), neighbouring="add-remove")],
 )
 def test_bad_parameters_raise_and_release_nothing(ar2_data, kwargs):
     params = dict(alpha=0.01)
@@ -200,3 +202,100 @@ def test_dp_package_does_not_import_hamsi():
 
     code = "import sys, dp; dp.PrivateGraphicalLasso; assert not any(m == 'hamsi' or m.startswith('hamsi.') for m in sys.modules)"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- issue 11: the four defects ------------------------------------------------------------------
+
+
+def test_cross_validation_charges_the_shared_budget_once_per_fit(ar2_data):
+    from sklearn.model_selection import cross_val_score
+
+    b = dp.PrivacyBudget(5.0)
+    est = dp.PrivateRidgePrecision(alpha=0.05, epsilon=1, budget=b, random_state=0)
+    scores = cross_val_score(est, ar2_data, cv=5)
+    assert np.all(np.isfinite(scores))
+    assert len(b.ledger) == 5 and b.spent == pytest.approx((5.0, 0.0))
+    # the budget is spent: the next cross-validation is refused, not run on a copy
+    with pytest.raises(dp.BudgetExceededError):
+        cross_val_score(est, ar2_data, cv=5, error_score="raise")
+    # with sklearn's default error_score the refused fits fail (nan), they are never free
+    b3 = dp.PrivacyBudget(3.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        scores = cross_val_score(clone(est).set_params(budget=b3), ar2_data, cv=5)
+    assert np.isnan(scores).sum() == 2 and len(b3.ledger) == 3
+
+
+def test_privacy_spent_reports_what_the_fit_charged(ar2_data):
+    b = dp.PrivacyAccountant(2.0, 1e-4)
+    b.spend(0.5)
+    est = dp.PrivateGraphicalLasso(alpha=0.01, epsilon=0.7, delta=5e-5, mechanism="gaussian", budget=b,
+                                   random_state=0).fit(ar2_data)
+    assert est.privacy_spent_ == (0.7, 5e-5)
+    assert b.spent == pytest.approx((1.2, 5e-5))
+    assert b.ledger[-1].label == "covariance (gaussian)"
+
+
+def test_no_fitted_attribute_tells_neighbours_apart_by_clipping(ar2_data):
+    # neighbours: one row replaced by a row far outside the clipping bound
+    X = ar2_data * 0.9
+    X2 = X.copy()
+    X2[0] = 10.0
+    fits = [dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, random_state=3).fit(D) for D in (X, X2)]
+    for est in fits:
+        assert not hasattr(est, "n_clipped_")
+    exact = {k for k, v in vars(fits[0]).items() if k.endswith("_") and not isinstance(v, np.ndarray)}
+    assert exact  # alpha_, noise_scale_, privacy_spent_: public or paid for
+    for key in exact:
+        assert getattr(fits[0], key) == getattr(fits[1], key), key
+
+
+@pytest.mark.parametrize("scale", [1.0, "unit-ball", 1e-3])
+def test_non_private_glasso_matches_sklearn_on_raw_and_unit_ball_data(scale):
+    from sklearn.covariance import GraphicalLasso
+
+    X = sample_gaussian(model_precision(2, 40), 40, random_state=2)
+    X = normalize_rows_by_max_norm(X) if scale == "unit-ball" else X * scale
+    S = X.T @ X / len(X)
+    alpha = 0.02 * np.abs(S - np.diag(np.diag(S))).max()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        sk = GraphicalLasso(alpha=alpha, assume_centered=True, tol=1e-9, enet_tol=1e-9, max_iter=2000).fit(X)
+    f_sk = dp.glasso_objective(sk.precision_, S, alpha)
+    est = dp.PrivateGraphicalLasso(alpha=alpha).fit(X)
+    assert est.converged_, est.solver_message_
+    assert abs(est.objective_ - f_sk) <= 1e-5 * abs(f_sk)
+
+
+def test_admm_stops_at_the_same_iterate_whatever_the_data_scale(ar2_data):
+    S = ar2_data.T @ ar2_data / len(ar2_data)
+    alpha = 0.02 * np.abs(S).max()
+    base = dp.admm_graphical_lasso(S, alpha, tol=1e-6)
+    for c in (1e-4, 1e3):
+        scaled = dp.admm_graphical_lasso(c * S, c * alpha, tol=1e-6)
+        assert scaled.n_iter == base.n_iter
+        assert np.allclose(scaled.precision * c, base.precision, rtol=1e-6, atol=1e-9 * np.abs(base.precision).max())
+
+
+def test_constant_column_is_named_in_a_warning(ar2_data):
+    X = ar2_data.copy()
+    X[:, 2] = 0.0
+    with pytest.warns(dp.validation.DataWarning, match="column 2 of X is constant"):
+        dp.PrivateRidgePrecision(alpha=0.05).fit(X)
+
+
+def test_laplace_refuses_a_delta_it_would_ignore(ar2_data):
+    est = dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, delta=1e-5)
+    with pytest.raises(dp.PrivacyParameterError, match="delta=1e-05 is not used by the laplace"):
+        est.fit(ar2_data)
+    assert not hasattr(est, "precision_")
+
+
+def test_add_remove_neighbours_cut_gaussian_noise_by_sqrt_two(ar2_data):
+    kw = dict(alpha=0.05, epsilon=1.0, delta=1e-5, mechanism="gaussian", random_state=0)
+    replace = dp.PrivateRidgePrecision(**kw).fit(ar2_data)
+    add_remove = dp.PrivateRidgePrecision(**kw, neighbouring="add-remove").fit(ar2_data)
+    assert replace.noise_scale_ / add_remove.noise_scale_ == pytest.approx(math.sqrt(2), rel=1e-5)
+    shared = dp.PrivacyAccountant(3.0, 1e-4, neighbouring="add-remove")
+    est = dp.PrivateRidgePrecision(**kw, budget=shared).fit(ar2_data)
+    assert est.noise_scale_ == add_remove.noise_scale_

@@ -24,8 +24,12 @@ def register(subparsers) -> None:
     p.add_argument("--alpha", required=True,
                    help="penalty (number >= 0), or 'cv' for 5-fold choice (only without --epsilon)")
     p.add_argument("--epsilon", type=float, default=None, help="privacy budget epsilon (> 0)")
-    p.add_argument("--delta", type=float, default=0.0, help="privacy delta in [0, 1); > 0 for gaussian")
+    p.add_argument("--delta", type=float, default=0.0,
+                   help="privacy delta in (0, 1) for --mechanism gaussian (laplace is pure: no --delta)")
     p.add_argument("--mechanism", choices=["laplace", "gaussian"], default="laplace")
+    p.add_argument("--neighbouring", choices=["replace-one", "add-remove"], default="replace-one",
+                   help="neighbour relation of the guarantee (default replace-one, the paper's; "
+                        "add-remove treats the row count as public)")
     p.add_argument("--estimator", choices=["glasso", "ridge"], default="glasso")
     p.add_argument("--clip", type=float, default=1.0, help="L2 bound on each row (default 1)")
     p.add_argument("--seed", type=int, default=None,
@@ -45,6 +49,32 @@ def _parse_alpha(text: str):
     if not (value >= 0 and math.isfinite(value)):
         raise InputError(f"--alpha must be a finite number >= 0, got {text!r}")
     return value
+
+
+def _check_privacy_flags(args: argparse.Namespace) -> None:
+    """Refuse flags that would be silently unused."""
+    if args.delta != 0.0 and args.mechanism == "laplace":
+        raise InputError(
+            f"--delta {args.delta:g} is not used by --mechanism laplace (pure epsilon-DP); "
+            "drop --delta or use --mechanism gaussian"
+        )
+    if args.delta != 0.0 and args.epsilon is None:
+        raise InputError("--delta is only used with --epsilon (a private estimate)")
+
+
+def _refuse_constant_columns(path: str, X, header) -> None:
+    """Raise InputError naming the first constant column (dp.validation.constant_columns)."""
+    from dp.validation import constant_columns
+
+    cols = constant_columns(X)
+    if cols.size:
+        col = int(cols[0])
+        name = f" ({header[col]!r})" if header else ""
+        raise InputError(
+            f"{path}: column {col + 1}{name} is constant ({cols.size} constant column(s) in total); "
+            "the estimators assume zero-mean columns and a constant zero column makes the graphical "
+            "lasso unbounded: drop it"
+        )
 
 
 def read_numeric_csv(path: str):
@@ -114,10 +144,12 @@ def run(args: argparse.Namespace) -> int:
     from hamsi.atomic import atomic_output
 
     alpha = _parse_alpha(args.alpha)
+    _check_privacy_flags(args)
     X, header = read_numeric_csv(args.data)
+    _refuse_constant_columns(args.data, X, header)
     cls = dp.PrivateGraphicalLasso if args.estimator == "glasso" else dp.PrivateRidgePrecision
     model = cls(alpha=alpha, epsilon=args.epsilon, delta=args.delta, mechanism=args.mechanism,
-                clip=args.clip, random_state=args.seed)
+                clip=args.clip, random_state=args.seed, neighbouring=args.neighbouring)
     model.fit(X)
     precision = model.precision_
     if args.out:
@@ -136,8 +168,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         eps, delta = model.privacy_spent_
         print(f"privacy spent: epsilon={eps:g} delta={delta:g} ({args.mechanism} mechanism, "
-              f"noise scale {model.noise_scale_:.3g})")
-        print(f"clipped rows: {model.n_clipped_} of {n} (L2 norm > {args.clip:g})")
+              f"{args.neighbouring} neighbours, noise scale {model.noise_scale_:.3g})")
+        print(f"rows clipped to L2 norm {args.clip:g}: not reported (the count is data; "
+              "reporting it would be a release that is not private)")
     if args.estimator == "glasso":
         print(f"iterations: {model.n_iter_} ({model.solver_message_})  edges: {edges}")
     for label, path in (("precision", args.out), ("graph", args.graph)):
