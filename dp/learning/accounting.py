@@ -5,8 +5,8 @@ number of releases sharing one noise level and a share of the budget (the thesis
 equally over stages, eps_k = eps / K, Alg. 5 line 5). Three accountings:
 - pure epsilon, Laplace noise, basic composition (thesis Thm 4.1.3), with the subsampling
   amplification of Thm 4.1.5 (base epsilon <= 1) or Thm 4.1.4 (otherwise) for sampled batches;
-- zCDP for full-batch Gaussian noise (Bun-Steinke 2016: rho-zCDP composes additively and implies
-  (rho + 2 sqrt(rho log(1/delta)), delta)-DP);
+- zCDP for full-batch Gaussian noise (Bun-Steinke 2016: rho-zCDP composes additively), converted
+  to (epsilon, delta) by the shared accountant's conversion (dp.accounting, CKS 2020 Prop. 12);
 - RDP of the sampled Gaussian (Wang-Balle-Kasiviswanathan 2019 for sampling without replacement,
   replace-one; Mironov et al. 2019 for Poisson, add/remove-one), from Google's dp_accounting.
 """
@@ -19,6 +19,9 @@ from dataclasses import dataclass
 
 import dp_accounting
 from dp_accounting import rdp
+from scipy import optimize
+
+from dp.accounting import zcdp_epsilon
 
 from dp.learning.noise import gaussian_tv_slack
 
@@ -68,10 +71,20 @@ def laplace_epsilons(epsilon: float, groups: list[ReleaseGroup], batch_size: int
     return per_release, cost
 
 
+@functools.lru_cache(maxsize=256)
 def zcdp_rho(epsilon: float, delta: float) -> float:
-    """Return the largest rho with rho + 2 sqrt(rho log(1/delta)) <= epsilon (Bun-Steinke Prop. 1.3)."""
-    log_term = math.log(1.0 / delta)
-    return (math.sqrt(log_term + epsilon) - math.sqrt(log_term)) ** 2
+    """Return the largest rho whose zCDP implies (epsilon, delta)-DP by the shared accountant's
+    conversion (dp.accounting.zcdp_epsilon, CKS 2020 Prop. 12), so a fresh budget is spent exactly."""
+    def excess(rho):
+        return zcdp_epsilon(rho, delta) - epsilon
+
+    hi = epsilon
+    while excess(hi) < 0:
+        hi *= 4.0
+    rho = optimize.brentq(excess, 1e-12 * epsilon, hi, xtol=1e-15, rtol=1e-12)
+    while excess(rho) > 0:  # land on the feasible side of the root
+        rho *= 1 - 1e-12
+    return rho
 
 
 def zcdp_multipliers(epsilon: float, delta: float, groups: list[ReleaseGroup]):

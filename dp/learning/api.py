@@ -86,6 +86,10 @@ def _batch_size(method: str, needs: str, batch_size, n: int) -> int:
 
 def _budget(accountant, epsilon: float, delta: float):
     if accountant is not None:
+        relation = getattr(accountant, "neighbouring", "replace-one")
+        if relation != "replace-one":
+            raise ValueError(f"the private gradient methods are calibrated for replace-one neighbours; "
+                             f"the accountant is for {relation!r}")
         return accountant
     return None if math.isinf(epsilon) else PrivacyBudget(epsilon, delta)
 
