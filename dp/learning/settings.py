@@ -72,8 +72,9 @@ def calibrate(settings: RunSettings, groups: list[ReleaseGroup], disjoint: bool 
     if math.isinf(s.epsilon):
         return [math.inf if s.noise == "laplace" else 0.0] * len(groups), NON_PRIVATE
     account = [ReleaseGroup(1, 1.0)] if disjoint else groups
-    if s.noise == "laplace":
-        levels, cost = laplace_epsilons(s.epsilon, account, s.batch_size, s.problem.n)
+    if s.noise == "laplace":  # disjoint buckets are not a random sample: no amplification
+        sample = s.problem.n if disjoint else s.batch_size
+        levels, cost = laplace_epsilons(s.epsilon, account, sample, s.problem.n)
     elif not s.delta > 0:
         raise ValueError("the Gaussian variants need delta > 0 (e.g. delta=1e-5)")
     elif s.sampled and not disjoint:
