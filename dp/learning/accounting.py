@@ -25,10 +25,11 @@ from dp.accounting import zcdp_epsilon
 
 from dp.learning.noise import gaussian_tv_slack
 
-# Renyi orders searched: dp_accounting's default list has 156; these give the same epsilon on our
-# grids (checked at n = 1e4, m = 100, T = 1e3) in under half the time. Calibrations are cached:
-# benchmarks repeat the same (epsilon, delta, schedule) many times.
-_ORDERS = (1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 48, 64, 96, 128, 256, 512)
+# Renyi orders searched: dp_accounting's default list has 156 up to 1024; orders above 64 cost
+# most of the time for the sampled-without-replacement bound and are never optimal at our
+# (epsilon <= 10, delta >= 1e-7) targets (any order gives a valid bound, so the list only trades
+# tightness). Calibrations are cached: benchmarks repeat the same (epsilon, delta, schedule).
+_ORDERS = (1.5, 1.75, 2, 2.5, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def _calibrate(make_event, make_accountant, epsilon: float, delta: float) -> flo
     """Return the smallest noise scale c whose event is (epsilon, delta)-DP for the accountant."""
     return float(dp_accounting.calibrate_dp_mechanism(
         make_accountant, make_event, epsilon, delta,
-        bracket_interval=dp_accounting.LowerEndpointAndGuess(1e-3, 1.0), tol=1e-4))
+        bracket_interval=dp_accounting.LowerEndpointAndGuess(1e-3, 1.0), tol=1e-3))
 
 
 @functools.lru_cache(maxsize=256)

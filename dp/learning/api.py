@@ -50,7 +50,7 @@ class PrivateMinimizeResult:
     """The outcome of a private run (scipy.optimize.OptimizeResult habits)."""
 
     x: np.ndarray  # the last iterate
-    history: np.ndarray  # f(x_t), t = 0..T, evaluated without noise (for plots; not private)
+    history: np.ndarray  # f(x_t), t = 0..T (every history_every-th), without noise (for plots; not private)
     method: str
     n_iter: int
     privacy_spent: PrivacyCost
@@ -97,13 +97,14 @@ def _budget(accountant, epsilon: float, delta: float):
 def minimize_private(X, y, method: str = "dp-gdws", epsilon: float = 1.0, delta: float = 0.0,
                      n_iter: int = 1000, beta: float = 0.1, batch_size: int | None = None,
                      clip: float = 2.0, reg: float = 0.01, loss: str = "logistic", accountant=None,
-                     random_state=None) -> PrivateMinimizeResult:
+                     random_state=None, history_every: int = 1) -> PrivateMinimizeResult:
     """Return the result of `method` on min_x mean_i loss_i(x) + reg |x|^2, (epsilon, delta)-DP.
 
     Neighbouring data sets differ in one record (replace-one). The whole run is charged to
     `accountant` (a dp.PrivacyBudget, shared; a fresh one of (epsilon, delta) if None) before
     any noise is drawn. epsilon = math.inf runs the method without noise (the non-private limit)
-    and charges nothing. `history` evaluates f on the private data and is for study, not release.
+    and charges nothing. `history` evaluates f on the private data and is for study, not release;
+    it holds f(x_t) for t = 0, k, 2k, ... and T with k = history_every.
     """
     if method not in ALL_METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {sorted(ALL_METHODS)}")
@@ -123,10 +124,11 @@ def minimize_private(X, y, method: str = "dp-gdws", epsilon: float = 1.0, delta:
         method=method,
     )
     stages, batches, cost = builder(settings)
-    trajectory = run_stages(problem, stages, batches, np.zeros(problem.d))
+    trajectory = run_stages(problem, stages, batches, np.zeros(problem.d),
+                            _check_int(history_every, "history_every"))
     return PrivateMinimizeResult(
         x=trajectory.x, history=trajectory.history, method=method,
-        n_iter=len(trajectory.history) - 1, privacy_spent=cost,
+        n_iter=trajectory.n_iter, privacy_spent=cost,
         noise_scales=[s.stream.noise_scale for s in stages], step_sizes=[float(s.steps[0]) for s in stages],
         status=trajectory.status, message=trajectory.message,
     )

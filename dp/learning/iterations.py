@@ -38,13 +38,20 @@ class Trajectory:
     """The iterates' objective values and how the loop ended."""
 
     x: np.ndarray
-    history: np.ndarray  # f(x_t), t = 0..T, evaluated without noise
+    history: np.ndarray  # f(x_t) at t = 0, k, 2k, ... and T, evaluated without noise
+    n_iter: int  # iterations run
     status: str  # "completed" or "diverged"
     message: str
 
 
-def run_stages(problem: RegularizedProblem, stages: list[Stage], batches, x0: np.ndarray) -> Trajectory:
-    """Return the trajectory of the momentum loop over `stages`, reading records from `batches`."""
+def run_stages(problem: RegularizedProblem, stages: list[Stage], batches, x0: np.ndarray,
+               history_every: int = 1) -> Trajectory:
+    """Return the trajectory of the momentum loop over `stages`, reading records from `batches`.
+
+    f is recorded every `history_every` iterations and at the last one (benchmarks thin it out:
+    evaluating f on all records can cost more than a stochastic step).
+    """
+    total = sum(stage.n_iter for stage in stages)
     x = np.array(x0, dtype=np.float64)
     history = [problem.objective(x)]
     t_global = 0
@@ -57,13 +64,13 @@ def run_stages(problem: RegularizedProblem, stages: list[Stage], batches, x0: np
             try:
                 noisy = stage.stream.release(t, stage.gradient_weight * gradient)
             except ValueError as exc:  # the gradient outgrew the exact grid: the run blew up
-                return Trajectory(x, np.array(history), "diverged",
+                return Trajectory(x, np.array(history), t_global, "diverged",
                                   f"diverged at iteration {t_global + 1} (stage {k + 1}): {exc}")
             x_prev, x = x, x + velocity - stage.steps[t] * noisy
             t_global += 1
-            value = problem.objective(x)
-            history.append(value)
-            if not (np.isfinite(value) and np.all(np.isfinite(x))):
-                return Trajectory(x_prev, np.array(history), "diverged",
+            if t_global % history_every == 0 or t_global == total:
+                history.append(problem.objective(x))
+            if not (np.isfinite(history[-1]) and np.all(np.isfinite(x))):
+                return Trajectory(x_prev, np.array(history), t_global, "diverged",
                                   f"diverged at iteration {t_global} (stage {k + 1}): f is not finite")
-    return Trajectory(x, np.array(history), "completed", f"completed {t_global} iterations")
+    return Trajectory(x, np.array(history), t_global, "completed", f"completed {t_global} iterations")
