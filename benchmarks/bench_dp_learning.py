@@ -14,8 +14,8 @@ serial loop is measured on the same tasks (Fig. 4.2's beta sweep) side by side, 
 Each section prints the thesis' statement, our mean f - f* per setting, and whether the
 statement's ordering holds in our runs.
 
-    python benchmarks/bench_dp_learning.py                  # default, ~5 min on a loaded 2-core box
-    python benchmarks/bench_dp_learning.py --full           # 10 reps, 100 betas, 1e4-iteration figures
+    python benchmarks/bench_dp_learning.py                  # default: 2 reps, eps 0.5 and 1, 4 betas
+    python benchmarks/bench_dp_learning.py --full           # 10 reps, eps 0.5/0.8/1, 100 betas, 1e4 iterations
     python benchmarks/bench_dp_learning.py --out figs/      # also draw the figures (PNG)
 """
 
@@ -131,7 +131,8 @@ def sections(a) -> dict[str, list[Task]]:
     s["stochastic"] = [Task(syn, m, e, 0.1, size, T, r) for m in STOCHASTIC for size in a.sizes for e in a.eps
                        for r in reps]
     s["real"] = [Task(data, m, e, 0.1, size, T, r) for data in ("digits", "cancer") for m in STOCHASTIC
-                 for size in a.sizes for e in (0.5, 1.0) for r in reps]
+                 for size in a.real_sizes if size < len(load(data, 0, a.n, a.d)[1]) for e in (0.5, 1.0)
+                 for r in reps]
     s["table"] = ([Task(syn, m, e, 0.1, None, T, r) for m in DETERMINISTIC for e in (0.5, 1.0) for r in reps]
                   + [Task(syn, m, e, 0.1, 100, T, r) for m in STOCHASTIC for e in (0.5, 1.0) for r in reps]
                   + [Task(syn, "dp-onlinegdws", e, 0.1, 10, T, r) for e in (0.5, 1.0) for r in reps]
@@ -259,20 +260,24 @@ REPORTS = {
 def parse_args():
     ap = argparse.ArgumentParser(description="Reproduce Kuru's thesis ch. 4 (private gradient methods)")
     ap.add_argument("--full", action="store_true", help="the thesis' sizes: 10 reps, 100 betas, 1e4-iteration figures")
-    ap.add_argument("--reps", type=int, default=None, help="repetitions (default 3; --full: 10)")
+    ap.add_argument("--reps", type=int, default=None, help="repetitions (default 2; --full: 10)")
     ap.add_argument("--n", type=int, default=10_000, help="synthetic records (thesis 1e4)")
     ap.add_argument("--d", type=int, default=10, help="synthetic dimension (thesis 10)")
     ap.add_argument("--n-iter", type=int, default=1000, help="iterations T (thesis 1e3)")
-    ap.add_argument("--eps", type=float, nargs="+", default=[0.5, 0.8, 1.0])
+    ap.add_argument("--eps", type=float, nargs="+", default=None, help="default 0.5 1 (--full: 0.5 0.8 1)")
     ap.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 100, 1000], help="sample sizes m")
+    ap.add_argument("--real-sizes", type=int, nargs="+", default=None,
+                    help="sample sizes on the real data (default 10 100; --full: 1 10 100 1000 where < n)")
     ap.add_argument("--sections", nargs="+", default=list(THESIS) + ["table"], choices=list(THESIS) + ["table"])
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--points", type=int, default=50, help="f evaluations per run (curve resolution)")
     ap.add_argument("--out", default=None, help="directory for the PNG figures (not written otherwise)")
     a = ap.parse_args()
-    a.reps = a.reps or (10 if a.full else 3)
-    a.betas = [round(0.01 * k, 2) for k in range(1, 101)] if a.full else [0.01, 0.05, 0.1, 0.3, 0.6, 1.0]
-    a.stoch_betas = [0.01, 0.1, 0.3, 0.6, 1.0] if a.full else [0.1, 0.3, 1.0]
+    a.reps = a.reps or (10 if a.full else 2)
+    a.eps = a.eps or ([0.5, 0.8, 1.0] if a.full else [0.5, 1.0])
+    a.real_sizes = a.real_sizes or ([1, 10, 100, 1000] if a.full else [10, 100])
+    a.betas = [round(0.01 * k, 2) for k in range(1, 101)] if a.full else [0.01, 0.1, 0.3, 1.0]
+    a.stoch_betas = [0.01, 0.1, 0.3, 0.6, 1.0] if a.full else [0.1, 1.0]
     a.long = [a.n_iter, 10 * a.n_iter] if a.full else [a.n_iter]
     return a
 

@@ -285,3 +285,34 @@ def test_logistic_labels_must_be_signs():
     X, y = logistic_data(50, 2)
     with pytest.raises(ValueError, match="-1, \\+1"):
         minimize_private(X, (y + 1) / 2, "dp-gdws", n_iter=5)
+
+
+def test_sampled_gaussian_calibration_meets_epsilon_by_an_independent_rdp_computation():
+    import dp_accounting
+    from dp_accounting import rdp
+
+    from dp.learning.accounting import sampled_gaussian_multipliers
+
+    groups = (ReleaseGroup(30, 0.5), ReleaseGroup(70, 0.5))
+    z, cost = sampled_gaussian_multipliers(1.0, 1e-5, groups, 20, 1000, 3)
+    accountant = rdp.RdpAccountant(orders=list(range(2, 65)),  # every integer order, not our list
+                                   neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+    for level, g in zip(z, groups):
+        accountant.compose(dp_accounting.SelfComposedDpEvent(
+            dp_accounting.SampledWithoutReplacementDpEvent(1000, 20, dp_accounting.GaussianDpEvent(level)), g.n_releases))
+    assert accountant.get_epsilon(1e-5) <= 1.0 + 1e-6
+    assert z[1] / z[0] == pytest.approx(math.sqrt(70 / 30))  # the zCDP split's proportions
+    assert cost.epsilon == 1.0 and cost.delta == 1e-5
+
+
+def test_least_squares_runs_through_the_same_methods():
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((400, 3))
+    y = np.clip(X @ np.array([0.3, -0.2, 0.1]) + 0.05 * rng.standard_normal(400), -1, 1)
+    problem = make_problem("least-squares", X, y, 0.01, C, 2)
+    x_star, f_star = problem.solve()
+    exact = minimize_private(X, y, "dp-nag", epsilon=math.inf, n_iter=300, loss="least-squares")
+    assert exact.history[-1] - f_star < 1e-10
+    private = minimize_private(X, y, "dp-smag", epsilon=50.0, n_iter=200, batch_size=40, loss="least-squares",
+                               random_state=0)
+    assert private.success and private.history[-1] - f_star < private.history[0] - f_star
