@@ -11,10 +11,9 @@ import math
 
 import numpy as np
 
-from dp.learning.accounting import poisson_gaussian_multiplier
+from dp.learning.accounting import charge, poisson_gaussian_multiplier
 from dp.learning.iterations import Stage
 from dp.learning.noise import gaussian_stream, silent_stream
-from dp.learning.accounting import charge
 from dp.learning.sampling import PoissonBatches
 from dp.learning.settings import NON_PRIVATE, RunSettings
 

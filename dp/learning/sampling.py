@@ -12,9 +12,11 @@ class FullBatches:
     """Every iteration reads all n records (thesis Alg. 4 and 5)."""
 
     n: int
-
-    size = property(lambda self: self.n)
     divisor = None
+
+    @property
+    def size(self) -> int:
+        return self.n
 
     def rows(self, t: int):
         return slice(None)
