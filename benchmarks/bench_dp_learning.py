@@ -102,6 +102,7 @@ def run_task(task: Task, n: int, d: int, points: int) -> dict:
     from dp.learning import minimize_private
 
     X, y, X_test, y_test, f_star = load(task.data, task.rep, n, d)
+    cpu = time.process_time()
     seed = zlib.crc32(repr(task).encode())  # stable across processes (unlike hash())
     every = max(1, task.n_iter // points)
     res = minimize_private(X, y, task.method, epsilon=task.epsilon, delta=task.delta, n_iter=task.n_iter,
@@ -110,7 +111,7 @@ def run_task(task: Task, n: int, d: int, points: int) -> dict:
     accuracy = float(np.mean(np.where(X_test @ res.x > 0, 1.0, -1.0) == y_test))
     gap = res.history - f_star
     return {"gap": float(gap[-1]) if res.success else float("inf"), "accuracy": accuracy, "curve": gap,
-            "every": every, "status": res.status}
+            "every": every, "status": res.status, "cpu": time.process_time() - cpu}
 
 
 # --- the sections: which runs, and what to print ------------------------------------------------
@@ -325,6 +326,10 @@ def main():
     print(f"Dask ({a.workers} worker processes on 127.0.0.1) vs a serial loop on the same {len(probe)} runs: "
           f"serial {t_serial:.1f} s, Dask {t_dask:.1f} s, speed-up {t_serial / t_dask:.2f}x "
           f"(identical results: {same})")
+    cpu_serial, cpu_dask = sum(r["cpu"] for r in serial), sum(r["cpu"] for r in parallel)
+    print(f"  CPU seconds per wall second: serial {cpu_serial / t_serial:.2f}, Dask {cpu_dask / t_dask:.2f} "
+          f"(on a machine saturated by other jobs extra workers get no extra CPU, and the speed-up is the ratio "
+          f"of these)")
     for name, tasks in work.items():
         print(f"\n=== {name} ===")
         if name in THESIS:
