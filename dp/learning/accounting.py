@@ -17,8 +17,6 @@ import functools
 import math
 from dataclasses import dataclass
 
-import dp_accounting
-from dp_accounting import rdp
 from scipy import optimize
 
 from dp.accounting import zcdp_epsilon
@@ -97,6 +95,8 @@ def zcdp_multipliers(epsilon: float, delta: float, groups: list[ReleaseGroup]):
 
 def _calibrate(make_event, make_accountant, epsilon: float, delta: float) -> float:
     """Return the smallest noise scale c whose event is (epsilon, delta)-DP for the accountant."""
+    import dp_accounting
+
     return float(dp_accounting.calibrate_dp_mechanism(
         make_accountant, make_event, epsilon, delta,
         bracket_interval=dp_accounting.LowerEndpointAndGuess(1e-3, 1.0), tol=1e-3))
@@ -111,6 +111,9 @@ def sampled_gaussian_multipliers(epsilon: float, delta: float, groups: tuple[Rel
     whose composed sampled-Gaussian RDP gives (epsilon, delta - slack), the slack covering the
     discrete-vs-continuous Gaussian gap of every release.
     """
+    import dp_accounting
+    from dp_accounting import rdp
+
     total = sum(g.n_releases for g in groups)
     target_delta = delta - gaussian_tv_slack(d, total, epsilon)
 
@@ -139,6 +142,9 @@ def poisson_gaussian_multiplier(epsilon: float, delta: float, rate: float, n_rel
     is a removal then an addition, so (e, dl) add/remove implies (2 e, (1 + e^e) dl) replace-one
     (group privacy). We calibrate add/remove to (epsilon / 2, delta / (1 + e^(epsilon / 2))).
     """
+    import dp_accounting
+    from dp_accounting import rdp
+
     half = epsilon / 2.0
     target_delta = delta / (1.0 + math.exp(half)) - gaussian_tv_slack(d, n_releases, half)
 
