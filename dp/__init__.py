@@ -12,6 +12,7 @@ from dp.accounting import (
 from dp.calibration import analytic_gaussian_sigma, classical_gaussian_sigma, gaussian_delta, gaussian_sigma
 from dp.covariance import PrivateCovariance, clip_rows, covariance_sensitivity, private_covariance, project_psd
 from dp.estimators import PrivateGraphicalLasso, PrivateRidgePrecision
+from dp.learning import PrivateLogisticRegression, minimize_private  # thesis ch. 4 private gradient methods
 from dp.graphical_lasso import GraphicalLassoResult, admm_graphical_lasso, glasso_objective, graphical_lasso_path
 from dp.mechanisms import Release, gaussian_mechanism, gaussian_mechanism_zcdp, laplace_mechanism
 from dp.model_selection import alpha_grid, cross_validate_alpha, neg_log_likelihood

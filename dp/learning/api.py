@@ -1,0 +1,134 @@
+"""minimize_private: run one of the private gradient methods of thesis ch. 4 (or a baseline)."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+
+import numpy as np
+
+from dp._random import as_random_bits
+from dp.budget import PrivacyBudget
+from dp.learning.accounting import PrivacyCost
+from dp.learning.baselines import dp_gd, dp_hb, dp_nag, m_asg, m_asg_star
+from dp.learning.dpsgd import dp_sgd
+from dp.learning.gdws import dp_gdws
+from dp.learning.iterations import run_stages
+from dp.learning.mag import dp_mag
+from dp.learning.online import dp_online_gdws
+from dp.learning.problems import make_problem
+from dp.learning.settings import RunSettings
+from dp.learning.sgdws import dp_sgdws
+from dp.learning.smag import dp_smag
+from dp.validation import check_delta, check_epsilon, check_positive
+
+# name -> (builder, noise, needs a batch size: "yes" / "no" / "optional")
+METHODS = {
+    "dp-gdws": (dp_gdws, "laplace", "no"),
+    "dp-mag": (dp_mag, "laplace", "no"),
+    "dp-sgdws": (dp_sgdws, "laplace", "yes"),
+    "dp-onlinegdws": (dp_online_gdws, "laplace", "yes"),
+    "dp-smag": (dp_smag, "laplace", "yes"),
+    "dp-gd": (dp_gd, "laplace", "optional"),
+    "dp-hb": (dp_hb, "laplace", "optional"),
+    "dp-nag": (dp_nag, "laplace", "optional"),
+    "m-asg": (m_asg, "laplace", "optional"),
+    "m-asg*": (m_asg_star, "laplace", "optional"),
+    "dp-sgd": (dp_sgd, "gaussian", "yes"),
+}
+# Beyond the thesis: the same methods with discrete Gaussian noise, zCDP (full gradients, disjoint
+# buckets) or RDP of the sampled Gaussian (uniform samples).
+GAUSSIAN_VARIANTS = {f"{name}-gauss": (builder, "gaussian", batch)
+                     for name, (builder, _, batch) in METHODS.items()
+                     if name in ("dp-gdws", "dp-mag", "dp-sgdws", "dp-onlinegdws", "dp-smag")}
+ALL_METHODS = {**METHODS, **GAUSSIAN_VARIANTS}
+
+
+@dataclass
+class PrivateMinimizeResult:
+    """The outcome of a private run (scipy.optimize.OptimizeResult habits)."""
+
+    x: np.ndarray  # the last iterate
+    history: np.ndarray  # f(x_t), t = 0..T (every history_every-th), without noise (for plots; not private)
+    method: str
+    n_iter: int
+    privacy_spent: PrivacyCost
+    noise_scales: list[float]  # Laplace b / Gaussian sigma per stage, on the mean gradient
+    step_sizes: list[float]  # the first step of each stage
+    status: str  # "completed" or "diverged"
+    message: str
+
+    @property
+    def success(self) -> bool:
+        return self.status == "completed"
+
+
+def _check_int(value, name: str, low: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def _batch_size(method: str, needs: str, batch_size, n: int) -> int:
+    if batch_size is None:
+        if needs == "yes":
+            raise ValueError(f"method {method!r} needs a batch_size (the sample or bucket size)")
+        return n
+    if needs == "no":
+        raise ValueError(f"method {method!r} uses full gradients; drop batch_size "
+                         "(its stochastic version is the one with an 's')")
+    size = _check_int(batch_size, "batch_size")
+    if size > n:
+        raise ValueError(f"batch_size must be at most n = {n}, got {size}")
+    return size
+
+
+def _budget(accountant, epsilon: float, delta: float):
+    if accountant is not None:
+        relation = getattr(accountant, "neighbouring", "replace-one")
+        if relation != "replace-one":
+            raise ValueError(f"the private gradient methods are calibrated for replace-one neighbours; "
+                             f"the accountant is for {relation!r}")
+        return accountant
+    return None if math.isinf(epsilon) else PrivacyBudget(epsilon, delta)
+
+
+def minimize_private(X, y, method: str = "dp-gdws", epsilon: float = 1.0, delta: float = 0.0,
+                     n_iter: int = 1000, beta: float = 0.1, batch_size: int | None = None,
+                     clip: float = 2.0, reg: float = 0.01, loss: str = "logistic", accountant=None,
+                     random_state=None, history_every: int = 1) -> PrivateMinimizeResult:
+    """Return the result of `method` on min_x mean_i loss_i(x) + reg |x|^2, (epsilon, delta)-DP.
+
+    Neighbouring data sets differ in one record (replace-one). The whole run is charged to
+    `accountant` (a dp.PrivacyBudget, shared; a fresh one of (epsilon, delta) if None) before
+    any noise is drawn. epsilon = math.inf runs the method without noise (the non-private limit)
+    and charges nothing. `history` evaluates f on the private data and is for study, not release;
+    it holds f(x_t) for t = 0, k, 2k, ... and T with k = history_every.
+    """
+    if method not in ALL_METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {sorted(ALL_METHODS)}")
+    builder, noise, needs = ALL_METHODS[method]
+    epsilon = math.inf if epsilon == math.inf else check_epsilon(epsilon)
+    delta = check_delta(delta)
+    n_iter = _check_int(n_iter, "n_iter")
+    if not (isinstance(beta, numbers.Real) and 0 < beta <= 1):
+        raise ValueError(f"beta must lie in (0, 1], got {beta!r}")
+    check_positive(clip, "clip")
+    problem = make_problem(loss, X, y, reg, clip, clip_norm=1 if noise == "laplace" else 2)
+    bits = as_random_bits(random_state)
+    settings = RunSettings(
+        problem=problem, epsilon=epsilon, delta=delta, n_iter=n_iter, beta=float(beta),
+        batch_size=_batch_size(method, needs, batch_size, problem.n), noise=noise, bits=bits,
+        rng=np.random.default_rng(int(bits.words(1)[0])), budget=_budget(accountant, epsilon, delta),
+        method=method,
+    )
+    stages, batches, cost = builder(settings)
+    trajectory = run_stages(problem, stages, batches, np.zeros(problem.d),
+                            _check_int(history_every, "history_every"))
+    return PrivateMinimizeResult(
+        x=trajectory.x, history=trajectory.history, method=method,
+        n_iter=trajectory.n_iter, privacy_spent=cost,
+        noise_scales=[s.stream.noise_scale for s in stages], step_sizes=[float(s.steps[0]) for s in stages],
+        status=trajectory.status, message=trajectory.message,
+    )
