@@ -19,12 +19,19 @@ from dp.budget import PrivacyBudget
 from dp.calibration import gaussian_sigma
 from dp.mechanisms import Release, gaussian_mechanism, laplace_mechanism
 from dp.queries.baselines import identity_strategy, workload_strategy
+from dp.queries.coa import coa_strategy, coa_schur_strategy
+from dp.queries.hierarchical import hierarchical_strategy
+from dp.queries.wavelet import wavelet_strategy
 from dp.queries.strategy import Strategy
 from dp.validation import DataError, check_delta, check_epsilon
 
 METHODS = {
     "identity": identity_strategy,
     "workload": workload_strategy,
+    "hierarchical": hierarchical_strategy,
+    "wavelet": wavelet_strategy,
+    "coa": coa_strategy,  # Yuan et al. Alg. 1-3: Newton with CG on the Hessian operator
+    "coa-schur": coa_schur_strategy,  # the same program, exact Newton directions (faster)
 }
 
 
