@@ -35,9 +35,14 @@ def wdiscrete(m: int, n: int, p: float = 0.02, random_state=None) -> np.ndarray:
 
 
 def wrange(m: int, n: int, random_state=None) -> np.ndarray:
-    """Return m range queries: row i is 1 on [a_i, b_i] (inclusive), endpoints two uniform draws."""
+    """Return m range queries: row i is 1 on [a_i, b_i] (inclusive), endpoints two uniform draws.
+
+    All m first endpoints are drawn, then all m second ones (the order of the published anchors).
+    """
     m, n = _check_size(m, "m"), _check_size(n, "n")
-    ends = np.sort(_rng(random_state).integers(0, n, size=(m, 2)), axis=1)
+    rng = _rng(random_state)
+    first = rng.integers(0, n, size=m)
+    ends = np.sort(np.column_stack([first, rng.integers(0, n, size=m)]), axis=1)
     cells = np.arange(n)
     return ((cells >= ends[:, :1]) & (cells <= ends[:, 1:])).astype(np.float64)
 
