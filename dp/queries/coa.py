@@ -155,6 +155,7 @@ class NewtonOptions:
     max_iter: int = 200  # Newton iterations per theta
     gap_tol: float = 1e-3  # stop when the certified relative duality gap is below this
     tol: float = 1e-12  # a Newton decrement -<G, D>/F below this ends the theta stage
+    polish_steps: int = 5  # dual fixed-point steps when a theta stage ends (dp.queries.dual)
 
     def solve_direction(self, point: Point, Z: np.ndarray, P: np.ndarray, costs: Costs):
         """Return (D, steps): the Newton direction at `point` by the chosen solver."""
@@ -203,10 +204,10 @@ def newton_coa(point: Point, Q: np.ndarray, shift: float, theta: float, recorder
                options: NewtonOptions, check) -> Stage:
     """Return the Stage reached by Algorithm 1 from `point` for V = Q Q' (V = W'W + shift I).
 
-    Once the Newton decrement -<G, D>/F is below 10 gap_tol, every iteration is certified by
-    check(point, Z, P) -> Certificate; the stage ends "certified" when the gap is small enough
-    and "theta_converged" when the decrement is below a tenth of the gap (what remains is the
-    bias of theta, for the homotopy to remove).
+    Once the Newton decrement -<G, D>/F is below 3 gap_tol, every iteration is certified by
+    check(point, Z, P, polish) -> Certificate; the stage ends "certified" when the gap is small
+    enough and "theta_converged" when the decrement is below a tenth of the gap even after
+    polishing the dual weights (what remains is the bias of theta, for the homotopy to remove).
     """
     costs = recorder.costs
     decrement, step, inner = np.inf, 0.0, 0
@@ -215,12 +216,14 @@ def newton_coa(point: Point, Q: np.ndarray, shift: float, theta: float, recorder
         Z, P = gradient_parts(point)
         costs.gradient += time.perf_counter() - started
         recorder.record(point, Z, P, shift, theta, step, inner)
-        if decrement <= 10 * options.gap_tol:
-            certificate = check(point, Z, P)
+        if decrement <= 3 * options.gap_tol:
+            certificate = check(point, Z, P, polish=False)
+            if certificate.gap > options.gap_tol and decrement <= max(0.1 * certificate.gap, options.tol):
+                certificate = check(point, Z, P, polish=True)  # converged at this theta: sharpen the bound
+                if certificate.gap > options.gap_tol:
+                    return Stage(point, Z, P, "theta_converged", certificate)
             if certificate.gap <= options.gap_tol:
                 return Stage(point, Z, P, "certified", certificate)
-            if decrement <= max(0.1 * certificate.gap, options.tol):
-                return Stage(point, Z, P, "theta_converged", certificate)
         if iteration == options.max_iter or recorder.out_of_time():
             break
         D, inner = options.solve_direction(point, Z, P, costs)
@@ -231,14 +234,14 @@ def newton_coa(point: Point, Q: np.ndarray, shift: float, theta: float, recorder
         decrement = max(-slope / point.value, 0.0)
         new, step, _ = armijo_step(point, D, slope, Q, options.beta, options.sigma, options.max_trials, costs)
         if new is None:
-            return Stage(point, Z, P, "line_search_failed", check(point, Z, P))
+            return Stage(point, Z, P, "line_search_failed", check(point, Z, P, True))
         point = new
     status = "time_limit" if recorder.out_of_time() else "max_iter"
-    return Stage(point, Z, P, status, check(point, Z, P))
+    return Stage(point, Z, P, status, check(point, Z, P, True))
 
 
 def certify(W: np.ndarray, G: np.ndarray, point: Point, Z: np.ndarray, P: np.ndarray, shift: float,
-            costs: Costs, gap_tol: float, polish_steps: int = 5) -> Certificate:
+            costs: Costs, gap_tol: float, polish_steps: int) -> Certificate:
     """Return the duality-gap certificate of the unregularized program at X = point.X.
 
     Objective: max(diag X) tr(X^-1 G). Bound (dp.queries.dual) at the better of the dual weights
@@ -296,8 +299,9 @@ def coa_strategy(W: np.ndarray, direction: str = "cg", start: str = "identity", 
         if point is None:
             raise FloatingPointError("the starting point is not numerically positive definite")
 
-        def check(point, Z, P, shift=shift):
-            return certify(W, G, point, Z, P, shift, recorder.costs, options.gap_tol)
+        def check(point, Z, P, polish, shift=shift):
+            steps = options.polish_steps if polish else 0
+            return certify(W, G, point, Z, P, shift, recorder.costs, options.gap_tol, steps)
 
         stage = newton_coa(point, Q, shift, stage_theta, recorder, options, check)
         X = stage.point.X

@@ -73,5 +73,8 @@ def polish_dual_weights(W: np.ndarray, w: np.ndarray, steps: int, target: float 
         value = nuclear_norm_squared_over_sum(W, candidate, gram)
         if not value > best:
             break
+        stalled = value - best < 0.1 * (target - best)  # steps that close < 10% of the gap are not worth an eigh
         best, best_w = value, candidate
+        if stalled:
+            break
     return best, best_w
