@@ -8,7 +8,7 @@ and prints, beside ours, the optimum pinned by an independent dual solve, HDMM's
 and the seed's corrected Matlab code run in Octave (theta = 1e-3, 30-iteration cap).
 
     python benchmarks/bench_queries_coa.py                      # ~5 min on 2 idle cores
-    python benchmarks/bench_queries_coa.py --largest --budget 600 --methods coa-schur
+    python benchmarks/bench_queries_coa.py --sizes "" --largest --budget 600 --threads 1
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def main() -> None:
     print(f"{'workload':>9} {'n':>5} {'method':>10} {'ratio':>9} {'bound':>9} {'gap':>8} {'time':>7} "
           f"{'it':>4} {'Hv':>5} {'s/it':>6}")
     for kind in args.workloads.split(","):
-        for n in (int(v) for v in args.sizes.split(",")):
+        for n in (int(v) for v in args.sizes.split(",") if v):
             for method in args.methods.split(","):
                 if method == "coa" and n > args.paper_max_n:
                     continue

@@ -148,7 +148,7 @@ class NewtonOptions:
 
     direction: str = "cg"  # "cg": Alg. 2 on the Hessian operator; "schur": dp.queries.schur_direction
     max_cg: int = 50
-    rtol: float | None = None  # CG relative residual; None: 0.1 for "cg", 1e-6 for "schur"
+    rtol: float | None = None  # CG relative residual; None: 0.1 for "cg", 1e-3 for "schur"
     beta: float = 0.5  # Armijo backtracking factor (authors' code)
     sigma: float = 1e-4  # Armijo sufficient-decrease constant (authors' code)
     max_trials: int = 50
@@ -160,7 +160,7 @@ class NewtonOptions:
     def solve_direction(self, point: Point, Z: np.ndarray, P: np.ndarray, costs: Costs):
         """Return (D, steps): the Newton direction at `point` by the chosen solver."""
         if self.direction == "schur":
-            rtol = 1e-6 if self.rtol is None else self.rtol
+            rtol = 1e-3 if self.rtol is None else self.rtol
             return schur_newton_direction(point.X, point.L, point.U, self.max_cg, rtol, costs)
         rtol = 0.1 if self.rtol is None else self.rtol
         return newton_direction(Z, P, self.max_cg, rtol, costs)
