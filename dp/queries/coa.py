@@ -244,13 +244,15 @@ def certify(W: np.ndarray, G: np.ndarray, point: Point, Z: np.ndarray, P: np.nda
             costs: Costs, gap_tol: float, polish_steps: int) -> Certificate:
     """Return the duality-gap certificate of the unregularized program at X = point.X.
 
-    Objective: max(diag X) tr(X^-1 G). Bound (dp.queries.dual) at the better of the dual weights
-    diag(Z G Z) and diag(Z V Z), polished by up to `polish_steps` fixed-point steps while the
-    gap exceeds gap_tol.
+    Objective: max(diag X) tr(X^-1 G). Bound (dp.queries.dual) at the dual weights diag(Z G Z);
+    with polish_steps > 0 also at diag(Z V Z), the better polished by up to `polish_steps`
+    fixed-point steps while the gap exceeds gap_tol.
     """
     started = time.perf_counter()
     objective = float(np.sum(Z * G)) * float(np.max(np.diag(point.X)))
     candidates = [w for w in (np.diag(P) - shift * np.sum(Z * Z, axis=0), np.diag(P)) if np.all(w > 0)]
+    if polish_steps == 0:  # the quick check of every iteration: one eigendecomposition
+        candidates = candidates[:1]
     w = max(candidates, key=lambda c: nuclear_norm_squared_over_sum(W, c, gram=G))
     bound, _ = polish_dual_weights(W, w, polish_steps, target=objective / (1 + gap_tol), gram=G)
     elapsed = time.perf_counter() - started
