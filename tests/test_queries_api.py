@@ -51,7 +51,7 @@ def test_expected_error_matches_monte_carlo(method, noise):
     strategy = q.optimize(W, method, noise=noise)
     rng = np.random.default_rng(6)
     errors = np.array([np.sum((q.answer(W, x, strategy, 1.0, 1e-3, random_state=rng).values - W @ x) ** 2)
-                       for _ in range(600)])
+                       for _ in range(400)])
     expected = q.expected_error(W, strategy, 1.0, 1e-3)
     stderr = errors.std(ddof=1) / np.sqrt(errors.size)
     assert abs(errors.mean() - expected) < 4 * stderr
