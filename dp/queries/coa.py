@@ -11,10 +11,12 @@ Algorithm 3 (homotopy on theta), with these changes, each measured in benchmarks
   steps, and is preconditioned by the Hessian's diagonal Z_ii P_jj + P_ii Z_jj (Jacobi);
 - the homotopy stops as soon as the duality gap of the unregularized program (dp.queries.dual)
   is below `gap_tol`, so the run ends with a certificate instead of a guess.
+`coa_schur_strategy` ("coa-schur") solves the same program with exact Newton directions
+(dp.queries.schur_direction), a warm start (sqrt_start) and an adaptive theta schedule.
 
 Cost per Newton iteration for n cells, k CG steps and t line-search trials, all BLAS-3 (V = Q Q'
 is factored once per theta): each trial n^3/3 (Cholesky test, potrf) + n^3 (objective
-||L^-1 Q||_F^2, trsm); the gradient n^3 (trsm) + n^3 (P = Y Y', syrk-like) + 2n^3/3 (Z = X^-1,
+||L^-1 Q||_F^2, trsm); the gradient n^3 (trsm) + 2 n^3 (P = Y Y', GEMM) + 2n^3/3 (Z = X^-1,
 potri); each CG step 4 n^3 (two GEMMs, (Z D) P). The n^2 x n^2 Hessian is never formed.
 """
 
