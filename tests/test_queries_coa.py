@@ -167,3 +167,12 @@ def test_time_limit_and_bad_options_are_reported():
     assert strategy.status == "time_limit" and strategy.certificate is not None
     with pytest.raises(ValueError, match="direction"):
         coa_strategy(W, direction="newton")
+
+
+def test_sqrt_start_is_optimal_for_a_circulant_workload():
+    base = np.random.default_rng(8).standard_normal(10)
+    W = np.array([np.roll(base, k) for k in range(10)])  # W'W circulant: V^1/2 has a constant diagonal
+    strategy = q.optimize(W, "coa-schur", theta=0.0, gap_tol=1e-8)  # W'W is nonsingular: no homotopy needed
+    assert strategy.certificate.gap <= 1e-8 and len(strategy.history) <= 2
+    # the optimum of a circulant workload: (sum of singular values)^2 / n
+    assert strategy.objective == pytest.approx(np.sum(np.linalg.svd(W, compute_uv=False)) ** 2 / 10, rel=1e-8)
