@@ -101,7 +101,8 @@ def main() -> None:
 
     cells = grid(args)
     started = time.perf_counter()
-    print(f"load average before: {tuple(round(v, 2) for v in os.getloadavg())}; epsilon={EPSILON}, delta={DELTA}")
+    print(f"load average before: {tuple(round(v, 2) for v in os.getloadavg())}; epsilon={EPSILON}, delta={DELTA}",
+          flush=True)  # an unflushed buffer would be copied into forked workers and printed twice
     with connect(n_workers=args.workers, quiet=True) as client:
         futures = {fig: [client.submit(cell, *spec, args.gap_tol, pure=False) for spec in specs]
                    for fig, specs in cells.items()}
