@@ -115,7 +115,8 @@ def main() -> None:
 def report(args, results: dict) -> None:
     """Print Figs. 1-13 as tables."""
     print("\n=== Fig. 1: convergence of COA (Alg. 1-3, CG directions), m=1024, n=%d ===" % args.n_for_m)
-    print("  paper: objective and ||G|| fall monotonically; stable after ~10 iterations")
+    print("  paper: objective and ||G|| fall monotonically; stable after ~10 iterations. Shown: the unregularized"
+          " ratio, which may rise a little while F_theta falls (it falls monotonically within each theta)")
     for (kind, *_), out in results["convergence"]:
         trace = " ".join(f"{ratio:.4f}" for _, ratio, _, _ in out["history"][:: max(len(out["history"]) // 12, 1)])
         print(f"  {kind:>9}: {len(out['history']) - 1} iterations, error ratio to identity: {trace}")
