@@ -18,6 +18,7 @@ from dp.mechanisms import Release, gaussian_mechanism, gaussian_mechanism_zcdp, 
 from dp.model_selection import alpha_grid, cross_validate_alpha, neg_log_likelihood
 from dp.ridge_precision import ridge_objective, ridge_precision
 from dp.validation import DataError, PrivacyParameterError
+from dp import queries  # batches of linear queries: strategies, COA (dp.queries.optimize / answer)
 
 __all__ = [
     "BudgetExceededError", "Charge", "PrivacyAccountant", "PrivacyBudget", "contribution_sensitivity",

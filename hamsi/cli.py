@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "hamsi.commands.factorize",
     "hamsi.commands.glasso",
     "hamsi.commands.dp_learn",
+    "hamsi.commands.queries",
 ]
 
 
