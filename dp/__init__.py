@@ -13,6 +13,7 @@ from dp.mechanisms import Release, gaussian_mechanism, laplace_mechanism
 from dp.model_selection import alpha_grid, cross_validate_alpha, neg_log_likelihood
 from dp.ridge_precision import ridge_objective, ridge_precision
 from dp.validation import DataError, PrivacyParameterError
+from dp import queries  # batches of linear queries: strategies, COA (dp.queries.optimize / answer)
 
 __all__ = [
     "BudgetExceededError", "PrivacyBudget", "analytic_gaussian_sigma", "classical_gaussian_sigma",

@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "hamsi.commands.partition",
     "hamsi.commands.factorize",
     "hamsi.commands.glasso",
+    "hamsi.commands.queries",
 ]
 
 

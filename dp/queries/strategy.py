@@ -1,0 +1,118 @@
+"""The `Strategy` record: what a query-answering mechanism releases and how it reconstructs W.
+
+A strategy answers the p queries A x with noise and reconstructs the workload as R (A x + noise),
+with W ~ R A (exact for the matrix mechanism, R = W A^+; approximate for LRM, R = B, A = L).
+Everything `answer` and `expected_error` need is here: A, R and the noise kind, which fixes the
+sensitivity (Gaussian: max column L2 norm of A; Laplace: max column L1 norm of A).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+NOISE_KINDS = ("gaussian", "laplace")
+
+
+@dataclass(frozen=True)
+class Iteration:
+    """One row of a solver's convergence history."""
+
+    iteration: int
+    objective: float  # the solver's objective at this iterate (with its regularization)
+    error_ratio: float  # expected error / the identity strategy's (unregularized)
+    gradient_norm: float  # Frobenius norm of the projected gradient
+    step: float  # accepted step length
+    inner: int  # inner iterations (CG steps) spent on the direction
+    seconds: float  # wall time since the solver started
+    theta: float = 0.0  # homotopy regularization in force
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """A duality-gap certificate: the optimum lies in [lower_bound, objective]."""
+
+    objective: float  # unregularized objective of the returned strategy, tr(W X^-1 W') with diag(X) = 1
+    lower_bound: float  # a dual bound valid for every strategy
+    seconds: float = 0.0
+
+    @property
+    def gap(self) -> float:
+        """Relative gap (objective - bound) / bound."""
+        return (self.objective - self.lower_bound) / self.lower_bound
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A strategy matrix A (p x n), reconstruction R (m x p) and noise kind, with solver facts."""
+
+    method: str
+    matrix: np.ndarray
+    reconstruction: np.ndarray
+    noise: str = "gaussian"
+    objective: float = float("nan")  # sensitivity^2 * ||R||_F^2: expected total squared error at unit noise
+    history: tuple[Iteration, ...] = ()
+    status: str = "exact"  # "exact" (closed form), "converged", "max_iter", "time_limit", ...
+    message: str = ""
+    certificate: Certificate | None = None
+    seconds: float = 0.0
+    info: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.noise not in NOISE_KINDS:
+            raise ValueError(f"noise must be one of {NOISE_KINDS}, got {self.noise!r}")
+        A, R = np.asarray(self.matrix), np.asarray(self.reconstruction)
+        if A.ndim != 2 or R.ndim != 2 or R.shape[1] != A.shape[0]:
+            raise ValueError(f"reconstruction {R.shape} does not match strategy matrix {A.shape}")
+
+    @property
+    def sensitivity(self) -> float:
+        """Max column L2 norm of A (Gaussian) or max column L1 norm (Laplace)."""
+        return column_sensitivity(self.matrix, self.noise)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(m, n): the workload shape this strategy answers."""
+        return (self.reconstruction.shape[0], self.matrix.shape[1])
+
+
+def column_sensitivity(A: np.ndarray, noise: str) -> float:
+    """Return the sensitivity of x -> A x when one count changes by 1 (L2 or L1 by noise kind)."""
+    order = 2 if noise == "gaussian" else 1
+    return float(np.max(np.linalg.norm(A, ord=order, axis=0)))
+
+
+def unit_error(strategy: Strategy) -> float:
+    """Return sensitivity^2 * ||R||_F^2: the total expected squared error per unit of noise scale^2."""
+    return strategy.sensitivity**2 * float(np.sum(strategy.reconstruction**2))
+
+
+def least_squares_reconstruction(W: np.ndarray, A: np.ndarray) -> np.ndarray:
+    """Return R = W A^+ (the matrix mechanism's reconstruction, Li et al. 2010; COA eq. (2)).
+
+    A of full column rank: R = W (A'A)^-1 A' by a Cholesky solve (BLAS-3); otherwise the SVD
+    pseudo-inverse. Raises if some query of W lies outside the row space of A.
+    """
+    from scipy.linalg import LinAlgError, cho_factor, cho_solve
+
+    try:
+        factor = cho_factor(A.T @ A, lower=True)
+        R = (A @ cho_solve(factor, W.T)).T
+    except LinAlgError:
+        R = W @ np.linalg.pinv(A)
+    scale = max(float(np.max(np.abs(W))), 1.0)
+    if not np.allclose(R @ A, W, rtol=0.0, atol=1e-8 * scale * np.sqrt(A.shape[1])):
+        raise ValueError("the strategy cannot answer the workload: some query is outside its row space")
+    return R
+
+
+def matrix_mechanism(method: str, W: np.ndarray, A: np.ndarray, noise: str = "gaussian", **fields) -> Strategy:
+    """Return the Strategy answering W through A with R = W A^+ and its objective filled in."""
+    R = least_squares_reconstruction(W, A)
+    return with_objective(Strategy(method=method, matrix=A, reconstruction=R, noise=noise, **fields))
+
+
+def with_objective(strategy: Strategy) -> Strategy:
+    """Return a copy of `strategy` whose objective is its unit_error."""
+    return replace(strategy, objective=unit_error(strategy))

@@ -1,0 +1,78 @@
+"""dp.queries: workloads, strategies, answer and the closed-form expected error."""
+
+import numpy as np
+import pytest
+
+import dp
+from dp import queries as q
+from dp.validation import DataError
+
+
+def test_workload_shapes_and_values():
+    W = q.wrange(50, 20, random_state=1)
+    assert W.shape == (50, 20)
+    for row in W:  # every range query is one contiguous run of ones
+        ones = np.flatnonzero(row)
+        assert ones.size >= 1 and np.all(np.diff(ones) == 1) and set(np.unique(row)) <= {0.0, 1.0}
+    D = q.wdiscrete(400, 50, random_state=1)
+    assert set(np.unique(D)) == {-1.0, 1.0} and 0.01 < np.mean(D == 1) < 0.03
+    R = q.wrelated(30, 20, s=5, random_state=1)
+    assert np.linalg.matrix_rank(R) == 5
+    M = q.wmarginal(40, 16, random_state=1)  # four binary attributes: each query covers 4 cells
+    assert np.all(M.sum(axis=1) == 4)
+    np.testing.assert_array_equal(q.wrange(5, 9, random_state=3), q.wrange(5, 9, random_state=3))
+
+
+def test_synthetic_histograms_have_the_stated_moments():
+    for kind in ("laplace", "gaussian", "uniform"):
+        x = q.synthetic_histogram(kind, 200_000, random_state=0)
+        assert abs(x.mean()) < 0.05 and abs(x.var() - 10) < 0.2
+    alt = q.synthetic_histogram("alternating", 8, random_state=0)
+    assert set(alt) == {0.0, 10.0} and np.all(alt[1:] != alt[:-1])
+    assert q.power_law_histogram(100, total=5000, random_state=0).sum() == 5000
+
+
+def test_identity_and_workload_objectives_in_closed_form():
+    W = q.wrange(30, 12, random_state=2)
+    ident = q.optimize(W, "identity")
+    assert ident.objective == pytest.approx(np.sum(W**2))  # sensitivity 1, R = W
+    work = q.optimize(W, "workload")
+    assert work.objective == pytest.approx(np.max(np.sum(W**2, axis=0)) * W.shape[0])
+    sigma = dp.analytic_gaussian_sigma(0.5, 1e-4, 1.0)
+    assert q.expected_error(W, ident, 0.5, 1e-4) == pytest.approx(sigma**2 * np.sum(W**2))
+    lap = q.optimize(W, "identity", noise="laplace")
+    assert q.expected_error(W, lap, 0.5) == pytest.approx(2 * (1 / 0.5) ** 2 * np.sum(W**2))
+
+
+@pytest.mark.parametrize("method,noise", [("identity", "gaussian"), ("workload", "laplace")])
+def test_expected_error_matches_monte_carlo(method, noise):
+    W = q.wrange(12, 8, random_state=4)
+    x = q.random_histogram(8, random_state=5)
+    strategy = q.optimize(W, method, noise=noise)
+    rng = np.random.default_rng(6)
+    errors = np.array([np.sum((q.answer(W, x, strategy, 1.0, 1e-3, random_state=rng).values - W @ x) ** 2)
+                       for _ in range(600)])
+    expected = q.expected_error(W, strategy, 1.0, 1e-3)
+    stderr = errors.std(ddof=1) / np.sqrt(errors.size)
+    assert abs(errors.mean() - expected) < 4 * stderr
+
+
+def test_answer_spends_the_budget_and_refuses_overspending():
+    W = q.wrange(5, 4, random_state=1)
+    strategy = q.optimize(W, "identity")
+    budget = dp.PrivacyBudget(1.0, 1e-3)
+    q.answer(W, np.ones(4), strategy, 0.6, 5e-4, random_state=1, budget=budget)
+    with pytest.raises(dp.BudgetExceededError):
+        q.answer(W, np.ones(4), strategy, 0.6, 5e-4, random_state=1, budget=budget)
+
+
+def test_bad_input_is_named():
+    W = q.wrange(5, 4, random_state=1)
+    with pytest.raises(ValueError, match="unknown method"):
+        q.optimize(W, "nope")
+    with pytest.raises(DataError, match="shape"):
+        q.answer(W, np.ones(3), q.optimize(W, "identity"), 1.0, 1e-5)
+    with pytest.raises(DataError, match="non-finite"):
+        q.optimize(np.array([[1.0, np.nan]]), "identity")
+    with pytest.raises(DataError, match="prime"):
+        q.wmarginal(3, 7)
