@@ -1,9 +1,14 @@
 """The Low-Rank Mechanism's solver: L1-ball projection and the ALM decomposition (seed 001)."""
 
 import itertools
+import re
 
 import numpy as np
 import pytest
+
+import dp
+from dp import queries
+from dp.validation import DataError
 
 from dp.queries.l1_ball import project_columns_l1
 from dp.queries.lrm import low_rank_decomposition
@@ -112,14 +117,89 @@ def test_decomposition_reports_why_it_stopped():
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [
-        ({"W": np.full((2, 2), np.nan)}, "NaN"),
-        ({"W": np.zeros((2, 3))}, "all zeros"),
-        ({"W": np.ones(3)}, "2-D"),
-        ({"W": np.ones((2, 2)), "rank": 0}, "rank"),
-        ({"W": np.ones((2, 2)), "gamma": -1.0}, "gamma"),
-    ],
+    [({"rank": 0}, "rank"), ({"rank": 2.5}, "rank"), ({"gamma": -1.0}, "gamma"), ({"beta0": np.inf}, "beta0")],
 )
-def test_decomposition_rejects_bad_input(kwargs, match):
+def test_decomposition_rejects_bad_parameters(kwargs, match):
     with pytest.raises(ValueError, match=match):
-        low_rank_decomposition(**kwargs)
+        low_rank_decomposition(np.ones((2, 2)), **kwargs)
+
+
+@pytest.mark.parametrize(("W", "match"), [(np.full((2, 2), np.nan), "non-finite"), (np.zeros((2, 3)), "all zeros")])
+def test_optimize_rejects_bad_workloads_for_lrm(W, match):
+    with pytest.raises(DataError, match=match):
+        queries.optimize(W, method="lrm")
+
+
+def test_registry_entry_gives_a_laplace_strategy_with_A_L_and_R_B():
+    W = queries.wrange(12, 20, random_state=2)
+    strategy = queries.optimize(W, method="lrm", rank=None, gamma=0.01, random_state=1)
+    direct = low_rank_decomposition(W, gamma=0.01, random_state=1)
+    assert strategy.method == "lrm" and strategy.noise == "laplace"
+    assert np.array_equal(strategy.matrix, direct.L) and np.array_equal(strategy.reconstruction, direct.B)
+    assert strategy.sensitivity == pytest.approx(np.abs(direct.L).sum(axis=0).max())
+    assert strategy.objective == pytest.approx(direct.objective)
+    assert strategy.status == "converged" and len(strategy.history) == direct.n_outer
+
+
+def test_noise_scale_is_the_largest_column_L1_norm_of_L_over_epsilon():
+    W = queries.wdiscrete(10, 24, random_state=3)
+    strategy = queries.optimize(W, method="lrm", random_state=0)
+    delta_L = np.abs(strategy.matrix).sum(axis=0).max()
+    for epsilon in (0.1, 1.0):
+        release = queries.answer(W, np.arange(24.0), strategy, epsilon, random_state=4).release
+        assert release.mechanism == "laplace" and release.delta == 0.0
+        # the exact discrete sampler rounds the scale up to its grid: relative change < 1e-6
+        assert delta_L / epsilon <= release.noise_scale <= delta_L / epsilon * (1 + 1e-6)
+
+
+def test_release_is_charged_to_the_budget_before_noise_and_an_overspend_is_refused():
+    W = queries.wrange(8, 16, random_state=5)
+    strategy = queries.optimize(W, method="lrm")
+    budget = dp.PrivacyBudget(0.15)
+    queries.answer(W, np.ones(16), strategy, 0.1, random_state=1, budget=budget)
+    assert budget.spent == (pytest.approx(0.1), 0.0) and budget.ledger[0].label == "queries:lrm"
+    with pytest.raises(dp.BudgetExceededError):
+        queries.answer(W, np.ones(16), strategy, 0.1, random_state=1, budget=budget)
+    assert len(budget.ledger) == 1
+
+
+def test_lrm_beats_the_laplace_mechanism_on_a_low_rank_workload():
+    """WRelated with s << min(m, n): noise on W x pays m * (max column L1 norm of W)^2."""
+    W = queries.wrelated(48, 64, s=4, random_state=6)
+    lrm = queries.optimize(W, method="lrm", random_state=0)
+    laplace = queries.optimize(W, method="workload", noise="laplace")
+    identity = queries.optimize(W, method="identity", noise="laplace")
+    lrm_error = queries.expected_error(W, lrm, 0.1)
+    assert lrm_error < 0.2 * queries.expected_error(W, laplace, 0.1)
+    assert lrm_error < queries.expected_error(W, identity, 0.1)
+
+
+@pytest.mark.parametrize("method", ["lrm", "hierarchical"])
+def test_monte_carlo_error_equals_the_closed_form_within_its_standard_error(method):
+    """E ||R (A x + Lap) - W x||^2 = 2 (Delta / eps)^2 ||R||_F^2 + ||(W - R A) x||^2 (Lemma 1, Thm 3)."""
+    W = queries.wrange(6, 8, random_state=7)
+    x = queries.random_histogram(8, random_state=8)
+    options = {"gamma": 0.3, "random_state": 0} if method == "lrm" else {"noise": "laplace"}
+    strategy = queries.optimize(W, method=method, **options)
+    expected = queries.expected_error(W, strategy, 0.5, x=x)
+    if method == "lrm":
+        bias = np.sum(((W - strategy.reconstruction @ strategy.matrix) @ x) ** 2)
+        assert 0.2 * expected < bias < 0.8 * expected  # gamma = 0.3: noise and data-dependent bias both count
+    rng = np.random.default_rng(9)
+    errors = np.array([np.sum((queries.answer(W, x, strategy, 0.5, random_state=rng).values - W @ x) ** 2)
+                       for _ in range(500)])
+    standard_error = errors.std(ddof=1) / np.sqrt(errors.size)
+    assert abs(errors.mean() - expected) < 4 * standard_error
+
+
+def test_cli_runs_lrm_and_compares_with_the_laplace_identity(capsys):
+    from hamsi.cli import main
+
+    code = main(["queries", "--workload", "related", "-m", "24", "-n", "32", "-s", "3", "--method", "lrm",
+                 "--epsilon", "0.1", "--repeats", "5", "--noise-seed", "1"])
+    out = capsys.readouterr().out
+    assert code == 0 and "noise: laplace" in out and "status: converged" in out
+    ratio = float(re.search(r"ratio to identity (\S+)\)", out).group(1))
+    expected = float(re.search(r"expected error: (\S+) total", out).group(1))
+    empirical = float(re.search(r"empirical error: (\S+) total", out).group(1))
+    assert ratio < 1 and 0.3 < empirical / expected < 3 and "bias ||(W - B L) x||^2" in out

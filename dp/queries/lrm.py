@@ -22,6 +22,7 @@ import numpy as np
 import scipy.linalg
 
 from dp.queries.l1_ball import project_columns_l1
+from dp.queries.strategy import Strategy, with_objective
 
 DEFAULT_RANK_FACTOR = 1.2  # r = 1.2 rank(W): seed 001 sec. 6.1, Fig. 3
 BETA_DOUBLING_PERIOD = 10  # Alg. 1, lines 10-11: beta doubles every 10 outer iterations
@@ -167,9 +168,10 @@ def low_rank_decomposition(
     constant); beta doubles every 10 outer iterations and pi += beta (W - B L) after each one.
     Each outer iteration is one B update (Eq. (9)) and at most max_inner steps of Alg. 2. Stops
     when tau <= gamma ("converged"), beta > beta_max, after max_outer iterations or max_time
-    seconds; NaN/inf raises DecompositionDiverged.
+    seconds; NaN/inf raises DecompositionDiverged. W is trusted here (dp.queries.optimize
+    validates it).
     """
-    W = _check_workload(W)
+    W = np.asarray(W, dtype=np.float64)
     rank = default_rank(W) if rank is None else _check_rank(rank)
     gamma = _check_positive(gamma, "gamma")
     start = time.perf_counter()
@@ -221,20 +223,6 @@ def _stop_message(status: str, residual: float, gamma: float, outer: int, beta: 
     return f"{status} after {outer} outer iterations (beta = {beta:g}): {reached}"
 
 
-def _check_workload(W) -> np.ndarray:
-    try:
-        W = np.asarray(W, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"workload W must be a numeric matrix: {exc}") from None
-    if W.ndim != 2 or min(W.shape) < 1:
-        raise ValueError(f"workload W must be a non-empty 2-D matrix (queries x cells), got shape {W.shape}")
-    if not np.all(np.isfinite(W)):
-        raise ValueError("workload W contains NaN or infinite entries")
-    if not np.any(W):
-        raise ValueError("workload W is all zeros: there is nothing to answer")
-    return W
-
-
 def _check_positive(value, name: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not (
         value > 0 and math.isfinite(value)
@@ -247,3 +235,20 @@ def _check_rank(rank) -> int:
     if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
         raise ValueError(f"rank must be a positive integer, got {rank!r}")
     return int(rank)
+
+
+def lrm_strategy(W: np.ndarray, rank: int | None = None, gamma: float = 0.01, **options) -> Strategy:
+    """Return the Low-Rank Mechanism as a Strategy: A = L, R = B, Laplace noise (seed 001, Eq. (6)).
+
+    Options go to low_rank_decomposition (max_outer, max_inner, max_time, random_state, ...).
+    The release B (L x + Lap(Delta(L) / epsilon)^r) is epsilon-DP; when B L != W its error has the
+    data-dependent bias ||(W - B L) x||^2 (Theorem 3), which expected_error adds when given x.
+    """
+    result = low_rank_decomposition(W, rank=rank, gamma=gamma, **options)
+    return with_objective(Strategy(
+        method="lrm", matrix=result.L, reconstruction=result.B, noise="laplace",
+        history=tuple(result.history), status=result.status, message=result.message,
+        seconds=result.seconds,
+        info={"residual": result.residual, "gamma": result.gamma, "rank": result.rank,
+              "outer": result.n_outer, "inner": result.n_inner, "phase_seconds": result.phase_seconds},
+    ))
