@@ -203,3 +203,15 @@ def test_cli_runs_lrm_and_compares_with_the_laplace_identity(capsys):
     expected = float(re.search(r"expected error: (\S+) total", out).group(1))
     empirical = float(re.search(r"empirical error: (\S+) total", out).group(1))
     assert ratio < 1 and 0.3 < empirical / expected < 3 and "bias ||(W - B L) x||^2" in out
+
+
+def test_amm_is_the_l2_optimal_strategy_paid_for_with_laplace_noise():
+    """Seed 001 App. B: Formula (12) optimizes the L2 sensitivity; the release is Laplace (L1)."""
+    W = queries.wrange(16, 12, random_state=11)
+    amm = queries.optimize(W, method="amm")
+    l2 = queries.optimize(W, method="coa-schur")
+    assert amm.noise == "laplace" and amm.method == "amm"
+    assert np.allclose(amm.matrix, l2.matrix) and np.allclose(np.linalg.norm(amm.matrix, axis=0), 1.0)
+    assert amm.sensitivity == pytest.approx(np.abs(amm.matrix).sum(axis=0).max())
+    assert amm.objective == pytest.approx(amm.sensitivity**2 * np.sum(amm.reconstruction**2))
+    assert np.allclose(amm.reconstruction @ amm.matrix, W)
