@@ -112,7 +112,9 @@ def test_decomposition_reports_why_it_stopped():
     assert result.status == "iteration limit" and not result.converged
     assert "iteration limit after 3 outer iterations" in result.message
     assert len(result.history) == 3
-    assert set(result.phase_seconds) == {"B update (Eq. 9)", "L update (Alg. 2)", "residual and multiplier"}
+    assert set(result.phase_seconds) == {"B update (Eq. 9)", "L update (Alg. 2)", "residual and multiplier",
+                                         "of which L1 projection"}
+    assert result.phase_seconds["of which L1 projection"] <= result.phase_seconds["L update (Alg. 2)"]
 
 
 @pytest.mark.parametrize(
