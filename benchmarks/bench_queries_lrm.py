@@ -154,7 +154,7 @@ def main():
     cells = grid(args)
     started = time.perf_counter()
     cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                           host="127.0.0.1", dashboard_address=None)
+                           host="127.0.0.1", dashboard_address=":0")
     client = Client(cluster)
     try:
         # the biggest cells first, so the slowest task does not start last
