@@ -51,7 +51,8 @@ def grid(args) -> list[dict]:
     cells = []
     for figure in args.figures:
         if figure in ("2", "3"):
-            values = [1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0] if figure == "2" else [0.8, 1.0, 1.2, 1.4, 1.7, 2.1, 2.5, 3.0, 3.6]
+            gammas, factors = [1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0], [0.8, 1.0, 1.2, 1.4, 1.7, 2.1, 2.5, 3.0, 3.6]
+            values = gammas if figure == "2" else factors
             for kind in WORKLOADS:
                 cells += [dict(figure=figure, kind=kind, m=m0, n=n0, x=v, methods=("lrm",)) for v in values]
         elif figure in ("4", "5", "6"):
