@@ -28,14 +28,14 @@ def register(subparsers) -> None:
     p.add_argument("-n", "--cells", dest="n", type=int, default=512, help="histogram cells (default 512)")
     p.add_argument("-s", "--rank", dest="s", type=int, default=None, help="WRelated rank (default min(m,n)/2)")
     p.add_argument("--method", default="coa",
-                   help="coa (paper, default), coa-schur, identity, workload, hierarchical, wavelet, ...")
+                   help="coa (paper, default), coa-schur, lrm (eps-DP), identity, workload, hierarchical, wavelet, ...")
     p.add_argument("--epsilon", type=float, default=0.1, help="privacy budget epsilon (> 0; default 0.1)")
     p.add_argument("--delta", type=float, default=1e-4, help="privacy delta in (0, 1) (default 1e-4)")
     p.add_argument("--calibration", choices=["analytic", "classical"], default="analytic",
                    help="Gaussian noise scale: Balle-Wang analytic (default) or Dwork-Roth classical")
     p.add_argument("--data", choices=DATASETS, default="random", help="histogram x (default random counts)")
     p.add_argument("--gap-tol", type=float, default=1e-3, help="COA: certified relative duality gap (default 1e-3)")
-    p.add_argument("--max-time", type=float, default=None, help="COA: stop after this many seconds")
+    p.add_argument("--max-time", type=float, default=None, help="COA, LRM: stop after this many seconds")
     p.add_argument("--repeats", type=int, default=20, help="private releases for the empirical error (default 20)")
     p.add_argument("--seed", type=int, default=1, help="seed of the workload and the histogram (default 1)")
     p.add_argument("--noise-seed", type=int, default=None,
@@ -88,11 +88,14 @@ def run(args: argparse.Namespace) -> int:
     W = queries.make_workload(args.workload, args.m, args.n, random_state=args.seed, **extra)
     x = _histogram(args)
     options = {"gap_tol": args.gap_tol, "max_time": args.max_time} if args.method.startswith("coa") else {}
+    if args.method == "lrm":
+        options = {"max_time": args.max_time}
     started = time.perf_counter()
     strategy = queries.optimize(W, args.method, **options)
     seconds = time.perf_counter() - started
     expected = queries.expected_error(W, strategy, args.epsilon, args.delta, args.calibration)
-    identity = queries.expected_error(W, queries.optimize(W, "identity"), args.epsilon, args.delta, args.calibration)
+    identity = queries.expected_error(W, queries.optimize(W, "identity", noise=strategy.noise), args.epsilon,
+                                      args.delta, args.calibration)
     rng = np.random.default_rng(args.noise_seed) if args.noise_seed is not None else None
     truth = W @ x
     errors = [float(np.sum((queries.answer(W, x, strategy, args.epsilon, args.delta, rng, args.calibration).values
@@ -107,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"time: {seconds:.2f} s")
     print(f"expected error: {expected:.6g} total, {expected / m:.6g} per query "
           f"(ratio to identity {expected / identity:.5f})")
+    if args.method == "lrm":
+        bias = float(np.sum(((W - strategy.reconstruction @ strategy.matrix) @ x) ** 2))
+        print(f"bias ||(W - B L) x||^2: {bias:.6g} (data-dependent, in the empirical error, not in the expected)")
     stderr = float(np.std(errors, ddof=1) / np.sqrt(len(errors))) if len(errors) > 1 else float("nan")
     print(f"empirical error: {np.mean(errors):.6g} total, {np.mean(errors) / m:.6g} per query "
           f"(mean of {len(errors)} releases, standard error {stderr:.3g})")

@@ -1,0 +1,68 @@
+"""Claim: LRM's decomposition at the paper's default size (n = 1024, m = 256) and where its time goes.
+
+For each workload: seconds to reach ||W - B L||_F <= gamma, outer (Alg. 1) and inner (Alg. 2)
+iterations, the split between the B update (Eq. (9)), the L update (Alg. 2: r^2 n products and the
+L1-ball projection) and the residual/multiplier step, and the error ratio to the identity under
+Laplace noise. Seed 001's complexity is O(N_in N_out (r^2 m + r^2 n)); here the r x r Gram
+matrices are formed once per outer iteration and every product is BLAS-3. Goal (issue 14): under
+10 s at n = 1024, m = 256 on 2 cores; n = 8192 within 10 minutes (--large).
+
+Run: python benchmarks/bench_queries_lrm_speed.py [--n 1024] [--m 256] [--large] [--threads 2] [--repeats 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+
+def measure(kind: str, m: int, n: int, repeats: int, max_time: float | None, seed: int) -> None:
+    """Run LRM `repeats` times on one workload and print best/median time, iterations and phases."""
+    from dp import queries
+    from dp.queries.lrm import low_rank_decomposition
+
+    W = queries.make_workload(kind, m, n, random_state=seed)
+    identity = float(np.sum(W**2))  # Laplace identity: sensitivity 1, R = W
+    runs = [low_rank_decomposition(W, max_time=max_time, random_state=seed) for _ in range(repeats)]
+    seconds = sorted(r.seconds for r in runs)
+    last = runs[-1]
+    phases = ", ".join(f"{k} {v:.1f} s ({v / last.seconds:.0%})" for k, v in last.phase_seconds.items())
+    print(f"{kind:>9} m={m:<5} n={n:<5} r={last.rank:<5} best {seconds[0]:7.2f} s  median "
+          f"{np.median(seconds):7.2f} s  outer {last.n_outer:4d}  inner {last.n_inner:5d}  "
+          f"ratio to identity {last.objective / identity:.4f}  {last.status} "
+          f"(||W - B L||_F = {last.residual:.3g}); loadavg {os.getloadavg()[0]:.1f}")
+    per_step = last.phase_seconds["L update (Alg. 2)"] / max(last.n_inner, 1)
+    print(f"{'':>9} {phases}; {per_step * 1e3:.1f} ms per Alg. 2 step")
+
+
+def main():
+    ap = argparse.ArgumentParser(description="LRM speed at the paper's default size")
+    ap.add_argument("--n", type=int, default=1024)
+    ap.add_argument("--m", type=int, default=256)
+    ap.add_argument("--workloads", nargs="+", default=["discrete", "range", "related"])
+    ap.add_argument("--large", action="store_true", help="also n = 8192 (10-minute goal)")
+    ap.add_argument("--threads", type=int, default=2, help="BLAS threads")
+    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--max-time", type=float, default=600.0, help="cap per solve (seconds)")
+    ap.add_argument("--seed", type=int, default=1)
+    args = ap.parse_args()
+
+    from threadpoolctl import threadpool_limits
+
+    print(f"LRM speed (seed 001 Alg. 1-2), gamma 0.01, r = 1.2 rank(W), {args.threads} BLAS threads; "
+          f"paper: Matlab, 2.5 GHz quad-core; goal < 10 s at n = 1024, m = 256")
+    started = time.perf_counter()
+    with threadpool_limits(args.threads):
+        for kind in args.workloads:
+            measure(kind, args.m, args.n, args.repeats, args.max_time, args.seed)
+        if args.large:
+            for kind in args.workloads:
+                measure(kind, args.m, 8192, 1, args.max_time, args.seed)
+    print(f"total {time.perf_counter() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

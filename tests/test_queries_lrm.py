@@ -1,0 +1,219 @@
+"""The Low-Rank Mechanism's solver: L1-ball projection and the ALM decomposition (seed 001)."""
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+
+import dp
+from dp import queries
+from dp.validation import DataError
+
+from dp.queries.l1_ball import project_columns_l1
+from dp.queries.lrm import low_rank_decomposition
+
+
+def _brute_force_projection(v, radius):
+    """Return the nearest point of the L1 ball by enumerating every face of it (3^d of them).
+
+    On the face with support S and signs s the ball is the affine set {s . w_S = radius,
+    w_rest = 0}; the projection onto that set is a candidate when it keeps the signs s. The
+    answer is v itself when inside, else the closest candidate.
+    """
+    if np.abs(v).sum() <= radius:
+        return v.copy()
+    best, best_distance = None, np.inf
+    for pattern in itertools.product((-1, 0, 1), repeat=v.size):
+        signs = np.array(pattern, dtype=float)
+        support = signs != 0
+        if not support.any():
+            continue
+        shift = (signs[support] @ v[support] - radius) / support.sum()
+        w = np.where(support, v - shift * signs, 0.0)
+        if np.all(w[support] * signs[support] >= -1e-15):
+            distance = np.sum((w - v) ** 2)
+            if distance < best_distance:
+                best, best_distance = w, distance
+    return best
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 5, 6])
+@pytest.mark.parametrize("radius", [0.3, 1.0, 2.5])
+def test_projection_matches_a_brute_force_qp_on_tiny_inputs(rows, radius):
+    rng = np.random.default_rng(100 * rows + int(10 * radius))
+    V = rng.standard_normal((rows, 7)) * rng.choice([0.05, 1.0, 3.0], size=7)
+    P = project_columns_l1(V, radius)
+    for j in range(V.shape[1]):
+        assert np.allclose(P[:, j], _brute_force_projection(V[:, j], radius), atol=1e-12)
+
+
+def test_projection_is_the_nearest_feasible_point():
+    """Variational inequality of a projection: <v - P v, y - P v> <= 0 for every y in the ball."""
+    rng = np.random.default_rng(7)
+    V = rng.standard_normal((40, 300)) * 0.2
+    V[:, 0] = 0.0
+    V[:, 1] = np.eye(40)[0] * 5.0  # one large entry: projected to exactly e_1
+    P = project_columns_l1(V)
+    norms = np.abs(P).sum(axis=0)
+    assert np.all(norms <= 1 + 1e-12)
+    inside = np.abs(V).sum(axis=0) <= 1
+    assert np.array_equal(P[:, inside], V[:, inside])
+    assert np.allclose(norms[~inside], 1.0)
+    assert np.allclose(P[:, 1], np.eye(40)[0])
+    for _ in range(20):
+        Y = project_columns_l1(rng.standard_normal((40, 300)) * rng.uniform(0.01, 1.0))
+        assert np.all(np.einsum("ij,ij->j", V - P, Y - P) <= 1e-12)
+
+
+def test_projection_rejects_bad_input():
+    with pytest.raises(ValueError, match="radius"):
+        project_columns_l1(np.ones((2, 2)), 0.0)
+    with pytest.raises(ValueError, match="2-D"):
+        project_columns_l1(np.ones(3))
+
+
+def _range_workload(m, n, seed):
+    rng = np.random.default_rng(seed)
+    W = np.zeros((m, n))
+    for i in range(m):
+        a, b = sorted(rng.integers(0, n, 2))
+        W[i, a : b + 1] = 1.0
+    return W
+
+
+def test_decomposition_reaches_W_equals_BL_within_gamma():
+    W = _range_workload(24, 32, seed=3)
+    result = low_rank_decomposition(W, gamma=1e-3, random_state=0)
+    assert result.converged, result.message
+    assert np.linalg.norm(W - result.B @ result.L) <= 1e-3
+    assert result.residual == pytest.approx(np.linalg.norm(W - result.B @ result.L))
+    assert result.history[-1].residual == pytest.approx(result.residual)
+    assert np.abs(result.L).sum(axis=0).max() <= 1 + 1e-12
+    assert result.rank == int(np.ceil(1.2 * np.linalg.matrix_rank(W)))
+    # the decomposition must beat the trivial feasible one B = W, L = I with r = n columns only
+    # when it may use that many rows; with r < n it must at least beat noise on the queries
+    workload_objective = W.shape[0] * np.abs(W).sum(axis=0).max() ** 2
+    assert result.objective < workload_objective
+
+
+def test_decomposition_is_reproducible_and_seeded():
+    W = _range_workload(10, 16, seed=4)
+    a = low_rank_decomposition(W, random_state=5, max_outer=30)
+    b = low_rank_decomposition(W, random_state=5, max_outer=30)
+    c = low_rank_decomposition(W, random_state=6, max_outer=30)
+    assert np.array_equal(a.B, b.B) and np.array_equal(a.L, b.L)
+    assert not np.array_equal(a.L, c.L)
+
+
+def test_decomposition_reports_why_it_stopped():
+    W = _range_workload(10, 16, seed=4)
+    result = low_rank_decomposition(W, gamma=1e-12, max_outer=3)
+    assert result.status == "iteration limit" and not result.converged
+    assert "iteration limit after 3 outer iterations" in result.message
+    assert len(result.history) == 3
+    assert set(result.phase_seconds) == {"B update (Eq. 9)", "L update (Alg. 2)", "residual and multiplier",
+                                         "of which L1 projection"}
+    assert result.phase_seconds["of which L1 projection"] <= result.phase_seconds["L update (Alg. 2)"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [({"rank": 0}, "rank"), ({"rank": 2.5}, "rank"), ({"gamma": -1.0}, "gamma"), ({"beta0": np.inf}, "beta0")],
+)
+def test_decomposition_rejects_bad_parameters(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        low_rank_decomposition(np.ones((2, 2)), **kwargs)
+
+
+@pytest.mark.parametrize(("W", "match"), [(np.full((2, 2), np.nan), "non-finite"), (np.zeros((2, 3)), "all zeros")])
+def test_optimize_rejects_bad_workloads_for_lrm(W, match):
+    with pytest.raises(DataError, match=match):
+        queries.optimize(W, method="lrm")
+
+
+def test_registry_entry_gives_a_laplace_strategy_with_A_L_and_R_B():
+    W = queries.wrange(12, 20, random_state=2)
+    strategy = queries.optimize(W, method="lrm", rank=None, gamma=0.01, random_state=1)
+    direct = low_rank_decomposition(W, gamma=0.01, random_state=1)
+    assert strategy.method == "lrm" and strategy.noise == "laplace"
+    assert np.array_equal(strategy.matrix, direct.L) and np.array_equal(strategy.reconstruction, direct.B)
+    assert strategy.sensitivity == pytest.approx(np.abs(direct.L).sum(axis=0).max())
+    assert strategy.objective == pytest.approx(direct.objective)
+    assert strategy.status == "converged" and len(strategy.history) == direct.n_outer
+
+
+def test_noise_scale_is_the_largest_column_L1_norm_of_L_over_epsilon():
+    W = queries.wdiscrete(10, 24, random_state=3)
+    strategy = queries.optimize(W, method="lrm", random_state=0)
+    delta_L = np.abs(strategy.matrix).sum(axis=0).max()
+    for epsilon in (0.1, 1.0):
+        release = queries.answer(W, np.arange(24.0), strategy, epsilon, random_state=4).release
+        assert release.mechanism == "laplace" and release.delta == 0.0
+        # the exact discrete sampler rounds the scale up to its grid: relative change < 1e-6
+        assert delta_L / epsilon <= release.noise_scale <= delta_L / epsilon * (1 + 1e-6)
+
+
+def test_release_is_charged_to_the_budget_before_noise_and_an_overspend_is_refused():
+    W = queries.wrange(8, 16, random_state=5)
+    strategy = queries.optimize(W, method="lrm")
+    budget = dp.PrivacyBudget(0.15)
+    queries.answer(W, np.ones(16), strategy, 0.1, random_state=1, budget=budget)
+    assert budget.spent == (pytest.approx(0.1), 0.0) and budget.ledger[0].label == "queries:lrm"
+    with pytest.raises(dp.BudgetExceededError):
+        queries.answer(W, np.ones(16), strategy, 0.1, random_state=1, budget=budget)
+    assert len(budget.ledger) == 1
+
+
+def test_lrm_beats_the_laplace_mechanism_on_a_low_rank_workload():
+    """WRelated with s << min(m, n): noise on W x pays m * (max column L1 norm of W)^2."""
+    W = queries.wrelated(48, 64, s=4, random_state=6)
+    lrm = queries.optimize(W, method="lrm", random_state=0)
+    laplace = queries.optimize(W, method="workload", noise="laplace")
+    identity = queries.optimize(W, method="identity", noise="laplace")
+    lrm_error = queries.expected_error(W, lrm, 0.1)
+    assert lrm_error < 0.2 * queries.expected_error(W, laplace, 0.1)
+    assert lrm_error < queries.expected_error(W, identity, 0.1)
+
+
+@pytest.mark.parametrize("method", ["lrm", "hierarchical"])
+def test_monte_carlo_error_equals_the_closed_form_within_its_standard_error(method):
+    """E ||R (A x + Lap) - W x||^2 = 2 (Delta / eps)^2 ||R||_F^2 + ||(W - R A) x||^2 (Lemma 1, Thm 3)."""
+    W = queries.wrange(6, 8, random_state=7)
+    x = queries.random_histogram(8, random_state=8)
+    options = {"gamma": 0.3, "random_state": 0} if method == "lrm" else {"noise": "laplace"}
+    strategy = queries.optimize(W, method=method, **options)
+    expected = queries.expected_error(W, strategy, 0.5, x=x)
+    if method == "lrm":
+        bias = np.sum(((W - strategy.reconstruction @ strategy.matrix) @ x) ** 2)
+        assert 0.2 * expected < bias < 0.8 * expected  # gamma = 0.3: noise and data-dependent bias both count
+    rng = np.random.default_rng(9)
+    errors = np.array([np.sum((queries.answer(W, x, strategy, 0.5, random_state=rng).values - W @ x) ** 2)
+                       for _ in range(500)])
+    standard_error = errors.std(ddof=1) / np.sqrt(errors.size)
+    assert abs(errors.mean() - expected) < 4 * standard_error
+
+
+def test_cli_runs_lrm_and_compares_with_the_laplace_identity(capsys):
+    from hamsi.cli import main
+
+    code = main(["queries", "--workload", "related", "-m", "24", "-n", "32", "-s", "3", "--method", "lrm",
+                 "--epsilon", "0.1", "--repeats", "5", "--noise-seed", "1"])
+    out = capsys.readouterr().out
+    assert code == 0 and "noise: laplace" in out and "status: converged" in out
+    ratio = float(re.search(r"ratio to identity (\S+)\)", out).group(1))
+    expected = float(re.search(r"expected error: (\S+) total", out).group(1))
+    empirical = float(re.search(r"empirical error: (\S+) total", out).group(1))
+    assert ratio < 1 and 0.3 < empirical / expected < 3 and "bias ||(W - B L) x||^2" in out
+
+
+def test_amm_is_the_l2_optimal_strategy_paid_for_with_laplace_noise():
+    """Seed 001 App. B: Formula (12) optimizes the L2 sensitivity; the release is Laplace (L1)."""
+    W = queries.wrange(16, 12, random_state=11)
+    amm = queries.optimize(W, method="amm")
+    l2 = queries.optimize(W, method="coa-schur")
+    assert amm.noise == "laplace" and amm.method == "amm"
+    assert np.allclose(amm.matrix, l2.matrix) and np.allclose(np.linalg.norm(amm.matrix, axis=0), 1.0)
+    assert amm.sensitivity == pytest.approx(np.abs(amm.matrix).sum(axis=0).max())
+    assert amm.objective == pytest.approx(amm.sensitivity**2 * np.sum(amm.reconstruction**2))
+    assert np.allclose(amm.reconstruction @ amm.matrix, W)
