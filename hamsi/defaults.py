@@ -23,9 +23,8 @@ reproduce):
   N(0, 1) start predicts values spread by sqrt(rank) stars, which a run then spends its first
   cycles undoing.
 - gradient steps (before L-BFGS has M pairs) of 1/L for L the largest curvature of one user's
-  or item's rows in one subset, (max count / K |I|)(1 + reg), so the heaviest user's bias
-  cannot overshoot whatever the size of the data; eta of HAMSI 1, so the first quasi-Newton
-  steps are not longer than the quasi-Newton step itself.
+  or item's bias in one subset, (max count / K |I|)(1 + reg), so the heaviest user's bias
+  cannot overshoot, whatever the size of the data and the reg.
 """
 
 from __future__ import annotations
@@ -45,32 +44,35 @@ PROBLEM_KEYS = ("reg", "biases", "reg_weighting", "init_scale")
 OPTIMIZER_KEYS = ("eta", "eta_gd", "gamma", "memory")
 
 
-def choose_hyperparameters(ratings, rank: int, subsets: int = 2) -> dict:
+def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float | None = None,
+                           reg_weighting: str = "count") -> dict:
     """Return the default hyper-parameters for factorizing `ratings` at `rank` with HAMSI.
 
-    ``choose_hyperparameters(ratings, rank, subsets=2) -> dict`` with the keys
-    reg (float, count-weighted L2 weight), reg_weighting ("count"), biases (True),
-    init_scale (float), eta, eta_gd, gamma (floats), memory (int), patience (int, cycles
-    without validation gain before early stopping) and validation_fraction (float, the share
-    of the training ratings to hold out for early stopping when no validation set is given).
-    `ratings` is a hamsi.Ratings (or anything with rows, cols, values, shape); `subsets` is
-    the number K of subsets of the cover, which sets the gradient-step length.
+    ``choose_hyperparameters(ratings, rank, *, subsets=2, reg=None, reg_weighting="count") -> dict``
+    with the keys reg (float), reg_weighting (str), biases (True), init_scale (float), eta,
+    eta_gd, gamma (floats), memory (int), patience (int, cycles without validation gain before
+    early stopping) and validation_fraction (float, the share of the training ratings to hold
+    out for early stopping when no validation set is given).
+
+    `ratings` is a hamsi.Ratings (anything with rows, cols, values); `subsets` is the number K
+    of subsets of the cover. A `reg` (and `reg_weighting`) the user chose is kept, and the
+    gradient step is fitted to it, so any reg >= 0 gets a stable start.
     """
     values = np.asarray(ratings.values, dtype=np.float64)
     if values.size == 0:
         raise InputError("cannot choose hyper-parameters for empty ratings (0 entries)")
-    if int(rank) < 1:
+    if isinstance(rank, bool) or int(rank) != rank or rank < 1:
         raise InputError(f"rank must be a positive integer; got {rank!r}")
     spread = float(values.std())
     scale = spread if spread > 0 else 1.0
-    reg = REG_PER_SD * scale
+    reg = REG_PER_SD * scale if reg is None else float(reg)
     return {
         "reg": reg,
-        "reg_weighting": "count",
+        "reg_weighting": reg_weighting,
         "biases": True,
         "init_scale": float(np.sqrt(INIT_SPREAD * scale / np.sqrt(rank))),
         "eta": HAMSI_ETA_DEFAULT,
-        "eta_gd": gradient_eta(ratings, reg, max(1, int(subsets)), GAMMA_DEFAULT),
+        "eta_gd": gradient_eta(ratings, reg, reg_weighting, max(1, int(subsets)), GAMMA_DEFAULT),
         "gamma": GAMMA_DEFAULT,
         "memory": MEMORY_DEFAULT,
         "patience": PATIENCE_DEFAULT,
@@ -78,17 +80,22 @@ def choose_hyperparameters(ratings, rank: int, subsets: int = 2) -> dict:
     }
 
 
-def gradient_eta(ratings, reg: float, subsets: int, gamma: float) -> float:
-    """Return eta_GD whose first gradient step 1/eta_GD^gamma is 1/L (module doc, last point).
+def gradient_eta(ratings, reg: float, reg_weighting: str, subsets: int, gamma: float) -> float:
+    """Return eta_GD whose first gradient step 1/eta_GD^gamma is 1/L (module doc).
 
-    L = (max_a n_a / K |I|)(1 + reg) over users and items: the curvature of the mean squared
-    error in one bias coordinate of the busiest row, with its ratings spread over K subsets.
+    L is the largest curvature of the objective in one bias coordinate within one subset:
+    (n_a / K)(1 + reg) / |I| with the count-weighted penalty, (n_a / K + reg) / |I| with the
+    uniform one, over every user and item a (n_a ratings, spread over K subsets).
     """
     rows = np.asarray(ratings.rows)
     cols = np.asarray(ratings.cols)
-    busiest = max(np.bincount(rows).max(), np.bincount(cols).max())
-    curvature = busiest / (subsets * rows.size) * (1.0 + reg)
-    return float(curvature ** (1.0 / gamma))
+    counts = np.concatenate((np.bincount(rows), np.bincount(cols))).astype(np.float64)
+    counts = counts[counts > 0]
+    if reg_weighting == "count":
+        curvature = counts / subsets * (1.0 + reg)
+    else:
+        curvature = counts / subsets + reg
+    return float((curvature.max() / rows.size) ** (1.0 / gamma))
 
 
 def problem_options(params: dict) -> dict:
