@@ -68,7 +68,7 @@ def test_empty_ratings_file(tmp_path, capsys):
 def test_divergence_exits_with_code_1(data_file, tmp_path, capsys):
     trace = tmp_path / "t.csv"
     code = main(["factorize", str(data_file), "--workers", "0", "--rank", "3", "--blocks", "2", "--threads", "1",
-                 "--eta", "1e-12",
+                 "--algorithm", "mbgd", "--eta", "1e-12",  # HAMSI's safeguard would not diverge
                  "--max-epochs", "200", "--trace", str(trace), "-q"])
     assert code == 1
     assert "diverged" in capsys.readouterr().err
