@@ -71,7 +71,9 @@ def test_exact_count_even_when_nearly_full(users, items, ratings):
 
 
 def test_signature_used_by_other_packages_and_bad_arguments():
-    assert make_ratings("ml-100k-like", seed=1).nnz == PRESETS["ml-100k-like"][2]
+    assert make_ratings("ml-100k-like", seed=1).nnz == PRESETS["ml-100k-like"].ratings
+    users, items, count = PRESETS["ml-1m-like"]  # unpacks like the (users, items, ratings) tuple it was
+    assert (users, items, count) == (6040, 3706, 1_000_209)
     with pytest.raises(InputError, match="unknown preset"):
         make_ratings("ml-5m-like")
     with pytest.raises(InputError, match="do not fit"):
