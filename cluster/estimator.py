@@ -7,6 +7,12 @@ defaults, early stopping, predictions, recommend and save/load are MatrixFactori
 
 from __future__ import annotations
 
+import math
+import warnings
+
+import numpy as np
+
+from hamsi.defaults import VALIDATION_FRACTION
 from hamsi.estimator import AUTO, MatrixFactorizer, supported_options
 
 
@@ -27,11 +33,12 @@ class DaskMatrixFactorizer(MatrixFactorizer):
     _shared_params = ("client",)
 
     def __init__(self, rank=10, algorithm="hamsi", partitioner="strata-b", blocks=None, subsets=None,
-                 schedule="det", reg=AUTO, biases=True, eta=AUTO, gamma=0.51, memory=5, max_time=None,
-                 max_epochs=100, tol=0.0, patience=None, validation_fraction=0.1, safeguard=True,
-                 threads=None, random_state=None, on_divergence="raise", user_col="user", item_col="item",
-                 rating_col="rating", client=None, scheduler=None, workers=None, threads_per_worker=1,
-                 chunk_epochs=10, checkpoint=None, checkpoint_every=None, resume=None):
+                 schedule="det", reg=AUTO, reg_weighting="count", biases=True, eta=AUTO, gamma=0.51,
+                 memory=5, init_scale=AUTO, max_time=None, max_epochs=100, tol=0.0, patience=None,
+                 validation_fraction=VALIDATION_FRACTION, safeguard=True, threads=None, random_state=None,
+                 on_divergence="raise", user_col="user", item_col="item", rating_col="rating", client=None,
+                 scheduler=None, workers=None, threads_per_worker=1, chunk_epochs=10, checkpoint=None,
+                 checkpoint_every=None, resume=None):
         base = {name: value for name, value in locals().items() if name in MatrixFactorizer._get_param_names()}
         super().__init__(**base)
         self.client = client
@@ -44,22 +51,43 @@ class DaskMatrixFactorizer(MatrixFactorizer):
         self.resume = resume
 
     def _minimize(self, train, validation, callback):
-        """Return (problem, OptimizeResult) of cluster.fit_distributed on `train`."""
+        """Return (problem, OptimizeResult) of the Dask engine on `train` (MatrixFactorizer._solve)."""
+        from cluster import driver
         from cluster.connect import connect, worker_addresses
-        from cluster.driver import fit_distributed
-        from hamsi.problems import MatrixFactorization
 
         with connect(client=self.client, scheduler=self.scheduler, n_workers=self.workers,
                      threads_per_worker=self.threads_per_worker) as client:
             n_workers = len(worker_addresses(client, minimum=self.workers or 1))
             self.partition_ = self._partition(train, n_workers)
-            options = dict(
-                rank=self.rank, method=self.algorithm, partition=self.partition_, schedule=self.schedule,
-                eta=self.eta_, gamma=self.gamma, memory=self.memory, reg=self.reg_, biases=self.biases,
-                random_state=self.random_state, max_epochs=self.max_epochs, max_time=self.max_time,
-                tol=self.tol, patience=self.patience, heldout=validation, client=client,
-                chunk_epochs=self.chunk_epochs, checkpoint=self.checkpoint,
-                checkpoint_every=self.checkpoint_every, resume=self.resume, callback=callback,
-                safeguard=self.safeguard)
-            result = fit_distributed(train, **supported_options(fit_distributed, **options))
-        return MatrixFactorization(train, self.rank, reg=self.reg_, biases=self.biases), result
+            where = dict(client=client, chunk_epochs=self.chunk_epochs, checkpoint=self.checkpoint,
+                         checkpoint_every=self.checkpoint_every, resume=self.resume, method=self.algorithm)
+            if hasattr(driver, "minimize_hamsi"):
+                return self._solve(driver.minimize_hamsi, train, validation, callback, **where)
+            return self._solve(_ratings_level_driver(train), train, validation, callback, **where)
+
+
+def _ratings_level_driver(train):
+    """Return minimize(problem, partition, **options) over cluster.driver.fit_distributed (TEMPORARY).
+
+    Until the engine branch's problem-level cluster.driver.minimize_hamsi is merged, the driver
+    builds its own problem from (reg, biases) with the thesis' uniform penalty and N(0, 1) start.
+    A count-weighted reg is then given as the uniform reg with the same penalty at the mean
+    number of ratings per user and item (geometric mean), with a warning.
+    """
+    from cluster.driver import fit_distributed
+
+    def minimize(problem, partition, **options):
+        reg = problem.reg
+        if problem.reg_weighting == "count" or problem.init_scale != 1.0:
+            users = np.count_nonzero(np.bincount(train.rows, minlength=train.shape[0]))
+            items = np.count_nonzero(np.bincount(train.cols, minlength=train.shape[1]))
+            if problem.reg_weighting == "count":
+                reg = problem.reg * train.nnz / math.sqrt(max(users, 1) * max(items, 1))
+            warnings.warn(f"this Dask driver runs the uniform penalty (reg {reg:.4g}) from an N(0, 1) start, not "
+                          f"reg_weighting={problem.reg_weighting!r}, init_scale={problem.init_scale:g}",
+                          UserWarning, stacklevel=4)
+        options = supported_options(fit_distributed, **options)
+        return fit_distributed(train, rank=problem.rank, reg=reg, biases=problem.biases, partition=partition,
+                               **options)
+
+    return minimize

@@ -17,21 +17,21 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 
-from hamsi import model_io
+from hamsi import defaults, model_io
 from hamsi.errors import DivergenceError, InputError
-from hamsi.optimizer import GD_ETA, minimize_hamsi, minimize_mbgd
+from hamsi.optimizer import minimize_hamsi, minimize_mbgd
 from hamsi.problems import MatrixFactorization
+from hamsi.problems.matrix_factorization import REG_WEIGHTINGS
 from hamsi.recommender import FactorArrays, IdIndex, as_pairs, as_ratings, pair_scores, seen_lists, top_items
 from hamsi.trace import Trace
 
 ALGORITHMS = ("hamsi", "mbgd")
 AUTO = "auto"
-PROVISIONAL_HAMSI_ETA = 0.2
 # Arrays of a fitted model: saved-file key -> attribute (None-valued ones are not written).
 MODEL_ARRAYS = {"user_ids": "user_ids_", "item_ids": "item_ids_", "user_factors": "user_factors_",
                 "item_factors": "item_factors_", "user_bias": "user_bias_", "item_bias": "item_bias_",
                 "seen_indptr": "_seen_indptr", "seen_items": "_seen_items"}
-MODEL_SCALARS = ("reg_", "eta_", "global_mean_", "rating_min_", "rating_max_", "n_iter_", "best_epoch_",
+MODEL_SCALARS = ("reg_", "eta_", "eta_gd_", "init_scale_", "global_mean_", "rating_min_", "rating_max_", "n_iter_", "best_epoch_",
                  "overfitting_")
 
 
@@ -43,22 +43,6 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
-def provisional_defaults(train, algorithm: str) -> tuple[float, float]:
-    """Return (reg, eta) for reg="auto" / eta="auto" (TEMPORARY, until hamsi/defaults.py lands).
-
-    reg: ALS-WR's lambda * (ratings per entity) with lambda = 0.1 (Zhou et al. 2008; Spark's
-    default), taking the geometric mean of the mean ratings per user and per item, since this
-    objective weighs reg (|U|^2 + |V|^2) once per entity (ml-100k-like: 6.4). eta: 0.2 for HAMSI
-    (steps 1/(eta t)^gamma, 1.8x smaller than with the reference's 0.06, which diverged in 2 of
-    12 small fits (40 x 50, ranks 3-30, 4 seeds) where 0.2 diverged in none; on the ml-100k-like
-    sample it costs 0.008 test RMSE at rank 10 in 2 s), the reference's 0.001 for mb-GD.
-    """
-    users = np.count_nonzero(np.bincount(train.rows, minlength=train.shape[0]))
-    items = np.count_nonzero(np.bincount(train.cols, minlength=train.shape[1]))
-    per_entity = train.nnz / math.sqrt(max(users, 1) * max(items, 1))
-    return 0.1 * per_entity, (PROVISIONAL_HAMSI_ETA if algorithm == "hamsi" else GD_ETA)
-
-
 def _plain(name: str, value):
     """Return value as a JSON-ready Python scalar (numpy scalars unwrapped); InputError otherwise."""
     value = value.item() if isinstance(value, np.generic) else value
@@ -68,8 +52,10 @@ def _plain(name: str, value):
 
 
 def supported_options(function, **options) -> dict:
-    """Return the options `function` accepts (safeguard is passed only once the engine has it)."""
+    """Return the options `function` accepts (minimize_mbgd takes no memory or safeguard)."""
     accepted = inspect.signature(function).parameters
+    if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
+        return options
     return {name: value for name, value in options.items() if name in accepted}
 
 
@@ -89,13 +75,21 @@ class MatrixFactorizer(BaseEstimator):
     schedule : {"det", "stoc"}
         Subset order per cycle (thesis sec. 3.4).
     reg : float or "auto"
-        L2 weight: the objective is (SSE + reg (|U|^2 + |V|^2)) / 2|I|. "auto" chooses it from
-        the training ratings at fit time (attribute reg_).
+        L2 weight. "auto" chooses it from the training ratings at fit time (attribute reg_;
+        hamsi.defaults.choose_hyperparameters, 0.09 x the ratings' standard deviation).
+    reg_weighting : {"count", "uniform"}
+        "count" (ALS-WR): every rating carries reg (|U_a|^2 + |V_b|^2), so the best reg hardly
+        moves with the rank or the data size; "uniform": the thesis objective
+        (SSE + reg (|U|^2 + |V|^2)) / 2|I|.
     biases : bool
         Learn user and item biases around the training mean (default on).
     eta, gamma : float or "auto", float
-        Step 1 / (eta t)^gamma: a LARGER eta gives SMALLER steps. "auto" (or None) chooses eta
-        from the training ratings at fit time (attribute eta_).
+        Step 1 / (eta t)^gamma: a LARGER eta gives SMALLER steps. "auto" (or None) takes
+        hamsi.defaults' value at fit time (attribute eta_); the gradient steps before L-BFGS
+        starts are always fitted to the data and reg (attribute eta_gd_).
+    init_scale : float or "auto"
+        Standard deviation of the N(0, s^2) start; "auto": the small start of hamsi.defaults,
+        1 is the reference's.
     memory : int
         L-BFGS memory M.
     max_time, max_epochs, tol :
@@ -122,7 +116,8 @@ class MatrixFactorizer(BaseEstimator):
     ----------
     user_ids_, item_ids_ : raw ids; row a of user_factors_ (m, rank) is user user_ids_[a].
     user_factors_, item_factors_, user_bias_, item_bias_ (None without biases), global_mean_,
-    rating_min_, rating_max_ (the clipping range), reg_, eta_ (the values used), n_iter_,
+    rating_min_, rating_max_ (the clipping range), reg_, eta_, eta_gd_, init_scale_ (the values
+    used), n_iter_,
     best_epoch_, overfitting_ (from the engine; None when it does not report them), n_unknown_
     (pairs of the last predict call that fell back), trace_, result_ and partition_ (after fit).
     """
@@ -130,9 +125,10 @@ class MatrixFactorizer(BaseEstimator):
     _shared_params: tuple = ()  # parameters clone hands over as the same object (see __sklearn_clone__)
 
     def __init__(self, rank=10, algorithm="hamsi", partitioner="strata-b", blocks=None, subsets=None,
-                 schedule="det", reg=AUTO, biases=True, eta=AUTO, gamma=0.51, memory=5, max_time=None,
-                 max_epochs=100, tol=0.0, patience=None, validation_fraction=0.1, safeguard=True,
-                 threads=None, random_state=None, on_divergence="raise", user_col="user", item_col="item",
+                 schedule="det", reg=AUTO, reg_weighting="count", biases=True, eta=AUTO, gamma=0.51,
+                 memory=5, init_scale=AUTO, max_time=None, max_epochs=100, tol=0.0, patience=None,
+                 validation_fraction=defaults.VALIDATION_FRACTION, safeguard=True, threads=None,
+                 random_state=None, on_divergence="raise", user_col="user", item_col="item",
                  rating_col="rating"):
         self.rank = rank
         self.algorithm = algorithm
@@ -141,10 +137,12 @@ class MatrixFactorizer(BaseEstimator):
         self.subsets = subsets
         self.schedule = schedule
         self.reg = reg
+        self.reg_weighting = reg_weighting
         self.biases = biases
         self.eta = eta
         self.gamma = gamma
         self.memory = memory
+        self.init_scale = init_scale
         self.max_time = max_time
         self.max_epochs = max_epochs
         self.tol = tol
@@ -190,11 +188,13 @@ class MatrixFactorizer(BaseEstimator):
             integer(parameter, allow_none=True)
         number("reg", allow_auto=True)
         number("eta", allow_none=True, allow_auto=True, positive=True)
+        number("init_scale", allow_auto=True, positive=True)
         number("tol")
         number("max_time", allow_none=True)
         number("gamma")
         number("validation_fraction", below=1.0)
         self._check_choice(name, "algorithm", ALGORITHMS)
+        self._check_choice(name, "reg_weighting", REG_WEIGHTINGS)
         self._check_choice(name, "schedule", ("det", "stoc"))
         self._check_choice(name, "on_divergence", ("raise", "warn"))
         import partition
@@ -232,9 +232,6 @@ class MatrixFactorizer(BaseEstimator):
             if not self.validation_fraction:
                 raise InputError("patience needs validation ratings: pass validation= or validation_fraction > 0")
             train, validation = train.split(self.validation_fraction, seed=self.random_state)
-        auto_reg, auto_eta = provisional_defaults(train, self.algorithm)
-        self.reg_ = float(auto_reg if self.reg == AUTO else self.reg)
-        self.eta_ = float(auto_eta if self.eta in (AUTO, None) else self.eta)
         problem, result = self._minimize(train, validation, callback)
         return self._set_fitted(train, problem, result)
 
@@ -264,12 +261,29 @@ class MatrixFactorizer(BaseEstimator):
         """Return (problem, OptimizeResult) of the in-process engine on `train`."""
         cores = available_cores()
         self.partition_ = self._partition(train, cores)
-        problem = MatrixFactorization(train, self.rank, reg=self.reg_, biases=self.biases)
         minimize = minimize_hamsi if self.algorithm == "hamsi" else minimize_mbgd
-        options = dict(schedule=self.schedule, gamma=self.gamma, random_state=self.random_state,
-                       max_epochs=self.max_epochs, max_time=self.max_time, tol=self.tol, patience=self.patience,
-                       heldout=validation, threads=self.threads or cores, callback=callback, eta=self.eta_,
-                       memory=self.memory, safeguard=self.safeguard)
+        return self._solve(minimize, train, validation, callback, threads=self.threads or cores)
+
+    def _solve(self, minimize, train, validation, callback, **where):
+        """Return (problem, result) of minimize(problem, partition_, ...) with the auto values resolved.
+
+        The one place that turns the parameters into a problem and engine options (both engines);
+        `where` adds the engine's own keywords (threads, or the Dask client and chunking).
+        """
+        chosen = defaults.choose_hyperparameters(
+            train, self.rank, subsets=self.partition_.n_subsets, reg=None if self.reg == AUTO else self.reg,
+            reg_weighting=self.reg_weighting)
+        self.reg_ = float(chosen["reg"])
+        self.eta_gd_ = float(chosen["eta_gd"])
+        auto_eta = chosen["eta"] if self.algorithm == "hamsi" else self.eta_gd_
+        self.eta_ = float(auto_eta if self.eta in (AUTO, None) else self.eta)
+        self.init_scale_ = float(chosen["init_scale"] if self.init_scale == AUTO else self.init_scale)
+        problem = MatrixFactorization(train, self.rank, reg=self.reg_, biases=self.biases,
+                                      reg_weighting=self.reg_weighting, init_scale=self.init_scale_)
+        options = dict(schedule=self.schedule, eta=self.eta_, gamma=self.gamma, eta_gd=self.eta_gd_,
+                       memory=self.memory, random_state=self.random_state, max_epochs=self.max_epochs,
+                       max_time=self.max_time, tol=self.tol, patience=self.patience, heldout=validation,
+                       callback=callback, safeguard=self.safeguard, **where)
         return problem, minimize(problem, self.partition_, **supported_options(minimize, **options))
 
     def _set_fitted(self, train, problem, result):
@@ -293,9 +307,11 @@ class MatrixFactorizer(BaseEstimator):
                 raise DivergenceError(result.message)
             warnings.warn(result.message, RuntimeWarning, stacklevel=3)
         elif self.overfitting_:
+            kept = (f"the factors of cycle {self.best_epoch_} are kept" if self.patience is not None
+                     else "patience=N would keep the best cycle's factors")
             warnings.warn(f"validation RMSE rose after cycle {self.best_epoch_} while the training RMSE kept "
-                          f"falling: the model overfits (try a larger reg or a smaller rank)", UserWarning,
-                          stacklevel=3)
+                          f"falling: the model overfits ({kept}; a larger reg or a smaller rank may help)",
+                          UserWarning, stacklevel=3)
         return self
 
     def _set_trace(self, trace):

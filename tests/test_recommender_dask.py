@@ -18,7 +18,7 @@ def client():
     from distributed import Client, LocalCluster
 
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, protocol="tcp", host="127.0.0.1",
-                      dashboard_address=None) as cluster, Client(cluster) as dask_client:
+                      dashboard_address=":0") as cluster, Client(cluster) as dask_client:
         yield dask_client
 
 
@@ -54,7 +54,9 @@ def test_clone_and_grid_search_keep_the_same_client(client, frame):
 def test_dask_estimator_matches_in_process_on_raw_ids(client, frame, tmp_path):
     from cluster import DaskMatrixFactorizer
 
-    options = dict(rank=2, blocks=1, max_epochs=4, random_state=1)
+    # the thesis problem and steps: what the Dask driver of this version runs
+    options = dict(rank=2, blocks=1, max_epochs=4, random_state=1, reg_weighting="uniform", init_scale=1.0,
+                   safeguard=False)
     local = MatrixFactorizer(threads=1, **options).fit(frame)
     dask = DaskMatrixFactorizer(client=client, **options).fit(frame)
     assert np.array_equal(dask.user_factors_, local.user_factors_)

@@ -18,8 +18,8 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "demo",
         help="factorize the embedded ml-100k-like sample (943 x 1682, 100,000 ratings) on a local Dask cluster",
-        description="Fit a rank-10 HAMSI model with biases and L2 regularization (STRATA-B) to the "
-                    "embedded sample with a 10% held-out test set, show its progress and write trace.csv, "
+        description="Fit a rank-10 HAMSI model with biases and the default (data-driven) L2 regularization "
+                    "and steps (STRATA-B) to the embedded sample with a 10% held-out test set, show its progress and write trace.csv, "
                     "factors.npz (the model, for `hamsi recommend`) and convergence.png.",
     )
     parser.add_argument("--out-dir", default="hamsi-demo", help="where to write the outputs (default ./hamsi-demo)")
@@ -28,11 +28,10 @@ def register(subparsers) -> None:
     parser.add_argument("--rank", type=int, default=10, help="number of latent factors (default 10)")
     parser.add_argument("--max-epochs", type=int, default=100, help="maximum cycles (default 100)")
     parser.add_argument("--max-time", type=float, default=60.0, help="optimization time limit, s (default 60)")
-    # The sample's best settings among those tried (test RMSE 0.648 after 100 cycles; 'auto' chooses
-    # reg 7.1 and eta 0.2 there and gets 0.704: fine defaults for unknown data, not the best here).
-    parser.add_argument("--reg", type=auto_or_float, default=2.0, help="L2 weight or 'auto' (default 2)")
-    parser.add_argument("--eta", type=auto_or_float, default=0.06,
-                        help="step parameter or 'auto' (default 0.06); larger eta, smaller steps")
+    parser.add_argument("--reg", type=auto_or_float, default="auto",
+                        help="L2 weight (count-weighted, as ALS-WR) or 'auto' (default): chosen from the ratings")
+    parser.add_argument("--eta", type=auto_or_float, default="auto",
+                        help="step parameter or 'auto' (default); larger eta, smaller steps")
     parser.add_argument("--seed", type=int, default=1)
     parser.set_defaults(run=run)
 

@@ -14,6 +14,7 @@ import sys
 import tempfile
 import warnings
 
+from hamsi.defaults import VALIDATION_FRACTION
 from hamsi.errors import InputError
 
 # Estimator parameters whose flag is not --<name with dashes>.
@@ -53,12 +54,16 @@ def register(subparsers) -> None:
     parser.add_argument("--schedule", choices=("det", "stoc"), default="det")
     parser.add_argument("--reg", type=auto_or_float, default="auto",
                         help="L2 weight, or 'auto' (default): chosen from the ratings")
+    parser.add_argument("--reg-weighting", choices=("count", "uniform"), default="count",
+                        help="count (default, ALS-WR): reg per rating; uniform: reg (|U|^2 + |V|^2) as in the thesis")
     parser.add_argument("--biases", action=argparse.BooleanOptionalAction, default=True,
                         help="learn user and item biases (default on)")
     parser.add_argument("--eta", type=auto_or_float, default="auto",
                         help="step parameter, step = 1/(eta t)^gamma: larger eta, smaller steps; 'auto' (default)")
     parser.add_argument("--gamma", type=float, default=0.51, help="step decay exponent (default 0.51)")
     parser.add_argument("--memory", type=int, default=5, help="L-BFGS memory M (default 5)")
+    parser.add_argument("--init-scale", type=auto_or_float, default="auto",
+                        help="standard deviation of the random start, or 'auto' (default, small); 1: the reference's")
     parser.add_argument("--no-safeguard", dest="safeguard", action="store_false",
                         help="run HAMSI as in the thesis, without the engine's safeguards against divergence")
     parser.add_argument("--max-time", type=float, default=None, help="optimization time limit in seconds")
@@ -67,8 +72,9 @@ def register(subparsers) -> None:
     parser.add_argument("--patience", type=int, default=None,
                         help="stop after N cycles without a better validation RMSE (on the test set if "
                              "--test-fraction is given, else on --validation-fraction of the training data)")
-    parser.add_argument("--validation-fraction", type=float, default=0.1,
-                        help="share of the training ratings held out for --patience without a test set (0.1)")
+    parser.add_argument("--validation-fraction", type=float, default=VALIDATION_FRACTION,
+                        help=f"share of the training ratings held out for --patience without a test set "
+                             f"(default {VALIDATION_FRACTION:g})")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     parser.add_argument("--test-fraction", type=float, default=0.0,
                         help="hold out this fraction of ratings for the test RMSE (default 0)")
@@ -138,8 +144,8 @@ def build_model(args):
 
     params = dict(
         rank=args.rank, algorithm=args.algorithm, partitioner=args.partitioner, blocks=args.blocks,
-        subsets=args.subsets, schedule=args.schedule, reg=args.reg, biases=args.biases, eta=args.eta,
-        gamma=args.gamma, memory=args.memory, max_time=args.max_time, max_epochs=args.max_epochs,
+        subsets=args.subsets, schedule=args.schedule, reg=args.reg, reg_weighting=args.reg_weighting,
+        biases=args.biases, eta=args.eta, gamma=args.gamma, memory=args.memory, init_scale=args.init_scale, max_time=args.max_time, max_epochs=args.max_epochs,
         tol=args.tol, patience=args.patience, validation_fraction=args.validation_fraction,
         safeguard=args.safeguard, threads=args.threads, random_state=args.seed, on_divergence="raise",
     )
@@ -205,6 +211,7 @@ def summary(args, model, has_test: bool) -> str:
             f"{result.time:.3f} s, train RMSE {last[3]:.4f}")
     if math.isfinite(last[4]):
         text += f", {heldout} RMSE {last[4]:.4f}"
-    if model.best_epoch_ is not None:
-        text += f" (best cycle {model.best_epoch_})"
-    return text + f"; reg {model.reg_:.4g}, eta {model.eta_:.4g}"
+    if model.best_epoch_ is not None and args.patience is not None:
+        best = next(row for row in model.trace_.rows if row[0] == model.best_epoch_)
+        text += f"; kept cycle {model.best_epoch_} ({heldout} RMSE {best[4]:.4f})"
+    return text + f"; reg {model.reg_:.4g} ({args.reg_weighting}), eta {model.eta_:.4g}"
