@@ -8,7 +8,7 @@ import pytest
 import partition
 from cluster import checkpoint as ckpt
 from cluster.placement import assign_shards, assign_v_homes, split_by_row_shard, touched_items
-from cluster.plan import StopRules
+from hamsi.stop_rules import StopRules
 from hamsi.data.synth import make_ratings
 from hamsi.errors import InputError
 from hamsi.lbfgs import LBFGSMemory
@@ -79,15 +79,15 @@ def test_checkpoint_round_trip_keeps_every_bit_and_refuses_other_runs(tmp_path):
     rng = np.random.default_rng(0)
     memory = LBFGSMemory(2)
     memory.consider_pair(np.array([1.0, 2.0, 0.0, 0.0, 0.0, 0.0]))
-    state = dict(x=rng.standard_normal(7), S=rng.standard_normal((2, 7)), Y=rng.standard_normal((2, 7)),
-                 memory=memory, cycles_done=3, inner_done=9, extra=None, trace=[(0, 0, 0.0, 1.0, np.nan, 2.0)],
-                 stop=StopRules(max_epochs=5), phases={"gradient": 1.0})
-    ckpt.save(tmp_path, fingerprint={"rank": 3}, **state)
+    arrays = dict(x=rng.standard_normal(7), S=rng.standard_normal((2, 7)), Y=rng.standard_normal((2, 7)))
+    meta = dict(memory=memory, cycles_done=3, trace=[(0, 0, 0.0, 1.0, np.nan, 2.0)], stop=StopRules(max_epochs=5))
+    ckpt.save(tmp_path, arrays=arrays, meta=meta, fingerprint={"rank": 3})
     assert os.listdir(tmp_path) == ["state.npz"]  # the temp file was renamed into place
-    back = ckpt.load(tmp_path, {"rank": 3})
+    back, back_meta = ckpt.load(tmp_path, {"rank": 3})
     for key in ("x", "S", "Y"):
-        assert np.array_equal(back[key], state[key])
-    assert back["memory"].sigma == memory.sigma and back["cycles_done"] == 3 and back["inner_done"] == 9
+        assert np.array_equal(back[key], arrays[key])
+    assert back_meta["memory"].sigma == memory.sigma and back_meta["cycles_done"] == 3
+    assert back_meta["stop"].max_epochs == 5
     with pytest.raises(InputError, match="differs in rank"):
         ckpt.load(tmp_path, {"rank": 4})
     with pytest.raises(InputError, match="no checkpoint"):
