@@ -223,7 +223,7 @@ class _DistributedRun:
             if failed or lost:
                 self._abort(futures, plan, [a for a in self.used if a in alive])
                 errors = [f.exception() for f in failed if f.status == "error"]
-                real = [e for e in errors if not isinstance(e, PeerLost)]
+                real = [e for e in errors if not isinstance(e, PeerLost)]  # StartTimeout is a ClusterError
                 if real and not lost:  # a failure of the computation itself: rerunning would repeat it
                     raise real[0]
                 why = f"{type(errors[0]).__name__}: {errors[0]}" if errors else "worker lost"

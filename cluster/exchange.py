@@ -112,6 +112,7 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
     exchange = MailboxExchange(box, plan, me, work, phases, common.time_used)
     stepper, stop, trace = common.stepper, common.stop, Trace()
     try:
+        box.start(plan.run_id, exchange.peers, plan.timeout)
         if not common.started:
             loop.start(stepper, exchange, stop, trace, None)
             common.started = True

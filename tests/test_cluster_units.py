@@ -118,3 +118,33 @@ def test_local_cluster_refused_in_a_reimported_worker_process(monkeypatch):
     with pytest.raises(ClusterError, match="__name__"):
         with connect(n_workers=1):
             pass
+
+
+def test_mailbox_start_barrier_names_the_missing_peer_and_late_mail_is_dropped(monkeypatch):
+    import asyncio
+
+    from cluster.errors import StartTimeout
+    from cluster.mailbox import Mailbox
+
+    box = Mailbox("tcp://127.0.0.1:1", loop=None)
+    monkeypatch.setattr(box, "send", lambda *args: None)  # our own "ready" goes nowhere here
+    with pytest.raises(StartTimeout, match="tcp://127.0.0.1:2 did not start within 0.2 s"):
+        box.start("run-a", ["tcp://127.0.0.1:2"], 0.2)
+    asyncio.run(box.deliver("run-b", 1, "tcp://127.0.0.1:2", "hello"))
+    assert box.collect("run-b", 1, ["tcp://127.0.0.1:2"], 1.0) == ["hello"]
+    box.forget("run-b")
+    asyncio.run(box.deliver("run-b", 2, "tcp://127.0.0.1:2", "late"))  # a finished run's late message
+    assert box._messages == {}
+    asyncio.run(box.close())
+    asyncio.run(box.deliver("run-c", 1, "tcp://127.0.0.1:2", "after close"))
+    assert box._messages == {}
+
+
+def test_scheduler_address_without_port_is_refused_in_one_line():
+    from cluster.connect import scheduler_address
+    from cluster.errors import ClusterError
+
+    assert scheduler_address("127.0.0.1:8786") == "tcp://127.0.0.1:8786"
+    for bad in ("tcp://127.0.0.1", "127.0.0.1", "tcp://:8786"):
+        with pytest.raises(ClusterError, match="has no port|not host:port"):
+            scheduler_address(bad)
