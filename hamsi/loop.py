@@ -37,7 +37,7 @@ def run_cycle(stepper, exchange, stop, epoch: int) -> None:
     for position, subset in enumerate(order):
         if not stepper.inner_iteration(exchange, position, last, int(subset), vote):
             return
-        vote = stop.out_of_time(exchange.phases.total)
+        vote = stop.out_of_time(exchange.clock())
 
 
 def close_cycle(stepper, exchange, stop, trace, callback, epoch: int):
