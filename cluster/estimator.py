@@ -7,11 +7,6 @@ defaults, early stopping, predictions, recommend and save/load are MatrixFactori
 
 from __future__ import annotations
 
-import math
-import warnings
-
-import numpy as np
-
 from hamsi.defaults import VALIDATION_FRACTION
 from hamsi.estimator import AUTO, MatrixFactorizer, supported_options
 
@@ -61,33 +56,4 @@ class DaskMatrixFactorizer(MatrixFactorizer):
             self.partition_ = self._partition(train, n_workers)
             where = dict(client=client, chunk_epochs=self.chunk_epochs, checkpoint=self.checkpoint,
                          checkpoint_every=self.checkpoint_every, resume=self.resume, method=self.algorithm)
-            if hasattr(driver, "minimize_hamsi"):
-                return self._solve(driver.minimize_hamsi, train, validation, callback, **where)
-            return self._solve(_ratings_level_driver(train), train, validation, callback, **where)
-
-
-def _ratings_level_driver(train):
-    """Return minimize(problem, partition, **options) over cluster.driver.fit_distributed (TEMPORARY).
-
-    Until the engine branch's problem-level cluster.driver.minimize_hamsi is merged, the driver
-    builds its own problem from (reg, biases) with the thesis' uniform penalty and N(0, 1) start.
-    A count-weighted reg is then given as the uniform reg with the same penalty at the mean
-    number of ratings per user and item (geometric mean), with a warning.
-    """
-    from cluster.driver import fit_distributed
-
-    def minimize(problem, partition, **options):
-        reg = problem.reg
-        if problem.reg_weighting == "count" or problem.init_scale != 1.0:
-            users = np.count_nonzero(np.bincount(train.rows, minlength=train.shape[0]))
-            items = np.count_nonzero(np.bincount(train.cols, minlength=train.shape[1]))
-            if problem.reg_weighting == "count":
-                reg = problem.reg * train.nnz / math.sqrt(max(users, 1) * max(items, 1))
-            warnings.warn(f"this Dask driver runs the uniform penalty (reg {reg:.4g}) from an N(0, 1) start, not "
-                          f"reg_weighting={problem.reg_weighting!r}, init_scale={problem.init_scale:g}",
-                          UserWarning, stacklevel=4)
-        options = supported_options(fit_distributed, **options)
-        return fit_distributed(train, rank=problem.rank, reg=reg, biases=problem.biases, partition=partition,
-                               **options)
-
-    return minimize
+            return self._solve(driver.minimize_hamsi, train, validation, callback, **where)

@@ -111,10 +111,8 @@ def test_dask_estimator_equals_in_process_estimator(ratings, client):
     from cluster import DaskMatrixFactorizer
     from hamsi.estimator import MatrixFactorizer
 
-    # the thesis problem and steps: what the Dask driver of this version runs
-    thesis = dict(reg_weighting="uniform", init_scale=1.0, safeguard=False)
-    ref = MatrixFactorizer(rank=RANK, blocks=2, threads=2, max_epochs=3, random_state=1, **thesis).fit(ratings)
-    model = DaskMatrixFactorizer(rank=RANK, max_epochs=3, random_state=1, client=client, **thesis).fit(ratings)
+    ref = MatrixFactorizer(rank=RANK, blocks=2, threads=2, max_epochs=3, random_state=1).fit(ratings)
+    model = DaskMatrixFactorizer(rank=RANK, max_epochs=3, random_state=1, client=client).fit(ratings)
     assert model.get_params()["client"] is client and model.partition_.n_subsets == 2
     assert np.array_equal(model.user_factors_, ref.user_factors_)
     assert model.rmse(ratings) == pytest.approx(ref.rmse(ratings), rel=1e-12)

@@ -35,15 +35,7 @@ def test_demo_in_process_writes_outputs_and_learns(tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
 
 
-def problem_level_driver() -> bool:
-    from cluster import driver
-
-    return hasattr(driver, "minimize_hamsi")
-
-
 @pytest.mark.cluster
-@pytest.mark.skipif(not problem_level_driver(), reason="this Dask driver builds the thesis problem itself (uniform "
-                    "penalty, N(0, 1) start); the demo's defaults need the problem-level cluster.driver.minimize_hamsi")
 def test_demo_on_local_dask_cluster_matches_in_process(tmp_path, capsys):
     """STRATA-B blocks on Dask workers give the same iterates as the in-process engine."""
     args = ["demo", "--max-epochs", "4", "--max-time", "600"]

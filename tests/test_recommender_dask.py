@@ -54,9 +54,7 @@ def test_clone_and_grid_search_keep_the_same_client(client, frame):
 def test_dask_estimator_matches_in_process_on_raw_ids(client, frame, tmp_path):
     from cluster import DaskMatrixFactorizer
 
-    # the thesis problem and steps: what the Dask driver of this version runs
-    options = dict(rank=2, blocks=1, max_epochs=4, random_state=1, reg_weighting="uniform", init_scale=1.0,
-                   safeguard=False)
+    options = dict(rank=2, blocks=2, max_epochs=4, random_state=1)  # the defaults: count weighting, safeguard
     local = MatrixFactorizer(threads=1, **options).fit(frame)
     dask = DaskMatrixFactorizer(client=client, **options).fit(frame)
     assert np.array_equal(dask.user_factors_, local.user_factors_)
