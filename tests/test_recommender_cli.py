@@ -33,7 +33,9 @@ def test_recommend_prints_the_models_top_items(fitted, capsys):
     shown = json.loads(capsys.readouterr().out)
     model = MatrixFactorizer.load(model_file)
     items, scores = model.recommend(13, n=4)
-    assert shown == {"user": 13, "items": items.tolist(), "ratings": scores.tolist()}
+    unclipped = model.predict([13] * 4, items, clip=False)
+    assert shown == {"user": 13, "items": items.tolist(), "ratings": scores.tolist(), "scores": unclipped.tolist()}
+    assert np.all(np.diff(unclipped) <= 0)
     seen = {7 + 2 * c for r, c in zip(ratings.rows, ratings.cols) if 10 + 3 * r == 13}
     assert seen and not seen & set(shown["items"])
     assert main(["recommend", str(model_file), "--user", "13", "-n", "4"]) == 0
