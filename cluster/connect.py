@@ -124,6 +124,21 @@ def scheduler_address(address: str) -> str:
     return text
 
 
+def reach_tcp(address: str, timeout: float) -> None:
+    """Raise ClusterError naming `address` when nothing accepts a TCP connection there (tcp:// only)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address)
+    if parts.scheme != "tcp":
+        return
+    try:
+        socket.create_connection((parts.hostname, parts.port), timeout=timeout).close()
+    except OSError as exc:
+        raise ClusterError(f"cannot reach the Dask scheduler at {address} within {timeout:g} s "
+                           f"({type(exc).__name__}: {exc}); is `dask scheduler` running there?") from exc
+
+
 def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> str:
     """Return the normalized address after asking it who it is; raise ClusterError within ~timeout s.
 
@@ -137,6 +152,7 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> str:
     from distributed.comm import connect as open_comm
 
     address = scheduler_address(address)
+    reach_tcp(address, timeout)
 
     async def identity():
         comm = await open_comm(address, timeout=timeout)
