@@ -21,10 +21,18 @@ reproduce):
 - a small start: factors N(0, s^2) with s such that the start predicts the mean (its
   predictions spread by INIT_SPREAD of the ratings' standard deviation); the reference's
   N(0, 1) start predicts values spread by sqrt(rank) stars, which a run then spends its first
-  cycles undoing.
+  cycles undoing. The biases start at their penalized least-squares fit with the factors at 0
+  (ten O(|I|) sweeps), so a run starts from the bias baseline: on ml-1m-like 2 s of a loaded
+  machine are only 8 cycles, and from zero biases they ended behind the baseline (0.952 vs 0.946).
 - gradient steps (before L-BFGS has M pairs) of 1/L for L the largest curvature of one user's
   or item's bias in one subset, (max count / K |I|)(1 + reg), so the heaviest user's bias
   cannot overshoot, whatever the size of the data and the reg.
+- eta 0.2 (steps 1/(0.2 t)^0.51 times the L-BFGS direction): on ml-100k-like at ranks 5-200,
+  eta 0.1-0.2 reach the best held-out RMSE within 2 s, eta 1 (much shorter steps) lags by
+  0.02-0.04 at rank 10-50, and eta 0.05 diverges without the safeguard; 0.2 keeps a margin.
+- early stopping: patience 10 cycles on a validation split of 5 % of the training ratings
+  (the best-validation iterate is returned) guards the larger ranks, which overfit after
+  20-40 cycles at this reg (rank 50: best 0.908, final 0.912).
 """
 
 from __future__ import annotations
@@ -35,12 +43,12 @@ from hamsi.errors import InputError
 
 REG_PER_SD = 0.09
 INIT_SPREAD = 0.01
-HAMSI_ETA_DEFAULT = 1.0
+HAMSI_ETA_DEFAULT = 0.2
 GAMMA_DEFAULT = 0.51
 MEMORY_DEFAULT = 5
 PATIENCE_DEFAULT = 10
 VALIDATION_FRACTION = 0.05
-PROBLEM_KEYS = ("reg", "biases", "reg_weighting", "init_scale")
+PROBLEM_KEYS = ("reg", "biases", "reg_weighting", "init_scale", "init_biases")
 OPTIMIZER_KEYS = ("eta", "eta_gd", "gamma", "memory")
 
 
@@ -49,7 +57,8 @@ def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float |
     """Return the default hyper-parameters for factorizing `ratings` at `rank` with HAMSI.
 
     ``choose_hyperparameters(ratings, rank, *, subsets=2, reg=None, reg_weighting="count") -> dict``
-    with the keys reg (float), reg_weighting (str), biases (True), init_scale (float), eta,
+    with the keys reg (float), reg_weighting (str), biases (True), init_scale (float),
+    init_biases (True: start the biases at their penalized least-squares fit), eta,
     eta_gd, gamma (floats), memory (int), patience (int, cycles without validation gain before
     early stopping) and validation_fraction (float, the share of the training ratings to hold
     out for early stopping when no validation set is given).
@@ -71,6 +80,7 @@ def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float |
         "reg_weighting": reg_weighting,
         "biases": True,
         "init_scale": float(np.sqrt(INIT_SPREAD * scale / np.sqrt(rank))),
+        "init_biases": True,
         "eta": HAMSI_ETA_DEFAULT,
         "eta_gd": gradient_eta(ratings, reg, reg_weighting, max(1, int(subsets)), GAMMA_DEFAULT),
         "gamma": GAMMA_DEFAULT,

@@ -117,3 +117,19 @@ def test_defaults_fit_better_than_the_bias_free_mean_and_do_not_diverge():
         assert result.reason == "epoch_limit" and np.isfinite(frame.test_rmse).all()
         mean_rmse = np.sqrt(np.mean((test.values - train.values.mean()) ** 2))
         assert frame.test_rmse.iloc[-1] < 0.95 * mean_rmse
+
+
+@pytest.mark.parametrize("weighting, reg", [("count", 0.3), ("uniform", 2.0), ("uniform", 0.0)])
+def test_ridge_biases_are_the_penalized_least_squares_fit(weighting, reg):
+    ratings = small_ratings(7, m=8, n=10, count=45)
+    problem = arranged(ratings, rank=2, reg=reg, reg_weighting=weighting, init_scale=0.0,
+                       init_biases=True)
+    x = problem.initial_point(np.random.default_rng(0))
+    U, V = problem.factors(x)
+    assert not U[:, :2].any() and not V[:, :2].any()
+    np.testing.assert_array_equal(U[:, 2], problem.ridge_biases()[0])
+    U[:, 2], V[:, 2] = problem.ridge_biases(sweeps=2000)
+    # with the factors at 0 the gradient vanishes exactly at the penalized least-squares biases
+    assert np.abs(problem.gradient(x)).max() < 1e-12
+    # and the ten default sweeps already start close to it
+    assert np.abs(problem.ridge_biases()[0] - U[:, 2]).max() < 0.05
