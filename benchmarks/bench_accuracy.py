@@ -17,7 +17,7 @@ on several seeds, to show that the defaults are not tuned to one file:
 The real-data figures are printed beside as anchors. This machine is shared: 2 s buys fewer
 cycles under load, so the load average is printed and the cycles each run made.
 
-    python benchmarks/bench_accuracy.py            # ml-100k-like x 3 seeds, ml-1m-like x 2, short sweep (~4 min)
+    python benchmarks/bench_accuracy.py            # ml-100k-like x 3 seeds, ml-1m-like x 2, short sweep (~1-2 min)
     python benchmarks/bench_accuracy.py --full     # 5 seeds each and the full sweep, both penalties (~25 min)
 """
 
