@@ -6,8 +6,8 @@ import pytest
 import partition
 from hamsi.data import Ratings
 from hamsi.data.synth import make_ratings
-from hamsi.defaults import (choose_hyperparameters, gradient_eta, optimizer_options,
-                            problem_options)
+from hamsi.defaults import (REG_AT_MEAN_COUNT, choose_hyperparameters, gradient_eta, mean_count,
+                            optimizer_options, problem_options)
 from hamsi.errors import InputError
 from hamsi.optimizer import minimize_hamsi
 from hamsi.problems import MatrixFactorization
@@ -117,3 +117,34 @@ def test_defaults_fit_better_than_the_bias_free_mean_and_do_not_diverge():
         assert result.reason == "epoch_limit" and np.isfinite(frame.test_rmse).all()
         mean_rmse = np.sqrt(np.mean((test.values - train.values.mean()) ** 2))
         assert frame.test_rmse.iloc[-1] < 0.95 * mean_rmse
+
+
+@pytest.mark.parametrize("weighting, reg", [("count", 0.3), ("uniform", 2.0), ("uniform", 0.0)])
+def test_ridge_biases_are_the_penalized_least_squares_fit(weighting, reg):
+    ratings = small_ratings(7, m=8, n=10, count=45)
+    problem = arranged(ratings, rank=2, reg=reg, reg_weighting=weighting, init_scale=0.0,
+                       init_biases=True)
+    x = problem.initial_point(np.random.default_rng(0))
+    U, V = problem.factors(x)
+    assert not U[:, :2].any() and not V[:, :2].any()
+    np.testing.assert_array_equal(U[:, 2], problem.ridge_biases()[0])
+    U[:, 2], V[:, 2] = problem.ridge_biases(sweeps=2000)
+    # with the factors at 0 the gradient vanishes exactly at the penalized least-squares biases
+    assert np.abs(problem.gradient(x)).max() < 1e-12
+    # and the ten default sweeps already start close to it
+    assert np.abs(problem.ridge_biases()[0] - U[:, 2]).max() < 0.05
+
+
+def test_reg_shrinks_with_the_mean_count():
+    # a full 6 x 24 matrix: every user has 24 ratings, every item 6, mean count sqrt(6 * 24) = 12
+    rows, cols = np.divmod(np.arange(144), 24)
+    values = np.random.default_rng(0).integers(1, 6, size=144).astype(float)
+    full = Ratings(rows, cols, values, (6, 24))
+    assert mean_count(full) == pytest.approx(12.0, rel=1e-12)
+    reg = choose_hyperparameters(full, rank=4)["reg"]
+    assert reg == pytest.approx(REG_AT_MEAN_COUNT * values.std() / 12.0, rel=1e-12)
+    # half the ratings (every other item): the mean count drops by sqrt(2), the reg grows by it
+    half = full.subset(np.flatnonzero(cols % 2 == 0))
+    half_reg = choose_hyperparameters(half, rank=4)["reg"]
+    assert half_reg * mean_count(half) / half.values.std() == pytest.approx(REG_AT_MEAN_COUNT, rel=1e-12)
+    assert mean_count(half) == pytest.approx(12.0 / np.sqrt(2.0), rel=1e-12)

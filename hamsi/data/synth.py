@@ -37,6 +37,7 @@ from scipy.stats import gamma as gamma_distribution
 from hamsi.data.ratings import Ratings
 from hamsi.errors import InputError
 
+
 @dataclass(frozen=True)
 class RatingModel:
     """Standard deviations of the planted score b_u + c_i + <x_u, y_i> + noise (before stars).
@@ -66,6 +67,7 @@ class Preset:
     model: RatingModel
 
     def __iter__(self):
+        """Unpack as (users, items, ratings), the tuple a preset used to be."""
         return iter((self.users, self.items, self.ratings))
 
 
@@ -75,11 +77,13 @@ STAR_SHARES_1M = {1.0: 0.056, 2.0: 0.108, 3.0: 0.261, 4.0: 0.349, 5.0: 0.226}
 HALF_STAR_SHARES = {1.0: 0.04, 1.5: 0.02, 2.0: 0.09, 2.5: 0.05, 3.0: 0.22, 3.5: 0.12,
                     4.0: 0.27, 4.5: 0.07, 5.0: 0.12}
 # Calibrated so that a random 80/20 split of ml-100k-like scores as real MovieLens-100K does
-# (global mean 1.130, regularized biases 0.954, ALS-WR rank 50 0.922); see the module doc.
+# (global mean 1.130, regularized biases 0.954, best factorization about 0.91); see the module
+# doc. The 10M/20M presets reuse it (not calibrated to those releases).
 MOVIELENS_MODEL = RatingModel(user_bias=0.39, item_bias=0.44, factors=0.45, noise=0.67,
                               popularity_corr=0.45)
 # For explicit shapes: a strong planted signal (signal variance about 1.5, noise 0.5), the
 # generator's original model, which tests of recovery rely on.
+# Gamma shapes: fitted to min / median / max activity of each release (expected counts).
 PLANTED_MODEL = RatingModel(user_bias=0.4, item_bias=0.6, factors=1.0, noise=0.5)
 PRESETS = {
     "ml-100k-like": Preset(943, 1682, 100_000, 0.45, 0.42, STAR_SHARES, MOVIELENS_MODEL),
@@ -89,6 +93,8 @@ PRESETS = {
 }
 DEFAULT_ACTIVITY_SHAPE = 0.7
 MIN_RATINGS_PER_USER = 20
+# Expected draws of one entity at most MAX_FILL x its row or column length: above 1 because
+# repeated draws collide, and MovieLens's most rated film has 62 % of the users.
 MAX_FILL = 3.0
 PAIRS_PER_CHUNK = 1 << 22
 
