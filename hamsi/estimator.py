@@ -88,8 +88,8 @@ class MatrixFactorizer(BaseEstimator):
         hamsi.defaults' value at fit time (attribute eta_); the gradient steps before L-BFGS
         starts are always fitted to the data and reg (attribute eta_gd_).
     init_scale : float or "auto"
-        Standard deviation of the N(0, s^2) start; "auto": the small start of hamsi.defaults,
-        1 is the reference's.
+        "auto": the start of hamsi.defaults (small factors, biases at their penalized
+        least-squares fit); a number s: N(0, s^2) factors and zero biases (1 is the reference's).
     memory : int
         L-BFGS memory M.
     max_time, max_epochs, tol :
@@ -273,17 +273,17 @@ class MatrixFactorizer(BaseEstimator):
         chosen = defaults.choose_hyperparameters(
             train, self.rank, subsets=self.partition_.n_subsets, reg=None if self.reg == AUTO else self.reg,
             reg_weighting=self.reg_weighting)
-        self.reg_ = float(chosen["reg"])
-        self.eta_gd_ = float(chosen["eta_gd"])
-        auto_eta = chosen["eta"] if self.algorithm == "hamsi" else self.eta_gd_
-        self.eta_ = float(auto_eta if self.eta in (AUTO, None) else self.eta)
-        self.init_scale_ = float(chosen["init_scale"] if self.init_scale == AUTO else self.init_scale)
-        problem = MatrixFactorization(train, self.rank, reg=self.reg_, biases=self.biases,
-                                      reg_weighting=self.reg_weighting, init_scale=self.init_scale_)
-        options = dict(schedule=self.schedule, eta=self.eta_, gamma=self.gamma, eta_gd=self.eta_gd_,
-                       memory=self.memory, random_state=self.random_state, max_epochs=self.max_epochs,
-                       max_time=self.max_time, tol=self.tol, patience=self.patience, heldout=validation,
-                       callback=callback, safeguard=self.safeguard, **where)
+        auto_eta = chosen["eta"] if self.algorithm == "hamsi" else chosen["eta_gd"]
+        chosen.update(biases=self.biases, gamma=self.gamma, memory=self.memory,
+                      eta=float(auto_eta if self.eta in (AUTO, None) else self.eta))
+        if self.init_scale != AUTO:  # a chosen start is the reference's kind: N(0, s^2), biases 0
+            chosen.update(init_scale=float(self.init_scale), init_biases=False)
+        self.reg_, self.eta_, self.eta_gd_, self.init_scale_ = (
+            float(chosen[key]) for key in ("reg", "eta", "eta_gd", "init_scale"))
+        problem = MatrixFactorization(train, self.rank, **defaults.problem_options(chosen))
+        options = dict(defaults.optimizer_options(chosen), schedule=self.schedule, random_state=self.random_state,
+                       max_epochs=self.max_epochs, max_time=self.max_time, tol=self.tol, patience=self.patience,
+                       heldout=validation, callback=callback, safeguard=self.safeguard, **where)
         return problem, minimize(problem, self.partition_, **supported_options(minimize, **options))
 
     def _set_fitted(self, train, problem, result):
