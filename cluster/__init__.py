@@ -1,7 +1,8 @@
-"""HAMSI on Dask: start/connect a cluster, place row shards on workers, run the distributed loop.
+"""HAMSI on Dask: start/connect a cluster, place shards on workers, run the engine's loop there.
 
-    >>> from cluster import fit_distributed
-    >>> result = fit_distributed(ratings, rank=50, scheme="strata-b", n_workers=2, max_epochs=20)
+    >>> from cluster import minimize_hamsi, fit_distributed
+    >>> result = minimize_hamsi(problem, partition, n_workers=2, max_epochs=20)   # any problem
+    >>> result = fit_distributed(ratings, rank=50, scheme="strata-b", n_workers=2, max_epochs=20)  # MF
 
 The only package that imports dask/distributed (imports here stay lazy so `import cluster` is cheap).
 """
@@ -10,6 +11,7 @@ from cluster.errors import ClusterError, PeerLost
 
 _LAZY = {
     "fit_distributed": "cluster.driver",
+    "minimize_hamsi": "cluster.driver",
     "connect": "cluster.connect",
     "DaskMatrixFactorizer": "cluster.estimator",
     "estimator_for": "cluster.cli",
@@ -24,4 +26,4 @@ def __getattr__(name):
     raise AttributeError(f"module 'cluster' has no attribute {name!r}")
 
 
-__all__ = ["ClusterError", "PeerLost", "fit_distributed", "connect", "DaskMatrixFactorizer", "estimator_for"]
+__all__ = ["ClusterError", "PeerLost", "minimize_hamsi", "fit_distributed", "connect", "DaskMatrixFactorizer", "estimator_for"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import sys
@@ -40,6 +41,7 @@ def connect(client=None, scheduler: str | None = None, n_workers: int | None = N
         yield client
         return
     if scheduler is not None:
+        scheduler = check_scheduler(scheduler, timeout)
         try:
             opened = Client(scheduler, timeout=timeout, set_as_default=False)
         except (OSError, TimeoutError) as exc:
@@ -60,9 +62,10 @@ def connect(client=None, scheduler: str | None = None, n_workers: int | None = N
         # starts a cluster at import time would otherwise fail with a long nanny traceback.
         raise ClusterError(MAIN_GUARD_HINT)
     try:
-        local = LocalCluster(n_workers=n_workers, threads_per_worker=int(threads_per_worker),
-                             processes=True, host="127.0.0.1", dashboard_address=":0",
-                             memory_limit=memory_limit)
+        with workers_ignore_sigint():
+            local = LocalCluster(n_workers=n_workers, threads_per_worker=int(threads_per_worker),
+                                 processes=True, host="127.0.0.1", dashboard_address=":0",
+                                 memory_limit=memory_limit, silence_logs=logging.ERROR)
     except RuntimeError as exc:
         raise ClusterError(f"the local Dask cluster did not start ({exc}). {MAIN_GUARD_HINT}") from exc
     try:
@@ -82,6 +85,98 @@ def connect(client=None, scheduler: str | None = None, n_workers: int | None = N
             opened.close()
     finally:
         local.close()
+
+
+@contextlib.contextmanager
+def workers_ignore_sigint():
+    """Start worker processes with SIGINT ignored (inherited), then restore this process's handler.
+
+    Ctrl-C in a terminal signals the whole process group: the workers would each print a
+    KeyboardInterrupt traceback. This process alone handles it (one line, exit 130) and closes
+    the cluster, which stops the workers.
+    """
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def scheduler_address(address: str) -> str:
+    """Return `address` as tcp://host:port; raise ClusterError when it has no port (or no host)."""
+    from urllib.parse import urlsplit
+
+    text = address if "://" in address else f"tcp://{address}"
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError as exc:
+        raise ClusterError(f"scheduler address {address!r} is not host:port ({exc})") from exc
+    if not parts.hostname or port is None:
+        raise ClusterError(f"scheduler address {address!r} has no port; give it as tcp://HOST:PORT "
+                           f"(a Dask scheduler listens on 8786 by default)")
+    return text
+
+
+def reach_tcp(address: str, timeout: float) -> None:
+    """Raise ClusterError naming `address` when nothing accepts a TCP connection there (tcp:// only)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(address)
+    if parts.scheme != "tcp":
+        return
+    try:
+        socket.create_connection((parts.hostname, parts.port), timeout=timeout).close()
+    except OSError as exc:
+        raise ClusterError(f"cannot reach the Dask scheduler at {address} within {timeout:g} s "
+                           f"({type(exc).__name__}: {exc}); is `dask scheduler` running there?") from exc
+
+
+def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> str:
+    """Return the normalized address after asking it who it is; raise ClusterError within ~timeout s.
+
+    distributed's Client waits without limit for the handshake of a port that accepts connections
+    but does not speak its protocol; this probe (a comm, one `identity` request, all under one
+    deadline, the comm closed after) turns that into a clear error naming the address.
+    """
+    import asyncio
+    import concurrent.futures
+
+    from distributed.comm import connect as open_comm
+
+    address = scheduler_address(address)
+    reach_tcp(address, timeout)
+
+    async def identity():
+        comm = await open_comm(address, timeout=timeout)
+        try:
+            await comm.write({"op": "identity", "reply": True})
+            return await comm.read()
+        finally:
+            comm.abort()
+
+    def ask():
+        return asyncio.run(asyncio.wait_for(identity(), timeout))
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # own event loop, whatever the caller runs
+        try:
+            reply = pool.submit(ask).result(timeout + 1.0)
+        except (asyncio.TimeoutError, concurrent.futures.TimeoutError) as exc:
+            raise ClusterError(f"{address} accepted a connection but did not answer as a Dask scheduler within "
+                               f"{timeout:g} s; is `dask scheduler` running there (and not another service)?") from exc
+        except (OSError, ValueError, TypeError) as exc:
+            raise ClusterError(f"cannot reach the Dask scheduler at {address} within {timeout:g} s "
+                               f"({type(exc).__name__}: {exc}); is `dask scheduler` running there?") from exc
+    if not (isinstance(reply, dict) and reply.get("type") == "Scheduler"):
+        raise ClusterError(f"{address} answered, but not as a Dask scheduler (got {str(reply)[:80]!r})")
+    return address
 
 
 def worker_info(client) -> dict:

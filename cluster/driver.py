@@ -1,39 +1,38 @@
-"""fit_distributed: HAMSI / mb-GD on a Dask cluster, one long task per worker per chunk of cycles.
+"""cluster.minimize_hamsi / fit_distributed: the HAMSI loop on Dask workers, one long task per worker per chunk.
 
-The client places every row shard's ratings on its host once, then per chunk submits one pinned
-task per worker (cluster.runner.run_chunk) and receives only the per-cycle records. Inside a chunk
-the workers exchange gradients and reductions peer to peer (no client, no scheduler), so an inner
-iteration costs one message round among workers instead of a scheduler round trip.
-
-This replaces the client-driven loop of DESIGN.md (one graph per inner iteration): at ~14-27 ms
-per scheduler round trip that loop alone is slower than the reference's whole 6.7 ms iteration.
+The client places every shard's data on its host once (cluster.layout), then per chunk of cycles
+submits one pinned task per worker (cluster.exchange.run_chunk), which runs `hamsi.loop` with a
+MailboxExchange: the workers exchange gradients and reductions peer to peer (no client, no
+scheduler inside a chunk), and the client receives only the per-cycle records. Between chunks it
+keeps buddy copies of the state (a lost worker costs a rerun of one chunk) and writes checkpoints.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 import sys
 import time
 import uuid
 
 import numpy as np
 
-from hamsi.lbfgs import LBFGSMemory
-from hamsi.optimizer import GAMMA, GD_ETA, HAMSI_ETA, engine_rngs
+from hamsi import stepper as steps
+from hamsi.loop import ROW_NAMES
+from hamsi.optimizer import GAMMA, GD_ETA, HAMSI_ETA, finish_result
 from hamsi.problems import MatrixFactorization
-from hamsi.schedules import hamsi_cycle, mbgd_epoch
-from hamsi.trace import PhaseTimes, Trace, make_result
+from hamsi.stop_rules import StopRules
+from hamsi.trace import PhaseTimes, Trace
 from cluster import checkpoint as ckpt
 from cluster.connect import connect, worker_addresses, worker_info, worker_memory_limits
 from cluster.errors import ClusterError, PeerLost
+from cluster.exchange import run_chunk
+from cluster.layout import layout_for
 from cluster.mailbox import abort_run, install
-from cluster.placement import assign_shards, assign_v_homes, split_by_row_shard
-from cluster.plan import ChunkPlan, RunConfig, StopRules
-from cluster.runner import run_chunk, warm_up
-from cluster.shard import CommonState, ShardState
+from cluster.placement import assign_shards
+from cluster.plan import ChunkPlan
+from cluster.warm import warm_up
 
-METHODS = ("hamsi", "mbgd")
+METHODS = steps.METHODS
 # How long a chunk may go without hearing from a peer before the task gives up (a dead peer is
 # normally noticed at once: its connection is refused).
 PEER_TIMEOUT = 60.0
@@ -55,114 +54,105 @@ def _identity(value):
     return value
 
 
-def schedule_cycles(method: str, schedule: str, n_subsets: int, first: int, last: int, random_state):
-    """Return [(t, order)] for cycles first..last, replaying the engine's schedule rng from cycle 1."""
-    _, rng = engine_rngs(random_state)
-    out = []
-    for t in range(1, last + 1):
-        if method == "hamsi":
-            order = np.zeros(1, dtype=np.int64) if n_subsets == 1 else hamsi_cycle(schedule, n_subsets, t, rng)
-        else:
-            order = mbgd_epoch(schedule, n_subsets, t, rng)
-        if t >= first:
-            out.append((t, np.asarray(order, dtype=np.int64)))
-    return out
+def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = None,
+                   n_workers: int | None = None, threads_per_worker: int = 1, method: str = "hamsi",
+                   schedule: str = "det", eta: float | None = None, gamma: float = GAMMA,
+                   eta_gd: float = GD_ETA, memory: int = 5, x0=None, random_state=None,
+                   max_epochs: int | None = 100, max_time: float | None = None, tol: float = 0.0,
+                   target: float | None = None, patience: int | None = None, heldout=None,
+                   threads: int | None = None, callback=None, safeguard: bool = True,
+                   chunk_epochs: int = 10, checkpoint: str | None = None,
+                   checkpoint_every: int | None = None, resume: str | None = None, backup: bool = True,
+                   peer_timeout: float = PEER_TIMEOUT, on_chunk=None, quiet: bool = False):
+    """Return the OptimizeResult of HAMSI (thesis Alg. 3; method="mbgd": mini-batch GD) on Dask workers.
 
-
-def fit_distributed(ratings, *, rank: int = 10, method: str = "hamsi", scheme: str = "strata-b",
-                    blocks: int | None = None, subsets: int | None = None, partition=None,
-                    schedule: str = "det", eta: float | None = None, gamma: float = GAMMA,
-                    eta_gd: float = GD_ETA, memory: int = 5, reg: float = 0.0, biases: bool = False,
-                    random_state=None, max_epochs: int | None = 100, max_time: float | None = None,
-                    tol: float = 0.0, target: float | None = None, patience: int | None = None,
-                    heldout=None, client=None, scheduler: str | None = None, n_workers: int | None = None,
-                    threads_per_worker: int = 1, chunk_epochs: int = 10, checkpoint: str | None = None,
-                    checkpoint_every: int | None = None, resume: str | None = None,
-                    backup: bool = True, peer_timeout: float = PEER_TIMEOUT, callback=None,
-                    on_chunk=None, quiet: bool = False):
-    """Return the OptimizeResult of HAMSI (thesis Alg. 3) or mb-GD run on Dask workers.
-
-    Same problem, start, schedules, stopping rules and result/trace as hamsi.optimizer
-    (minimize_hamsi / minimize_mbgd) with the same partition and random_state; with STRATA/-B the
-    iterates are bitwise the in-process ones. The cover is `partition`, else
-    partition.make(scheme, ratings, blocks=B, subsets=K, seed=random_state or 0) with B = the
-    number of workers. Cluster: `client`, else `scheduler` address, else a LocalCluster of n_workers processes
-    (closed on return). The client sees the run once per chunk of `chunk_epochs` cycles.
-    checkpoint/checkpoint_every write the full state atomically every N cycles; resume continues
-    from such a directory bit-exactly. backup copies each shard's chunk-start state to a second
-    worker, so a worker's death costs a rerun of one chunk on the survivors.
-    on_chunk(info) is called after every chunk submission (tests use it to kill a worker).
-    Unless quiet, the dashboard link of a new cluster and any recovery are reported on stderr.
+    The keywords of hamsi.optimizer.minimize_hamsi mean the same here (safeguard, patience with
+    heldout, ...; `threads` is ignored: a worker runs one task thread), and the run takes the same
+    decisions from the same numbers: MatrixFactorization is sharded by user rows (bitwise the
+    in-process iterates for STRATA/-B), any other PartiallySeparableProblem (SparseLeastSquares)
+    runs with x replicated on every worker (bitwise too). Cluster: `client`, else `scheduler`,
+    else a LocalCluster of n_workers processes (closed on return). The client sees the run once per
+    `chunk_epochs` cycles. checkpoint/checkpoint_every write the full state atomically; resume
+    continues from such a directory bit-exactly. backup keeps each shard's chunk-start state on a
+    second worker, so a worker's death costs a rerun of one chunk on the survivors. on_chunk(info)
+    is called after every chunk submission (tests use it to kill a worker).
     """
-    import partition as partitions
-
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
     if eta is None:
         eta = HAMSI_ETA if method == "hamsi" else GD_ETA
+    memory = memory if method == "hamsi" else 1
+    with connect(client=client, scheduler=scheduler, n_workers=n_workers,
+                 threads_per_worker=threads_per_worker, quiet=quiet) as dask_client:
+        workers = worker_addresses(dask_client, minimum=n_workers or 1)
+        run = _DistributedRun(problem, partition, dask_client, workers, heldout=heldout, backup=backup,
+                              peer_timeout=peer_timeout, quiet=quiet, memory=memory)
+        stepper = steps.Stepper(method=method, n_subsets=run.layout_k, n_params=problem.n_params,
+                                schedule=schedule, memory=memory, eta=eta,
+                                gamma=gamma, eta_gd=eta_gd, safeguard=safeguard, random_state=random_state)
+        stop = StopRules(max_epochs=max_epochs, max_time=max_time, tol=tol, target=target, patience=patience,
+                         has_heldout=heldout is not None, eta=eta, safeguard=stepper.safeguard,
+                         metric=problem.metric)
+        run.fingerprint_extra = {"method": method, "schedule": schedule, "random_state": random_state}
+        return run.optimize(stepper, stop, x0=x0, random_state=random_state, chunk_epochs=chunk_epochs,
+                            checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
+                            callback=callback, on_chunk=on_chunk)
+
+
+def fit_distributed(ratings, *, rank: int = 10, method: str = "hamsi", scheme: str = "strata-b",
+                    blocks: int | None = None, subsets: int | None = None, partition=None,
+                    reg: float = 0.0, biases: bool = False, client=None, scheduler: str | None = None,
+                    n_workers: int | None = None, threads_per_worker: int = 1, random_state=None,
+                    quiet: bool = False, safeguard: bool = True, **options):
+    """Return the OptimizeResult of matrix factorization by HAMSI (or mb-GD) on Dask: the MF convenience.
+
+    Builds MatrixFactorization(ratings, rank, reg, biases) and the cover (`partition`, else
+    partition.make(scheme, ratings, blocks=B, subsets=K, seed=random_state or 0) with B = the
+    number of workers), then runs `minimize_hamsi` (same keywords in **options).
+    """
+    import partition as partitions
+
     with connect(client=client, scheduler=scheduler, n_workers=n_workers,
                  threads_per_worker=threads_per_worker, quiet=quiet) as dask_client:
         workers = worker_addresses(dask_client, minimum=n_workers or 1)
         if partition is None:
-            n_blocks = blocks or len(workers)
             # the estimator's convention: partition seed 0 when random_state is None
-            partition = partitions.make(scheme, ratings, blocks=n_blocks, subsets=subsets,
+            partition = partitions.make(scheme, ratings, blocks=blocks or len(workers), subsets=subsets,
                                         seed=0 if random_state is None else random_state)
         problem = MatrixFactorization(ratings, rank, reg=reg, biases=biases)
-        run = _DistributedRun(problem, partition, dask_client, workers, method=method, schedule=schedule,
-                              eta=eta, gamma=gamma, eta_gd=eta_gd, memory=memory,
-                              random_state=random_state, heldout=heldout, backup=backup,
-                              peer_timeout=peer_timeout, quiet=quiet)
-        stop = StopRules(max_epochs=max_epochs, max_time=max_time, tol=tol, target=target,
-                         patience=patience, eta=eta, has_heldout=heldout is not None)
-        return run.optimize(stop, chunk_epochs=chunk_epochs, checkpoint=checkpoint,
-                            checkpoint_every=checkpoint_every, resume=resume, callback=callback,
-                            on_chunk=on_chunk)
+        return minimize_hamsi(problem, partition, client=dask_client, method=method, random_state=random_state,
+                              quiet=quiet, safeguard=safeguard, **options)
 
 
 class _DistributedRun:
     """Placement, chunk submission, recovery and result assembly of one distributed run."""
 
-    def __init__(self, problem, partition, client, workers, *, method, schedule, eta, gamma, eta_gd,
-                 memory, random_state, heldout, backup, peer_timeout, quiet):
+    def __init__(self, problem, partition, client, workers, *, heldout, backup, peer_timeout, quiet, memory):
         self.problem, self.partition, self.client = problem, partition, client
-        self.method, self.schedule, self.random_state = method, schedule, random_state
         self.heldout, self.backup, self.peer_timeout, self.quiet = heldout, backup, peer_timeout, quiet
-        self.layout = problem.arrange(partition)
+        self.layout_k = problem.arrange(partition).n_subsets
         self.bounds = problem.shard_bounds(partition)
-        m, n = problem.shape
-        width = problem.width
-        n_shards = (self.bounds.size - 1) // 2
-        self.n_shards = n_shards
-        self.row_bounds = self.bounds[:n_shards + 1] // width
-        v_bounds = np.concatenate([[0], self.bounds[n_shards + 1:] - m * width]).astype(np.int64)
-        col_norm_weight = problem.reg * (np.bincount(problem.cols, minlength=n) > 0)
-        self.config = RunConfig(method=method, rank=problem.rank, width=width, n_items=n,
-                                n_ratings=problem.n_functions, scale=problem.scale, offset=problem.offset,
-                                reg=problem.reg, col_reg=problem.col_reg, col_norm_weight=col_norm_weight,
-                                memory=int(memory), eta=float(eta), gamma=float(gamma),
-                                eta_gd=float(eta_gd), n_subsets=self.layout.n_subsets,
-                                v_bounds=v_bounds, n_shards=n_shards)
-        self.datas = split_by_row_shard(problem, self.row_bounds, heldout)
-        assign_v_homes(self.datas, v_bounds // width)
-        self.n_test = 0 if heldout is None else int(heldout.nnz)
+        self.layout = layout_for(problem, partition, self.bounds, heldout)
+        self.memory_size = int(memory)
         self.workers = list(workers)
         self.recoveries = []
+        self.fingerprint_extra = {}
         install(client)
         # numba loads its cached kernels on first call; do it before the clock starts
-        client.run(warm_up, problem.width, int(memory))
+        client.run(warm_up, getattr(problem, "width", 2), int(memory))
 
     # ------------------------------------------------------------------ placement
     def _needed_bytes(self, shards) -> int:
-        """Return the bytes a worker hosting `shards` holds: ratings, U_p with S_p, Y_p and buffers, V replica."""
-        w, M = self.problem.width, self.config.memory
-        n = self.problem.shape[1]
+        """Return the bytes a worker holds: its shards' data and state, the replica, twice (snapshot + copy)."""
+        M = self.memory_size
+        if not self.layout.n_shards:
+            return 2 * self.problem.n_params * 8 * (2 * M + 8)
+        w, n = self.problem.width, self.problem.shape[1]
         total = 0
         for p in shards:
-            rows = int(self.row_bounds[p + 1] - self.row_bounds[p])
-            total += self.datas[p].n_ratings * 16 + rows * w * 8 * (2 * M + 6) + n * w * 8
-        # V, S_V, Y_V, gV, cycle-start copies and new pair; twice: the chunk's input snapshot and its copy
-        return total + 2 * n * w * 8 * (2 * M + 6)
+            rows = int(self.layout.row_bounds[p + 1] - self.layout.row_bounds[p])
+            total += self.layout.datas[p].n_ratings * 16 + rows * w * 8 * (2 * M + 8) + n * w * 8
+        return total + 2 * n * w * 8 * (2 * M + 8)
 
     def _check_memory(self):
         """Raise ClusterError when a worker's share will not fit in its memory limit."""
@@ -177,55 +167,46 @@ class _DistributedRun:
                     f"larger --memory-limit / a bigger machine")
 
     def _place(self, workers):
-        """Scatter every shard's ratings to its host (once; again only for shards that moved)."""
-        sizes = [d.n_ratings for d in self.datas]
-        self.owner = assign_shards(self.n_shards, workers, sizes)
-        self.used = sorted(set(self.owner.values()), key=workers.index)
+        """Scatter every shard's data to its host (once; again only for shards that moved)."""
+        if self.layout.n_shards:
+            self.owner = assign_shards(self.layout.n_shards, workers, self.layout.sizes())
+            self.used = sorted(set(self.owner.values()), key=workers.index)
+        else:
+            self.owner, self.used = {}, list(workers)
         self._check_memory()
         old = getattr(self, "data_futures", {})
+        hosts = dict(self.owner) if self.layout.n_shards else {a: a for a in self.used}
         futures = {}
-        for p, data in enumerate(self.datas):
-            held = old.get(p)
-            if held is not None and self._data_host.get(p) == self.owner[p]:
-                futures[p] = held
+        for key, host in hosts.items():
+            held = old.get(key)
+            if held is not None and self._data_host.get(key) == host:
+                futures[key] = held
             else:
-                futures[p] = self.client.scatter(data, workers=[self.owner[p]], hash=False)
-        self.data_futures = futures
-        self._data_host = dict(self.owner)
+                data = self.layout.datas[key] if self.layout.n_shards else self.layout.datas[0]
+                futures[key] = self.client.scatter(data, workers=[host], hash=False)
+        self.data_futures, self._data_host = futures, hosts
 
-    def _initial_states(self, x, S, Y, memory, cycles_done, inner_done, extra=None):
-        """Scatter shard states and one CommonState per worker from full arrays (start or resume)."""
-        m, n = self.problem.shape
-        w = self.problem.width
-        U, V = x[:m * w].reshape(m, w), x[m * w:].reshape(n, w)
-        states = {}
-        for p in range(self.n_shards):
-            lo, hi = int(self.row_bounds[p]), int(self.row_bounds[p + 1])
-            state = ShardState(p, U[lo:hi].copy(), np.ascontiguousarray(S[:, lo * w:hi * w]),
-                               np.ascontiguousarray(Y[:, lo * w:hi * w]))
-            if extra and "x_start" in extra:
-                state.x_start = extra["x_start"][lo * w:hi * w].copy()
-                state.g_start = extra["g_start"][lo * w:hi * w].copy()
-            states[p] = self.client.scatter(state, workers=[self.owner[p]], hash=False)
-        common_extra = {}
-        if extra and "x_start" in extra:
-            common_extra = {"x_start": extra["x_start"][m * w:].copy(), "g_start": extra["g_start"][m * w:].copy()}
-        common = CommonState(V.copy(), np.ascontiguousarray(S[:, m * w:]), np.ascontiguousarray(Y[:, m * w:]),
-                             memory, cycles_done, inner_done, common_extra)
-        commons = {a: self.client.scatter(common, workers=[a], hash=False) for a in self.used}
-        self.state_futures, self.common_futures, self.backups = states, commons, {}
+    def _initial_states(self, full: dict, stepper, stop, time_used: float, cycles_done: int, started: bool):
+        """Scatter shard states and one CommonState per worker from full vectors (start or resume)."""
+        states, common = self.layout.split(full, self.memory_size)
+        common.stepper, common.stop = stepper, stop
+        common.time_used, common.cycles_done, common.started = time_used, cycles_done, started
+        self.state_futures = {p: self.client.scatter(s, workers=[self.owner[p]], hash=False)
+                              for p, s in states.items()}
+        self.common_futures = {a: self.client.scatter(common, workers=[a], hash=False) for a in self.used}
+        self.backups = {}
 
     # ------------------------------------------------------------------ one chunk
     def _submit_chunk(self, plan):
         """Submit one pinned run_chunk per worker; return {address: future}."""
-        client = self.client
         futures = {}
         for addr in self.used:
             mine = plan.shards_of(addr)
-            futures[addr] = client.submit(
-                run_chunk, plan, [self.data_futures[p] for p in mine], [self.state_futures[p] for p in mine],
-                self.common_futures[addr], workers=[addr], allow_other_workers=False, pure=False,
-                retries=0, key=f"hamsi-chunk-{plan.run_id}-{self.used.index(addr)}")
+            datas = [self.data_futures[p] for p in mine] if self.layout.n_shards else [self.data_futures[addr]]
+            futures[addr] = self.client.submit(
+                run_chunk, plan, datas, [self.state_futures[p] for p in mine], self.common_futures[addr],
+                workers=[addr], allow_other_workers=False, pure=False, retries=0,
+                key=f"hamsi-chunk-{plan.run_id}-{self.used.index(addr)}")
         return futures
 
     def _watch(self, futures: dict, plan):
@@ -240,20 +221,12 @@ class _DistributedRun:
             alive = set(worker_info(self.client))
             lost = [a for a in self.used if a not in alive]
             if failed or lost:
-                survivors = [a for a in self.used if a in alive]
-                try:
-                    self.client.run(abort_run, plan.run_id, workers=survivors)
-                except Exception:  # a survivor may be dying too; the recovery re-checks who is alive
-                    pass
-                why = "worker lost"
+                self._abort(futures, plan, [a for a in self.used if a in alive])
                 errors = [f.exception() for f in failed if f.status == "error"]
-                for f in futures.values():
-                    f.cancel()
-                real = [e for e in errors if not isinstance(e, PeerLost)]
+                real = [e for e in errors if not isinstance(e, PeerLost)]  # StartTimeout is a ClusterError
                 if real and not lost:  # a failure of the computation itself: rerunning would repeat it
                     raise real[0]
-                if errors:
-                    why = f"{type(errors[0]).__name__}: {errors[0]}"
+                why = f"{type(errors[0]).__name__}: {errors[0]}" if errors else "worker lost"
                 shown = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
                 raise PeerLost(f"chunk {plan.run_id} failed ({why}); lost workers: {shown or 'none'}")
             if all(f.status == "finished" for f in futures.values()):
@@ -261,23 +234,29 @@ class _DistributedRun:
             changed.wait(WATCH_INTERVAL)
             changed.clear()
 
+    def _abort(self, futures: dict, plan, survivors):
+        """Wake the survivors' waiting tasks, cancel the chunk and drop its mail (after a failure or Ctrl-C)."""
+        try:
+            self.client.run(abort_run, plan.run_id, workers=survivors)
+        except Exception:  # a survivor may be dying too; the recovery re-checks who is alive
+            pass
+        for f in futures.values():
+            f.cancel()
+
     def _collect(self, futures: dict):
         """Split chunk outputs into per-shard state, common and summary futures; return summaries."""
         client = self.client
         states, commons, summaries = {}, {}, {}
         for addr, fut in futures.items():
-            mine = sorted(p for p, a in self.owner.items() if a == addr)
-            for i, p in enumerate(mine):
+            for i, p in enumerate(sorted(p for p, a in self.owner.items() if a == addr)):
                 states[p] = client.submit(_pick, fut, "states", i, workers=[addr], pure=False)
             commons[addr] = client.submit(_pick, fut, "common", workers=[addr], pure=False)
             summaries[addr] = client.submit(_summary, fut, workers=[addr], pure=False)
+        backups = {}
         if self.backup and len(self.used) > 1:
-            ring = self.used[1:] + self.used[:1]
-            buddy = dict(zip(self.used, ring))
+            buddy = dict(zip(self.used, self.used[1:] + self.used[:1]))
             backups = {p: client.submit(_identity, states[p], workers=[buddy[self.owner[p]]], pure=False)
                        for p in states}
-        else:
-            backups = {}
         gathered = client.gather([summaries[a] for a in self.used])
         if backups:
             from distributed import wait
@@ -318,178 +297,158 @@ class _DistributedRun:
         self.common_futures = {a: common for a in self.used}
 
     def _backup_host(self, p):
-        ring = self.used[1:] + self.used[:1]
-        return dict(zip(self.used, ring))[self.owner[p]]
+        return dict(zip(self.used, self.used[1:] + self.used[:1]))[self.owner[p]]
 
-    # ------------------------------------------------------------------ the loop
-    def optimize(self, stop: StopRules, *, chunk_epochs, checkpoint, checkpoint_every, resume, callback,
-                 on_chunk):
-        problem = self.problem
-        M = self.config.memory
-        trace = Trace()
-        phases = dict(gradient=0.0, update=0.0, hessian=0.0, exchange=0.0)
-        worker_phases = {}  # per worker: where the time went (load balance diagnostics)
+    # ------------------------------------------------------------------ the run
+    def _start(self, stepper, stop, x0, random_state, resume, trace):
+        """Return (full vectors, stepper, stop, time used, cycles done, started) of a new or resumed run."""
         if resume is not None:
-            state = ckpt.load(resume, self.fingerprint())
-            x, S, Y, memory = state["x"], state["S"], state["Y"], state["memory"]
-            cycles_done, inner_done = state["cycles_done"], state["inner_done"]
-            for row in state["trace"]:
+            arrays, meta = ckpt.load(resume, self.fingerprint())
+            for row in meta["trace"]:
                 trace.append(*row)
-            saved_stop = state["stop"]
-            stop.time_used = saved_stop.time_used
-            stop.best_heldout, stop.without_gain = saved_stop.best_heldout, saved_stop.without_gain
-            stop.previous_objective = saved_stop.previous_objective
-            phases.update(state["phases"])
-            extra = state.get("extra")
-        else:
-            init_rng, _ = engine_rngs(self.random_state)
-            x = problem.initial_point(init_rng)
-            S = np.zeros((M, problem.n_params))
-            Y = np.zeros((M, problem.n_params))
-            memory = LBFGSMemory(M)
-            cycles_done = inner_done = 0
-            extra = None
-            train, objective = problem.evaluate(x)
-            test = problem.heldout_error(x, self.heldout) if self.heldout is not None else math.nan
-            trace.append(0, 0, 0.0, train, test, objective)
-            stop.previous_objective = objective
-            if callback is not None:
-                callback(dict(zip(("epoch", "inner", "time_s", "train_rmse", "test_rmse", "objective"),
-                                  trace.rows[-1])))
+            full = {k: v for k, v in arrays.items() if not k.startswith("saved_")}
+            full["saved"] = {k[len("saved_"):]: v for k, v in arrays.items() if k.startswith("saved_")}
+            saved_stop = meta["stop"]  # its state carries over; the limits are this call's
+            for name in ("best_heldout", "best_epoch", "new_best", "without_gain", "previous_objective"):
+                setattr(stop, name, getattr(saved_stop, name))
+            return full, meta["stepper"], stop, meta["time_used"], meta["cycles_done"], True
+        n, M = self.problem.n_params, self.memory_size
+        x = (self.problem.initial_point(steps.engine_rngs(random_state)[0]) if x0 is None
+             else np.array(x0, dtype=np.float64, copy=True))
+        full = {"x": x, "S": np.zeros((M, n)), "Y": np.zeros((M, n)), "x_start": np.zeros(n),
+                "g_start": np.zeros(n), "saved": {}}
+        return full, stepper, stop, 0.0, 0, False
+
+    def _run_chunk(self, epochs, chunk_index, on_chunk):
+        """Run one chunk to completion (rerunning it on the survivors after a loss); return the summaries."""
+        while True:
+            plan = ChunkPlan(run_id=uuid.uuid4().hex[:12], workers=list(self.used), owner=dict(self.owner),
+                             epochs=epochs, config=self.layout.config, timeout=self.peer_timeout)
+            futures = self._submit_chunk(plan)
+            if on_chunk is not None:
+                on_chunk({"chunk": chunk_index, "first_cycle": epochs.start, "workers": list(self.used),
+                          "client": self.client, "futures": futures})
+            try:
+                self._watch(futures, plan)
+                return self._collect(futures)
+            except PeerLost as error:
+                if len(self.recoveries) >= MAX_RECOVERIES:
+                    raise ClusterError(f"giving up after {MAX_RECOVERIES} recoveries: {error}") from error
+                if not self.quiet:
+                    print(f"hamsi: {error}; rerunning the chunk on the survivors", file=sys.stderr, flush=True)
+                self._recover(error)
+            except BaseException:  # KeyboardInterrupt: stop the workers' tasks, then let it through
+                self._abort(futures, plan, self.used)
+                raise
+
+    def optimize(self, stepper, stop, *, x0, random_state, chunk_epochs, checkpoint, checkpoint_every, resume,
+                 callback, on_chunk):
+        """Run chunks until a stop rule fires; return the OptimizeResult (see finish_result)."""
+        trace, phases, worker_phases = Trace(), PhaseTimes(), {}
+        full, stepper, stop, time_used, cycles_done, started = self._start(stepper, stop, x0, random_state,
+                                                                         resume, trace)
         self._place(self.workers)
-        # kept until the first chunk completes: it is that chunk's snapshot if a worker dies
-        self._origin = (x, S, Y, memory, cycles_done, inner_done, extra)
+        self._origin = (full, stepper, stop, time_used, cycles_done, started)  # the first chunk's snapshot
         self._initial_states(*self._origin)
-        reason, message = None, ""
+        reason, message, lead = None, "", None
         if stop.max_epochs is not None and cycles_done >= stop.max_epochs:
             reason, message = "epoch_limit", f"reached max_epochs = {stop.max_epochs}"
         wall_start = time.perf_counter()
-        chunk_number = itertools.count()
-        while reason is None:
-            first = cycles_done + 1
-            last = first + max(1, int(chunk_epochs)) - 1
+        for chunk_index in itertools.count():
+            if reason is not None:
+                break
+            last = cycles_done + max(1, int(chunk_epochs))
             if stop.max_epochs is not None:
                 last = min(last, stop.max_epochs)
             if checkpoint and checkpoint_every:
                 last = min(last, (cycles_done // checkpoint_every + 1) * checkpoint_every)
-            cycles = schedule_cycles(self.method, self.schedule, self.config.n_subsets, first, last,
-                                     self.random_state)
-            chunk_index = next(chunk_number)
-            while True:  # rerun the chunk from its snapshot until it completes
-                plan = ChunkPlan(run_id=uuid.uuid4().hex[:12], workers=list(self.used), owner=dict(self.owner),
-                                 cycles=cycles, config=self.config, stop=stop, timeout=self.peer_timeout,
-                                 n_test=self.n_test)
-                futures = self._submit_chunk(plan)
-                if on_chunk is not None:
-                    on_chunk({"chunk": chunk_index, "first_cycle": first, "workers": list(self.used),
-                              "client": self.client, "futures": futures})
-                try:
-                    self._watch(futures, plan)
-                    summaries = self._collect(futures)
-                    break
-                except PeerLost as error:
-                    if len(self.recoveries) >= MAX_RECOVERIES:
-                        raise ClusterError(f"giving up after {MAX_RECOVERIES} recoveries: {error}") from error
-                    if not self.quiet:
-                        print(f"hamsi: {error}; rerunning the chunk on the survivors", file=sys.stderr,
-                              flush=True)
-                    self._recover(error)
+            summaries = self._run_chunk(range(cycles_done + 1, last + 1), chunk_index, on_chunk)
             lead = summaries[self.used[0]]
             for row in lead["records"]:
                 trace.append(*row)
                 if callback is not None:
-                    callback(dict(zip(("epoch", "inner", "time_s", "train_rmse", "test_rmse", "objective"), row)))
-            for key in phases:
-                phases[key] += lead["phases"][key]
-            for addr, summary in summaries.items():
-                mine = worker_phases.setdefault(addr, dict.fromkeys(phases, 0.0))
-                for key in mine:
-                    mine[key] += summary["phases"][key]
-            stop = lead["stop"]
-            stop.time_used = max(s["stop"].time_used for s in summaries.values())
-            reason, message = lead["reason"], lead["message"]
-            if lead["records"]:
-                cycles_done = lead["records"][-1][0]
-            inner_done = lead["inner_done"]
-            if reason is None and stop.max_epochs is not None and cycles_done >= stop.max_epochs:
-                reason, message = "epoch_limit", f"reached max_epochs = {stop.max_epochs}"
+                    callback(dict(zip(ROW_NAMES, row)))
+            self._add_phases(phases, worker_phases, summaries)
+            stepper, stop, reason, message = lead["stepper"], lead["stop"], lead["reason"], lead["message"]
+            cycles_done = lead["cycles_done"]
+            time_used = max(s["time_used"] for s in summaries.values())
             if checkpoint and checkpoint_every and (cycles_done % checkpoint_every == 0 or reason is not None):
-                full = self.gather_state()
-                ckpt.save(checkpoint, fingerprint=self.fingerprint(), trace=trace.rows, stop=stop,
-                          phases=phases, **full)
-        full = self.gather_state(with_memory=False)
+                self._save(checkpoint, trace, stepper, stop, time_used, cycles_done)
+        x = self.layout.join(*self._gather(with_memory=False))["x"]
         wall = time.perf_counter() - wall_start
-        times = PhaseTimes(phases["gradient"], phases["update"], phases["hessian"])
-        memory = full["memory"]
         self.release()
-        result = make_result(full["x"], reason, message, trace, times, full["inner_done"], full["cycles_done"],
-                           layout=self.layout, shard_bounds=self.bounds, sigma=memory.sigma,
-                           pairs_accepted=memory.n_accepted, pairs_rejected=memory.n_rejected,
-                           exchange_time=phases["exchange"], worker_phases=worker_phases, wall_time=wall,
-                           workers=list(self.used),
-                           shard_owner=dict(self.owner), recoveries=list(self.recoveries))
-        # the optimization time of a distributed run includes waiting for peers (like trace time_s)
-        result.time = times.total + phases["exchange"]
+        result = finish_result(x, reason, message, trace, phases, stepper, stop, cycles_done,
+                               shard_bounds=self.bounds, exchange_time=phases.exchange + phases.wait,
+                               worker_phases=worker_phases, wall_time=wall, workers=list(self.used),
+                               shard_owner=dict(self.owner), recoveries=list(self.recoveries))
+        result.time = max(time_used, phases.total)
         return result
+
+    @staticmethod
+    def _add_phases(phases, worker_phases, summaries):
+        """Add the lead's phases to the run's and every worker's to its own (load balance diagnostics)."""
+        lead = next(iter(summaries.values()))
+        for key, value in lead["phases"].items():
+            setattr(phases, key, getattr(phases, key) + value)
+        for addr, summary in summaries.items():
+            mine = worker_phases.setdefault(addr, dict.fromkeys(summary["phases"], 0.0))
+            for key, value in summary["phases"].items():
+                mine[key] += value
+
+    def _save(self, directory, trace, stepper, stop, time_used, cycles_done):
+        full = self.layout.join(*self._gather(with_memory=True))
+        arrays = {k: v for k, v in full.items() if k != "saved"}
+        arrays.update({f"saved_{k}": v for k, v in full["saved"].items()})
+        ckpt.save(directory, arrays=arrays, meta={"trace": list(trace.rows), "stepper": stepper, "stop": stop,
+                                                  "time_used": time_used, "cycles_done": cycles_done},
+                  fingerprint=self.fingerprint())
 
     def fingerprint(self) -> dict:
         """Return what a checkpoint must match to be resumed: data, cover and constants."""
         p = self.problem
-        return {"shape": list(p.shape), "n_ratings": int(p.n_functions), "rank": int(p.rank),
-                "width": int(p.width), "method": self.method, "schedule": self.schedule,
-                "scheme": self.partition.scheme, "n_shards": int(self.n_shards),
-                "n_subsets": int(self.config.n_subsets), "memory": int(self.config.memory),
-                "random_state": self.random_state,
-                "ratings_checksum": float(np.sum(p.vals * (1.0 + p.rows % 7) * (1.0 + p.cols % 11)))}
-
-    def gather_state(self, with_memory: bool = True) -> dict:
-        """Return the full x (and S, Y, the memory and counters), gathered from the workers.
-
-        Only at checkpoints and at the end; without with_memory just the factors travel (small
-        tasks on the hosts pick U_p and V out of their states), not the 2M memory rows.
-        """
-        client = self.client
-        lead = self.used[0]
-        if with_memory:
-            shard_states = client.gather([self.state_futures[p] for p in range(self.n_shards)])
-            common = client.gather(self.common_futures[lead])
-        else:
-            picks = [client.submit(_factor_part, self.state_futures[p], workers=[self.owner[p]], pure=False)
-                     for p in range(self.n_shards)]
-            picks.append(client.submit(_factor_part, self.common_futures[lead], workers=[lead], pure=False))
-            parts = client.gather(picks)
-            shard_states, common = parts[:-1], parts[-1]
-        x = np.concatenate([s.U.reshape(-1) for s in shard_states] + [common.V.reshape(-1)])
-        out = {"x": x, "memory": common.memory, "cycles_done": common.cycles_done,
-               "inner_done": common.inner_done}
-        if not with_memory:
-            return out
-        out["S"] = np.concatenate([s.S for s in shard_states] + [common.S], axis=1)
-        out["Y"] = np.concatenate([s.Y for s in shard_states] + [common.Y], axis=1)
-        out["extra"] = None
-        if shard_states[0].x_start is not None:
-            out["extra"] = {
-                "x_start": np.concatenate([s.x_start for s in shard_states] + [common.extra["x_start"]]),
-                "g_start": np.concatenate([s.g_start for s in shard_states] + [common.extra["g_start"]])}
+        out = {"problem": type(p).__name__, "n_params": int(p.n_params), "n_functions": int(p.n_functions),
+               "scheme": getattr(self.partition, "scheme", None), "n_shards": int(self.bounds.size - 1),
+               "n_subsets": int(self.layout_k), "memory": self.memory_size, **self.fingerprint_extra}
+        if isinstance(p, MatrixFactorization):
+            out["ratings_checksum"] = float(np.sum(p.vals * (1.0 + p.rows % 7) * (1.0 + p.cols % 11)))
         return out
+
+    def _gather(self, with_memory: bool):
+        """Return (shard states in shard order, the lead's CommonState), whole or factors only.
+
+        Only at checkpoints and at the end; without with_memory just x travels (small tasks on the
+        hosts pick it out of their states), not the 2M memory rows.
+        """
+        client, lead = self.client, self.used[0]
+        pick = _state_whole if with_memory else _state_vector
+        futures = [client.submit(pick, self.state_futures[p], workers=[self.owner[p]], pure=False)
+                   for p in range(self.layout.n_shards)]
+        futures.append(client.submit(pick, self.common_futures[lead], workers=[lead], pure=False))
+        parts = client.gather(futures)
+        return parts[:-1], parts[-1]
 
     def release(self):
         """Drop every future of the run (the workers free the shards)."""
         self.state_futures = self.common_futures = self.backups = self.data_futures = {}
 
 
-def _factor_part(state):
-    """Return the state with its factor only (U_p, or V with the small memory): what the end result needs."""
+def _state_whole(state):
+    """Return the state unchanged (a checkpoint needs everything)."""
+    return state
+
+
+def _state_vector(state):
+    """Return the state's vector only (U of a shard, x_rep of the replicated part): what the result needs."""
     from types import SimpleNamespace
 
-    if isinstance(state, ShardState):
+    if hasattr(state, "U"):
         return SimpleNamespace(U=state.U)
-    return SimpleNamespace(V=state.V, memory=state.memory, cycles_done=state.cycles_done,
-                           inner_done=state.inner_done)
+    return SimpleNamespace(x_rep=state.x_rep)
 
 
 def _summary(result: dict) -> dict:
-    """Return the small part of a chunk result: records, phases, stop state, reason, counters."""
-    return {"records": result["records"], "phases": result["phases"], "stop": result["stop"],
-            "reason": result["reason"], "message": result["message"],
-            "inner_done": result["common"].inner_done, "worker": result["worker"]}
+    """Return the small part of a chunk result: records, phases, decisions, reason, counters."""
+    common = result["common"]
+    return {"records": result["records"], "phases": result["phases"], "stepper": common.stepper,
+            "stop": common.stop, "reason": result["reason"], "message": result["message"],
+            "cycles_done": common.cycles_done, "time_used": common.time_used, "worker": result["worker"]}

@@ -12,3 +12,7 @@ class ClusterError(InputError):
 
 class PeerLost(RuntimeError):
     """A worker stopped answering during an exchange (raised inside a task; the driver recovers)."""
+
+
+class StartTimeout(ClusterError):
+    """The tasks of a chunk did not all start within the timeout (a busy or shrinking cluster)."""

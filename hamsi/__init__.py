@@ -1,5 +1,7 @@
 """hamsi: second-order incremental optimization (HAMSI) and private estimation on Dask."""
 
+# First: OpenMP reads its wait policy once, when numba loads its threading layer.
+from hamsi import threading_setup  # noqa: F401  (isort: skip)
 from hamsi.data import Ratings
 from hamsi.errors import DivergenceError, InputError
 

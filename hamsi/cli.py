@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "hamsi.commands.data",
     "hamsi.commands.partition",
     "hamsi.commands.factorize",
+    "hamsi.commands.recommend",
     "hamsi.commands.glasso",
     "hamsi.commands.dp_learn",
     "hamsi.commands.queries",
@@ -30,7 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hamsi",
         description="Second-order incremental optimization (HAMSI) and private estimation on Dask.",
     )
+    from hamsi import __version__
+
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    parser.add_argument("--version", action="version", version=f"hamsi {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:

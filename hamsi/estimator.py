@@ -1,19 +1,38 @@
-"""`MatrixFactorizer`: the scikit-learn-style estimator around the in-process HAMSI / mb-GD engine."""
+"""`MatrixFactorizer`: a scikit-learn-style recommender around the in-process HAMSI / mb-GD engine.
+
+Raw ids in, raw ids out (scikit-surprise and implicit are the anchors): `fit` takes a pandas
+DataFrame, an array or `Ratings`; `predict(users, items)` and `recommend(user)` speak the ids of
+the data; unknown ids get a documented fallback; predictions stay in the training rating range;
+a fitted model saves to and loads from one versioned .npz (hamsi.model_io).
+"""
 
 from __future__ import annotations
 
+import inspect
+import math
 import numbers
 import os
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, clone
 
+from hamsi import defaults, model_io
 from hamsi.errors import DivergenceError, InputError
-from hamsi.optimizer import GD_ETA, HAMSI_ETA, minimize_hamsi, minimize_mbgd
+from hamsi.optimizer import minimize_hamsi, minimize_mbgd
 from hamsi.problems import MatrixFactorization
+from hamsi.problems.matrix_factorization import REG_WEIGHTINGS
+from hamsi.recommender import FactorArrays, IdIndex, as_pairs, as_ratings, pair_scores, seen_lists, top_items
+from hamsi.trace import Trace
 
 ALGORITHMS = ("hamsi", "mbgd")
+AUTO = "auto"
+# Arrays of a fitted model: saved-file key -> attribute (None-valued ones are not written).
+MODEL_ARRAYS = {"user_ids": "user_ids_", "item_ids": "item_ids_", "user_factors": "user_factors_",
+                "item_factors": "item_factors_", "user_bias": "user_bias_", "item_bias": "item_bias_",
+                "seen_indptr": "_seen_indptr", "seen_items": "_seen_items"}
+MODEL_SCALARS = ("reg_", "eta_", "eta_gd_", "init_scale_", "global_mean_", "rating_min_", "rating_max_", "n_iter_", "best_epoch_",
+                 "overfitting_")
 
 
 def available_cores() -> int:
@@ -24,8 +43,24 @@ def available_cores() -> int:
         return os.cpu_count() or 1
 
 
+def _plain(name: str, value):
+    """Return value as a JSON-ready Python scalar (numpy scalars unwrapped); InputError otherwise."""
+    value = value.item() if isinstance(value, np.generic) else value
+    if value is not None and not isinstance(value, (bool, int, float, str)):
+        raise InputError(f"cannot save {name}={value!r}: only numbers, strings and None are saved")
+    return value
+
+
+def supported_options(function, **options) -> dict:
+    """Return the options `function` accepts (minimize_mbgd takes no memory or safeguard)."""
+    accepted = inspect.signature(function).parameters
+    if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
+        return options
+    return {name: value for name, value in options.items() if name in accepted}
+
+
 class MatrixFactorizer(BaseEstimator):
-    """Low-rank matrix completion Y ~ U V^T fitted by HAMSI (thesis Alg. 3) or mini-batch GD.
+    """Low-rank model r(u, i) ~ mu + bu_u + bv_i + U_u . V_i fitted by HAMSI (thesis Alg. 3) or mb-GD.
 
     Parameters
     ----------
@@ -39,34 +74,62 @@ class MatrixFactorizer(BaseEstimator):
         subsets K (default: B for strata schemes, the partitioner's default otherwise).
     schedule : {"det", "stoc"}
         Subset order per cycle (thesis sec. 3.4).
-    reg : float
-        L2 weight: the objective is (SSE + reg (|U|^2 + |V|^2)) / 2|I|.
+    reg : float or "auto"
+        L2 weight. "auto" chooses it from the training ratings at fit time (attribute reg_;
+        hamsi.defaults.choose_hyperparameters, 0.09 x the ratings' standard deviation).
+    reg_weighting : {"count", "uniform"}
+        "count" (ALS-WR): every rating carries reg (|U_a|^2 + |V_b|^2), so the best reg hardly
+        moves with the rank or the data size; "uniform": the thesis objective
+        (SSE + reg (|U|^2 + |V|^2)) / 2|I|.
     biases : bool
-        Learn user and item biases around the training mean.
-    eta, gamma : float
-        Step schedule 1 / (eta t)^gamma; eta defaults to 0.06 (hamsi) or 0.001 (mbgd).
+        Learn user and item biases around the training mean (default on).
+    eta, gamma : float or "auto", float
+        Step 1 / (eta t)^gamma: a LARGER eta gives SMALLER steps. "auto" (or None) takes
+        hamsi.defaults' value at fit time (attribute eta_); the gradient steps before L-BFGS
+        starts are always fitted to the data and reg (attribute eta_gd_).
+    init_scale : float or "auto"
+        "auto": the start of hamsi.defaults (small factors, biases at their penalized
+        least-squares fit); a number s: N(0, s^2) factors and zero biases (1 is the reference's).
     memory : int
         L-BFGS memory M.
-    max_time, max_epochs, tol, patience :
-        Stop after max_time seconds of optimization, max_epochs cycles, a relative objective
-        change <= tol (0 disables), or `patience` cycles without validation improvement.
+    max_time, max_epochs, tol :
+        Stop after max_time seconds of optimization, max_epochs cycles, or a relative objective
+        change <= tol (0 disables).
+    patience : int or None
+        Early stopping: stop after `patience` cycles without a better validation RMSE. The
+        validation set is `fit(validation=...)`, else a `validation_fraction` of X held out.
+    validation_fraction : float
+        Share of the ratings held out for early stopping when no validation set is given.
+    safeguard : bool
+        The engine's safeguarded steps (default on); False runs the thesis algorithm as written.
     threads : int or None
         Threads for the blocks of a subset (default: the number of cores).
     random_state : int or None
-        Seeds the N(0, 1) start, the partitioner and the `stoc` schedule.
+        Seeds the N(0, 1) start, the partitioner, the `stoc` schedule and the validation split.
     on_divergence : {"raise", "warn"}
         On NaN/inf, raise hamsi.errors.DivergenceError (default) or warn and keep the result.
+    user_col, item_col, rating_col : str
+        Column names read from a DataFrame X (with the defaults, MovieLens names such as
+        userId / movieId are recognised too).
 
     Attributes
     ----------
-    user_factors_ (m, rank), item_factors_ (n, rank), user_bias_, item_bias_, global_mean_
-    (with biases), trace_ (hamsi.trace.Trace), result_ (scipy OptimizeResult), partition_.
+    user_ids_, item_ids_ : raw ids; row a of user_factors_ (m, rank) is user user_ids_[a].
+    user_factors_, item_factors_, user_bias_, item_bias_ (None without biases), global_mean_,
+    rating_min_, rating_max_ (the clipping range), reg_, eta_, eta_gd_, init_scale_ (the values
+    used), n_iter_,
+    best_epoch_, overfitting_ (from the engine; None when it does not report them), n_unknown_
+    (pairs of the last predict call that fell back), trace_, result_ and partition_ (after fit).
     """
 
+    _shared_params: tuple = ()  # parameters clone hands over as the same object (see __sklearn_clone__)
+
     def __init__(self, rank=10, algorithm="hamsi", partitioner="strata-b", blocks=None, subsets=None,
-                 schedule="det", reg=0.0, biases=False, eta=None, gamma=0.51, memory=5, max_time=None,
-                 max_epochs=100, tol=0.0, patience=None, threads=None, random_state=None,
-                 on_divergence="raise"):
+                 schedule="det", reg=AUTO, reg_weighting="count", biases=True, eta=AUTO, gamma=0.51,
+                 memory=5, init_scale=AUTO, max_time=None, max_epochs=100, tol=0.0, patience=None,
+                 validation_fraction=defaults.VALIDATION_FRACTION, safeguard=True, threads=None,
+                 random_state=None, on_divergence="raise", user_col="user", item_col="item",
+                 rating_col="rating"):
         self.rank = rank
         self.algorithm = algorithm
         self.partitioner = partitioner
@@ -74,138 +137,272 @@ class MatrixFactorizer(BaseEstimator):
         self.subsets = subsets
         self.schedule = schedule
         self.reg = reg
+        self.reg_weighting = reg_weighting
         self.biases = biases
         self.eta = eta
         self.gamma = gamma
         self.memory = memory
+        self.init_scale = init_scale
         self.max_time = max_time
         self.max_epochs = max_epochs
         self.tol = tol
         self.patience = patience
+        self.validation_fraction = validation_fraction
+        self.safeguard = safeguard
         self.threads = threads
         self.random_state = random_state
         self.on_divergence = on_divergence
+        self.user_col = user_col
+        self.item_col = item_col
+        self.rating_col = rating_col
 
-    def _check_params(self, ratings):
-        def positive_int(name, value, allow_none=False):
+    def __sklearn_clone__(self):
+        """Return an unfitted copy; parameters in _shared_params (a Dask client) stay the same object."""
+        params = self.get_params(deep=False)
+        return type(self)(**{name: value if name in self._shared_params else clone(value, safe=False)
+                             for name, value in params.items()})
+
+    # ------------------------------------------------------------------ validation
+    def validate_params(self, name=lambda parameter: parameter) -> None:
+        """Raise InputError on a bad hyper-parameter; name(parameter) is how messages call it (CLI: flag)."""
+        def integer(parameter, minimum=1, allow_none=False):
+            value = getattr(self, parameter)
             if value is None and allow_none:
                 return
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
-                raise InputError(f"{name} must be a positive integer; got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+                raise InputError(f"{name(parameter)} must be an integer >= {minimum}; got {value!r}")
 
-        def non_negative(name, value, allow_none=False):
-            if value is None and allow_none:
+        def number(parameter, allow_none=False, allow_auto=False, positive=False, below=None):
+            value = getattr(self, parameter)
+            if (value is None and allow_none) or (value == AUTO and allow_auto):
                 return
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not value >= 0:
-                raise InputError(f"{name} must be a number >= 0; got {value!r}")
+            if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
+                    or value < 0 or (positive and value == 0) or (below is not None and value >= below)):
+                bound = f"in [0, {below:g})" if below else ("> 0" if positive else ">= 0")
+                raise InputError(f"{name(parameter)} must be a finite number {bound}"
+                                 + (" or 'auto'" if allow_auto else "") + f"; got {value!r}")
 
-        positive_int("rank", self.rank)
-        positive_int("memory", self.memory)
-        positive_int("blocks", self.blocks, allow_none=True)
-        positive_int("subsets", self.subsets, allow_none=True)
-        positive_int("threads", self.threads, allow_none=True)
-        positive_int("max_epochs", self.max_epochs, allow_none=True)
-        positive_int("patience", self.patience, allow_none=True)
-        non_negative("reg", self.reg)
-        non_negative("tol", self.tol)
-        non_negative("max_time", self.max_time, allow_none=True)
-        non_negative("gamma", self.gamma)
-        if self.eta is not None:
-            non_negative("eta", self.eta)
-            if self.eta == 0:
-                raise InputError("eta must be > 0")
-        if self.algorithm not in ALGORITHMS:
-            raise InputError(f"unknown algorithm {self.algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
-        if self.schedule not in ("det", "stoc"):
-            raise InputError(f"unknown schedule {self.schedule!r}; choose det or stoc")
-        if self.on_divergence not in ("raise", "warn"):
-            raise InputError(f"on_divergence must be 'raise' or 'warn'; got {self.on_divergence!r}")
+        integer("rank")
+        integer("memory")
+        for parameter in ("blocks", "subsets", "threads", "max_epochs", "patience"):
+            integer(parameter, allow_none=True)
+        number("reg", allow_auto=True)
+        number("eta", allow_none=True, allow_auto=True, positive=True)
+        number("init_scale", allow_auto=True, positive=True)
+        number("tol")
+        number("max_time", allow_none=True)
+        number("gamma")
+        number("validation_fraction", below=1.0)
+        self._check_choice(name, "algorithm", ALGORITHMS)
+        self._check_choice(name, "reg_weighting", REG_WEIGHTINGS)
+        self._check_choice(name, "schedule", ("det", "stoc"))
+        self._check_choice(name, "on_divergence", ("raise", "warn"))
         import partition
 
-        if str(self.partitioner).lower() not in partition.SCHEMES:
-            raise InputError(f"unknown partitioner {self.partitioner!r}; choose one of "
-                             f"{', '.join(partition.SCHEMES)}")
-        for name in ("rows", "cols", "values", "shape"):
-            if not hasattr(ratings, name):
-                raise InputError(f"ratings must be a hamsi.Ratings (missing .{name}); got {type(ratings).__name__}")
-        if ratings.rows.shape[0] == 0:
-            raise InputError("cannot fit on empty ratings (0 entries)")
-        if not np.all(np.isfinite(ratings.values)):
-            raise InputError("ratings contain NaN or infinite values")
+        self._check_choice(name, "partitioner", tuple(partition.SCHEMES), str(self.partitioner).lower())
 
-    def fit(self, ratings, validation=None, callback=None):
-        """Fit the factors to `ratings` (hamsi.Ratings) and return self.
+    def _check_choice(self, name, parameter, choices, value=None):
+        value = getattr(self, parameter) if value is None else value
+        if value not in choices:
+            raise InputError(f"unknown {name(parameter)} {getattr(self, parameter)!r}; choose one of "
+                             f"{', '.join(choices)}")
 
-        `validation` (Ratings, same shape) fills the trace's test_rmse column and drives `patience`;
+    def _columns(self) -> tuple:
+        return (self.user_col, self.item_col, self.rating_col)
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X, y=None, *, validation=None, callback=None):
+        """Fit the model to the ratings in X and return self.
+
+        X: a pandas DataFrame (user_col, item_col, rating_col), an (n, 3) array of (user, item,
+        rating), an (n, 2) array of (user, item) with the ratings in y, or hamsi.Ratings. Ids are
+        kept as given (integers or strings). `validation` (same forms) fills the trace's test_rmse
+        column and drives `patience`; its pairs with ids absent from X are left out.
         callback(row: dict) is called after each cycle with the new trace row.
         """
+        self.validate_params()
+        train = as_ratings(X, y, self._columns(), what="X")
+        if train.nnz == 0:
+            raise InputError("cannot fit on empty ratings (0 entries)")
+        if not np.all(np.isfinite(train.values)):
+            raise InputError("ratings contain NaN or infinite values")
+        if validation is not None:
+            validation = self._aligned(as_ratings(validation, None, self._columns(), what="validation"), train)
+        elif self.patience is not None:
+            if not self.validation_fraction:
+                raise InputError("patience needs validation ratings: pass validation= or validation_fraction > 0")
+            train, validation = train.split(self.validation_fraction, seed=self.random_state)
+        problem, result = self._minimize(train, validation, callback)
+        return self._set_fitted(train, problem, result)
+
+    @staticmethod
+    def _aligned(validation, train):
+        """Return `validation` in the row/column numbering of `train`, without pairs unknown to it."""
+        if validation.user_ids is train.user_ids and validation.item_ids is train.item_ids:
+            return validation
+        users, items, values = as_pairs(validation)
+        rows, cols = IdIndex(train.user_ids).lookup(users), IdIndex(train.item_ids).lookup(items)
+        known = (rows >= 0) & (cols >= 0)
+        return type(train)(rows[known], cols[known], values[known], train.shape, train.user_ids, train.item_ids,
+                           validation.source)
+
+    def _partition(self, train, default_blocks: int):
+        """Return the cover of `train` (partition.make) with B = blocks or default_blocks."""
         import partition
 
-        self._check_params(ratings)
-        if validation is not None and tuple(validation.shape) != tuple(ratings.shape):
-            raise InputError(f"validation shape {validation.shape} differs from the ratings shape {ratings.shape}")
-        cores = available_cores()
-        blocks = min(self.blocks or cores, min(ratings.shape))
-        seed = self.random_state
+        blocks = min(self.blocks or default_blocks, min(train.shape))
+        seed = 0 if self.random_state is None else self.random_state
         try:
-            self.partition_ = partition.make(self.partitioner, ratings, blocks=blocks, subsets=self.subsets,
-                                             seed=0 if seed is None else seed)
+            return partition.make(self.partitioner, train, blocks=blocks, subsets=self.subsets, seed=seed)
         except partition.PartitionError as exc:
             raise InputError(str(exc)) from exc
-        problem = MatrixFactorization(ratings, self.rank, reg=self.reg, biases=self.biases)
-        options = dict(schedule=self.schedule, gamma=self.gamma, random_state=seed,
-                       max_epochs=self.max_epochs, max_time=self.max_time, tol=self.tol,
-                       patience=self.patience, heldout=validation, threads=self.threads or cores,
-                       callback=callback)
-        if self.algorithm == "hamsi":
-            result = minimize_hamsi(problem, self.partition_, eta=self.eta or HAMSI_ETA, memory=self.memory,
-                                    **options)
-        else:
-            result = minimize_mbgd(problem, self.partition_, eta=self.eta or GD_ETA, **options)
-        return self._set_fitted(problem, result)
 
-    def _set_fitted(self, problem, result):
+    def _minimize(self, train, validation, callback):
+        """Return (problem, OptimizeResult) of the in-process engine on `train`."""
+        cores = available_cores()
+        self.partition_ = self._partition(train, cores)
+        minimize = minimize_hamsi if self.algorithm == "hamsi" else minimize_mbgd
+        return self._solve(minimize, train, validation, callback, threads=self.threads or cores)
+
+    def _solve(self, minimize, train, validation, callback, **where):
+        """Return (problem, result) of minimize(problem, partition_, ...) with the auto values resolved.
+
+        The one place that turns the parameters into a problem and engine options (both engines);
+        `where` adds the engine's own keywords (threads, or the Dask client and chunking).
+        """
+        chosen = defaults.choose_hyperparameters(
+            train, self.rank, subsets=self.partition_.n_subsets, reg=None if self.reg == AUTO else self.reg,
+            reg_weighting=self.reg_weighting)
+        auto_eta = chosen["eta"] if self.algorithm == "hamsi" else chosen["eta_gd"]
+        chosen.update(biases=self.biases, gamma=self.gamma, memory=self.memory,
+                      eta=float(auto_eta if self.eta in (AUTO, None) else self.eta))
+        if self.init_scale != AUTO:  # a chosen start is the reference's kind: N(0, s^2), biases 0
+            chosen.update(init_scale=float(self.init_scale), init_biases=False)
+        self.reg_, self.eta_, self.eta_gd_, self.init_scale_ = (
+            float(chosen[key]) for key in ("reg", "eta", "eta_gd", "init_scale"))
+        problem = MatrixFactorization(train, self.rank, **defaults.problem_options(chosen))
+        options = dict(defaults.optimizer_options(chosen), schedule=self.schedule, random_state=self.random_state,
+                       max_epochs=self.max_epochs, max_time=self.max_time, tol=self.tol, patience=self.patience,
+                       heldout=validation, callback=callback, safeguard=self.safeguard, **where)
+        return problem, minimize(problem, self.partition_, **supported_options(minimize, **options))
+
+    def _set_fitted(self, train, problem, result):
         """Set the fitted attributes from an optimizer result; raise or warn if it diverged; return self."""
-        self._problem = problem
         self.result_ = result
-        self.trace_ = result.trace
         U, V = problem.factors(result.x)
         self.user_factors_ = U[:, :self.rank].copy()
         self.item_factors_ = V[:, :self.rank].copy()
-        if self.biases:
-            self.user_bias_ = U[:, self.rank].copy()
-            self.item_bias_ = V[:, self.rank].copy()
-            self.global_mean_ = problem.offset
+        self.user_bias_ = U[:, self.rank].copy() if self.biases else None
+        self.item_bias_ = V[:, self.rank].copy() if self.biases else None
+        self.global_mean_ = problem.offset if self.biases else float(train.values.mean())
+        self.rating_min_, self.rating_max_ = float(train.values.min()), float(train.values.max())
+        self.user_ids_, self.item_ids_ = np.asarray(train.user_ids), np.asarray(train.item_ids)
+        self._seen_indptr, self._seen_items = seen_lists(train.rows, train.cols, train.shape[0])
         self.n_iter_ = result.nit
+        self.best_epoch_ = result.get("best_epoch")
+        self.overfitting_ = result.get("overfitting")
+        self._set_trace(result.trace)
         if result.reason == "diverged":
             if self.on_divergence == "raise":
                 raise DivergenceError(result.message)
             warnings.warn(result.message, RuntimeWarning, stacklevel=3)
+        elif self.overfitting_:
+            kept = (f"the factors of cycle {self.best_epoch_} are kept" if self.patience is not None
+                     else "patience=N would keep the best cycle's factors")
+            warnings.warn(f"validation RMSE rose after cycle {self.best_epoch_} while the training RMSE kept "
+                          f"falling: the model overfits ({kept}; a larger reg or a smaller rank may help)",
+                          UserWarning, stacklevel=3)
         return self
 
+    def _set_trace(self, trace):
+        """Set trace_ and the lookup structures that predict and recommend use."""
+        self.trace_ = trace
+        self._user_index, self._item_index = IdIndex(self.user_ids_), IdIndex(self.item_ids_)
+        biases = self.user_bias_ is not None
+        self._arrays = FactorArrays(
+            self.user_factors_, self.item_factors_, self.user_bias_, self.item_bias_,
+            offset=self.global_mean_ if biases else 0.0, global_mean=self.global_mean_,
+            user_known=np.diff(self._seen_indptr) > 0,
+            item_known=np.bincount(self._seen_items, minlength=self.item_ids_.size) > 0)
+
     def _check_fitted(self):
-        if not hasattr(self, "result_"):
+        if not hasattr(self, "user_factors_"):
             from sklearn.exceptions import NotFittedError
 
-            raise NotFittedError("this MatrixFactorizer is not fitted yet; call fit(ratings) first")
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit(X) first")
 
-    def predict(self, users, items) -> np.ndarray:
-        """Return the predicted ratings for dense user and item indices (arrays of equal length)."""
+    # ------------------------------------------------------------------ predictions
+    def predict(self, users, items=None, *, clip: bool = True) -> np.ndarray:
+        """Return predicted ratings for raw (user, item) ids, clipped to [rating_min_, rating_max_].
+
+        predict(users, items) with equal-length arrays (or scalars) of raw ids, or predict(X) with
+        X as in fit (ratings, if present, are ignored). A pair whose user or item was not in the
+        training data gets global_mean_ plus the known side's bias; n_unknown_ counts such pairs.
+        """
         self._check_fitted()
-        users = np.asarray(users, dtype=np.int64)
-        items = np.asarray(items, dtype=np.int64)
-        if users.shape != items.shape:
-            raise InputError(f"users and items must have the same shape; got {users.shape} and {items.shape}")
-        m, n = self.user_factors_.shape[0], self.item_factors_.shape[0]
-        if users.size and (users.min() < 0 or users.max() >= m or items.min() < 0 or items.max() >= n):
-            raise InputError(f"indices must be dense: users in [0, {m}), items in [0, {n})")
-        return self._problem.predict(self.result_.x, users, items)
+        if items is None:
+            users, items, _ = as_pairs(users, None, self._columns())
+        users, items = np.atleast_1d(np.asarray(users)), np.atleast_1d(np.asarray(items))
+        if users.shape != items.shape or users.ndim != 1:
+            raise InputError(f"users and items must be 1-D and of the same length; got shapes {users.shape} "
+                             f"and {items.shape}")
+        scores, unknown = pair_scores(self._arrays, self._user_index.lookup(users), self._item_index.lookup(items))
+        self.n_unknown_ = int(np.count_nonzero(unknown))
+        return np.clip(scores, self.rating_min_, self.rating_max_) if clip else scores
 
-    def rmse(self, ratings) -> float:
-        """Return the root mean squared error of the predictions on `ratings`."""
-        errors = self.predict(ratings.rows, ratings.cols) - np.asarray(ratings.values, dtype=np.float64)
+    def recommend(self, user, n: int = 10, exclude_seen: bool = True) -> tuple[np.ndarray, np.ndarray]:
+        """Return (raw item ids, predicted ratings) of the n best items for `user`, best first.
+
+        Items are ranked by the unclipped score; the ratings returned are predict()'s (clipped).
+        exclude_seen leaves out the items the user rated in training; items without training
+        ratings are never recommended. An unknown user gets the items with the largest
+        global mean + item bias (the fallback of predict).
+        """
+        self._check_fitted()
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
+            raise InputError(f"n must be a positive integer; got {n!r}")
+        row = int(self._user_index.lookup([user])[0])
+        cols = np.arange(self.item_ids_.size)
+        scores, _ = pair_scores(self._arrays, np.full(cols.size, row), cols)
+        excluded = [np.flatnonzero(~self._arrays.item_known)]
+        if exclude_seen and row >= 0:
+            excluded.append(self._seen_items[self._seen_indptr[row]:self._seen_indptr[row + 1]])
+        best = top_items(scores, int(n), np.concatenate(excluded))
+        return self.item_ids_[best], np.clip(scores[best], self.rating_min_, self.rating_max_)
+
+    def rmse(self, X, y=None) -> float:
+        """Return the root mean squared error of the (clipped) predictions on the ratings in X (or y)."""
+        users, items, values = as_pairs(X, y, self._columns())
+        if values is None:
+            raise InputError("X holds no ratings: pass y or a rating column")
+        errors = self.predict(users, items) - values
         return float(np.sqrt(np.mean(errors ** 2)))
 
-    def score(self, ratings) -> float:
-        """Return the negative RMSE on `ratings` (greater is better, as scikit-learn scorers expect)."""
-        return -self.rmse(ratings)
+    def score(self, X, y=None) -> float:
+        """Return the negative RMSE on the ratings in X (greater is better, as scikit-learn expects)."""
+        return -self.rmse(X, y)
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path) -> None:
+        """Write the fitted model (ids, factors, parameters, trace) to `path` (hamsi.model_io format)."""
+        self._check_fitted()
+        params = {name: _plain(name, value) for name, value in self.get_params(deep=False).items()
+                  if name not in self._shared_params}
+        fitted = {name: _plain(name, getattr(self, name)) for name in MODEL_SCALARS}
+        arrays = {key: getattr(self, attribute) for key, attribute in MODEL_ARRAYS.items()
+                  if getattr(self, attribute) is not None}
+        arrays["trace"] = np.array(self.trace_.rows, dtype=np.float64).reshape(-1, 6)
+        model_io.write_model(path, params, fitted, arrays)
+
+    @classmethod
+    def load(cls, path):
+        """Return the model saved at `path` by save() (or `hamsi factorize --out`)."""
+        params, fitted, arrays = model_io.read_model(path)
+        accepted = cls._get_param_names()
+        model = cls(**{name: value for name, value in params.items() if name in accepted})
+        for name in MODEL_SCALARS:
+            setattr(model, name, fitted.get(name))
+        for key, attribute in MODEL_ARRAYS.items():
+            setattr(model, attribute, arrays.get(key))
+        model._set_trace(Trace([(int(row[0]), int(row[1]), *map(float, row[2:])) for row in arrays["trace"]]))
+        return model

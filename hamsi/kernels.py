@@ -215,6 +215,36 @@ def shard_pair_partials(x, x_start, g, g_start, S, Y, out):
 
 
 @njit(nogil=True, cache=True)
+def shard_gram_partials(x, x_start, S, Y, out):
+    """Write the shard's products of s = x - x_start with itself and the memory rows into out (2M + 1).
+
+    out[0] = s.s, out[1 + j] = S[j].s, out[1 + M + j] = Y[j].s (old rows): with the pair products
+    they give the new row of the Gram matrix of [S; Y] that the safeguard's step cap needs.
+    """
+    M = S.shape[0]
+    for j in range(2 * M + 1):
+        out[j] = 0.0
+    for i in range(x.shape[0]):
+        s = x[i] - x_start[i]
+        out[0] += s * s
+        for j in range(M):
+            out[1 + j] += S[j, i] * s
+            out[1 + M + j] += Y[j, i] * s
+
+
+@njit(nogil=True, cache=True)
+def shard_norm_partials(x, g, out):
+    """Write out[0] = g.g and out[1] = x.x over the shard (the safeguard's step cap)."""
+    gg = 0.0
+    xx = 0.0
+    for i in range(x.shape[0]):
+        gg += g[i] * g[i]
+        xx += x[i] * x[i]
+    out[0] = gg
+    out[1] = xx
+
+
+@njit(nogil=True, cache=True)
 def shard_store_pair(x, x_start, g, g_start, S, Y, slot):
     """Overwrite memory row `slot` with s = x - x_start, y = g - g_start (ring buffer, Alg. 3 l. 17)."""
     for i in range(x.shape[0]):
@@ -281,6 +311,41 @@ def sharded_pair_products(x, x_start, g, g_start, S, Y, bounds, partials, out):
         shard_pair_partials(x[lo:hi], x_start[lo:hi], g[lo:hi], g_start[lo:hi],
                             S[:, lo:hi], Y[:, lo:hi], partials[p])
     sum_partials_in_order(partials, out)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def sharded_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, bounds, want_pair, want_wtg,
+                               want_gram, want_norms, pair, new_pair_g, gram, wtg, norms):
+    """Write the per-shard partials one inner iteration asks for (rows of the outputs = shards).
+
+    want_pair: form the candidate pair s_new = x - x_start, y_new = g - g_start (row 0 of s_new,
+    y_new) and its products (shard_pair_partials) and s_new.g, y_new.g; want_wtg: W^T g with the
+    memory before the pair update; want_gram / want_norms: the safeguard's products. Exactly the
+    per-shard kernels a Dask worker calls, so both exchanges hand the stepper the same partials.
+    """
+    for p in prange(bounds.shape[0] - 1):
+        lo = bounds[p]
+        hi = bounds[p + 1]
+        if want_pair:
+            shard_store_pair(x[lo:hi], x_start[lo:hi], g[lo:hi], g_start[lo:hi], s_new[:, lo:hi],
+                             y_new[:, lo:hi], 0)
+            shard_pair_partials(x[lo:hi], x_start[lo:hi], g[lo:hi], g_start[lo:hi], S[:, lo:hi],
+                                Y[:, lo:hi], pair[p])
+            shard_wtg_partials(g[lo:hi], s_new[:, lo:hi], y_new[:, lo:hi], new_pair_g[p])
+        if want_gram:
+            shard_gram_partials(x[lo:hi], x_start[lo:hi], S[:, lo:hi], Y[:, lo:hi], gram[p])
+        if want_wtg:
+            shard_wtg_partials(g[lo:hi], S[:, lo:hi], Y[:, lo:hi], wtg[p])
+        if want_norms:
+            shard_norm_partials(x[lo:hi], g[lo:hi], norms[p])
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def sharded_copy_row(src, dst, slot, bounds):
+    """Copy src (one row) into row `slot` of dst shard by shard in parallel (storing an accepted pair)."""
+    for p in prange(bounds.shape[0] - 1):
+        for i in range(bounds[p], bounds[p + 1]):
+            dst[slot, i] = src[0, i]
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -367,6 +432,12 @@ def warm_up() -> None:
     sharded_wtg(g, S, S, bounds, partials[:, :2].copy(), out[:2])
     sharded_pair_products(x, x, g, g, S, S, bounds, partials, out)
     sharded_store_pair(x, x, g, g, S, S, 0, bounds)
+    sharded_iteration_partials(x, x, g, g, S, S, S.copy(), S.copy(), bounds, True, True, True, True,
+                               np.zeros((2, 4)), np.zeros((2, 2)), np.zeros((2, 3)), np.zeros((2, 2)),
+                               np.zeros((2, 2)))
+    sharded_copy_row(S, S.copy(), 0, bounds)
+    shard_gram_partials(x, x, S, S, np.zeros(3))
+    shard_norm_partials(x, g, np.zeros(2))
     sharded_lbfgs_step(x, g, S, S, np.zeros(2), 1.0, 1.0, bounds)
     sharded_gradient_step(x, g, 1.0, bounds)
     sharded_copy(x, g, bounds)

@@ -25,20 +25,25 @@ STATUS = {
 
 @dataclass
 class PhaseTimes:
-    """Seconds spent per phase (thesis Fig. 3.7): gradient, update (step), Hessian approximation."""
+    """Seconds per phase (thesis Fig. 3.7): gradient, update (step), Hessian approximation; the
+    safeguard's own work; on Dask also exchange (sending) and wait (blocked on peers)."""
 
     gradient: float = 0.0
     update: float = 0.0
     hessian: float = 0.0
+    safeguard: float = 0.0
+    exchange: float = 0.0
+    wait: float = 0.0
 
     @property
     def total(self) -> float:
         """Return the optimization time: the sum of the phases."""
-        return self.gradient + self.update + self.hessian
+        return self.gradient + self.update + self.hessian + self.safeguard + self.exchange + self.wait
 
     def as_dict(self) -> dict:
         """Return the phases as a plain dict."""
-        return {"gradient": self.gradient, "update": self.update, "hessian": self.hessian}
+        return {"gradient": self.gradient, "update": self.update, "hessian": self.hessian,
+                "safeguard": self.safeguard, "exchange": self.exchange, "wait": self.wait}
 
 
 @dataclass

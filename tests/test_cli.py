@@ -1,3 +1,5 @@
+import pytest
+
 from hamsi.cli import COMMAND_MODULES, build_parser, main
 
 
@@ -12,3 +14,11 @@ def test_every_command_module_registers():
 def test_no_command_prints_help_and_fails(capsys):
     assert main([]) == 2
     assert "usage" in capsys.readouterr().out
+
+
+def test_version(capsys):
+    import hamsi
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0 and capsys.readouterr().out.strip() == f"hamsi {hamsi.__version__}"

@@ -83,13 +83,14 @@ def test_factorize_on_an_existing_cluster(dask_cluster, tmp_path):
     done = subprocess.run(
         [sys.executable, "-m", "hamsi", "factorize", str(data), "--scheduler", dask_cluster, "--rank", "10",
          "--max-epochs", "6", "--trace", str(trace), "--checkpoint", str(checkpoint), "--checkpoint-every", "3",
-         "--quiet"], capture_output=True, text=True, timeout=120)
+         "--init-scale", "1", "--quiet"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "reached max_epochs = 6" in done.stdout
     with open(trace) as handle:
         rows = list(csv.DictReader(handle))
     rmse = [float(row["train_rmse"]) for row in rows]
     # HAMSI's first quasi-Newton cycles may wobble (the in-process engine does the same); the trend falls
+    # (from the reference's N(0, 1) start, --init-scale 1: the default start is already the biases' fit)
     assert len(rmse) == 7 and rmse[1] < rmse[0] and rmse[-1] < 0.75 * rmse[0]
     assert (checkpoint / "state.npz").exists()
 
@@ -97,7 +98,8 @@ def test_factorize_on_an_existing_cluster(dask_cluster, tmp_path):
     resumed_trace = tmp_path / "resumed.csv"
     done = subprocess.run(
         [sys.executable, "-m", "hamsi", "factorize", str(data), "--scheduler", dask_cluster, "--rank", "10",
-         "--max-epochs", "8", "--trace", str(resumed_trace), "--resume", str(checkpoint), "--quiet"],
+         "--max-epochs", "8", "--trace", str(resumed_trace), "--resume", str(checkpoint), "--init-scale", "1",
+         "--quiet"],
         capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     with open(resumed_trace) as handle:
@@ -114,3 +116,77 @@ def test_unreachable_scheduler_exits_with_a_clear_message(tmp_path):
                            "--scheduler", f"tcp://127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}" in done.stderr
+
+
+def test_a_port_that_is_not_a_dask_scheduler_fails_in_seconds_naming_it(tmp_path):
+    """A plain TCP server that accepts and stays silent: distributed's client would wait forever."""
+    import threading
+
+    data = tmp_path / "ratings.csv"
+    write_ratings(make_ratings(users=50, items=40, ratings=500, seed=1), data)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    port = server.getsockname()[1]
+    accepted = []
+
+    def accept():
+        while True:
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        start = time.monotonic()
+        done = subprocess.run([sys.executable, "-m", "hamsi", "factorize", str(data), "--rank", "2",
+                               "--scheduler", f"tcp://127.0.0.1:{port}"], capture_output=True, text=True,
+                              timeout=60)
+        elapsed = time.monotonic() - start
+    finally:
+        server.close()
+        for conn in accepted:
+            conn.close()
+    assert done.returncode == 2 and elapsed < 30
+    assert f"tcp://127.0.0.1:{port}" in done.stderr and "did not answer as a Dask scheduler" in done.stderr
+    assert "Traceback" not in done.stderr and accepted
+
+
+def test_scheduler_without_port_is_one_line(tmp_path):
+    data = tmp_path / "ratings.csv"
+    write_ratings(make_ratings(users=50, items=40, ratings=500, seed=1), data)
+    done = subprocess.run([sys.executable, "-m", "hamsi", "factorize", str(data), "--rank", "2",
+                           "--scheduler", "tcp://127.0.0.1"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "has no port" in done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "Traceback" not in done.stderr
+
+
+def test_ctrl_c_prints_one_line_exits_130_and_stops_the_workers(tmp_path):
+    data = tmp_path / "ratings.csv"
+    write_ratings(make_ratings(users=943, items=1682, ratings=20_000, seed=1), data)
+    proc = subprocess.Popen([sys.executable, "-m", "hamsi", "factorize", str(data), "--rank", "10", "--workers", "2",
+                             "--max-epochs", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        seen = []
+        while not any(line.startswith("epoch    2") for line in seen):  # the run is under way
+            line = proc.stderr.readline()
+            assert line, "".join(seen)
+            seen.append(line)
+        children = [int(pid) for pid in subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "spawn_main"],
+                                                       capture_output=True, text=True).stdout.split()]
+        os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130
+    rest = [line for line in err.splitlines() if not line.startswith("epoch")]
+    assert rest == ["hamsi: interrupted"], err[-2000:]
+    assert len(children) == 2
+    time.sleep(0.5)
+    for pid in children:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

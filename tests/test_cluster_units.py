@@ -8,7 +8,7 @@ import pytest
 import partition
 from cluster import checkpoint as ckpt
 from cluster.placement import assign_shards, assign_v_homes, split_by_row_shard, touched_items
-from cluster.plan import StopRules
+from hamsi.stop_rules import StopRules
 from hamsi.data.synth import make_ratings
 from hamsi.errors import InputError
 from hamsi.lbfgs import LBFGSMemory
@@ -79,15 +79,15 @@ def test_checkpoint_round_trip_keeps_every_bit_and_refuses_other_runs(tmp_path):
     rng = np.random.default_rng(0)
     memory = LBFGSMemory(2)
     memory.consider_pair(np.array([1.0, 2.0, 0.0, 0.0, 0.0, 0.0]))
-    state = dict(x=rng.standard_normal(7), S=rng.standard_normal((2, 7)), Y=rng.standard_normal((2, 7)),
-                 memory=memory, cycles_done=3, inner_done=9, extra=None, trace=[(0, 0, 0.0, 1.0, np.nan, 2.0)],
-                 stop=StopRules(max_epochs=5), phases={"gradient": 1.0})
-    ckpt.save(tmp_path, fingerprint={"rank": 3}, **state)
+    arrays = dict(x=rng.standard_normal(7), S=rng.standard_normal((2, 7)), Y=rng.standard_normal((2, 7)))
+    meta = dict(memory=memory, cycles_done=3, trace=[(0, 0, 0.0, 1.0, np.nan, 2.0)], stop=StopRules(max_epochs=5))
+    ckpt.save(tmp_path, arrays=arrays, meta=meta, fingerprint={"rank": 3})
     assert os.listdir(tmp_path) == ["state.npz"]  # the temp file was renamed into place
-    back = ckpt.load(tmp_path, {"rank": 3})
+    back, back_meta = ckpt.load(tmp_path, {"rank": 3})
     for key in ("x", "S", "Y"):
-        assert np.array_equal(back[key], state[key])
-    assert back["memory"].sigma == memory.sigma and back["cycles_done"] == 3 and back["inner_done"] == 9
+        assert np.array_equal(back[key], arrays[key])
+    assert back_meta["memory"].sigma == memory.sigma and back_meta["cycles_done"] == 3
+    assert back_meta["stop"].max_epochs == 5
     with pytest.raises(InputError, match="differs in rank"):
         ckpt.load(tmp_path, {"rank": 4})
     with pytest.raises(InputError, match="no checkpoint"):
@@ -118,3 +118,33 @@ def test_local_cluster_refused_in_a_reimported_worker_process(monkeypatch):
     with pytest.raises(ClusterError, match="__name__"):
         with connect(n_workers=1):
             pass
+
+
+def test_mailbox_start_barrier_names_the_missing_peer_and_late_mail_is_dropped(monkeypatch):
+    import asyncio
+
+    from cluster.errors import StartTimeout
+    from cluster.mailbox import Mailbox
+
+    box = Mailbox("tcp://127.0.0.1:1", loop=None)
+    monkeypatch.setattr(box, "send", lambda *args: None)  # our own "ready" goes nowhere here
+    with pytest.raises(StartTimeout, match="tcp://127.0.0.1:2 did not start within 0.2 s"):
+        box.start("run-a", ["tcp://127.0.0.1:2"], 0.2)
+    asyncio.run(box.deliver("run-b", 1, "tcp://127.0.0.1:2", "hello"))
+    assert box.collect("run-b", 1, ["tcp://127.0.0.1:2"], 1.0) == ["hello"]
+    box.forget("run-b")
+    asyncio.run(box.deliver("run-b", 2, "tcp://127.0.0.1:2", "late"))  # a finished run's late message
+    assert box._messages == {}
+    asyncio.run(box.close())
+    asyncio.run(box.deliver("run-c", 1, "tcp://127.0.0.1:2", "after close"))
+    assert box._messages == {}
+
+
+def test_scheduler_address_without_port_is_refused_in_one_line():
+    from cluster.connect import scheduler_address
+    from cluster.errors import ClusterError
+
+    assert scheduler_address("127.0.0.1:8786") == "tcp://127.0.0.1:8786"
+    for bad in ("tcp://127.0.0.1", "127.0.0.1", "tcp://:8786"):
+        with pytest.raises(ClusterError, match="has no port|not host:port"):
+            scheduler_address(bad)

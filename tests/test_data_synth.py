@@ -43,6 +43,52 @@ def test_ml_100k_like_looks_like_movielens():
     assert ratings.user_ids[0] == 1 and ratings.item_ids[-1] == 1682
 
 
+# Real MovieLens-100K (issue 9): star shares 1..5, mean, sd, user and item activity min/median/max.
+ML100K_SHARES = np.array([0.061, 0.114, 0.271, 0.342, 0.212])
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_ml_100k_like_statistics_match_the_real_file(seed):
+    ratings = make_ratings("ml-100k-like", seed=seed)
+    values = ratings.values
+    assert values.mean() == pytest.approx(3.530, abs=0.02)
+    assert values.std() == pytest.approx(1.126, abs=0.02)
+    shares = np.bincount(values.astype(int), minlength=6)[1:] / ratings.nnz
+    np.testing.assert_allclose(shares, ML100K_SHARES, atol=0.006)
+    per_user = np.bincount(ratings.rows, minlength=943)
+    per_item = np.bincount(ratings.cols, minlength=1682)
+    assert per_user.min() == 20 and np.median(per_user) == pytest.approx(65, rel=0.15)
+    assert 0.75 * 737 <= per_user.max() <= 1.1 * 737
+    assert per_item.min() == 1 and np.median(per_item) == pytest.approx(27, rel=0.15)
+    assert 0.75 * 583 <= per_item.max() <= 1.1 * 583
+
+
+def test_ml_100k_like_is_as_hard_as_the_real_file():
+    """Global mean and regularized biases on a random 80/20 split: real 1.130 and 0.954."""
+    ratings = make_ratings("ml-100k-like", seed=0)
+    train, test = ratings.split(0.2, seed=0)
+    mu = train.values.mean()
+    assert np.sqrt(np.mean((test.values - mu) ** 2)) == pytest.approx(1.130, abs=0.02)
+    user_bias, item_bias = np.zeros(943), np.zeros(1682)
+    user_counts, item_counts = np.bincount(train.rows, minlength=943), np.bincount(train.cols, minlength=1682)
+    for _ in range(10):  # alternating least squares, reg 15 (users) and 10 (items)
+        item_bias = np.bincount(train.cols, train.values - mu - user_bias[train.rows], minlength=1682) \
+            / (10 + item_counts)
+        user_bias = np.bincount(train.rows, train.values - mu - item_bias[train.cols], minlength=943) \
+            / (15 + user_counts)
+    predicted = mu + user_bias[test.rows] + item_bias[test.cols]
+    assert np.sqrt(np.mean((test.values - predicted) ** 2)) == pytest.approx(0.954, abs=0.015)
+
+
+def test_ml_1m_like_statistics():
+    ratings = make_ratings("ml-1m-like", seed=0)
+    assert ratings.values.mean() == pytest.approx(3.58, abs=0.02)
+    per_user = np.bincount(ratings.rows, minlength=6040)
+    per_item = np.bincount(ratings.cols, minlength=3706)
+    assert per_user.min() == 20 and np.median(per_user) == pytest.approx(96, rel=0.15)
+    assert per_item.min() == 1 and np.median(per_item) == pytest.approx(123.5, rel=0.15)
+
+
 def test_ratings_follow_the_planted_model():
     ratings = make_ratings(users=300, items=200, ratings=12_000, rank=3, seed=5, noise=0.1)
     notes = ratings.notes
@@ -71,7 +117,9 @@ def test_exact_count_even_when_nearly_full(users, items, ratings):
 
 
 def test_signature_used_by_other_packages_and_bad_arguments():
-    assert make_ratings("ml-100k-like", seed=1).nnz == PRESETS["ml-100k-like"][2]
+    assert make_ratings("ml-100k-like", seed=1).nnz == PRESETS["ml-100k-like"].ratings
+    users, items, count = PRESETS["ml-1m-like"]  # unpacks like the (users, items, ratings) tuple it was
+    assert (users, items, count) == (6040, 3706, 1_000_209)
     with pytest.raises(InputError, match="unknown preset"):
         make_ratings("ml-5m-like")
     with pytest.raises(InputError, match="do not fit"):

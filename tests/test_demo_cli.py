@@ -17,13 +17,14 @@ def read_trace(path):
 
 def test_demo_in_process_writes_outputs_and_learns(tmp_path, capsys):
     out = tmp_path / "demo"
-    assert main(["demo", "--workers", "0", "--max-epochs", "8", "--out-dir", str(out)]) == 0
+    assert main(["demo", "--workers", "0", "--max-epochs", "20", "--out-dir", str(out)]) == 0
     rows = read_trace(out / "trace.csv")
-    assert [int(r["epoch"]) for r in rows] == list(range(9))
+    assert [int(r["epoch"]) for r in rows] == list(range(21))
     train = [float(r["train_rmse"]) for r in rows]
     test = [float(r["test_rmse"]) for r in rows]
-    # The sample's ratings are 1..5 and the model starts near zero: RMSE must fall a lot in 8 cycles.
-    assert train[-1] < 0.5 * train[0] and test[-1] < 0.6 * test[0]
+    # The default start is the biases' penalized least-squares fit (below the ratings' sd, 1.13) with
+    # tiny factors; 20 cycles of factorization must improve on that bias-only model.
+    assert train[0] < 1.0 and train[-1] < 0.92 * train[0] and test[-1] < test[0] - 0.015
     factors = np.load(out / "factors.npz")
     assert factors["user_factors"].shape == (943, 10) and factors["item_factors"].shape == (1682, 10)
     assert (out / "convergence.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -72,9 +72,10 @@ def test_thread_count_does_not_change_the_iterates(ratings):
     np.testing.assert_array_equal(one.x, two.x)
 
 
-def shard_by_shard_hamsi(problem, cover, epochs, eta=0.06, gamma=0.51, memory=5, seed=0):
-    """HAMSI written the way a distributed driver runs it: shard arrays of their own, per-shard
-    kernels, partials summed with kernels.sum_partials_in_order, and LBFGSMemory for the algebra."""
+def shard_by_shard_hamsi(problem, cover, epochs, eta=0.06, gamma=0.51, memory=5, seed=0, schedule="det"):
+    """A literal reference of thesis Alg. 3 as the first release ran it (kept here, not imported):
+    shard arrays of their own, per-shard kernels, partials summed with kernels.sum_partials_in_order,
+    LBFGSMemory for the algebra; K = 1 pairs consecutive iterates. safeguard=False must match it."""
     layout = problem.arrange(cover)
     bounds = problem.shard_bounds(cover)
     x_full = problem.initial_point(engine_rngs(seed)[0])
@@ -90,6 +91,7 @@ def shard_by_shard_hamsi(problem, cover, epochs, eta=0.06, gamma=0.51, memory=5,
     S = [np.zeros((M, bounds[p + 1] - bounds[p])) for p in shards]
     Y = [np.zeros((M, bounds[p + 1] - bounds[p])) for p in shards]
     inner = 0
+    schedule_rng = engine_rngs(seed)[1]
 
     def reduce(kernel, size, *arrays):
         partials = np.empty((len(shards), size))
@@ -100,7 +102,8 @@ def shard_by_shard_hamsi(problem, cover, epochs, eta=0.06, gamma=0.51, memory=5,
         return total
 
     for epoch in range(1, epochs + 1):
-        for position, subset in enumerate(hamsi_cycle("det", K, epoch, None)):
+        order = [0] if K == 1 else hamsi_cycle(schedule, K, epoch, schedule_rng)
+        for position, subset in enumerate(order):
             inner += 1
             g_full = np.zeros_like(x_full)
             U, V = problem.factors(np.concatenate(x))
@@ -110,7 +113,7 @@ def shard_by_shard_hamsi(problem, cover, epochs, eta=0.06, gamma=0.51, memory=5,
                                           gU, gV, problem.rank, problem.scale, problem.offset,
                                           problem.row_reg, problem.col_reg)
             g = cut(g_full)
-            if position == K:
+            if (K > 1 and position == K) or (K == 1 and inner > 1):
                 products = reduce(kernels.shard_pair_partials, 2 * M + 2, x, x_start, g, g_start, S, Y)
                 slot = curvature.next_slot
                 if curvature.consider_pair(products):
@@ -129,22 +132,84 @@ def shard_by_shard_hamsi(problem, cover, epochs, eta=0.06, gamma=0.51, memory=5,
     return np.concatenate(x)
 
 
-def test_shard_by_shard_driver_reproduces_the_engine_bit_for_bit(ratings):
-    """The contract the Dask driver relies on: same kernels, same reduction order, same bits."""
-    cover = partition.make("strata-b", ratings, blocks=3)
+@pytest.mark.parametrize("blocks,schedule,eta", [(3, "det", 0.06), (2, "stoc", 0.06), (1, "det", 0.06),
+                                                 (2, "det", 1e-4)])
+def test_safeguard_off_reproduces_the_first_release_bit_for_bit(ratings, blocks, schedule, eta):
+    """safeguard=False is thesis Alg. 3 exactly: the literal reference above, bit for bit (also the
+    contract the Dask driver relies on: same kernels, same reduction order, same bits)."""
+    cover = partition.make("strata-b", ratings, blocks=blocks)
     problem = MatrixFactorization(ratings, 4, reg=0.2, biases=True)
-    engine = minimize_hamsi(problem, cover, max_epochs=10, random_state=0, threads=2)
+    engine = minimize_hamsi(problem, cover, max_epochs=10, random_state=0, threads=2, schedule=schedule,
+                            eta=eta, safeguard=False)
     assert engine.pairs_accepted >= 6  # the L-BFGS step ran
-    shardwise = shard_by_shard_hamsi(MatrixFactorization(ratings, 4, reg=0.2, biases=True), cover, 10)
-    np.testing.assert_array_equal(engine.x, shardwise)
+    reference = shard_by_shard_hamsi(MatrixFactorization(ratings, 4, reg=0.2, biases=True), cover, 10,
+                                     schedule=schedule, eta=eta)
+    np.testing.assert_array_equal(engine.x, reference)
 
 
-def test_huge_steps_diverge_with_a_clear_message(ratings):
-    _, result = run(ratings, eta=1e-12, max_epochs=200)
+def test_huge_steps_diverge_with_a_clear_message_without_the_safeguard(ratings):
+    _, result = run(ratings, eta=1e-12, max_epochs=200, safeguard=False)
     assert result.reason == "diverged" and result.status == 2 and not result.success
-    assert "diverged" in result.message and "larger eta" in result.message
+    # the step is 1/(eta t)^gamma: a larger eta gives smaller steps, and the message says so
+    assert "diverged" in result.message and "larger eta" in result.message and "smaller steps" in result.message
     assert not math.isfinite(result.trace.column("objective")[-1])
     assert result.n_cycles < 200
+
+
+def test_safeguard_keeps_huge_steps_finite_and_falls_back(ratings):
+    problem, result = run(ratings, eta=1e-12, max_epochs=60)
+    assert result.reason == "epoch_limit" and result.success and np.isfinite(result.x).all()
+    objective = result.trace.column("objective")
+    assert np.isfinite(objective).all() and objective[-1] < objective[0]
+    assert result.fallbacks >= 1 and result.phase_times["safeguard"] > 0
+    # the fallback returns to an iterate at most JUMP_FACTOR x the best objective seen before it
+    from hamsi.stepper import JUMP_FACTOR
+
+    assert np.all(objective <= JUMP_FACTOR * np.minimum.accumulate(objective) * (1 + 1e-12))
+
+
+def test_step_cap_norm_from_small_reductions_matches_the_dense_step():
+    """|sigma g + W c|^2 from g'g, W'g and the memory's Gram matrix equals the dense norm."""
+    from hamsi.exchange import Reductions
+    from hamsi.stepper import STEP_RADIUS, Stepper
+
+    rng = np.random.default_rng(4)
+    n, M = 30, 3
+    stepper = Stepper(method="hamsi", n_subsets=2, n_params=n, memory=M, eta=1.0, gamma=0.5, eta_gd=1.0,
+                      safeguard=True)
+    S, Y = np.zeros((M, n)), np.zeros((M, n))
+    for slot in [0, 1, 2, 0]:  # the ring wraps: slot 0 is overwritten
+        s = rng.standard_normal(n)
+        y = s + 0.1 * rng.standard_normal(n)
+        products = np.concatenate([[s @ y, y @ y], S @ y, Y @ y])
+        gram = np.concatenate([[s @ s], S @ s, Y @ s])
+        assert stepper.lbfgs.next_slot == slot
+        assert stepper._consider_pair(Reductions(pair=products[None], gram=gram[None]),
+                                      exchange=type("E", (), {"store_pair": lambda self, k: None})()) == slot
+        S[slot], Y[slot] = s, y
+    W = np.vstack([S, Y])
+    np.testing.assert_allclose(stepper.gram, W @ W.T, rtol=1e-12)
+    g, x = rng.standard_normal(n), 1e-3 * rng.standard_normal(n)
+    coef = stepper.lbfgs.coefficients(np.concatenate([S @ g, Y @ g]))
+    direction = stepper.lbfgs.sigma * g + coef @ W
+    norms = np.array([[g @ g, x @ x]])
+    capped = stepper._capped(1e6, Reductions(norms=norms), coef, stepper.lbfgs.sigma, W @ g)
+    assert capped * np.linalg.norm(direction) == pytest.approx(STEP_RADIUS * np.sqrt(n), rel=1e-9)
+    assert stepper._capped(1e-9, Reductions(norms=norms), coef, stepper.lbfgs.sigma, W @ g) == 1e-9
+
+
+def test_safeguard_skips_nearly_orthogonal_pairs():
+    from hamsi.exchange import Reductions
+    from hamsi.stepper import Stepper
+
+    stepper = Stepper(method="hamsi", n_subsets=2, n_params=4, memory=2, eta=1.0, gamma=0.5, eta_gd=1.0,
+                      safeguard=True)
+    s, y = np.array([1.0, 0, 0, 0]), np.array([1e-5, 1.0, 0, 0])  # cosine 1e-5 < CURVATURE_COSINE
+    products = np.concatenate([[s @ y, y @ y], np.zeros(4)])
+    red = Reductions(pair=products[None], gram=np.concatenate([[s @ s], np.zeros(4)])[None])
+    assert stepper._consider_pair(red, exchange=None) is None and stepper.lbfgs.n_rejected == 1
+    plain = LBFGSMemory(2)  # the thesis rule alone (s'y / |y| > 1e-6) would have kept it
+    assert plain.consider_pair(products)
 
 
 def test_time_limit_stops_the_run(ratings):
@@ -166,6 +231,28 @@ def test_target_tolerance_and_early_stopping(ratings):
     assert np.isfinite(early.trace.column("test_rmse")).all()
 
 
+def test_early_stopping_returns_the_best_validation_iterate(ratings):
+    train, test = ratings.split(0.2, seed=0)
+    problem, early = run(train, rank=10, reg=0.0, max_epochs=500, heldout=test, patience=4)
+    errors = early.trace.column("test_rmse")
+    assert early.reason == "early_stop"
+    assert early.best_epoch == int(np.argmin(errors)) < early.n_cycles
+    assert problem.heldout_error(early.x, test) == errors[early.best_epoch]
+    # the same run cut at the best cycle ends at the same iterate
+    _, cut = run(train, rank=10, reg=0.0, max_epochs=early.best_epoch, heldout=test)
+    np.testing.assert_array_equal(early.x, cut.x)
+    train_rmse = early.trace.column("train_rmse")
+    rose = errors[-1] > errors[early.best_epoch] and train_rmse[-1] < train_rmse[early.best_epoch]
+    assert early.overfitting == rose and ("overfitting" in early.message) == rose
+    assert rose  # rank 10 without regularization on 1,200 ratings overfits
+
+
+def test_no_patience_keeps_the_last_iterate(ratings):
+    train, test = ratings.split(0.2, seed=0)
+    problem, result = run(train, rank=10, max_epochs=8, heldout=test)
+    assert problem.heldout_error(result.x, test) == result.trace.column("test_rmse")[-1]
+
+
 def test_trace_rows_and_phase_split(ratings, tmp_path):
     _, result = run(ratings, blocks=3, max_epochs=6)
     trace = result.trace
@@ -173,7 +260,8 @@ def test_trace_rows_and_phase_split(ratings, tmp_path):
     np.testing.assert_array_equal(trace.column("epoch"), np.arange(7))
     np.testing.assert_array_equal(trace.column("inner"), 4 * np.arange(7))  # K + 1 = 4 per cycle
     assert result.time == pytest.approx(sum(result.phase_times.values()))
-    assert all(seconds > 0 for seconds in result.phase_times.values())
+    assert all(result.phase_times[name] > 0 for name in ("gradient", "update", "hessian", "safeguard"))
+    assert result.phase_times["exchange"] == result.phase_times["wait"] == 0.0
     path = tmp_path / "trace.csv"
     trace.write_csv(path)
     lines = path.read_text().splitlines()

@@ -46,8 +46,12 @@ def test_mbgd_and_stoc(data_file, tmp_path):
 
 
 @pytest.mark.parametrize("extra,message", [
-    (["--rank", "0"], "--rank must be >= 1"),
-    (["--rank", "2", "--partitioner", "zigzag"], "unknown partitioner"),
+    (["--rank", "0"], "--rank must be an integer >= 1"),
+    (["--rank", "2", "--partitioner", "zigzag"], "unknown --partitioner 'zigzag'"),
+    (["--blocks", "0"], "--blocks must be an integer >= 1"),
+    (["--seed", "-1", "--patience", "0"], "--patience must be an integer >= 1"),
+    (["--validation-fraction", "1.5"], "--validation-fraction must be a finite number in [0, 1)"),
+    (["--reg", "-1"], "--reg must be a finite number >= 0 or 'auto'"),
     (["--rank", "2", "--max-time", "-3"], "--max-time"),
     (["--rank", "2", "--workers", "-1"], "--workers must be >= 0"),
     (["--rank", "2", "--test-fraction", "1.5"], "--test-fraction"),
@@ -65,11 +69,31 @@ def test_empty_ratings_file(tmp_path, capsys):
     assert "error" in capsys.readouterr().err
 
 
-def test_divergence_exits_with_code_1(data_file, tmp_path, capsys):
-    trace = tmp_path / "t.csv"
+def test_diverged_run_exits_1_and_writes_nothing(data_file, tmp_path, capsys):
+    outputs = {"--trace": tmp_path / "t.csv", "--out": tmp_path / "m.npz", "--plot": tmp_path / "p.png"}
     code = main(["factorize", str(data_file), "--workers", "0", "--rank", "3", "--blocks", "2", "--threads", "1",
-                 "--eta", "1e-12",
-                 "--max-epochs", "200", "--trace", str(trace), "-q"])
+                 "--eta", "1e-12", "--no-safeguard", "--max-epochs", "200", "-q"]
+                + [part for flag, path in outputs.items() for part in (flag, str(path))])
     assert code == 1
-    assert "diverged" in capsys.readouterr().err
-    assert trace.exists()  # the trace up to the divergence is kept for inspection
+    err = capsys.readouterr().err
+    assert "error: diverged: the objective became" in err and "Traceback" not in err
+    assert not any(path.exists() for path in outputs.values()) and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("flag", ["--out", "--trace", "--plot"])
+def test_unwritable_output_fails_before_the_fit_naming_the_users_path(data_file, tmp_path, capsys, flag,
+                                                                      monkeypatch):
+    import hamsi.estimator
+
+    def no_fit(*args, **kwargs):
+        raise AssertionError("the fit started")
+
+    monkeypatch.setattr(hamsi.estimator.MatrixFactorizer, "fit", no_fit)
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    target = blocker / "result.out"  # a path under a regular file: not writable, even for root
+    code = main(["factorize", str(data_file), "--workers", "0", flag, str(target)])
+    err = capsys.readouterr().err
+    assert code == 2 and f"{flag} {target}: cannot write there" in err and ".part" not in err
+    assert main(["factorize", str(data_file), "--workers", "0", flag, str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err

@@ -1,42 +1,86 @@
-"""`hamsi factorize DATA --rank K`: fit a matrix factorization with HAMSI or mb-GD and write the results."""
+"""`hamsi factorize DATA`: fit a recommender (matrix factorization by HAMSI or mb-GD) and write the results.
+
+`--out` writes the saved-model file (hamsi.model_io: ids, factors, biases, parameters, trace),
+which `hamsi recommend` and `MatrixFactorizer.load` read. Every output path is checked before
+the data is read; a diverged run writes nothing and exits 1.
+"""
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 import sys
+import tempfile
+import warnings
 
+from hamsi.defaults import VALIDATION_FRACTION
 from hamsi.errors import InputError
+
+# Estimator parameters whose flag is not --<name with dashes>.
+FLAG_NAMES = {"random_state": "--seed"}
+
+
+def flag_name(parameter: str) -> str:
+    """Return the command-line flag of an estimator parameter (for error messages)."""
+    return FLAG_NAMES.get(parameter, "--" + parameter.replace("_", "-"))
+
+
+def auto_or_float(text: str):
+    """Parse a number or the word 'auto' (argparse type)."""
+    if text == "auto":
+        return text
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
 
 
 def register(subparsers) -> None:
     """Add the `factorize` sub-command to the CLI."""
     parser = subparsers.add_parser(
         "factorize",
-        help="fit Y ~ U V^T on observed ratings with HAMSI (L-BFGS) or mini-batch GD",
-        description="Fit a low-rank model to the ratings in DATA. Prints one line per cycle; "
-                    "optionally writes the trace (CSV), the factors (.npz) and a convergence plot.",
+        help="fit a recommender Y ~ mu + biases + U V^T to observed ratings with HAMSI (L-BFGS) or mb-GD",
+        description="Fit a low-rank model with biases to the ratings in DATA. Shows progress on stderr; "
+                    "optionally writes the trace (CSV), the model (.npz, read by `hamsi recommend`) and a "
+                    "convergence plot.",
     )
     parser.add_argument("data", metavar="DATA", help="rating file or MovieLens directory (see `hamsi data`)")
-    parser.add_argument("--rank", "-k", type=int, required=True, help="number of latent factors")
+    parser.add_argument("--rank", "-k", type=int, default=10, help="number of latent factors (default 10)")
     parser.add_argument("--algorithm", choices=("hamsi", "mbgd"), default="hamsi")
     parser.add_argument("--partitioner", default="strata-b", help="partition scheme (default strata-b)")
     parser.add_argument("--blocks", "-B", type=int, default=None, help="blocks per subset (default: cores)")
     parser.add_argument("--subsets", "-K", type=int, default=None, help="number of subsets (color, hogwild)")
     parser.add_argument("--schedule", choices=("det", "stoc"), default="det")
-    parser.add_argument("--reg", type=float, default=0.0, help="L2 weight (default 0)")
-    parser.add_argument("--biases", action="store_true", help="learn user and item biases")
-    parser.add_argument("--eta", type=float, default=None, help="step parameter (default 0.06 hamsi, 0.001 mbgd)")
+    parser.add_argument("--reg", type=auto_or_float, default="auto",
+                        help="L2 weight, or 'auto' (default): chosen from the ratings")
+    parser.add_argument("--reg-weighting", choices=("count", "uniform"), default="count",
+                        help="count (default, ALS-WR): reg per rating; uniform: reg (|U|^2 + |V|^2) as in the thesis")
+    parser.add_argument("--biases", action=argparse.BooleanOptionalAction, default=True,
+                        help="learn user and item biases (default on)")
+    parser.add_argument("--eta", type=auto_or_float, default="auto",
+                        help="step parameter, step = 1/(eta t)^gamma: larger eta, smaller steps; 'auto' (default)")
     parser.add_argument("--gamma", type=float, default=0.51, help="step decay exponent (default 0.51)")
     parser.add_argument("--memory", type=int, default=5, help="L-BFGS memory M (default 5)")
+    parser.add_argument("--init-scale", type=auto_or_float, default="auto",
+                        help="standard deviation of the random start, or 'auto' (default, small); 1: the reference's")
+    parser.add_argument("--no-safeguard", dest="safeguard", action="store_false",
+                        help="run HAMSI as in the thesis, without the engine's safeguards against divergence")
     parser.add_argument("--max-time", type=float, default=None, help="optimization time limit in seconds")
     parser.add_argument("--max-epochs", type=int, default=100, help="maximum cycles (default 100)")
     parser.add_argument("--tol", type=float, default=0.0, help="stop on relative objective change <= tol")
+    parser.add_argument("--patience", type=int, default=None,
+                        help="stop after N cycles without a better validation RMSE (on the test set if "
+                             "--test-fraction is given, else on --validation-fraction of the training data)")
+    parser.add_argument("--validation-fraction", type=float, default=VALIDATION_FRACTION,
+                        help=f"share of the training ratings held out for --patience without a test set "
+                             f"(default {VALIDATION_FRACTION:g})")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     parser.add_argument("--test-fraction", type=float, default=0.0,
                         help="hold out this fraction of ratings for the test RMSE (default 0)")
     parser.add_argument("--trace", metavar="CSV", default=None, help="write the per-cycle trace")
-    parser.add_argument("--out", metavar="NPZ", default=None, help="write the factors")
+    parser.add_argument("--out", metavar="NPZ", default=None,
+                        help="write the model (ids, factors, biases, parameters; read by `hamsi recommend`)")
     parser.add_argument("--plot", metavar="PNG", default=None, help="write a convergence plot")
     parser.add_argument("--workers", type=int, default=None,
                         help="Dask workers (default: a local cluster with one worker per core); "
@@ -53,19 +97,12 @@ def register(subparsers) -> None:
                         help="cycles between checkpoints (default 10 when --checkpoint is given)")
     parser.add_argument("--resume", metavar="DIR", default=None,
                         help="continue bit-exactly from the checkpoint in DIR (same data and options)")
-    parser.add_argument("--quiet", "-q", action="store_true", help="no per-cycle lines")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     parser.set_defaults(run=run)
 
 
 def _check_args(args) -> None:
-    if args.rank < 1:
-        raise InputError(f"--rank must be >= 1; got {args.rank}")
-    for name in ("max_time", "reg", "eta", "gamma"):
-        value = getattr(args, name)
-        if value is not None and not (math.isfinite(value) and value >= 0):
-            raise InputError(f"--{name.replace('_', '-')} must be a finite number >= 0; got {value}")
-    if args.eta is not None and args.eta == 0:
-        raise InputError("--eta must be > 0")
+    """Raise InputError on options the estimator does not check (where to run, splits, outputs)."""
     if args.workers is not None and args.workers < 0:
         raise InputError(f"--workers must be >= 0; got {args.workers}")
     if args.threads_per_worker < 1:
@@ -75,32 +112,42 @@ def _check_args(args) -> None:
         raise InputError("--checkpoint and --resume need the Dask engine (drop --workers 0)")
     if args.checkpoint_every is not None and args.checkpoint_every < 1:
         raise InputError(f"--checkpoint-every must be >= 1; got {args.checkpoint_every}")
-    if not 0.0 <= args.test_fraction < 1.0:
+    if not (math.isfinite(args.test_fraction) and 0.0 <= args.test_fraction < 1.0):
         raise InputError(f"--test-fraction must be in [0, 1); got {args.test_fraction}")
-    import partition
-
-    if args.partitioner.lower() not in partition.SCHEMES:
-        raise InputError(f"unknown partitioner {args.partitioner!r}; choose one of {', '.join(partition.SCHEMES)}")
+    for flag, path in output_paths(args):
+        check_writable(flag, path)
 
 
-def run(args) -> int:
-    """Fit the model described by args; print a line per cycle and a summary; return the exit code."""
-    import numpy as np
+def output_paths(args) -> list[tuple[str, str]]:
+    """Return [(flag, path)] of the files this run writes."""
+    return [(flag, path) for flag, path in (("--trace", args.trace), ("--out", args.out), ("--plot", args.plot))
+            if path]
 
-    import hamsi
+
+def check_writable(flag: str, path) -> None:
+    """Raise InputError naming `flag` and `path` unless a file can be created where `path` goes."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise InputError(f"{flag} {path}: is a directory")
+    directory = os.path.dirname(os.path.abspath(path))
+    try:  # what atomic_output will do: create a file beside the target (root ignores permission bits)
+        handle, probe = tempfile.mkstemp(dir=directory, prefix=".hamsi-write-check-")
+    except OSError as exc:
+        raise InputError(f"{flag} {path}: cannot write there ({exc.strerror or exc}: {directory})") from None
+    os.close(handle)
+    os.unlink(probe)
+
+
+def build_model(args):
+    """Return the estimator the options describe (in process, or on Dask), its parameters checked."""
     from hamsi.estimator import MatrixFactorizer
-    from hamsi.atomic import atomic_output
 
-    _check_args(args)
-    ratings = hamsi.load_ratings(args.data)
-    if ratings.nnz == 0:
-        raise InputError(f"{args.data}: no ratings")
-    train, test = ratings.split(args.test_fraction, seed=args.seed) if args.test_fraction > 0 else (ratings, None)
     params = dict(
         rank=args.rank, algorithm=args.algorithm, partitioner=args.partitioner, blocks=args.blocks,
-        subsets=args.subsets, schedule=args.schedule, reg=args.reg, biases=args.biases, eta=args.eta,
-        gamma=args.gamma, memory=args.memory, max_time=args.max_time, max_epochs=args.max_epochs,
-        tol=args.tol, threads=args.threads, random_state=args.seed, on_divergence="warn",
+        subsets=args.subsets, schedule=args.schedule, reg=args.reg, reg_weighting=args.reg_weighting,
+        biases=args.biases, eta=args.eta, gamma=args.gamma, memory=args.memory, init_scale=args.init_scale, max_time=args.max_time, max_epochs=args.max_epochs,
+        tol=args.tol, patience=args.patience, validation_fraction=args.validation_fraction,
+        safeguard=args.safeguard, threads=args.threads, random_state=args.seed, on_divergence="raise",
     )
     if args.workers == 0 and args.scheduler is None:
         model = MatrixFactorizer(**params)
@@ -108,38 +155,63 @@ def run(args) -> int:
         from cluster.cli import estimator_for
 
         model = estimator_for(args, params)
+    model.validate_params(name=flag_name)
+    return model
 
-    def progress(row):
-        if not args.quiet:
-            test_part = f"  test {row['test_rmse']:.4f}" if test is not None else ""
-            print(f"epoch {row['epoch']:4d}  inner {row['inner']:6d}  {row['time_s']:8.3f} s  "
-                  f"train {row['train_rmse']:.4f}{test_part}  f {row['objective']:.6g}", file=sys.stderr)
 
-    import warnings
+def run(args) -> int:
+    """Fit the model described by args, showing progress; write the outputs; return the exit code."""
+    import hamsi
+    from hamsi.commands.progress import Progress
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        model.fit(train, validation=test, callback=progress)
-    result = model.result_
-    if args.trace:
-        model.trace_.write_csv(args.trace)
-    if args.out:
-        arrays = {"user_factors": model.user_factors_, "item_factors": model.item_factors_,
-                  "user_ids": ratings.user_ids, "item_ids": ratings.item_ids}
-        if args.biases:
-            arrays.update(user_bias=model.user_bias_, item_bias=model.item_bias_,
-                          global_mean=np.array(model.global_mean_))
-        with atomic_output(args.out, "wb") as handle:
-            np.savez(handle, **arrays)
-    if args.plot:
+    _check_args(args)
+    model = build_model(args)
+    ratings = hamsi.load_ratings(args.data)
+    if ratings.nnz == 0:
+        raise InputError(f"{args.data}: no ratings")
+    train, test = ratings.split(args.test_fraction, seed=args.seed) if args.test_fraction > 0 else (ratings, None)
+    progress = None if args.quiet else Progress(args.max_epochs, args.max_time)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", UserWarning)
+            model.fit(train, validation=test, callback=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    for warning in caught:
+        if issubclass(warning.category, UserWarning):
+            print(f"hamsi factorize: warning: {warning.message}", file=sys.stderr)
+    write_outputs(args, model)
+    print(summary(args, model, test is not None))
+    return 0
+
+
+def write_outputs(args, model) -> None:
+    """Write the trace, the model and the plot; an OSError names the flag and the user's path."""
+    def plot(path):
         from hamsi.plots import plot_convergence
 
         title = f"{os.path.basename(os.path.normpath(args.data))}, rank {args.rank}"
-        plot_convergence({args.algorithm: model.trace_}, args.plot, title=title)
-    if result.reason == "diverged":
-        raise hamsi.DivergenceError(result.message)
+        plot_convergence({args.algorithm: model.trace_}, path, title=title)
+
+    writers = {"--trace": model.trace_.write_csv, "--out": model.save, "--plot": plot}
+    for flag, path in output_paths(args):
+        try:
+            writers[flag](path)
+        except OSError as exc:
+            raise OSError(f"{flag} {path}: cannot write ({exc.strerror or exc})") from None
+
+
+def summary(args, model, has_test: bool) -> str:
+    """Return the closing line: why the run stopped, its size and time, the RMSEs and fitted values."""
+    result = model.result_
     last = model.trace_.rows[-1]
-    print(f"{args.algorithm}: {result.message}; {result.n_cycles} cycles, {result.nit} inner iterations, "
-          f"{result.time:.3f} s, train RMSE {last[3]:.4f}"
-          + (f", test RMSE {last[4]:.4f}" if test is not None else ""))
-    return 0
+    heldout = "test" if has_test else "validation"
+    text = (f"{args.algorithm}: {result.message}; {result.n_cycles} cycles, {result.nit} inner iterations, "
+            f"{result.time:.3f} s, train RMSE {last[3]:.4f}")
+    if math.isfinite(last[4]):
+        text += f", {heldout} RMSE {last[4]:.4f}"
+    if model.best_epoch_ is not None and args.patience is not None:
+        best = next(row for row in model.trace_.rows if row[0] == model.best_epoch_)
+        text += f"; kept cycle {model.best_epoch_} ({heldout} RMSE {best[4]:.4f})"
+    return text + f"; reg {model.reg_:.4g} ({args.reg_weighting}), eta {model.eta_:.4g}"

@@ -2,110 +2,166 @@
 
 How a matrix is made (`make_ratings`):
 
-1. Users and items get Zipf-Mandelbrot weights ``w_k ∝ (k + q)**-a`` over a random ranking
-   (a = ZIPF_EXPONENT, q = ZIPF_OFFSET_SHARE * count). With a = 1 and q = 2 % of the count the
-   busiest entity has about 12 times the mean activity and the median about half of it, close
-   to MovieLens 100K and 1M for users and items alike. No entity is expected to fill more than
-   MAX_FILL of its row or column, so the heaviest users do not saturate.
+1. Users and items get activity weights proportional to the quantiles of a gamma distribution
+   of shape < 1 (many light raters, a few very heavy ones), in random order. The shapes of
+   the presets are fitted to MovieLens: ml-100k-like gives users min 20, median about 65,
+   max 600-650 and items min 1, median about 27, max about 500 (MovieLens-100K: 20 / 65 / 737
+   and 1 / 27 / 583; the heaviest rows fall short because repeated draws of a pair collide).
+   No entity is expected to be drawn more than MAX_FILL times its row or column length.
 2. Every user first gets MIN_RATINGS_PER_USER distinct items (MovieLens keeps only users with
    at least 20 ratings) and every item at least one rating, when N allows it.
 3. The remaining pairs are sampled in chunks with probability ∝ w_user * w_item, encoded as
    int64 keys ``user * items + item``, deduplicated by sorting and topped up until there are
    exactly N distinct pairs (a random subset of the last draw is kept).
 4. Each rating is a planted score ``b_u + c_i + <x_u, y_i>`` (rank-`rank` factors) plus Gaussian
-   noise, cut at normal quantiles into stars so the histogram resembles MovieLens (mode 4).
+   noise, cut at normal quantiles into stars with the release's shares (MovieLens-100K:
+   6.1 / 11.4 / 27.1 / 34.2 / 21.2 %, so mean 3.53 and sd 1.126). Item biases correlate with
+   popularity, as on MovieLens.
+
+Difficulty (MOVIELENS_MODEL): the standard deviations of the bias, factor and noise terms were
+chosen so that a random 80/20 split of ml-100k-like scores as the real MovieLens-100K does:
+global mean 1.13-1.14 (real 1.130), regularized user + item biases 0.95-0.96 (real 0.954), the
+best biased matrix factorization 0.91-0.92 (real: Spark ALS 0.922, Surprise SVD 0.939), over
+seeds 0 and 1 (benchmarks/bench_accuracy.py prints these baselines). ml-1m-like uses the same
+model with ML-1M's size (6040 x 3706, 1,000,209 ratings, every user >= 20, mean about 3.58).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 import numpy as np
 from scipy.special import ndtri
+from scipy.stats import gamma as gamma_distribution
 
 from hamsi.data.ratings import Ratings
 from hamsi.errors import InputError
 
-PRESETS = {
-    "ml-100k-like": (943, 1682, 100_000),
-    "ml-1m-like": (6040, 3706, 1_000_209),
-    "ml-10m-like": (69878, 10677, 10_000_054),
-    "ml-20m-like": (138493, 26744, 20_000_263),
-}
-MIN_RATINGS_PER_USER = 20
-ZIPF_EXPONENT = 1.0
-ZIPF_OFFSET_SHARE = 0.02
-MAX_FILL = 0.5
-PAIRS_PER_CHUNK = 1 << 22
-# Star shares of MovieLens 100K (1..5) and a half-star grid (1, 1.5, ..., 5) shaped like ML-20M.
+
+@dataclass(frozen=True)
+class RatingModel:
+    """Standard deviations of the planted score b_u + c_i + <x_u, y_i> + noise (before stars).
+
+    popularity_corr is the correlation of an item's bias with its log activity weight (popular
+    films are rated higher in MovieLens, so shrinking a rarely rated item's bias to the mean is
+    also a bias, as on the real data).
+    """
+
+    user_bias: float
+    item_bias: float
+    factors: float
+    noise: float
+    popularity_corr: float = 0.0
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A MovieLens release's shape: counts, gamma shapes of the activity weights, star shares."""
+
+    users: int
+    items: int
+    ratings: int
+    user_activity_shape: float
+    item_activity_shape: float
+    shares: dict
+    model: RatingModel
+
+    def __iter__(self):
+        """Unpack as (users, items, ratings), the tuple a preset used to be."""
+        return iter((self.users, self.items, self.ratings))
+
+
+# Star shares of MovieLens 100K and 1M (1..5) and a half-star grid (1, 1.5, ..., 5) shaped like ML-20M.
 STAR_SHARES = {1.0: 0.061, 2.0: 0.114, 3.0: 0.271, 4.0: 0.341, 5.0: 0.213}
+STAR_SHARES_1M = {1.0: 0.056, 2.0: 0.108, 3.0: 0.261, 4.0: 0.349, 5.0: 0.226}
 HALF_STAR_SHARES = {1.0: 0.04, 1.5: 0.02, 2.0: 0.09, 2.5: 0.05, 3.0: 0.22, 3.5: 0.12,
                     4.0: 0.27, 4.5: 0.07, 5.0: 0.12}
+# Calibrated so that a random 80/20 split of ml-100k-like scores as real MovieLens-100K does
+# (global mean 1.130, regularized biases 0.954, best factorization about 0.91); see the module
+# doc. The 10M/20M presets reuse it (not calibrated to those releases).
+MOVIELENS_MODEL = RatingModel(user_bias=0.39, item_bias=0.44, factors=0.45, noise=0.67,
+                              popularity_corr=0.45)
+# For explicit shapes: a strong planted signal (signal variance about 1.5, noise 0.5), the
+# generator's original model, which tests of recovery rely on.
+# Gamma shapes: fitted to min / median / max activity of each release (expected counts).
+PLANTED_MODEL = RatingModel(user_bias=0.4, item_bias=0.6, factors=1.0, noise=0.5)
+PRESETS = {
+    "ml-100k-like": Preset(943, 1682, 100_000, 0.45, 0.42, STAR_SHARES, MOVIELENS_MODEL),
+    "ml-1m-like": Preset(6040, 3706, 1_000_209, 0.50, 0.42, STAR_SHARES_1M, MOVIELENS_MODEL),
+    "ml-10m-like": Preset(69878, 10677, 10_000_054, 0.26, 0.22, STAR_SHARES, MOVIELENS_MODEL),
+    "ml-20m-like": Preset(138493, 26744, 20_000_263, 0.25, 0.13, STAR_SHARES, MOVIELENS_MODEL),
+}
+DEFAULT_ACTIVITY_SHAPE = 0.7
+MIN_RATINGS_PER_USER = 20
+# Expected draws of one entity at most MAX_FILL x its row or column length: above 1 because
+# repeated draws collide, and MovieLens's most rated film has 62 % of the users.
+MAX_FILL = 3.0
+PAIRS_PER_CHUNK = 1 << 22
 
 
 def make_ratings(preset: str | None = None, users: int | None = None, items: int | None = None,
                  ratings: int | None = None, rank: int = 10, seed=0, *, half_stars: bool = False,
-                 noise: float = 0.5) -> Ratings:
+                 noise: float | None = None) -> Ratings:
     """Return a synthetic Ratings with exactly `ratings` distinct (user, item) pairs.
 
     Parameters
     ----------
     preset : {"ml-100k-like", "ml-1m-like", "ml-10m-like", "ml-20m-like"}, optional
-        Shape and size of the MovieLens release; explicit users/items/ratings override it.
+        Shape, size, star shares and difficulty of the MovieLens release (MOVIELENS_MODEL);
+        explicit users/items/ratings override the size.
     users, items, ratings : int
-        Matrix shape and number of observed entries (needed when no preset is given).
+        Matrix shape and number of observed entries (needed when no preset is given; then the
+        planted signal is strong, PLANTED_MODEL).
     rank : int
         Rank of the planted factor model.
     seed : int or None
         Seed of numpy's default_rng; the same seed gives the same matrix.
     half_stars : bool
-        Ratings on 1, 1.5, ..., 5 instead of 1..5.
-    noise : float
-        Standard deviation of the Gaussian noise added to the planted score (signal variance
-        is about 1.5).
+        Ratings on 1, 1.5, ..., 5 (shaped like ML-20M) instead of 1..5.
+    noise : float, optional
+        Standard deviation of the Gaussian noise added to the planted score (default: the
+        model's, 0.67 for presets against a signal of variance 0.55, 0.5 otherwise against 1.5).
 
     The ids are 1-based like MovieLens; ``notes`` holds the planted user and item factors
     (``planted_user_factors``, ``planted_item_factors``) and biases.
     """
-    if preset is not None:
-        if preset not in PRESETS:
-            raise InputError(f"unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
-        default_users, default_items, default_ratings = PRESETS[preset]
-        users = default_users if users is None else users
-        items = default_items if items is None else items
-        ratings = default_ratings if ratings is None else ratings
-    if users is None or items is None or ratings is None:
-        raise InputError("give a preset or all of users, items and ratings")
-    n_users, n_items, n_ratings, rank = int(users), int(items), int(ratings), int(rank)
+    spec = _resolve_shape(preset, users, items, ratings)
+    n_users, n_items, n_ratings = spec.users, spec.items, spec.ratings
+    rank = int(rank)
     if n_users < 1 or n_items < 1 or n_ratings < 1 or rank < 1:
         raise InputError(f"users, items, ratings and rank must be positive, got "
                          f"{n_users}, {n_items}, {n_ratings}, {rank}")
     if n_ratings > n_users * n_items:
         raise InputError(f"{n_ratings} ratings do not fit in {n_users} x {n_items} distinct pairs")
-    if noise < 0:
+    model = spec.model if noise is None else replace(spec.model, noise=float(noise))
+    if not model.noise >= 0:
         raise InputError(f"noise must be >= 0, got {noise}")
 
     rng = np.random.default_rng(seed)
-    user_weights = capped(zipf_weights(n_users, rng), MAX_FILL * n_items / n_ratings)
-    item_weights = capped(zipf_weights(n_items, rng), MAX_FILL * n_users / n_ratings)
+    user_weights = capped(activity_weights(n_users, spec.user_activity_shape, rng),
+                          MAX_FILL * n_items / n_ratings)
+    item_weights = capped(activity_weights(n_items, spec.item_activity_shape, rng),
+                          MAX_FILL * n_users / n_ratings)
     keys = _sample_pairs(rng, n_users, n_items, n_ratings, user_weights, item_weights)
     rows = (keys // n_items).astype(np.int32)
     cols = (keys % n_items).astype(np.int32)
     del keys
 
-    user_factors = rng.standard_normal((n_users, rank)) / np.sqrt(rank)
+    user_factors = rng.standard_normal((n_users, rank)) * (model.factors / np.sqrt(rank))
     item_factors = rng.standard_normal((n_items, rank))
-    user_bias = 0.4 * rng.standard_normal(n_users)
-    item_bias = 0.6 * rng.standard_normal(n_items)
+    user_bias = model.user_bias * rng.standard_normal(n_users)
+    item_bias = model.item_bias * correlated_normal(rng, np.log(item_weights), model.popularity_corr)
     scores = np.empty(n_ratings)
     for start in range(0, n_ratings, PAIRS_PER_CHUNK):
         part = slice(start, min(start + PAIRS_PER_CHUNK, n_ratings))
         r, c = rows[part], cols[part]
         scores[part] = (user_bias[r] + item_bias[c]
                         + np.einsum("ij,ij->i", user_factors[r], item_factors[c])
-                        + noise * rng.standard_normal(r.size))
-    values = stars_from_scores(scores, HALF_STAR_SHARES if half_stars else STAR_SHARES)
+                        + model.noise * rng.standard_normal(r.size))
+    values = stars_from_scores(scores, HALF_STAR_SHARES if half_stars else spec.shares)
     del scores
     notes = {"generator": "hamsi.data.synth.make_ratings", "preset": preset, "seed": seed,
-             "rank": rank, "noise": noise, "planted_user_factors": user_factors,
+             "rank": rank, "noise": model.noise, "planted_user_factors": user_factors,
              "planted_item_factors": item_factors, "planted_user_bias": user_bias,
              "planted_item_bias": item_bias}
     return Ratings(rows, cols, values, (n_users, n_items),
@@ -114,13 +170,37 @@ def make_ratings(preset: str | None = None, users: int | None = None, items: int
                    source=f"synthetic {preset or f'{n_users}x{n_items}'} seed={seed}", notes=notes)
 
 
-def zipf_weights(count: int, rng: np.random.Generator, exponent: float = ZIPF_EXPONENT,
-                 offset_share: float = ZIPF_OFFSET_SHARE) -> np.ndarray:
-    """Return probabilities ∝ (rank + offset)**-exponent given to `count` entities in random order."""
-    ranks = np.arange(1, count + 1, dtype=np.float64)
-    weights = (ranks + offset_share * count) ** -exponent
+def _resolve_shape(preset, users, items, ratings) -> Preset:
+    """Return the Preset to generate: the named one with any explicit count overriding it."""
+    if preset is None:
+        if users is None or items is None or ratings is None:
+            raise InputError("give a preset or all of users, items and ratings")
+        return Preset(int(users), int(items), int(ratings), DEFAULT_ACTIVITY_SHAPE,
+                      DEFAULT_ACTIVITY_SHAPE, STAR_SHARES, PLANTED_MODEL)
+    if preset not in PRESETS:
+        raise InputError(f"unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
+    spec = PRESETS[preset]
+    return replace(spec, users=int(spec.users if users is None else users),
+                   items=int(spec.items if items is None else items),
+                   ratings=int(spec.ratings if ratings is None else ratings))
+
+
+def activity_weights(count: int, shape: float, rng: np.random.Generator) -> np.ndarray:
+    """Return probabilities proportional to the gamma(shape) quantiles at (k - 1/2)/count, shuffled.
+
+    Quantiles instead of draws fix the extremes (the busiest user is not left to chance); a
+    gamma shape below 1 gives MovieLens's many light and few very heavy raters.
+    """
+    weights = gamma_distribution.ppf((np.arange(count) + 0.5) / count, shape)
     rng.shuffle(weights)
     return weights / weights.sum()
+
+
+def correlated_normal(rng: np.random.Generator, covariate: np.ndarray, corr: float) -> np.ndarray:
+    """Return standard normal draws whose correlation with `covariate` is about `corr`."""
+    spread = covariate.std()
+    standardized = (covariate - covariate.mean()) / (spread if spread > 0 else 1.0)
+    return corr * standardized + np.sqrt(1.0 - corr * corr) * rng.standard_normal(covariate.size)
 
 
 def capped(weights: np.ndarray, cap: float) -> np.ndarray:

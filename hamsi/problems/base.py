@@ -108,6 +108,15 @@ class PartiallySeparableProblem(ABC):
     def add_subset_gradient(self, x: np.ndarray, g: np.ndarray, subset: int) -> None:
         """Add sum over the blocks of `subset` of grad f_{k,b} into g (thesis Alg. 3, line 10)."""
 
+    def add_block_gradient(self, x: np.ndarray, g: np.ndarray, subset: int, block: int) -> None:
+        """Add grad f_{k,b} of one block into g, in the order add_subset_gradient adds it.
+
+        Needed to run the problem on Dask with x replicated (cluster.work.ReplicatedWork): the
+        workers add their blocks' gradients, summed in block order as add_subset_gradient does.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement add_block_gradient, "
+                                  f"which the Dask engine needs for a problem with replicated x")
+
     @abstractmethod
     def evaluate(self, x: np.ndarray) -> tuple[float, float]:
         """Return (training error measure, objective f(x)) at x."""

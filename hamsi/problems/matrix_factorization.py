@@ -6,6 +6,11 @@ One function per rating i = (a, b, v):
 regularization reg (|U|^2 + |V|^2) is spread over each user's n_a and item's n_b ratings so the
 objective stays partially separable; biases (when on) are an extra column of U and V,
 regularized with them, and mu is the training mean (0 without biases, like the reference).
+
+With reg_weighting="count" the penalty is reg (sum_a n_a |U_a|^2 + sum_b n_b |V_b|^2), the
+weighted-lambda regularization of ALS-WR (Zhou et al. 2008): every rating then carries
+reg (|U_a|^2 + |V_b|^2) itself, so a user's shrinkage grows with the evidence about them and
+the best reg hardly moves with the rank or the size of the data (`hamsi.defaults`).
 """
 
 from __future__ import annotations
@@ -17,16 +22,24 @@ from hamsi.problems.base import (BlockLayout, PartiallySeparableProblem, block_l
                                  no_shared_entries)
 
 HELDOUT_CHUNKS = 64
+REG_WEIGHTINGS = ("uniform", "count")
+BIAS_SWEEPS = 10
 
 
 class MatrixFactorization(PartiallySeparableProblem):
     """Low-rank completion of a Ratings matrix; x = [U (m x w), V (n x w)], w = rank (+1 with biases)."""
 
-    def __init__(self, ratings, rank: int, reg: float = 0.0, biases: bool = False):
+    def __init__(self, ratings, rank: int, reg: float = 0.0, biases: bool = False, *,
+                 reg_weighting: str = "uniform", init_scale: float = 1.0, init_biases: bool = False):
+        if reg_weighting not in REG_WEIGHTINGS:
+            raise ValueError(f"reg_weighting must be one of {REG_WEIGHTINGS}; got {reg_weighting!r}")
         self.shape = (int(ratings.shape[0]), int(ratings.shape[1]))
         self.rank = int(rank)
         self.reg = float(reg)
         self.biases = bool(biases)
+        self.reg_weighting = reg_weighting
+        self.init_scale = float(init_scale)
+        self.init_biases = bool(init_biases) and self.biases
         self.width = self.rank + (1 if self.biases else 0)
         self.rows = np.ascontiguousarray(ratings.rows, dtype=np.int32)
         self.cols = np.ascontiguousarray(ratings.cols, dtype=np.int32)
@@ -38,17 +51,25 @@ class MatrixFactorization(PartiallySeparableProblem):
         self.offset = float(self.vals.mean()) if self.biases else 0.0
         row_counts = np.bincount(self.rows, minlength=self.shape[0]).astype(np.float64)
         col_counts = np.bincount(self.cols, minlength=self.shape[1]).astype(np.float64)
-        # reg / n per user and item: the share of reg |U_a|^2 carried by each of a's ratings
+        # the share of the penalty on |U_a|^2 carried by each of a's ratings: reg / n_a, or reg
+        # itself when the penalty is weighted by the count (then |U_a|^2 is weighted reg n_a)
+        count_weighted = reg_weighting == "count"
         if self.reg > 0.0:
-            self.row_reg = np.divide(self.reg, row_counts, out=np.zeros_like(row_counts), where=row_counts > 0)
-            self.col_reg = np.divide(self.reg, col_counts, out=np.zeros_like(col_counts), where=col_counts > 0)
+            self.row_reg = self._per_rating_reg(row_counts, count_weighted)
+            self.col_reg = self._per_rating_reg(col_counts, count_weighted)
         else:
             self.row_reg = np.zeros(0)
             self.col_reg = np.zeros(0)
-        self._row_norm_weight = self.reg * (row_counts > 0)
-        self._col_norm_weight = self.reg * (col_counts > 0)
+        self._row_norm_weight = self.reg * (row_counts if count_weighted else (row_counts > 0))
+        self._col_norm_weight = self.reg * (col_counts if count_weighted else (col_counts > 0))
         self.layout = None
         self._block_bounds = np.array([0, self.n_functions], dtype=np.int64)
+
+    def _per_rating_reg(self, counts: np.ndarray, count_weighted: bool) -> np.ndarray:
+        """Return reg / n (uniform penalty) or reg (count-weighted penalty), 0 where n = 0."""
+        if count_weighted:
+            return self.reg * (counts > 0)
+        return np.divide(self.reg, counts, out=np.zeros_like(counts), where=counts > 0)
 
     def factors(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Return the views (U, V) of x, shapes (m, w) and (n, w)."""
@@ -85,12 +106,43 @@ class MatrixFactorization(PartiallySeparableProblem):
         return np.concatenate([row_bounds * self.width, (m + col_bounds[1:]) * self.width]).astype(np.int64)
 
     def initial_point(self, rng: np.random.Generator) -> np.ndarray:
-        """Return x with N(0, 1) factors, U row-major then V (the reference's scale); biases 0."""
+        """Return x with N(0, init_scale^2) factors, U row-major then V; biases 0 or fitted.
+
+        init_scale 1 is the reference's start; rating data fits better from a small one. With
+        init_biases the biases start at their penalized least-squares fit (`ridge_biases`).
+        """
         x = np.zeros(self.n_params)
         U, V = self.factors(x)
         U[:, :self.rank] = rng.standard_normal((self.shape[0], self.rank))
         V[:, :self.rank] = rng.standard_normal((self.shape[1], self.rank))
+        if self.init_scale != 1.0:
+            x *= self.init_scale
+        if self.init_biases:
+            U[:, self.rank], V[:, self.rank] = self.ridge_biases()
         return x
+
+    def ridge_biases(self, sweeps: int = BIAS_SWEEPS) -> tuple[np.ndarray, np.ndarray]:
+        """Return (user, item) biases minimizing F with the factors at 0, by alternating exact steps.
+
+        Each step solves for one side in closed form: b_a = sum_i (v_i - mu - c_b) / w_a with
+        w_a = n_a (1 + reg) for the count-weighted penalty and n_a + reg for the uniform one
+        (a user or item without ratings keeps 0). O(|I|) per sweep.
+        """
+        m, n = self.shape
+        row_counts = np.bincount(self.rows, minlength=m).astype(np.float64)
+        col_counts = np.bincount(self.cols, minlength=n).astype(np.float64)
+        if self.reg_weighting == "count":
+            row_weight, col_weight = row_counts * (1.0 + self.reg), col_counts * (1.0 + self.reg)
+        else:
+            row_weight, col_weight = row_counts + self.reg, col_counts + self.reg
+        residual = self.vals - self.offset
+        row_bias, col_bias = np.zeros(m), np.zeros(n)
+        for _ in range(sweeps):
+            col_sums = np.bincount(self.cols, residual - row_bias[self.rows], minlength=n)
+            col_bias = np.divide(col_sums, col_weight, out=np.zeros(n), where=col_counts > 0)
+            row_sums = np.bincount(self.rows, residual - col_bias[self.cols], minlength=m)
+            row_bias = np.divide(row_sums, row_weight, out=np.zeros(m), where=row_counts > 0)
+        return row_bias, col_bias
 
     def add_subset_gradient(self, x: np.ndarray, g: np.ndarray, subset: int) -> None:
         """Add the gradient of subset `subset`'s blocks into g, in parallel when they are disjoint."""
@@ -109,7 +161,7 @@ class MatrixFactorization(PartiallySeparableProblem):
                                                 self.offset, self._block_bounds)
 
     def evaluate(self, x: np.ndarray) -> tuple[float, float]:
-        """Return (train RMSE, objective F(x) = (SSE + reg (|U|^2 + |V|^2)) / 2|I|)."""
+        """Return (train RMSE, objective F(x) = (SSE + penalty) / 2|I|), penalty as reg_weighting says."""
         sse = self.squared_error(x)
         objective = sse
         if self.reg > 0.0:

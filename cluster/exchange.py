@@ -1,0 +1,127 @@
+"""MailboxExchange: hamsi's Exchange protocol on Dask workers, and the chunk task that runs the loop.
+
+Every worker runs `hamsi.loop` with its own copy of the Stepper and StopRules; one inner
+iteration is one all-to-all round of typed Messages among the workers (no client, no scheduler):
+1. the work (cluster.work) adds the subset's gradient on its shards and forms their partials;
+2. the Message {gradient rows of the replicated part, shard partials, clock vote} goes to every
+   peer (cluster.mailbox), and the peers' messages of the same step come back;
+3. the replicated gradient is assembled in a fixed order, the remaining partials formed, and all
+   partials handed to the stepper in shard order, which decides exactly as in one process.
+A cycle's evaluation is one more small round (train/test sums, clocks: the largest is the
+agreed optimization time, so every worker applies the same stop rules).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from hamsi import loop
+from hamsi.exchange import Evaluation, Reductions
+from hamsi.trace import PhaseTimes, Trace
+from cluster.messages import Message
+
+FIELDS = ("pair", "new_pair_g", "gram", "wtg", "norms")
+
+
+class MailboxExchange:
+    """The Exchange of one worker: its work, its mailbox, and the round counter of this chunk."""
+
+    def __init__(self, box, plan, me: str, work, phases: PhaseTimes, time_used: float):
+        self.box, self.plan, self.me, self.work, self.phases = box, plan, me, work, phases
+        self.peers = [a for a in plan.workers if a != me]
+        self.time_used = time_used
+        self._step = 0
+
+    def clock(self) -> float:
+        """This worker's optimization time: before the chunk plus this chunk's phases."""
+        return self.time_used + self.phases.total
+
+    def _round(self, message: Message) -> list[Message]:
+        """Send `message` to every peer and return all messages of this round (ours included)."""
+        self._step += 1
+        message.step = self._step
+        start = time.perf_counter()
+        posted = self.box.post(self.plan.run_id, self._step, self.peers, message) if self.peers else None
+        sent = time.perf_counter()
+        received = self.box.collect(self.plan.run_id, self._step, self.peers, self.plan.timeout)
+        if posted is not None:
+            self.box.wait_posted(posted, self.peers, self.plan.timeout)
+        self.phases.exchange += sent - start
+        self.phases.wait += time.perf_counter() - sent
+        return [message] + received
+
+    def iterate(self, request) -> Reductions:
+        start = time.perf_counter()
+        parts, partials = self.work.compute(request)
+        self.phases.gradient += time.perf_counter() - start
+        messages = self._round(Message(0, self.me, vote=request.vote, gradient=parts, shards=partials))
+        if any(m.vote for m in messages):
+            return Reductions(stopped=True)
+        start = time.perf_counter()
+        every = self.work.complete(request, [p for m in messages for p in m.gradient],
+                                   [p for m in messages for p in m.shards])
+        self.phases.update += time.perf_counter() - start
+        return Reductions(**{name: np.vstack([getattr(p, name) for p in every]) if getattr(request, name) else None
+                             for name in FIELDS if name != "new_pair_g"},
+                          new_pair_g=np.vstack([p.new_pair_g for p in every]) if request.pair else None)
+
+    def store_pair(self, slot: int) -> None:
+        self.work.store_pair(slot)
+
+    def remember_start(self) -> None:
+        self.work.remember_start()
+
+    def step(self, coef, sigma: float, inv_beta: float) -> None:
+        self.work.step(coef, sigma, inv_beta)
+
+    def save(self, name: str) -> None:
+        self.work.save(name)
+
+    def restore(self, name: str) -> None:
+        self.work.restore(name)
+
+    def evaluate(self) -> Evaluation:
+        start = time.perf_counter()
+        mine = self.work.evaluation()
+        clock = self.clock()
+        messages = self._round(Message(0, self.me, clock=clock, evaluation=mine))
+        train, objective, heldout = self.work.reduce_evaluation([e for m in messages for e in m.evaluation])
+        return Evaluation(train, objective, heldout, max(m.clock for m in messages),
+                          time.perf_counter() - start)
+
+
+def run_chunk(plan, datas: list, states: list, common) -> dict:
+    """Return {"states", "common", "records", "reason", "message", "phases", "worker"} after plan's cycles.
+
+    The pinned task of one worker: builds its work and MailboxExchange and runs hamsi.loop on the
+    chunk's cycles. Inputs are copied, never mutated: they are the snapshot the driver reruns the
+    chunk from if a worker dies.
+    """
+    from distributed import get_worker
+
+    from cluster.mailbox import local_mailbox
+
+    me = get_worker().address
+    box = local_mailbox()
+    common = common.copy()
+    states = [s.copy() for s in states]
+    work = plan.make_work(datas, states, common, me)
+    phases = PhaseTimes()
+    exchange = MailboxExchange(box, plan, me, work, phases, common.time_used)
+    stepper, stop, trace = common.stepper, common.stop, Trace()
+    try:
+        box.start(plan.run_id, exchange.peers, plan.timeout)
+        if not common.started:
+            loop.start(stepper, exchange, stop, trace, None)
+            common.started = True
+        reason, message, epoch = loop.run_cycles(stepper, exchange, stop, trace, None, plan.epochs)
+        if reason is not None and stop.keeps_best and stop.best_epoch is not None:
+            exchange.restore("best")
+    finally:
+        box.forget(plan.run_id)
+    common.time_used = exchange.clock()
+    common.cycles_done = epoch if epoch is not None else common.cycles_done
+    return {"states": states, "common": common, "records": trace.rows, "reason": reason, "message": message,
+            "phases": phases.as_dict(), "worker": me}

@@ -1,0 +1,228 @@
+"""What one worker computes in an inner iteration: gradients and per-shard partials of its shards.
+
+Two layouts behind one interface (used by cluster.exchange.MailboxExchange):
+- `FactorWork` (matrix factorization): the worker hosts row shards U_p (their gradient is complete
+  on the host) and a replica of V (its gradient is assembled from every worker's gV rows);
+- `ReplicatedWork` (any PartiallySeparableProblem): x is replicated; each worker adds the gradient
+  of its share of a subset's blocks, and the contributions are summed in block order.
+Every partial comes from the per-shard kernels of hamsi.kernels on the engine's shards, so the
+stepper receives the numbers a LocalExchange gives (bitwise for STRATA/-B and least squares).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hamsi import kernels
+from cluster.messages import EvaluationPart, GradientPart, ShardPartials
+from cluster.shard import add_rows, rows_of, zero_rows
+
+
+def shard_partials(shard: int, request, x, x_start, g, g_start, S, Y, s_new, y_new) -> ShardPartials:
+    """Return the partials `request` asks for on one shard (s_new, y_new: where the pair is formed)."""
+    M = S.shape[0]
+    out = ShardPartials(shard)
+    if request.pair:
+        out.pair, out.new_pair_g = np.empty(2 * M + 2), np.empty(2)
+        kernels.shard_store_pair(x, x_start, g, g_start, s_new, y_new, 0)
+        kernels.shard_pair_partials(x, x_start, g, g_start, S, Y, out.pair)
+        kernels.shard_wtg_partials(g, s_new, y_new, out.new_pair_g)
+    if request.gram:
+        out.gram = np.empty(2 * M + 1)
+        kernels.shard_gram_partials(x, x_start, S, Y, out.gram)
+    if request.wtg:
+        out.wtg = np.empty(2 * M)
+        kernels.shard_wtg_partials(g, S, Y, out.wtg)
+    if request.norms:
+        out.norms = np.empty(2)
+        kernels.shard_norm_partials(x, g, out.norms)
+    return out
+
+
+class _Vectors:
+    """x, g, memory rows, starts and saved copies of one stretch of x that this worker updates."""
+
+    def __init__(self, x, S, Y, x_start, g_start, saved):
+        self.x, self.S, self.Y, self.x_start, self.g_start, self.saved = x, S, Y, x_start, g_start, saved
+        self.g = np.zeros_like(x)
+        self.s_new, self.y_new = np.zeros((1, x.size)), np.zeros((1, x.size))
+
+    def store_pair(self, slot: int) -> None:
+        self.S[slot], self.Y[slot] = self.s_new[0], self.y_new[0]
+
+    def remember_start(self) -> None:
+        self.x_start[:], self.g_start[:] = self.x, self.g
+
+    def step(self, coef, sigma: float, inv_beta: float) -> None:
+        if coef is None:
+            kernels.shard_gradient_step(self.x, self.g, inv_beta)
+        else:
+            kernels.shard_lbfgs_step(self.x, self.g, self.S, self.Y, coef, sigma, inv_beta)
+
+    def save(self, name: str) -> None:
+        self.saved[name] = self.x.copy()
+
+    def restore(self, name: str) -> None:
+        self.x[:] = self.saved[name]
+
+    def partials(self, shard: int, request, lo: int, hi: int, g=None) -> ShardPartials:
+        """Return shard `shard`'s partials over x[lo:hi] (g: another buffer holding its gradient)."""
+        g = self.g[lo:hi] if g is None else g
+        return shard_partials(shard, request, self.x[lo:hi], self.x_start[lo:hi], g, self.g_start[lo:hi],
+                              self.S[:, lo:hi], self.Y[:, lo:hi], self.s_new[:, lo:hi], self.y_new[:, lo:hi])
+
+
+class _Common:
+    """The parts of a work that only forward to its vectors."""
+
+    def vectors(self):
+        raise NotImplementedError
+
+    def store_pair(self, slot):
+        for v in self.vectors():
+            v.store_pair(slot)
+
+    def remember_start(self):
+        for v in self.vectors():
+            v.remember_start()
+
+    def step(self, coef, sigma, inv_beta):
+        for v in self.vectors():
+            v.step(coef, sigma, inv_beta)
+
+    def save(self, name):
+        for v in self.vectors():
+            v.save(name)
+
+    def restore(self, name):
+        for v in self.vectors():
+            v.restore(name)
+
+
+class FactorWork(_Common):
+    """Matrix factorization: hosted row shards U_p (shards p) and the V replica (shards B + j)."""
+
+    def __init__(self, cfg, datas, states, common):
+        self.cfg = cfg
+        self.datas = sorted(datas, key=lambda d: d.shard)
+        self.states = {s.shard: s for s in states}
+        self.hosted = []
+        for d in self.datas:
+            s = self.states[d.shard]
+            self.hosted.append(_Vectors(s.U.reshape(-1), s.S, s.Y, s.x_start, s.g_start, s.saved))
+        self.gV_parts = [np.zeros((cfg.n_items, cfg.width)) for _ in self.datas]
+        self.V = common.x_rep
+        self.replica = _Vectors(common.x_rep.reshape(-1), common.S, common.Y, common.x_start, common.g_start,
+                                common.saved)
+        self.gV = self.replica.g.reshape(cfg.n_items, cfg.width)
+
+    def vectors(self):
+        return self.hosted + [self.replica]
+
+    def compute(self, request):
+        """Return (gV contributions, partials of the hosted U shards and of V shards they are home of)."""
+        cfg, k = self.cfg, request.subset
+        parts, partials = [], []
+        for d, u, gV in zip(self.datas, self.hosted, self.gV_parts):
+            u.g[:] = 0.0
+            where = d.touched[k]
+            zero_rows(gV, where)
+            U = u.x.reshape(-1, cfg.width)
+            kernels.mf_block_gradient(d.rows[k], d.cols[k], d.vals[k], U, self.V, u.g.reshape(U.shape), gV,
+                                      cfg.rank, cfg.scale, cfg.offset, d.row_reg, cfg.col_reg)
+            parts.append(GradientPart(d.shard, where, rows_of(gV, where)))
+            partials.append(u.partials(d.shard, request, 0, u.x.size))
+            j = d.v_home[k] if d.v_home else -1
+            if j >= 0 and (request.pair or request.wtg or request.norms):
+                lo, hi = int(cfg.v_bounds[j]), int(cfg.v_bounds[j + 1])
+                g_home = gV.reshape(-1)[lo:hi]  # complete there: this shard alone touches V_j
+                partials.append(self.replica.partials(cfg.n_shards + j, request, lo, hi, g=g_home))
+        return parts, partials
+
+    def complete(self, request, parts, partials):
+        """Assemble gV (shard order) and return every shard's partials in shard order."""
+        cfg = self.cfg
+        self.gV[:] = 0.0
+        for part in sorted(parts, key=lambda p: p.key):
+            add_rows(self.gV, part.where, part.rows)
+        have = {p.shard: p for p in partials}
+        for j in range(len(cfg.v_bounds) - 1):
+            lo, hi = int(cfg.v_bounds[j]), int(cfg.v_bounds[j + 1])
+            shard = cfg.n_shards + j
+            if shard in have:
+                if request.pair:  # the home sent the products; the pair rows are still formed here
+                    kernels.shard_store_pair(self.replica.x[lo:hi], self.replica.x_start[lo:hi], self.replica.g[lo:hi],
+                                             self.replica.g_start[lo:hi], self.replica.s_new[:, lo:hi],
+                                             self.replica.y_new[:, lo:hi], 0)
+            else:
+                have[shard] = self.replica.partials(shard, request, lo, hi)
+        return [have[s] for s in sorted(have)]
+
+    def evaluation(self) -> list:
+        """Return this worker's EvaluationParts: per hosted shard, SSE per subset, U norm, test SSE."""
+        cfg, out = self.cfg, []
+        for d, u in zip(self.datas, self.hosted):
+            U = u.x.reshape(-1, cfg.width)
+            sse = [float(kernels.mf_squared_error(d.rows[k], d.cols[k], d.vals[k], U, self.V, cfg.rank,
+                                                  cfg.offset)) for k in range(len(d.vals))]
+            norm = float(kernels.weighted_row_norms(U, d.row_norm_weight)) if cfg.reg > 0.0 else 0.0
+            test = (float(kernels.mf_squared_error(d.test_rows, d.test_cols, d.test_vals, U, self.V, cfg.rank,
+                                                   cfg.offset)) if d.test_vals.size else 0.0)
+            out.append(EvaluationPart(d.shard, sse, norm, test))
+        return out
+
+    def reduce_evaluation(self, parts: list) -> tuple[float, float, float]:
+        """Return (train RMSE, objective, test RMSE), summed in the engine's (subset, block) order."""
+        cfg = self.cfg
+        parts = sorted(parts, key=lambda e: e.key)
+        sse = 0.0
+        for k in range(cfg.n_subsets):
+            for e in parts:
+                sse += e.sse[k]
+        norm = sum(e.norm for e in parts)
+        if cfg.reg > 0.0:
+            norm += float(kernels.weighted_row_norms(self.V, cfg.col_norm_weight))
+        test = sum(e.test for e in parts)
+        heldout = float(np.sqrt(test / cfg.n_test)) if cfg.n_test else float("nan")
+        return float(np.sqrt(sse / cfg.n_ratings)), float(0.5 * cfg.scale * (sse + norm)), heldout
+
+
+class ReplicatedWork(_Common):
+    """Any PartiallySeparableProblem: x replicated, a subset's blocks shared out round robin."""
+
+    def __init__(self, cfg, problem, heldout, common, rank: int, n_workers: int):
+        self.cfg, self.problem, self.heldout = cfg, problem, heldout
+        self.rank, self.n_workers = rank, n_workers
+        self.bounds = np.asarray(cfg.bounds, dtype=np.int64)
+        self.all = _Vectors(common.x_rep, common.S, common.Y, common.x_start, common.g_start, common.saved)
+
+    def vectors(self):
+        return [self.all]
+
+    def compute(self, request):
+        """Return (this worker's block gradients, no partials: they need the assembled g)."""
+        layout, k = self.problem.layout, request.subset
+        parts = []
+        for b in range(self.rank, len(layout.starts[k]), self.n_workers):
+            contribution = np.zeros_like(self.all.x)
+            self.problem.add_block_gradient(self.all.x, contribution, k, b)
+            parts.append(GradientPart(b, (0, contribution.size), contribution))
+        return parts, []
+
+    def complete(self, request, parts, partials):
+        """Sum the block gradients in block order (as the in-process gradient does) and form every partial."""
+        g = self.all.g
+        g[:] = 0.0
+        for part in sorted(parts, key=lambda p: p.key):
+            g += part.rows
+        return [self.all.partials(p, request, int(self.bounds[p]), int(self.bounds[p + 1]))
+                for p in range(self.bounds.size - 1)]
+
+    def evaluation(self) -> list:
+        return []  # every worker evaluates the replicated x itself
+
+    def reduce_evaluation(self, parts: list) -> tuple[float, float, float]:
+        train, objective = self.problem.evaluate(self.all.x)
+        heldout = (self.problem.heldout_error(self.all.x, self.heldout) if self.heldout is not None
+                   else float("nan"))
+        return train, objective, heldout

@@ -1,0 +1,60 @@
+"""`hamsi recommend MODEL --user ID`: the top-N items of a user from a model written by `hamsi factorize --out`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from hamsi.errors import InputError
+
+
+def register(subparsers) -> None:
+    """Add the `recommend` sub-command to the CLI."""
+    parser = subparsers.add_parser(
+        "recommend",
+        help="list the best items for a user from a saved model (hamsi factorize --out)",
+        description="Rank the items a user has not rated by the model's score and print the predicted "
+                    "rating (the score clipped to the training range) beside it. A user the model has "
+                    "not seen gets the items with the largest global mean + item bias.",
+    )
+    parser.add_argument("model", metavar="MODEL", help="model file written by `hamsi factorize --out` or save()")
+    parser.add_argument("--user", required=True, help="the user's id, as in the rating file")
+    parser.add_argument("-n", type=int, default=10, help="how many items (default 10)")
+    parser.add_argument("--include-seen", action="store_true", help="also rank the items the user rated")
+    parser.add_argument("--json", action="store_true", help='print {"user", "items", "ratings", "scores"} as JSON')
+    parser.set_defaults(run=run)
+
+
+def parse_user(text: str, ids):
+    """Return --user as the model's id type (an integer unless the model's ids are strings)."""
+    if ids.dtype.kind == "U":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(f"--user must be an integer id (the model's user ids are integers); got {text!r}") from None
+
+
+def run(args) -> int:
+    """Print the top --n items of --user; return the exit code."""
+    from hamsi.estimator import MatrixFactorizer
+
+    if args.n < 1:
+        raise InputError(f"-n must be >= 1; got {args.n}")
+    model = MatrixFactorizer.load(args.model)
+    user = parse_user(args.user, model.user_ids_)
+    known = bool((model.user_ids_ == user).any())
+    items, ratings = model.recommend(user, n=args.n, exclude_seen=not args.include_seen)
+    if not known:
+        print(f"hamsi recommend: user {user} is not in {args.model}; showing the items a new user would get "
+              f"(global mean + item bias)", file=sys.stderr)
+    # the ranking score (unclipped): several items may reach the top of the rating range
+    scores = model.predict([user] * len(items), items, clip=False)
+    if args.json:
+        print(json.dumps({"user": user, "items": items.tolist(), "ratings": ratings.tolist(),
+                          "scores": scores.tolist()}))
+        return 0
+    print(f"{'rank':>4}  {'item':>10}  {'rating':>6}  {'score':>6}")
+    for position, (item, rating, score) in enumerate(zip(items, ratings, scores), start=1):
+        print(f"{position:>4}  {item!s:>10}  {rating:6.3f}  {score:6.3f}")
+    return 0

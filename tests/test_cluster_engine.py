@@ -1,0 +1,98 @@
+"""One loop, two exchanges: the Dask engine runs the in-process engine's decisions for any problem."""
+
+import numpy as np
+import pytest
+
+import partition
+from cluster.connect import connect
+from cluster.driver import fit_distributed, minimize_hamsi as dask_minimize_hamsi
+from hamsi.data.synth import make_ratings
+from hamsi.optimizer import minimize_hamsi
+from hamsi.problems import MatrixFactorization, SparseLeastSquares
+
+pytestmark = pytest.mark.cluster
+
+
+def block_least_squares(seed=0, groups=4, width=3, rows_per_group=12):
+    """A block-diagonal sparse A: functions of group j touch only parameters of group j."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    A = sp.block_diag([rng.standard_normal((rows_per_group, width)) for _ in range(groups)], format="csr")
+    b = A @ rng.standard_normal(A.shape[1]) + 0.1 * rng.standard_normal(A.shape[0])
+    return A, b
+
+
+def least_squares_cover(A, groups=4, rows_per_group=12):
+    """Two subsets of four blocks; subset k's block j holds the k-th half of group j's rows."""
+    from partition.base import Partition
+
+    half = rows_per_group // 2
+    subsets = [[np.arange(j * rows_per_group + k * half, j * rows_per_group + (k + 1) * half, dtype=np.int64)
+                for j in range(groups)] for k in range(2)]
+    return Partition(scheme="custom", shape=A.shape, subsets=subsets)
+
+
+@pytest.fixture(scope="module")
+def client():
+    with connect(n_workers=2, threads_per_worker=1, quiet=True) as dask_client:
+        yield dask_client
+
+
+@pytest.fixture(scope="module")
+def ratings():
+    return make_ratings(users=300, items=400, ratings=6000, seed=4)
+
+
+def without_time(trace):
+    return np.array([row[:2] + row[3:] for row in trace.rows])
+
+
+@pytest.mark.parametrize("safeguard", [True, False])
+def test_sparse_least_squares_on_dask_gives_the_in_process_iterates(client, safeguard):
+    A, b = block_least_squares()
+    cover = least_squares_cover(A)
+    heldout = (A[:10], b[:10])
+    ref = minimize_hamsi(SparseLeastSquares(A, b), cover, random_state=0, max_epochs=60, threads=1,
+                         safeguard=safeguard, heldout=heldout)
+    got = dask_minimize_hamsi(SparseLeastSquares(A, b), cover, client=client, random_state=0, max_epochs=60,
+                              safeguard=safeguard, heldout=heldout, chunk_epochs=25)
+    assert got.reason == ref.reason == "epoch_limit" and got.pairs_accepted == ref.pairs_accepted > 50
+    np.testing.assert_array_equal(got.x, ref.x)
+    np.testing.assert_array_equal(without_time(got.trace), without_time(ref.trace))
+    exact = np.linalg.lstsq(A.toarray(), b, rcond=None)[0]
+    assert np.abs(got.x - exact).max() < 0.1
+
+
+def test_safeguard_fallbacks_are_the_same_on_dask(ratings, client):
+    """Steps so large that the safeguard caps them and falls back: same decisions, same bits."""
+    part = partition.make("strata-b", ratings, blocks=2, seed=1)
+    options = dict(random_state=1, max_epochs=12, eta=1e-12)
+    ref = minimize_hamsi(MatrixFactorization(ratings, 5), part, threads=2, **options)
+    got = fit_distributed(ratings, rank=5, partition=part, client=client, chunk_epochs=5, **options)
+    assert ref.fallbacks >= 1 and got.fallbacks == ref.fallbacks
+    assert got.pairs_rejected == ref.pairs_rejected
+    np.testing.assert_array_equal(got.x, ref.x)
+    np.testing.assert_array_equal(without_time(got.trace), without_time(ref.trace))
+
+
+@pytest.mark.parametrize("rules", [dict(target=0.9), dict(patience=3)])
+def test_stop_rules_run_the_same_through_both_exchanges(ratings, client, rules):
+    """The same StopRules on the same trace: same stopping cycle, reason, message and best iterate."""
+    train, test = ratings.split(0.2, seed=2)
+    part = partition.make("strata-b", train, blocks=2, seed=1)
+    options = dict(random_state=1, max_epochs=300, heldout=test, **rules)
+    ref = minimize_hamsi(MatrixFactorization(train, 20), part, threads=2, **options)
+    got = fit_distributed(train, rank=20, partition=part, client=client, chunk_epochs=7, **options)
+    assert got.reason == ref.reason != "epoch_limit"
+    assert got.message == ref.message and got.n_cycles == ref.n_cycles
+    for name in ("epoch", "inner", "train_rmse", "objective"):
+        np.testing.assert_array_equal(got.trace.column(name), ref.trace.column(name))
+    # the held-out sum is split by row shards on Dask, by fixed chunks in process: equal to rounding
+    np.testing.assert_allclose(got.trace.column("test_rmse"), ref.trace.column("test_rmse"), rtol=1e-12)
+    assert got.best_epoch == ref.best_epoch and got.overfitting == ref.overfitting
+    np.testing.assert_array_equal(got.x, ref.x)
+    if "patience" in rules:  # early stopping returned the best-validation iterate on both
+        assert ref.best_epoch < ref.n_cycles
+        assert MatrixFactorization(train, 20).heldout_error(got.x, test) == pytest.approx(
+            ref.trace.column("test_rmse")[ref.best_epoch], rel=1e-12)
