@@ -11,20 +11,17 @@ reproduce):
 
 - biases on, around the training mean: on MovieLens user and item biases alone take the test
   RMSE from 1.130 (global mean) to 0.954.
-- regularization weighted by the rating counts, as ALS-WR does (Zhou et al. 2008): every
-  rating carries reg (|U_a|^2 + |V_b|^2), so users and items with many ratings are shrunk in
-  proportion to the evidence about them. With this weighting the best reg hardly moves with
-  the rank (0.10 at ranks 10 and 50 on ml-100k-like), where the uniform reg (|U|^2 + |V|^2)
-  overfits the light users or underfits the heavy ones; it still falls as the data get
-  denser, which the rule below follows.
-  reg = REG_AT_MEAN_COUNT * sd / n_mean, with sd the ratings' standard deviation and
-  n_mean = |I| / sqrt(users * items) the mean count (geometric mean over users and items with
-  ratings): a row with n_mean ratings is penalized 6 sd |U_a|^2 in all. The best reg at
-  convergence (biased ALS-WR, rank 10, grids of 3-5 values) was 0.24 on a 300 x 400 slice
-  of ml-100k-like (n_mean 28), 0.10 on ml-100k-like (n_mean 64, also at rank 50, seeds 0
-  and 1) and 0.05 on ml-1m-like (n_mean 169, flat from 0.04 to 0.06): reg x n_mean stays
-  within 6.4-8.5 where reg itself moves 5-fold; the rule gives 0.24, 0.105 and 0.040. The sd
-  factor makes rescaling the ratings (stars to percent) rescale the model and nothing else.
+- an L2 penalty reg (|U|^2 + |V|^2) with reg = REG_PER_SD * sd (7.9 on MovieLens stars, sd
+  the ratings' standard deviation, so rescaling the ratings rescales the model and nothing
+  else). The best reg at convergence (biased ALS, rank 10, grids of 3-4 values) was 8-12 on a
+  300 x 400 slice of ml-100k-like (mean count 28), 7-10 on ml-100k-like (64; seeds 0 and 1)
+  and 5-9 on ml-1m-like (169): it does not move with the density, as the MAP reading
+  reg = noise variance / prior variance says. The ALS-WR weighting (reg_weighting="count",
+  every rating carrying reg (|U_a|^2 + |V_b|^2)) needs a reg falling with the density
+  (0.24 / 0.10 / 0.05 on the same three) and its best was 0.004-0.008 worse on each
+  (0.9975 / 0.9054 and 0.9210 / 0.8537 against 0.9925 / 0.8978 and 0.9159 / 0.8496); on real
+  MovieLens-100K the best run of issue 9 also used this penalty (reg 10). Both stay
+  available: a user's reg and reg_weighting are kept.
 - a small start: factors N(0, s^2) with s such that the start predicts the mean (its
   predictions spread by INIT_SPREAD of the ratings' standard deviation); the reference's
   N(0, 1) start predicts values spread by sqrt(rank) stars, which a run then spends its first
@@ -32,15 +29,16 @@ reproduce):
   (ten O(|I|) sweeps), so a run starts from the bias baseline: on ml-1m-like 2 s of a loaded
   machine are only 8 cycles, and from zero biases they ended behind the baseline (0.952 vs 0.946).
 - gradient steps (before L-BFGS has M pairs) of 1/L for L the largest curvature of one user's
-  or item's bias in one subset, (max count / K |I|)(1 + reg), so the heaviest user's bias
+  or item's bias in one subset, (max count / K + reg) / |I|, so the heaviest user's bias
   cannot overshoot, whatever the size of the data and the reg.
 - eta 0.2 (steps 1/(0.2 t)^0.51 times the L-BFGS direction), with minimize_hamsi's safeguard
   (its default) assumed: on ml-100k-like at ranks 5-200, eta 0.1-0.2 reach the best held-out
   RMSE within 2 s, eta 1 (much shorter steps) lags by 0.02-0.04 at rank 10-50. Without the
   safeguard eta 0.05 diverged at rank 10 and eta 0.2 on one seed of three.
 - early stopping: patience 10 cycles on a validation split of 5 % of the training ratings
-  (the best-validation iterate is returned) guards the larger ranks, which overfit after
-  20-40 cycles at this reg (rank 50: best 0.908, final 0.912).
+  (the best-validation iterate is returned) guards the larger ranks and longer runs, which
+  overfit after 20-40 cycles (seen with the count-weighted reg at rank 50: best 0.908, final
+  0.912); within 2 s at rank 10 it costs more (the 5 % of ratings) than it saves.
 """
 
 from __future__ import annotations
@@ -49,7 +47,7 @@ import numpy as np
 
 from hamsi.errors import InputError
 
-REG_AT_MEAN_COUNT = 6.0
+REG_PER_SD = 7.0
 INIT_SPREAD = 0.01
 HAMSI_ETA_DEFAULT = 0.2
 GAMMA_DEFAULT = 0.51
@@ -61,10 +59,10 @@ OPTIMIZER_KEYS = ("eta", "eta_gd", "gamma", "memory")
 
 
 def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float | None = None,
-                           reg_weighting: str = "count") -> dict:
+                           reg_weighting: str = "uniform") -> dict:
     """Return the default hyper-parameters for factorizing `ratings` at `rank` with HAMSI.
 
-    ``choose_hyperparameters(ratings, rank, *, subsets=2, reg=None, reg_weighting="count") -> dict``
+    ``choose_hyperparameters(ratings, rank, *, subsets=2, reg=None, reg_weighting="uniform") -> dict``
     with the keys reg (float), reg_weighting (str), biases (True), init_scale (float),
     init_biases (True: start the biases at their penalized least-squares fit), eta,
     eta_gd, gamma (floats), memory (int), patience (int, cycles without validation gain before
@@ -82,7 +80,7 @@ def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float |
         raise InputError(f"rank must be a positive integer; got {rank!r}")
     spread = float(values.std())
     scale = spread if spread > 0 else 1.0
-    reg = REG_AT_MEAN_COUNT * scale / mean_count(ratings) if reg is None else float(reg)
+    reg = REG_PER_SD * scale if reg is None else float(reg)
     return {
         "reg": reg,
         "reg_weighting": reg_weighting,
@@ -96,13 +94,6 @@ def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float |
         "patience": PATIENCE_DEFAULT,
         "validation_fraction": VALIDATION_FRACTION,
     }
-
-
-def mean_count(ratings) -> float:
-    """Return |I| / sqrt(users with ratings * items with ratings), the mean ratings per row."""
-    users = np.unique(np.asarray(ratings.rows)).size
-    items = np.unique(np.asarray(ratings.cols)).size
-    return float(np.asarray(ratings.rows).size / np.sqrt(users * items))
 
 
 def gradient_eta(ratings, reg: float, reg_weighting: str, subsets: int, gamma: float) -> float:
