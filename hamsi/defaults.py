@@ -29,7 +29,7 @@ reproduce):
   (ten O(|I|) sweeps), so a run starts from the bias baseline: on ml-1m-like 2 s of a loaded
   machine are only 8 cycles, and from zero biases they ended behind the baseline (0.952 vs 0.946).
 - gradient steps (before L-BFGS has M pairs) of 1/L for L the largest curvature of one user's
-  or item's bias in one subset, (max count / K + reg) / |I|, so the heaviest user's bias
+  or item's bias in one subset, (n_a + reg) / (K |I|) at most, so the heaviest user's bias
   cannot overshoot, whatever the size of the data and the reg.
 - eta 0.5 (steps 1/(0.5 t)^0.51 times the L-BFGS direction), with minimize_hamsi's safeguard
   (its default) assumed. Larger steps (eta 0.1-0.2) reach a good fit in fewer cycles on some
@@ -105,8 +105,9 @@ def gradient_eta(ratings, reg: float, reg_weighting: str, subsets: int, gamma: f
     """Return eta_GD whose first gradient step 1/eta_GD^gamma is 1/L (module doc).
 
     L is the largest curvature of the objective in one bias coordinate within one subset:
-    (n_a / K)(1 + reg) / |I| with the count-weighted penalty, (n_a / K + reg) / |I| with the
-    uniform one, over every user and item a (n_a ratings, spread over K subsets).
+    (n_a / K)(1 + reg) / |I| with the count-weighted penalty, (n_a + reg) / (K |I|) with the
+    uniform one (each of a's ratings carries reg / n_a), over every user and item a (n_a
+    ratings, spread over K subsets).
     """
     rows = np.asarray(ratings.rows)
     cols = np.asarray(ratings.cols)
@@ -115,7 +116,7 @@ def gradient_eta(ratings, reg: float, reg_weighting: str, subsets: int, gamma: f
     if reg_weighting == "count":
         curvature = counts / subsets * (1.0 + reg)
     else:
-        curvature = counts / subsets + reg
+        curvature = (counts + reg) / subsets
     return float((curvature.max() / rows.size) ** (1.0 / gamma))
 
 

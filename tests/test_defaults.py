@@ -88,9 +88,9 @@ def test_first_gradient_step_is_one_over_the_busiest_rows_curvature(weighting, r
             curvatures.append((problem.gradient(x + step)[index] - problem.gradient(x)[index]) / 1e-3)
     first_step = 1.0 / params["eta_gd"] ** params["gamma"]
     assert first_step == pytest.approx(1.0 / max(curvatures), rel=1e-6)
-    if weighting == "count":  # a row's ratings spread over K subsets: a K times longer step
-        assert gradient_eta(ratings, params["reg"], "count", 3, params["gamma"]) ** -params["gamma"] == \
-            pytest.approx(3 * first_step, rel=1e-9)
+    # a row's ratings spread over K subsets: a K times longer step
+    assert gradient_eta(ratings, params["reg"], weighting, 3, params["gamma"]) ** -params["gamma"] == \
+        pytest.approx(3 * first_step, rel=1e-9)
 
 
 def test_rescaled_ratings_rescale_the_penalty_and_nothing_else():
