@@ -74,7 +74,7 @@ def bias_baseline(train, test, iterations: int = 10) -> float:
 
 
 def fit_defaults(train, test, rank, *, max_time, threads, safeguard=True, early_stop=False,
-                 reg=None, reg_weighting="count", seed=0):
+                 reg=None, reg_weighting="uniform", seed=0):
     """Return (test RMSE, result) of HAMSI with the defaults, fitted on train (minus validation)."""
     fit_on, validation = train, None
     if early_stop:
@@ -124,7 +124,7 @@ def accuracy_table(args) -> None:
 def divergence_sweep(args) -> None:
     ranks = (5, 10, 20, 50, 100, 200)
     regs = (0.0, 0.01, 0.1, 1.0, 10.0, 50.0) if args.full else (0.0, 0.1, 10.0, 50.0)
-    weightings = ("count", "uniform") if args.full else ("count",)
+    weightings = ("uniform", "count") if args.full else ("uniform",)
     seconds = 2.0 if args.full else 0.5
     ratings = make_ratings("ml-100k-like", seed=0)
     train, test = ratings.split(0.2, seed=0)

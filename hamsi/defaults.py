@@ -11,20 +11,17 @@ reproduce):
 
 - biases on, around the training mean: on MovieLens user and item biases alone take the test
   RMSE from 1.130 (global mean) to 0.954.
-- regularization weighted by the rating counts, as ALS-WR does (Zhou et al. 2008): every
-  rating carries reg (|U_a|^2 + |V_b|^2), so users and items with many ratings are shrunk in
-  proportion to the evidence about them. With this weighting the best reg hardly moves with
-  the rank (0.10 at ranks 10 and 50 on ml-100k-like), where the uniform reg (|U|^2 + |V|^2)
-  overfits the light users or underfits the heavy ones; it still falls as the data get
-  denser, which the rule below follows.
-  reg = REG_AT_MEAN_COUNT * sd / n_mean, with sd the ratings' standard deviation and
-  n_mean = |I| / sqrt(users * items) the mean count (geometric mean over users and items with
-  ratings): a row with n_mean ratings is penalized 6 sd |U_a|^2 in all. The best reg at
-  convergence (biased ALS-WR, rank 10, grids of 3-5 values) was 0.24 on a 300 x 400 slice
-  of ml-100k-like (n_mean 28), 0.10 on ml-100k-like (n_mean 64, also at rank 50, seeds 0
-  and 1) and 0.05 on ml-1m-like (n_mean 169, flat from 0.04 to 0.06): reg x n_mean stays
-  within 6.4-8.5 where reg itself moves 5-fold; the rule gives 0.24, 0.105 and 0.040. The sd
-  factor makes rescaling the ratings (stars to percent) rescale the model and nothing else.
+- an L2 penalty reg (|U|^2 + |V|^2) with reg = REG_PER_SD * sd (7.9 on MovieLens stars, sd
+  the ratings' standard deviation, so rescaling the ratings rescales the model and nothing
+  else). The best reg at convergence (biased ALS, rank 10, grids of 3-4 values) was 8-12 on a
+  300 x 400 slice of ml-100k-like (mean count 28), 7-10 on ml-100k-like (64; seeds 0 and 1)
+  and 5-9 on ml-1m-like (169): it does not move with the density, as the MAP reading
+  reg = noise variance / prior variance says. The ALS-WR weighting (reg_weighting="count",
+  every rating carrying reg (|U_a|^2 + |V_b|^2)) needs a reg falling with the density
+  (0.24 / 0.10 / 0.05 on the same three) and its best was 0.004-0.008 worse on each
+  (0.9975 / 0.9054 and 0.9210 / 0.8537 against 0.9925 / 0.8978 and 0.9159 / 0.8496); on real
+  MovieLens-100K the best run of issue 9 also used this penalty (reg 10). Both stay
+  available: a user's reg and reg_weighting are kept.
 - a small start: factors N(0, s^2) with s such that the start predicts the mean (its
   predictions spread by INIT_SPREAD of the ratings' standard deviation); the reference's
   N(0, 1) start predicts values spread by sqrt(rank) stars, which a run then spends its first
@@ -32,15 +29,21 @@ reproduce):
   (ten O(|I|) sweeps), so a run starts from the bias baseline: on ml-1m-like 2 s of a loaded
   machine are only 8 cycles, and from zero biases they ended behind the baseline (0.952 vs 0.946).
 - gradient steps (before L-BFGS has M pairs) of 1/L for L the largest curvature of one user's
-  or item's bias in one subset, (max count / K |I|)(1 + reg), so the heaviest user's bias
+  or item's bias in one subset, (n_a + reg) / (K |I|) at most, so the heaviest user's bias
   cannot overshoot, whatever the size of the data and the reg.
-- eta 0.2 (steps 1/(0.2 t)^0.51 times the L-BFGS direction), with minimize_hamsi's safeguard
-  (its default) assumed: on ml-100k-like at ranks 5-200, eta 0.1-0.2 reach the best held-out
-  RMSE within 2 s, eta 1 (much shorter steps) lags by 0.02-0.04 at rank 10-50. Without the
-  safeguard eta 0.05 diverged at rank 10 and eta 0.2 on one seed of three.
-- early stopping: patience 10 cycles on a validation split of 5 % of the training ratings
-  (the best-validation iterate is returned) guards the larger ranks, which overfit after
-  20-40 cycles at this reg (rank 50: best 0.908, final 0.912).
+- eta 0.5 (steps 1/(0.5 t)^0.51 times the L-BFGS direction), with minimize_hamsi's safeguard
+  (its default) assumed. Larger steps (eta 0.1-0.2) reach a good fit in fewer cycles on some
+  seeds but take early steps that throw the held-out RMSE up (ml-100k-like seed 0, rank 10:
+  0.952 -> 0.970 at cycle 30, 0.933 at cycle 60 with eta 0.2; 0.924 at 30 and 0.902 at 60
+  with eta 0.5; ml-1m-like seed 1: 0.949 -> 0.985 at cycle 10 with eta 0.2, 0.950 with 0.5);
+  eta 1 stays at the start for 10+ cycles. Without the safeguard eta 0.05 diverged at rank 10
+  and eta 0.2 on two seeds of three.
+- early stopping: patience 60 cycles on a validation split of 5 % of the training ratings
+  (the best-validation iterate is returned). Long, because the validation RMSE can rise for
+  a while as the factors grow out of the small start before it falls (ml-100k-like seed 0,
+  rank 10: up from 0.946 to 0.960 over 57 cycles, then down to 0.901 by cycle 100); patience
+  10 stopped that run at cycle 12 (0.952). Within 2 s it rarely triggers; it guards the long
+  runs and large ranks, which overfit after their best cycle.
 """
 
 from __future__ import annotations
@@ -49,22 +52,22 @@ import numpy as np
 
 from hamsi.errors import InputError
 
-REG_AT_MEAN_COUNT = 6.0
+REG_PER_SD = 7.0
 INIT_SPREAD = 0.01
-HAMSI_ETA_DEFAULT = 0.2
+HAMSI_ETA_DEFAULT = 0.5
 GAMMA_DEFAULT = 0.51
 MEMORY_DEFAULT = 5
-PATIENCE_DEFAULT = 10
+PATIENCE_DEFAULT = 60
 VALIDATION_FRACTION = 0.05
 PROBLEM_KEYS = ("reg", "biases", "reg_weighting", "init_scale", "init_biases")
 OPTIMIZER_KEYS = ("eta", "eta_gd", "gamma", "memory")
 
 
 def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float | None = None,
-                           reg_weighting: str = "count") -> dict:
+                           reg_weighting: str = "uniform") -> dict:
     """Return the default hyper-parameters for factorizing `ratings` at `rank` with HAMSI.
 
-    ``choose_hyperparameters(ratings, rank, *, subsets=2, reg=None, reg_weighting="count") -> dict``
+    ``choose_hyperparameters(ratings, rank, *, subsets=2, reg=None, reg_weighting="uniform") -> dict``
     with the keys reg (float), reg_weighting (str), biases (True), init_scale (float),
     init_biases (True: start the biases at their penalized least-squares fit), eta,
     eta_gd, gamma (floats), memory (int), patience (int, cycles without validation gain before
@@ -82,7 +85,7 @@ def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float |
         raise InputError(f"rank must be a positive integer; got {rank!r}")
     spread = float(values.std())
     scale = spread if spread > 0 else 1.0
-    reg = REG_AT_MEAN_COUNT * scale / mean_count(ratings) if reg is None else float(reg)
+    reg = REG_PER_SD * scale if reg is None else float(reg)
     return {
         "reg": reg,
         "reg_weighting": reg_weighting,
@@ -98,19 +101,13 @@ def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float |
     }
 
 
-def mean_count(ratings) -> float:
-    """Return |I| / sqrt(users with ratings * items with ratings), the mean ratings per row."""
-    users = np.unique(np.asarray(ratings.rows)).size
-    items = np.unique(np.asarray(ratings.cols)).size
-    return float(np.asarray(ratings.rows).size / np.sqrt(users * items))
-
-
 def gradient_eta(ratings, reg: float, reg_weighting: str, subsets: int, gamma: float) -> float:
     """Return eta_GD whose first gradient step 1/eta_GD^gamma is 1/L (module doc).
 
     L is the largest curvature of the objective in one bias coordinate within one subset:
-    (n_a / K)(1 + reg) / |I| with the count-weighted penalty, (n_a / K + reg) / |I| with the
-    uniform one, over every user and item a (n_a ratings, spread over K subsets).
+    (n_a / K)(1 + reg) / |I| with the count-weighted penalty, (n_a + reg) / (K |I|) with the
+    uniform one (each of a's ratings carries reg / n_a), over every user and item a (n_a
+    ratings, spread over K subsets).
     """
     rows = np.asarray(ratings.rows)
     cols = np.asarray(ratings.cols)
@@ -119,7 +116,7 @@ def gradient_eta(ratings, reg: float, reg_weighting: str, subsets: int, gamma: f
     if reg_weighting == "count":
         curvature = counts / subsets * (1.0 + reg)
     else:
-        curvature = counts / subsets + reg
+        curvature = (counts + reg) / subsets
     return float((curvature.max() / rows.size) ** (1.0 / gamma))
 
 
