@@ -54,8 +54,8 @@ def register(subparsers) -> None:
     parser.add_argument("--schedule", choices=("det", "stoc"), default="det")
     parser.add_argument("--reg", type=auto_or_float, default="auto",
                         help="L2 weight, or 'auto' (default): chosen from the ratings")
-    parser.add_argument("--reg-weighting", choices=("count", "uniform"), default="count",
-                        help="count (default, ALS-WR): reg per rating; uniform: reg (|U|^2 + |V|^2) as in the thesis")
+    parser.add_argument("--reg-weighting", choices=("uniform", "count"), default="uniform",
+                        help="uniform (default): reg (|U|^2 + |V|^2) as in the thesis; count (ALS-WR): reg per rating")
     parser.add_argument("--biases", action=argparse.BooleanOptionalAction, default=True,
                         help="learn user and item biases (default on)")
     parser.add_argument("--eta", type=auto_or_float, default="auto",
