@@ -70,8 +70,15 @@ def main(argv=None):
     for r in rows:
         lb, lm, db, dm = min(r["local"]), np.median(r["local"]), min(r["dask"]), np.median(r["dask"])
         ref = REFERENCE_SECONDS.get(r["data"])
-        ref_text = (f"{ref:8.2f} {db / ref:7.2f} ({dm / ref:5.2f})" if ref else f"{'n/a':>8s} {'n/a':>15s}")
-        print(f"{r['data']:14s} {lb:7.2f} ({lm:7.2f}) {db:7.2f} ({dm:6.2f}) {db / lb:7.2f} ({dm / lm:5.2f}) {ref_text}")
+        ref_text = (f"{ref:8.2f} {ratio(db, ref):>7s} ({ratio(dm, ref):>5s})" if ref else f"{'n/a':>8s} {'n/a':>15s}")
+        print(f"{r['data']:14s} {lb:7.2f} ({lm:7.2f}) {db:7.2f} ({dm:6.2f}) {ratio(db, lb):>7s} ({ratio(dm, lm):>5s}) "
+              f"{ref_text}")
+    print(f"inf: the target was not reached within --max-time {args.max_time:g} s")
+
+
+def ratio(a: float, b: float) -> str:
+    """Return a / b formatted, or '-' when either run did not reach the target."""
+    return f"{a / b:.2f}" if np.isfinite(a) and np.isfinite(b) else "-"
 
 
 if __name__ == "__main__":

@@ -105,10 +105,10 @@ class Stepper:
     def pair_now(self, position: int, last: int) -> bool:
         """Return True when this inner iteration forms a curvature pair (Alg. 3, line 14).
 
-        K > 1: at the cycle's last position (same subset as its first); K = 1: every iteration
-        once a start is remembered (consecutive iterates).
+        At the cycle's last position (same subset as its first). With K = 1 a cycle is one
+        iteration (see `cycle`), so the pair joins consecutive iterates once a start is remembered.
         """
-        return self.hamsi and self.have_start and (position == last or self.n_subsets == 1)
+        return self.hamsi and self.have_start and position == last
 
     def request(self, position: int, last: int, subset: int, vote: bool) -> Request:
         """Return what inner iteration (position, subset) needs from the exchange."""

@@ -148,3 +148,37 @@ def test_scheduler_address_without_port_is_refused_in_one_line():
     for bad in ("tcp://127.0.0.1", "127.0.0.1", "tcp://:8786"):
         with pytest.raises(ClusterError, match="has no port|not host:port"):
             scheduler_address(bad)
+
+
+def test_a_port_that_is_not_a_dask_scheduler_fails_in_seconds_naming_it():
+    """A plain TCP server that accepts and stays silent: distributed's client would wait forever."""
+    import socket
+    import threading
+    import time
+
+    from cluster.connect import check_scheduler
+    from cluster.errors import ClusterError
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    accepted = []
+
+    def accept():
+        while True:
+            try:
+                accepted.append(server.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        start = time.monotonic()
+        with pytest.raises(ClusterError, match=f"{address} accepted a connection but did not answer as a Dask"):
+            check_scheduler(address, timeout=1.0)
+        assert time.monotonic() - start < 10 and accepted
+    finally:
+        server.close()
+        for conn in accepted:
+            conn.close()
