@@ -41,7 +41,7 @@ class FactorLayout:
             rank=problem.rank, width=width, n_items=n, n_ratings=problem.n_functions,
             n_test=0 if heldout is None else int(heldout.nnz), scale=problem.scale, offset=problem.offset,
             reg=problem.reg, col_reg=problem.col_reg,
-            col_norm_weight=problem.reg * (np.bincount(problem.cols, minlength=n) > 0),
+            col_norm_weight=problem.col_norm_weight,
             n_subsets=problem.layout.n_subsets, v_bounds=v_bounds, n_shards=self.n_shards)
 
     def sizes(self) -> list:

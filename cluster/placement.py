@@ -89,8 +89,7 @@ def split_by_row_shard(problem, row_bounds: np.ndarray, heldout=None) -> list[Sh
             piece["cols"].append(np.ascontiguousarray(cols[take], dtype=np.int32))
             piece["vals"].append(np.ascontiguousarray(vals[take], dtype=np.float64))
             piece["touched"].append(touched_items(cols[take]))
-    # the engine's objective weights |U_a|^2 by reg for every user with ratings
-    row_weight = problem.reg * (np.bincount(problem.rows, minlength=problem.shape[0]) > 0)
+    row_weight = problem.row_norm_weight  # the engine's own weights of |U_a|^2 in the objective
     if heldout is not None:
         test_rows = np.asarray(heldout.rows, dtype=np.int64)
         test_owner = shard_of_row[test_rows]

@@ -51,13 +51,19 @@ def test_clone_and_grid_search_keep_the_same_client(client, frame):
     assert search.best_estimator_.client is client and not client.status == "closed"
 
 
-def test_dask_estimator_matches_in_process_on_raw_ids(client, frame, tmp_path):
+@pytest.mark.parametrize("reg_weighting", ["uniform", "count"])
+def test_dask_estimator_matches_in_process_on_raw_ids(client, frame, tmp_path, reg_weighting):
     from cluster import DaskMatrixFactorizer
 
-    options = dict(rank=2, blocks=2, max_epochs=4, random_state=1)  # the defaults: count weighting, safeguard
+    # the defaults (safeguard on); the objective, which the safeguard and the stop rules read, must
+    # be the same on both engines for either penalty (the Dask layout once weighted |U_a|^2 uniformly)
+    options = dict(rank=2, blocks=2, max_epochs=4, random_state=1, reg_weighting=reg_weighting)
     local = MatrixFactorizer(threads=1, **options).fit(frame)
     dask = DaskMatrixFactorizer(client=client, **options).fit(frame)
     assert np.array_equal(dask.user_factors_, local.user_factors_)
+    local_objective = local.result_.trace.to_frame()["objective"].to_numpy()
+    dask_objective = dask.result_.trace.to_frame()["objective"].to_numpy()
+    np.testing.assert_allclose(dask_objective, local_objective, rtol=1e-12)
     users, items = frame["user"].to_numpy(), frame["item"].to_numpy()
     assert np.array_equal(dask.predict(users, items), local.predict(users, items))
     dask.save(tmp_path / "m.npz")

@@ -60,8 +60,9 @@ class MatrixFactorization(PartiallySeparableProblem):
         else:
             self.row_reg = np.zeros(0)
             self.col_reg = np.zeros(0)
-        self._row_norm_weight = self.reg * (row_counts if count_weighted else (row_counts > 0))
-        self._col_norm_weight = self.reg * (col_counts if count_weighted else (col_counts > 0))
+        # the objective's weights of |U_a|^2 and |V_b|^2 (the Dask layout reads them too)
+        self.row_norm_weight = self.reg * (row_counts if count_weighted else (row_counts > 0))
+        self.col_norm_weight = self.reg * (col_counts if count_weighted else (col_counts > 0))
         self.layout = None
         self._block_bounds = np.array([0, self.n_functions], dtype=np.int64)
 
@@ -166,8 +167,8 @@ class MatrixFactorization(PartiallySeparableProblem):
         objective = sse
         if self.reg > 0.0:
             U, V = self.factors(x)
-            objective += (kernels.weighted_row_norms(U, self._row_norm_weight)
-                          + kernels.weighted_row_norms(V, self._col_norm_weight))
+            objective += (kernels.weighted_row_norms(U, self.row_norm_weight)
+                          + kernels.weighted_row_norms(V, self.col_norm_weight))
         return float(np.sqrt(sse / self.n_functions)), float(0.5 * self.scale * objective)
 
     def heldout_error(self, x: np.ndarray, data) -> float:
