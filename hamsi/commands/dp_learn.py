@@ -12,7 +12,6 @@ def register(subparsers) -> None:
     """Add the `dp-learn` sub-command to the CLI (dp itself is imported only when it runs)."""
     p = subparsers.add_parser(
         "dp-learn",
-        aliases=["dp_learn"],  # the module's name, which tests/test_cli.py expects every command to register
         help="differentially private logistic regression (DP-GDwS, DP-MAG, DP-SGDwS, ...)",
         description=(
             "Fit L2-regularized logistic regression on DATA.csv (numeric columns, header row "
