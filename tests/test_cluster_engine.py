@@ -9,28 +9,9 @@ from cluster.driver import fit_distributed, minimize_hamsi as dask_minimize_hams
 from hamsi.data.synth import make_ratings
 from hamsi.optimizer import minimize_hamsi
 from hamsi.problems import MatrixFactorization, SparseLeastSquares
+from helpers import block_least_squares, least_squares_cover
 
 pytestmark = pytest.mark.cluster
-
-
-def block_least_squares(seed=0, groups=4, width=3, rows_per_group=12):
-    """A block-diagonal sparse A: functions of group j touch only parameters of group j."""
-    import scipy.sparse as sp
-
-    rng = np.random.default_rng(seed)
-    A = sp.block_diag([rng.standard_normal((rows_per_group, width)) for _ in range(groups)], format="csr")
-    b = A @ rng.standard_normal(A.shape[1]) + 0.1 * rng.standard_normal(A.shape[0])
-    return A, b
-
-
-def least_squares_cover(A, groups=4, rows_per_group=12):
-    """Two subsets of four blocks; subset k's block j holds the k-th half of group j's rows."""
-    from partition.base import Partition
-
-    half = rows_per_group // 2
-    subsets = [[np.arange(j * rows_per_group + k * half, j * rows_per_group + (k + 1) * half, dtype=np.int64)
-                for j in range(groups)] for k in range(2)]
-    return Partition(scheme="custom", shape=A.shape, subsets=subsets)
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ from hamsi.defaults import (REG_PER_SD, choose_hyperparameters, gradient_eta, op
 from hamsi.errors import InputError
 from hamsi.optimizer import minimize_hamsi
 from hamsi.problems import MatrixFactorization
+from helpers import finite_difference_gradient
 
 
 def small_ratings(seed=0, m=7, n=9, count=30, scale=1.0):
@@ -18,16 +19,6 @@ def small_ratings(seed=0, m=7, n=9, count=30, scale=1.0):
     flat = rng.choice(m * n, size=count, replace=False)
     rows, cols = np.divmod(flat, n)
     return Ratings(rows, cols, scale * rng.integers(1, 6, size=count).astype(float), (m, n))
-
-
-def finite_difference_gradient(problem, x, eps=1e-6):
-    grad = np.empty_like(x)
-    for i in range(x.size):
-        up, down = x.copy(), x.copy()
-        up[i] += eps
-        down[i] -= eps
-        grad[i] = (problem.evaluate(up)[1] - problem.evaluate(down)[1]) / (2 * eps)
-    return grad
 
 
 def arranged(ratings, rank=3, **options):

@@ -2,13 +2,12 @@
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
 
 import partition
 from hamsi.data import Ratings
 from hamsi.optimizer import minimize_hamsi
 from hamsi.problems import MatrixFactorization, SparseLeastSquares
-from partition.base import Partition
+from helpers import finite_difference_gradient, block_least_squares, least_squares_cover
 
 
 def small_ratings(seed=0, m=7, n=9, count=30):
@@ -16,16 +15,6 @@ def small_ratings(seed=0, m=7, n=9, count=30):
     flat = rng.choice(m * n, size=count, replace=False)
     rows, cols = np.divmod(flat, n)
     return Ratings(rows, cols, rng.integers(1, 6, size=count).astype(float), (m, n))
-
-
-def finite_difference_gradient(problem, x, eps=1e-6):
-    grad = np.empty_like(x)
-    for i in range(x.size):
-        up, down = x.copy(), x.copy()
-        up[i] += eps
-        down[i] -= eps
-        grad[i] = (problem.evaluate(up)[1] - problem.evaluate(down)[1]) / (2 * eps)
-    return grad
 
 
 @pytest.mark.parametrize("reg,biases", [(0.0, False), (0.3, False), (0.0, True), (0.7, True)])
@@ -80,23 +69,6 @@ def test_hogwild_overlaps_are_detected():
     problem = MatrixFactorization(ratings, rank=2)
     layout = problem.arrange(partition.make("hogwild", ratings, blocks=3, subsets=2, seed=0))
     assert not all(layout.disjoint)
-
-
-def block_least_squares(seed=0, groups=4, width=3, rows_per_group=12):
-    """A block-diagonal sparse A: functions of group j touch only parameters of group j."""
-    rng = np.random.default_rng(seed)
-    blocks = [rng.standard_normal((rows_per_group, width)) for _ in range(groups)]
-    A = sp.block_diag(blocks, format="csr")
-    b = A @ rng.standard_normal(A.shape[1]) + 0.1 * rng.standard_normal(A.shape[0])
-    return A, b
-
-
-def least_squares_cover(A, groups=4, rows_per_group=12):
-    """Two subsets; subset k's block j holds half (k-th half) of group j's rows."""
-    half = rows_per_group // 2
-    subsets = [[np.arange(j * rows_per_group + k * half, j * rows_per_group + (k + 1) * half, dtype=np.int64)
-                for j in range(groups)] for k in range(2)]
-    return Partition(scheme="custom", shape=A.shape, subsets=subsets)
 
 
 def test_least_squares_gradient_matches_closed_form():
