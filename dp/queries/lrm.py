@@ -188,14 +188,15 @@ def low_rank_decomposition(
     beta_max: float = 1e12,
     beta_period: int = BETA_DOUBLING_PERIOD,
     max_time: float | None = None,
-    init: str = "svd",
+    init: str = "random",
     random_state=0,
 ) -> LowRankDecomposition:
     """Return B, L with ||W - B L||_F <= gamma (if reached) minimizing tr(B^T B) (seed 001, Alg. 1).
 
     rank: r, the rows of L (default ceil(1.2 rank(W))). gamma: the tolerance of Formula (8), in
     the units of W (absolute, as in the paper). Alg. 1 starts from a seeded random L projected
-    onto the constraint, pi = 0 and beta0 (default BETA0_BALANCE / lambda_max(L L^T), see the
+    onto the constraint (init="random") or from the SVD of W (init="svd", svd_feasible_L; measured
+    worse: its columns have large L1 norms), pi = 0 and beta0 (default BETA0_BALANCE / lambda_max(L L^T), see the
     constant); beta doubles every 10 outer iterations and pi += beta (W - B L) after each one.
     Each outer iteration is one B update (Eq. (9)) and at most max_inner steps of Alg. 2. Stops
     when tau <= gamma ("converged"), beta > beta_max, after max_outer iterations or max_time
