@@ -261,3 +261,17 @@ def test_finish_makes_B_exact_or_falls_back_to_identity_with_a_status():
     stopped = low_rank_decomposition(W, rank=3, max_outer=2, random_state=0)  # rank 3 < rank(W): cannot fit
     B, L, status, message = finished_decomposition(W, stopped)
     assert status == "identity fallback" and np.array_equal(L, np.eye(16)) and np.array_equal(B, W)
+
+
+def test_dead_rows_of_L_are_revived_inside_the_ball_and_live_rows_kept():
+    from dp.queries.lrm import revive_dead_rows
+
+    L = 0.05 * np.random.default_rng(2).standard_normal((6, 9))
+    L[[1, 4]] = 0.0
+    revived = revive_dead_rows(L, np.random.default_rng(0))
+    assert np.all(np.abs(revived[[1, 4]]).sum(axis=1) > 0) and np.abs(revived).sum(axis=0).max() <= 1 + 1e-12
+    assert np.allclose(revived[[0, 2, 3, 5]], L[[0, 2, 3, 5]])  # inside the ball: projection leaves them
+    assert np.linalg.matrix_rank(revived) == 6 and np.array_equal(revive_dead_rows(revived, None), revived)
+    W = queries.wrange(10, 16, random_state=4)
+    result = low_rank_decomposition(W, revive=True, max_outer=20, random_state=0)
+    assert np.all(np.any(result.L, axis=1))
