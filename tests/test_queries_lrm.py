@@ -181,7 +181,7 @@ def test_monte_carlo_error_equals_the_closed_form_within_its_standard_error(meth
     """E ||R (A x + Lap) - W x||^2 = 2 (Delta / eps)^2 ||R||_F^2 + ||(W - R A) x||^2 (Lemma 1, Thm 3)."""
     W = queries.wrange(6, 8, random_state=7)
     x = queries.random_histogram(8, random_state=8)
-    options = {"gamma": 0.3, "random_state": 0} if method == "lrm" else {"noise": "laplace"}
+    options = {"gamma": 0.3, "random_state": 0, "finish": False} if method == "lrm" else {"noise": "laplace"}
     strategy = queries.optimize(W, method=method, **options)
     expected = queries.expected_error(W, strategy, 0.5, x=x)
     if method == "lrm":
@@ -217,3 +217,61 @@ def test_amm_is_the_l2_optimal_strategy_paid_for_with_laplace_noise():
     assert amm.sensitivity == pytest.approx(np.abs(amm.matrix).sum(axis=0).max())
     assert amm.objective == pytest.approx(amm.sensitivity**2 * np.sum(amm.reconstruction**2))
     assert np.allclose(amm.reconstruction @ amm.matrix, W)
+
+
+@pytest.mark.parametrize(("s", "bound"), [(4, 0.5), (32, 1.05)])
+def test_lrm_is_never_worse_than_the_identity_strategy_on_wrelated(s, bound):
+    """s << n: clearly below identity; s = n/2 (where the old solver ended at 18-261 x identity): not above it."""
+    W = queries.wrelated(48, 64, s=s, random_state=6)
+    lrm = queries.optimize(W, method="lrm", random_state=0, max_outer=300)
+    identity = queries.optimize(W, method="identity", noise="laplace")
+    x = queries.power_law_histogram(64, random_state=2)
+    assert queries.expected_error(W, lrm, 0.1, x=x) < bound * queries.expected_error(W, identity, 0.1)
+    if lrm.status == "identity fallback":
+        assert "identity fallback: ALM" in lrm.message and np.array_equal(lrm.reconstruction, W)
+
+
+def test_svd_start_is_an_exact_feasible_factorization_with_live_padding_rows():
+    from dp.queries.lrm import svd_feasible_L
+
+    W = queries.wrelated(12, 20, s=5, random_state=3)
+    L = svd_feasible_L(W, 8, random_state=0)
+    assert L.shape == (8, 20) and np.abs(L).sum(axis=0).max() == pytest.approx(1.0)
+    assert np.allclose(W @ np.linalg.pinv(L) @ L, W)  # W's row space lies in L's: B0 = W L^+ is exact
+    assert np.all(np.abs(L[5:]).sum(axis=1) > 0)  # rows beyond rank(W) are small but not zero
+    with pytest.raises(ValueError, match="init"):
+        low_rank_decomposition(W, init="zeros")
+
+
+def test_finish_makes_B_exact_or_falls_back_to_identity_with_a_status():
+    from dataclasses import replace
+
+    from dp.queries.lrm import exact_reconstruction, finished_decomposition
+
+    W = queries.wrange(10, 16, random_state=4)
+    spanning = 0.05 * np.random.default_rng(1).standard_normal((16, 16))  # inside the ball, full rank
+    B = exact_reconstruction(W, spanning)
+    assert np.allclose(B @ spanning, W, atol=1e-9) and exact_reconstruction(W, spanning[:9]) is None
+    result = low_rank_decomposition(W, rank=16, gamma=1e-3, random_state=0)
+    # exact but noisier than identity (tiny rows need huge columns of B): identity replaces it
+    tiny = replace(result, L=np.vstack([result.L[:8], spanning[8:] * 1e-3]))
+    B, L, status, message = finished_decomposition(W, tiny)
+    assert status == "identity fallback" and "Phi Delta^2" in message and np.array_equal(B, W)
+    assert finished_decomposition(W, result)[2] == "converged"  # better than identity: kept as it is
+    stopped = low_rank_decomposition(W, rank=3, max_outer=2, random_state=0)  # rank 3 < rank(W): cannot fit
+    B, L, status, message = finished_decomposition(W, stopped)
+    assert status == "identity fallback" and np.array_equal(L, np.eye(16)) and np.array_equal(B, W)
+
+
+def test_dead_rows_of_L_are_revived_inside_the_ball_and_live_rows_kept():
+    from dp.queries.lrm import revive_dead_rows
+
+    L = 0.05 * np.random.default_rng(2).standard_normal((6, 9))
+    L[[1, 4]] = 0.0
+    revived = revive_dead_rows(L, np.random.default_rng(0))
+    assert np.all(np.abs(revived[[1, 4]]).sum(axis=1) > 0) and np.abs(revived).sum(axis=0).max() <= 1 + 1e-12
+    assert np.allclose(revived[[0, 2, 3, 5]], L[[0, 2, 3, 5]])  # inside the ball: projection leaves them
+    assert np.linalg.matrix_rank(revived) == 6 and np.array_equal(revive_dead_rows(revived, None), revived)
+    W = queries.wrange(10, 16, random_state=4)
+    result = low_rank_decomposition(W, revive=True, max_outer=20, random_state=0)
+    assert np.all(np.any(result.L, axis=1))

@@ -33,6 +33,11 @@ BETA_DOUBLING_PERIOD = 10  # Alg. 1, lines 10-11: beta doubles every 10 outer it
 # where penalty and ridge are of the same order; 10 gave the lowest objective of {1, 3, 10, 30}
 # on WDiscrete, WRange and WRelated (m = 64, n = 128).
 BETA0_BALANCE = 10.0
+# W counts as inside the row space of L when ||W - W L^+ L||_F <= ROW_SPACE_TOL ||W||_F
+ROW_SPACE_TOL = 1e-9
+# an ALM result whose residual exceeds this fraction of ||W||_F is replaced by the identity strategy
+FALLBACK_RESIDUAL = 1e-2
+REVIVE_SCALE = 0.1  # the perturbation of a dead row of L, relative to the mean live entry
 PHASES = ("B update (Eq. 9)", "L update (Alg. 2)", "residual and multiplier")
 PROJECTION = "of which L1 projection"  # part of the L update, reported beside it
 
@@ -147,9 +152,47 @@ def largest_eigenvalue(symmetric: np.ndarray) -> float:
     return float(scipy.linalg.eigvalsh(symmetric, subset_by_index=[top, top], check_finite=False)[0])
 
 
-def random_feasible_L(rank: int, n: int, random_state) -> np.ndarray:
+def random_feasible_L(W: np.ndarray, rank: int, random_state) -> np.ndarray:
     """Return a seeded standard Gaussian r x n matrix with every column projected onto the L1 ball."""
-    return project_columns_l1(np.random.default_rng(random_state).standard_normal((rank, n)))
+    return project_columns_l1(np.random.default_rng(random_state).standard_normal((rank, W.shape[1])))
+
+
+def svd_feasible_L(W: np.ndarray, rank: int, random_state) -> np.ndarray:
+    """Return L0 = S_k^(1/2) V_k^T of W = U S V^T, scaled so its largest column L1 norm is 1.
+
+    With B0 = U_k S_k^(1/2) this is the exact factorization W = B0 L0 when r >= rank(W) (scaling
+    L by c and B by 1/c leaves B L and Phi Delta^2 unchanged, so the start is feasible). Rows
+    beyond k = min(r, rank(W)) are small seeded Gaussian rows (1e-3 of the mean row norm): zero
+    rows would give zero columns of B in Eq. (9) and zero gradient, so they could never be used.
+    """
+    U, S, Vt = np.linalg.svd(W, full_matrices=False)
+    k = min(rank, int(np.count_nonzero(S > S[0] * max(W.shape) * np.finfo(np.float64).eps)))
+    L = np.sqrt(S[:k])[:, None] * Vt[:k]
+    if rank > k:
+        pad = np.random.default_rng(random_state).standard_normal((rank - k, W.shape[1]))
+        pad *= 1e-3 * np.linalg.norm(L) / math.sqrt(k) / np.linalg.norm(pad) * math.sqrt(rank - k)
+        L = np.vstack([L, pad])
+    return L / np.abs(L).sum(axis=0).max()
+
+
+def revive_dead_rows(L: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Return L with its all-zero rows replaced by small seeded Gaussian rows, columns re-projected.
+
+    The L1 projection can zero a whole row of L; Eq. (9) then gives B a zero column, the
+    gradient of Formula (10) on that row vanishes and the row is lost for good (measured: 28 of
+    135 rows on WRange 128 x 128, rank L < rank W, the residual stalls). A perturbation of
+    REVIVE_SCALE times the mean magnitude of the live entries lets the next B update use it.
+    """
+    dead = ~np.any(L, axis=1)
+    if not dead.any() or dead.all():
+        return L
+    L = L.copy()
+    live = np.abs(L[~dead])
+    L[dead] = REVIVE_SCALE * live.mean() * rng.standard_normal((int(dead.sum()), L.shape[1]))
+    return project_columns_l1(L)
+
+
+INITIAL_L = {"svd": svd_feasible_L, "random": random_feasible_L}
 
 
 def low_rank_decomposition(
@@ -163,17 +206,23 @@ def low_rank_decomposition(
     beta_max: float = 1e12,
     beta_period: int = BETA_DOUBLING_PERIOD,
     max_time: float | None = None,
+    init: str = "random",
+    revive: bool = False,
     random_state=0,
 ) -> LowRankDecomposition:
     """Return B, L with ||W - B L||_F <= gamma (if reached) minimizing tr(B^T B) (seed 001, Alg. 1).
 
     rank: r, the rows of L (default ceil(1.2 rank(W))). gamma: the tolerance of Formula (8), in
     the units of W (absolute, as in the paper). Alg. 1 starts from a seeded random L projected
-    onto the constraint, pi = 0 and beta0 (default BETA0_BALANCE / lambda_max(L L^T), see the
+    onto the constraint (init="random") or from the SVD of W (init="svd", svd_feasible_L; measured
+    worse: its columns have large L1 norms), pi = 0 and beta0 (default BETA0_BALANCE / lambda_max(L L^T), see the
     constant); beta doubles every 10 outer iterations and pi += beta (W - B L) after each one.
     Each outer iteration is one B update (Eq. (9)) and at most max_inner steps of Alg. 2. Stops
     when tau <= gamma ("converged"), beta > beta_max, after max_outer iterations or max_time
-    seconds; NaN/inf raises DecompositionDiverged. W is trusted here (dp.queries.optimize
+    seconds; NaN/inf raises DecompositionDiverged. revive=True re-seeds rows of L that the
+    projection zeroed after every L update (revive_dead_rows; off by default: measured on WRange
+    128 x 128 it lets the ALM converge, rank L 107 -> 128, but to 1.34 x identity's noise, and at
+    256 x 256 it did not converge within 60 s either). W is trusted here (dp.queries.optimize
     validates it).
     """
     W = np.asarray(W, dtype=np.float64)
@@ -181,7 +230,10 @@ def low_rank_decomposition(
     gamma = _check_positive(gamma, "gamma")
     start = time.perf_counter()
     phases = dict.fromkeys((*PHASES, PROJECTION), 0.0)
-    L = random_feasible_L(rank, W.shape[1], random_state)
+    if init not in INITIAL_L:
+        raise ValueError(f"init must be one of {', '.join(INITIAL_L)}, got {init!r}")
+    L = INITIAL_L[init](W, rank, random_state)
+    rng = np.random.default_rng(random_state)
     beta = BETA0_BALANCE / largest_eigenvalue(L @ L.T) if beta0 is None else _check_positive(beta0, "beta0")
     multiplier = np.zeros_like(W)
     history: list[ALMIterate] = []
@@ -195,6 +247,8 @@ def low_rank_decomposition(
         clock.append(time.perf_counter())
         n_inner += inner
         phases[PROJECTION] += projecting
+        if revive:
+            L = revive_dead_rows(L, rng)
         gap = W - B @ L
         residual = float(np.linalg.norm(gap))
         if not math.isfinite(residual):
@@ -243,18 +297,60 @@ def _check_rank(rank) -> int:
     return int(rank)
 
 
-def lrm_strategy(W: np.ndarray, rank: int | None = None, gamma: float = 0.01, **options) -> Strategy:
+def exact_reconstruction(W: np.ndarray, L: np.ndarray) -> np.ndarray | None:
+    """Return B = W L^+ when every query of W lies in the row space of L (then W = B L), else None.
+
+    For a fixed L this B fits W best in least squares and, W being inside the row space, is the
+    minimum-norm exact one: the matrix mechanism's reconstruction, free of the bias of Theorem 3.
+    """
+    B = W @ np.linalg.pinv(L)
+    inside = np.linalg.norm(W - B @ L) <= ROW_SPACE_TOL * np.linalg.norm(W)
+    return B if inside else None
+
+
+def finished_decomposition(W: np.ndarray, result: LowRankDecomposition) -> tuple[np.ndarray, np.ndarray, str, str]:
+    """Return (B, L, status, message): the ALM's result, made exact when it can be, never worse than identity.
+
+    The Laplace identity strategy (L = I, B = W: Phi = ||W||_F^2, Delta = 1, no bias) is the
+    decomposition LRM generalizes. It replaces the ALM's result when that result is worse in
+    noise or leaves a residual above FALLBACK_RESIDUAL ||W||_F (its bias ||(W - B L) x||^2 grows
+    with the data); the status then says "identity fallback" and the message why.
+    """
+    B, L, status, message = result.B, result.L, result.status, result.message
+    exact = exact_reconstruction(W, L)
+    if exact is not None:
+        B, message = exact, message + "; B = W L^+ (W in the row space of L: no bias)"
+    identity_scale = float(np.einsum("ij,ij->", W, W))
+    objective = float(np.einsum("ij,ij->", B, B)) * float(np.abs(L).sum(axis=0).max()) ** 2
+    residual = float(np.linalg.norm(W - B @ L))
+    if objective >= identity_scale or residual > FALLBACK_RESIDUAL * math.sqrt(identity_scale):
+        why = (f"ALM {status} with ||W - B L||_F = {residual:.3g} ({residual / math.sqrt(identity_scale):.2g} "
+               f"||W||_F) and Phi Delta^2 = {objective:.4g} vs identity's ||W||_F^2 = {identity_scale:.4g}")
+        return W.copy(), np.eye(W.shape[1]), "identity fallback", f"identity fallback: {why}"
+    return B, L, status, message
+
+
+def lrm_strategy(
+    W: np.ndarray, rank: int | None = None, gamma: float = 0.01, finish: bool = True, **options
+) -> Strategy:
     """Return the Low-Rank Mechanism as a Strategy: A = L, R = B, Laplace noise (seed 001, Eq. (6)).
 
-    Options go to low_rank_decomposition (max_outer, max_inner, max_time, random_state, ...).
+    Options go to low_rank_decomposition (max_outer, max_inner, max_time, init, random_state, ...).
     The release B (L x + Lap(Delta(L) / epsilon)^r) is epsilon-DP; when B L != W its error has the
     data-dependent bias ||(W - B L) x||^2 (Theorem 3), which expected_error adds when given x.
+    finish=True passes the ALM's result through finished_decomposition (exact B, identity
+    fallback); finish=False returns it as the paper does, bias and all.
     """
     result = low_rank_decomposition(W, rank=rank, gamma=gamma, **options)
+    if finish:
+        B, L, status, message = finished_decomposition(W, result)
+    else:
+        B, L, status, message = result.B, result.L, result.status, result.message
     return with_objective(Strategy(
-        method="lrm", matrix=result.L, reconstruction=result.B, noise="laplace",
-        history=tuple(result.history), status=result.status, message=result.message,
+        method="lrm", matrix=L, reconstruction=B, noise="laplace",
+        history=tuple(result.history), status=status, message=message,
         seconds=result.seconds,
-        info={"residual": result.residual, "gamma": result.gamma, "rank": result.rank,
-              "outer": result.n_outer, "inner": result.n_inner, "phase_seconds": result.phase_seconds},
+        info={"residual": float(np.linalg.norm(W - B @ L)), "alm_residual": result.residual,
+              "gamma": result.gamma, "rank": L.shape[0], "outer": result.n_outer, "inner": result.n_inner,
+              "phase_seconds": result.phase_seconds},
     ))
