@@ -9,6 +9,10 @@ and the seed's corrected Matlab code run in Octave (theta = 1e-3, 30-iteration c
 
     python benchmarks/bench_queries_coa.py                      # ~5 min on 2 idle cores
     python benchmarks/bench_queries_coa.py --sizes "" --largest --budget 600 --threads 1
+
+Measured (coa-schur, load average 0.2-1.0 on 2 cores, 1 BLAS thread, best of 2): WRange 1.7 / 19.4 s,
+WDiscrete 1.0 / 15.3 s, WRelated 3.8 / 18.4 s at n = 512 / 1024 (WRange 1024 with --threads 2: 17.2 s).
+Under load 14-17 the same solves took 3-10x longer; threaded OpenBLAS under load 5-7: 124 s.
 """
 
 from __future__ import annotations

@@ -159,11 +159,11 @@ class NewtonOptions:
     tol: float = 1e-12  # a Newton decrement -<G, D>/F below this ends the theta stage
     polish_steps: int = 5  # dual fixed-point steps when a theta stage ends (dp.queries.dual)
 
-    def solve_direction(self, point: Point, Z: np.ndarray, P: np.ndarray, costs: Costs):
-        """Return (D, steps): the Newton direction at `point` by the chosen solver."""
+    def solve_direction(self, point: Point, Z: np.ndarray, P: np.ndarray, costs: Costs, warm: dict):
+        """Return (D, steps): the Newton direction at `point` by the chosen solver (`warm`: its carried state)."""
         if self.direction == "schur":
             rtol = 1e-3 if self.rtol is None else self.rtol
-            return schur_newton_direction(point.X, point.L, point.U, self.max_cg, rtol, costs)
+            return schur_newton_direction(point.X, point.L, point.U, self.max_cg, rtol, costs, warm)
         rtol = 0.1 if self.rtol is None else self.rtol
         return newton_direction(Z, P, self.max_cg, rtol, costs)
 
@@ -212,7 +212,7 @@ def newton_coa(point: Point, Q: np.ndarray, shift: float, theta: float, recorder
     polishing the dual weights (what remains is the bias of theta, for the homotopy to remove).
     """
     costs = recorder.costs
-    decrement, step, inner = np.inf, 0.0, 0
+    decrement, step, inner, warm = np.inf, 0.0, 0, {}
     for iteration in range(options.max_iter + 1):
         started = time.perf_counter()
         Z, P = gradient_parts(point)
@@ -228,7 +228,7 @@ def newton_coa(point: Point, Q: np.ndarray, shift: float, theta: float, recorder
                 return Stage(point, Z, P, "certified", certificate)
         if iteration == options.max_iter or recorder.out_of_time():
             break
-        D, inner = options.solve_direction(point, Z, P, costs)
+        D, inner = options.solve_direction(point, Z, P, costs, warm)
         costs.counts["newton"] += 1
         slope = -float(np.sum(D * P))  # <G, D> with G = -P
         if not np.isfinite(slope):

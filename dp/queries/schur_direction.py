@@ -22,8 +22,12 @@ from scipy.linalg import eigh
 
 
 def schur_newton_direction(X: np.ndarray, L: np.ndarray, U: np.ndarray, max_cg: int = 200, rtol: float = 1e-6,
-                           costs=None) -> tuple[np.ndarray, int]:
-    """Return (D, CG steps): the Newton direction with zero diagonal, for X = L L' and U = L^-1 Q."""
+                           costs=None, warm: dict | None = None) -> tuple[np.ndarray, int]:
+    """Return (D, CG steps): the Newton direction with zero diagonal, for X = L L' and U = L^-1 Q.
+
+    warm: a dict carried across Newton iterations; CG starts from its "mu" (the previous
+    iteration's multipliers, which change little between iterates) and stores the new ones there.
+    """
     started = time.perf_counter()
     lam, E = eigh(U @ U.T, check_finite=False, driver="evd")
     lam = np.clip(lam, lam[-1] * 1e-15, None)  # rounding may leave the smallest eigenvalues a hair below 0
@@ -45,21 +49,27 @@ def schur_newton_direction(X: np.ndarray, L: np.ndarray, U: np.ndarray, max_cg: 
 
     squares = S * S
     jacobi = np.einsum("ij,ij->i", squares @ inverse_sums, squares)  # diag(K)
-    mu, steps = _preconditioned_cg(apply_k, 0.5 * np.diag(X), 1.0 / jacobi, max_cg, rtol)
+    start = None if warm is None else warm.get("mu")
+    mu, steps = _preconditioned_cg(apply_k, 0.5 * np.diag(X), 1.0 / jacobi, max_cg, rtol, start)
+    if warm is not None:
+        warm["mu"] = mu
     D = X / 2 - S @ core(mu) @ S.T
     D = 0.5 * (D + D.T)
     np.fill_diagonal(D, 0.0)
     return D, steps
 
 
-def _preconditioned_cg(apply, b: np.ndarray, inv_diag: np.ndarray, max_steps: int, rtol: float):
-    """Return (x, steps) with ||apply(x) - b|| <= rtol ||b|| by Jacobi-preconditioned CG."""
-    x = np.zeros_like(b)
-    residual = b.copy()
+def _preconditioned_cg(apply, b: np.ndarray, inv_diag: np.ndarray, max_steps: int, rtol: float,
+                       start: np.ndarray | None = None):
+    """Return (x, steps) with ||apply(x) - b|| <= rtol ||b|| by Jacobi-preconditioned CG from `start` (or 0)."""
+    x = np.zeros_like(b) if start is None else start.copy()
+    residual = b.copy() if start is None else b - apply(x)
+    target = rtol * np.linalg.norm(b)
+    if np.linalg.norm(residual) <= target:
+        return x, 0
     z = residual * inv_diag
     direction = z.copy()
     rho = float(residual @ z)
-    target = rtol * np.linalg.norm(b)
     steps = 0
     for steps in range(1, max_steps + 1):
         Ad = apply(direction)
