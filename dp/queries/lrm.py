@@ -195,6 +195,15 @@ def revive_dead_rows(L: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 INITIAL_L = {"svd": svd_feasible_L, "random": random_feasible_L}
 
 
+def _alm_start(W, rank: int, init: str, beta0: float | None, random_state):
+    """Return (L0, beta0) of Alg. 1: the chosen start of L and the penalty balancing it (BETA0_BALANCE)."""
+    if init not in INITIAL_L:
+        raise ValueError(f"init must be one of {', '.join(INITIAL_L)}, got {init!r}")
+    L = INITIAL_L[init](W, rank, random_state)
+    beta = BETA0_BALANCE / largest_eigenvalue(L @ L.T) if beta0 is None else _check_positive(beta0, "beta0")
+    return L, beta
+
+
 def low_rank_decomposition(
     W,
     rank: int | None = None,
@@ -230,11 +239,8 @@ def low_rank_decomposition(
     gamma = _check_positive(gamma, "gamma")
     start = time.perf_counter()
     phases = dict.fromkeys((*PHASES, PROJECTION), 0.0)
-    if init not in INITIAL_L:
-        raise ValueError(f"init must be one of {', '.join(INITIAL_L)}, got {init!r}")
-    L = INITIAL_L[init](W, rank, random_state)
+    L, beta = _alm_start(W, rank, init, beta0, random_state)
     rng = np.random.default_rng(random_state)
-    beta = BETA0_BALANCE / largest_eigenvalue(L @ L.T) if beta0 is None else _check_positive(beta0, "beta0")
     multiplier = np.zeros_like(W)
     history: list[ALMIterate] = []
     n_inner, status = 0, "iteration limit"
