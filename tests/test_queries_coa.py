@@ -93,7 +93,7 @@ def _generic_optimum(W):
     return best.fun
 
 
-@pytest.mark.parametrize("method", ["coa", "coa-schur"])
+@pytest.mark.parametrize("method", ["coa", "coa-schur", "coa-dual"])
 def test_optimum_matches_a_generic_solver_and_the_certificate_holds(method):
     W = q.wrange(20, 6, random_state=3)
     strategy = q.optimize(W, method, gap_tol=1e-6)

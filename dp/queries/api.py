@@ -21,6 +21,7 @@ from dp.mechanisms import Release, gaussian_mechanism, laplace_mechanism
 from dp.queries.amm import amm_strategy
 from dp.queries.baselines import identity_strategy, workload_strategy
 from dp.queries.coa import coa_strategy, coa_schur_strategy
+from dp.queries.dual_newton import coa_dual_strategy
 from dp.queries.hierarchical import hierarchical_strategy
 from dp.queries.lrm import lrm_strategy
 from dp.queries.wavelet import wavelet_strategy
@@ -34,6 +35,7 @@ METHODS = {
     "wavelet": wavelet_strategy,
     "coa": coa_strategy,  # Yuan et al. Alg. 1-3: Newton with CG on the Hessian operator
     "coa-schur": coa_schur_strategy,  # the same program, exact Newton directions (faster)
+    "coa-dual": coa_dual_strategy,  # the same program through its n-variable dual (fastest; any n > m)
     "lrm": lrm_strategy,
     "amm": amm_strategy,  # seed 001 App. B: the L2-optimal strategy (COA's program) under Laplace noise  # Yuan et al. (seed 001): W ~ B L by ALM + Nesterov, Laplace noise (eps-DP)
 }

@@ -50,7 +50,7 @@ def schur_newton_direction(X: np.ndarray, L: np.ndarray, U: np.ndarray, max_cg: 
     squares = S * S
     jacobi = np.einsum("ij,ij->i", squares @ inverse_sums, squares)  # diag(K)
     start = None if warm is None else warm.get("mu")
-    mu, steps = _preconditioned_cg(apply_k, 0.5 * np.diag(X), 1.0 / jacobi, max_cg, rtol, start)
+    mu, steps = preconditioned_cg(apply_k, 0.5 * np.diag(X), 1.0 / jacobi, max_cg, rtol, start)
     if warm is not None:
         warm["mu"] = mu
     D = X / 2 - S @ core(mu) @ S.T
@@ -59,9 +59,10 @@ def schur_newton_direction(X: np.ndarray, L: np.ndarray, U: np.ndarray, max_cg: 
     return D, steps
 
 
-def _preconditioned_cg(apply, b: np.ndarray, inv_diag: np.ndarray, max_steps: int, rtol: float,
+def preconditioned_cg(apply, b: np.ndarray, inv_diag: np.ndarray, max_steps: int, rtol: float,
                        start: np.ndarray | None = None):
-    """Return (x, steps) with ||apply(x) - b|| <= rtol ||b|| by Jacobi-preconditioned CG from `start` (or 0)."""
+    """Return (x, steps) with ||apply(x) - b|| <= rtol ||b|| by Jacobi-preconditioned CG from `start` (or 0)
+    (earlier if the operator shows no positive curvature along a search direction)."""
     x = np.zeros_like(b) if start is None else start.copy()
     residual = b.copy() if start is None else b - apply(x)
     target = rtol * np.linalg.norm(b)
@@ -73,7 +74,10 @@ def _preconditioned_cg(apply, b: np.ndarray, inv_diag: np.ndarray, max_steps: in
     steps = 0
     for steps in range(1, max_steps + 1):
         Ad = apply(direction)
-        step = rho / float(direction @ Ad)
+        curvature = float(direction @ Ad)
+        if not curvature > 0:  # a singular (semi-definite) operator: stop at the last iterate
+            break
+        step = rho / curvature
         x += step * direction
         residual -= step * Ad
         if np.linalg.norm(residual) <= target:

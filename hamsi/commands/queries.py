@@ -28,7 +28,7 @@ def register(subparsers) -> None:
     p.add_argument("-n", "--cells", dest="n", type=int, default=512, help="histogram cells (default 512)")
     p.add_argument("-s", "--rank", dest="s", type=int, default=None, help="WRelated rank (default min(m,n)/2)")
     p.add_argument("--method", default="coa",
-                   help="coa (paper, default), coa-schur, lrm (eps-DP), identity, workload, hierarchical, wavelet, ...")
+                   help="coa (paper, default), coa-dual (fastest), coa-schur, lrm (eps-DP), identity, workload, hierarchical, wavelet, ...")
     p.add_argument("--epsilon", type=float, default=0.1, help="privacy budget epsilon (> 0; default 0.1)")
     p.add_argument("--delta", type=float, default=1e-4, help="privacy delta in (0, 1) (default 1e-4)")
     p.add_argument("--calibration", choices=["analytic", "classical"], default="analytic",
