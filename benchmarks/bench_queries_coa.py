@@ -1,18 +1,21 @@
 """COA's objective and speed goals (issue 13): error ratio to identity, certified gap, time, cost split.
 
 For WRange, WDiscrete and WRelated (s = n/2) at m = 1024 drawn with default_rng(1), and n = 256,
-512, 1024 (and, with --largest, doubling n until one solve exceeds --budget seconds), runs
-  coa        Yuan et al. Alg. 1-3 (Newton, CG on the Hessian operator, Armijo, homotopy)
+512, 1024 (and, with --largest, doubling n from 2048 until a solve exceeds --budget seconds or
+n passes --max-n), runs
+  coa-dual   the same program through its n-variable dual (dp.queries.dual_newton; recommended)
   coa-schur  the same program with exact Newton directions (dp.queries.schur_direction)
-and prints, beside ours, the optimum pinned by an independent dual solve, HDMM's ratio and time,
-and the seed's corrected Matlab code run in Octave (theta = 1e-3, 30-iteration cap).
+  coa        Yuan et al. Alg. 1-3 (Newton, CG on the Hessian operator, Armijo, homotopy)
+best (and median) of --repeats runs each, side by side, and prints beside ours the optimum pinned
+by an independent dual solve, HDMM's ratio and time, and the seed's corrected Matlab code run in
+Octave (theta = 1e-3, 30-iteration cap). Cost split (seconds of the best run): chol = Cholesky
+tests, grad = X^-1 / B = F'U and diag X, hess = Hessian or multiplier products, eig =
+eigendecompositions, cert = dual bounds (coa-dual: free, from the same eigendecomposition).
 
-    python benchmarks/bench_queries_coa.py                      # ~5 min on 2 idle cores
-    python benchmarks/bench_queries_coa.py --sizes "" --largest --budget 600 --threads 1
+    python benchmarks/bench_queries_coa.py --threads 1 --methods coa-dual,coa-schur --repeats 2   # ~4 min
+    python benchmarks/bench_queries_coa.py --threads 1 --sizes "" --largest --budget 600          # <= 10 min
 
-Measured (coa-schur, load average 0.2-1.0 on 2 cores, 1 BLAS thread, best of 2): WRange 1.7 / 19.4 s,
-WDiscrete 1.0 / 15.3 s, WRelated 3.8 / 18.4 s at n = 512 / 1024 (WRange 1024 with --threads 2: 17.2 s).
-Under load 14-17 the same solves took 3-10x longer; threaded OpenBLAS under load 5-7: 124 s.
+Measured: see README.md, "Linear queries under (epsilon, delta)-DP: COA".
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ def solve(kind: str, n: int, m: int, method: str, gap_tol: float, max_time: floa
     return W, strategy, time.perf_counter() - started
 
 
-def report(kind: str, n: int, method: str, W, strategy, seconds: float) -> None:
+def report(kind: str, n: int, method: str, W, strategy, seconds: float, median: float) -> None:
     """Print one row: ratio, certified bound, gap, time, iterations, cost split, anchors."""
     base = float(np.sum(W * W))
     cert = strategy.certificate
@@ -63,30 +66,34 @@ def report(kind: str, n: int, method: str, W, strategy, seconds: float) -> None:
     seed = SEED_OCTAVE[kind] if n == 512 else None
     above = f"{strategy.objective / base / optimum - 1:+.2%}" if optimum else "-"
     print(f"{kind:>9} {n:>5} {method:>10} {strategy.objective / base:>9.5f} {cert.lower_bound / base:>9.5f} "
-          f"{cert.gap:>8.1e} {seconds:>7.1f} {costs.counts['newton']:>4} {costs.counts['hessian']:>5} "
+          f"{cert.gap:>8.1e} {seconds:>7.2f} {costs.counts['newton']:>4} {costs.counts['hessian']:>5} "
           f"{seconds / newton:>6.2f}  chol {costs.cholesky:5.1f} grad {costs.gradient:5.1f} "
           f"hess {costs.hessian:5.1f} eig {costs.eigen:5.1f} cert {costs.certificate:5.1f} | "
           f"opt {optimum if optimum else '-'} ({above}) HDMM {hdmm if hdmm else '-'} seed {seed if seed else '-'} "
-          f"[{strategy.status}]", flush=True)
+          f"[{strategy.status}] med {median:.1f} load {os.getloadavg()[0]:.1f}", flush=True)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workloads", default="range,discrete,related")
     ap.add_argument("--sizes", default="256,512,1024")
-    ap.add_argument("--methods", default="coa-schur,coa")
+    ap.add_argument("--methods", default="coa-dual,coa-schur,coa")
     ap.add_argument("--paper-max-n", type=int, default=512, help="largest n for method coa (slow; default 512)")
     ap.add_argument("-m", type=int, default=1024)
     ap.add_argument("--gap-tol", type=float, default=1e-3)
+    ap.add_argument("--repeats", type=int, default=1, help="runs per cell; the best is reported (default 1)")
     ap.add_argument("--threads", type=int, default=None,
                     help="BLAS threads, set before numpy loads (default: the library's; 1 on a loaded machine)")
     ap.add_argument("--largest", action="store_true", help="double n from 2048 until a solve exceeds --budget")
+    ap.add_argument("--largest-method", default="coa-dual", help="method for --largest (default coa-dual)")
+    ap.add_argument("--max-n", type=int, default=16384, help="last n tried by --largest (default 16384)")
     ap.add_argument("--budget", type=float, default=600.0, help="seconds per solve for --largest (default 600)")
     args = ap.parse_args()
     print(f"m={args.m}, workloads default_rng(1), gap_tol={args.gap_tol:g}; load average before: "
-          f"{tuple(round(v, 2) for v in os.getloadavg())}; BLAS threads: {args.threads or 'default'}")
+          f"{tuple(round(v, 2) for v in os.getloadavg())}; BLAS threads: {args.threads or 'default'}; "
+          f"best of {args.repeats}")
     print("ratio = expected error / identity's; bound = certified lower bound on the optimum; "
-          "s/it = seconds per Newton iteration; cost split in seconds")
+          "s/it = seconds per Newton iteration; cost split in seconds; med = median time; load = 1-min average")
     print(f"{'workload':>9} {'n':>5} {'method':>10} {'ratio':>9} {'bound':>9} {'gap':>8} {'time':>7} "
           f"{'it':>4} {'Hv':>5} {'s/it':>6}")
     for kind in args.workloads.split(","):
@@ -94,14 +101,15 @@ def main() -> None:
             for method in args.methods.split(","):
                 if method == "coa" and n > args.paper_max_n:
                     continue
-                W, strategy, seconds = solve(kind, n, args.m, method, args.gap_tol, None)
-                report(kind, n, method, W, strategy, seconds)
+                runs = [solve(kind, n, args.m, method, args.gap_tol, None) for _ in range(args.repeats)]
+                W, strategy, seconds = min(runs, key=lambda run: run[2])
+                report(kind, n, method, W, strategy, seconds, float(np.median([run[2] for run in runs])))
     if args.largest:
         n = 2048
-        while True:
-            W, strategy, seconds = solve("range", n, args.m, "coa-schur", args.gap_tol, args.budget)
-            report("range", n, "coa-schur", W, strategy, seconds)
-            if strategy.status == "time_limit" or seconds > args.budget:
+        while n <= args.max_n:
+            W, strategy, seconds = solve("range", n, args.m, args.largest_method, args.gap_tol, args.budget)
+            report("range", n, args.largest_method, W, strategy, seconds, seconds)
+            if strategy.status != "converged" or seconds > args.budget:
                 break
             n *= 2
     print(f"load average after: {tuple(round(v, 2) for v in os.getloadavg())}; seed's Octave times: "

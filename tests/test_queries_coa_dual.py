@@ -42,17 +42,16 @@ def test_more_cells_than_queries_sets_weights_to_zero_and_certifies():
     W = q.wrange(12, 30, random_state=1)  # rank <= 12 < n: part of the optimal weights vanish
     strategy = q.optimize(W, "coa-dual", gap_tol=1e-8)
     y = strategy.info["weights"]
-    assert strategy.status == "converged" and strategy.certificate.gap <= 1e-8 and np.any(y == 0)
+    assert strategy.status == "converged" and strategy.certificate.gap <= 1e-8 and np.any(y[np.any(W, axis=0)] == 0)
     np.testing.assert_allclose(strategy.reconstruction @ strategy.matrix, W, atol=1e-10)
     assert strategy.sensitivity == pytest.approx(1.0)
     assert strategy.objective == pytest.approx(strategy.certificate.objective, rel=1e-9)
     # KKT: cells with weight 0 have column norm <= 1; weighted cells sit at exactly 1
-    norms = np.sum(strategy.matrix**2, axis=0)[np.any(W != 0, axis=0)]
+    norms = np.sum(strategy.matrix**2, axis=0)
     assert np.all(norms <= 1 + 1e-6) and np.allclose(norms[y > 0], 1, atol=1e-4)
-    # the bound is the dual at the returned weights, computed independently
-    used = np.any(W != 0, axis=0)
+    # the bound is the dual at the returned per-cell weights, computed independently
     assert strategy.certificate.lower_bound == pytest.approx(
-        nuclear_norm_squared_over_sum(W[:, used], np.maximum(y, 1e-300)), rel=1e-9)
+        nuclear_norm_squared_over_sum(W, np.maximum(y, 1e-300)), rel=1e-9)
     # and coa-schur (primal, theta homotopy) cannot beat it
     assert q.optimize(W, "coa-schur").objective >= strategy.certificate.lower_bound * (1 - 1e-12)
 
@@ -75,3 +74,17 @@ def test_unused_cell_gets_a_zero_column_and_bad_options_are_refused():
     assert coa_dual_strategy(W, max_iter=0).status in ("max_iter", "converged")
     with pytest.raises(ValueError, match="shrink"):
         coa_dual_strategy(W, shrink=1.5)
+
+
+def test_equal_columns_are_solved_once_and_get_equal_strategy_columns():
+    W = q.wdiscrete(25, 7, p=0.3, random_state=8)
+    wide = W[:, [0, 1, 1, 2, 3, 3, 3, 4, 5, 6]]  # cells 1-2 and 4-6 are indistinguishable
+    strategy = q.optimize(wide, "coa-dual", gap_tol=1e-8)
+    assert strategy.info["distinct_cells"] == 7
+    np.testing.assert_allclose(strategy.matrix[:, 4], strategy.matrix[:, 6])
+    np.testing.assert_allclose(strategy.reconstruction @ strategy.matrix, wide, atol=1e-10)
+    # the bound holds for the full domain: the same number from the per-cell weights
+    y = strategy.info["weights"]
+    nuclear = np.sum(np.linalg.svd(wide * np.sqrt(y), compute_uv=False))
+    assert strategy.certificate.lower_bound == pytest.approx(nuclear**2 / y.sum(), rel=1e-9)
+    assert strategy.certificate.gap <= 1e-8

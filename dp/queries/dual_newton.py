@@ -84,6 +84,21 @@ def gram_factor(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return T, F0 @ E.T
 
 
+def distinct_cells(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Return (cells, group): one cell per distinct nonzero column of W, and each cell's index into
+    `cells` (-1 for a cell no query touches).
+
+    Cells with equal columns are indistinguishable to the workload: the dual depends only on the
+    sum of their weights and the optimal strategy gives them equal columns, so the program is
+    solved once per group (WRange at n > 2m has at most 2m + 1 distinct columns).
+    """
+    used = np.flatnonzero(np.any(W != 0, axis=0))
+    _, first, inverse = np.unique(W[:, used], axis=1, return_index=True, return_inverse=True)
+    group = np.full(W.shape[1], -1)
+    group[used] = inverse.ravel()
+    return used[first], group
+
+
 def dual_point(F: np.ndarray, y: np.ndarray, costs: Costs) -> DualPoint | None:
     """Return the DualPoint at y, or None when F Y F' is numerically singular (phi has no Newton model)."""
     started = time.perf_counter()
@@ -169,9 +184,8 @@ def coa_dual_strategy(W: np.ndarray, gap_tol: float = 1e-3, max_iter: int = 100,
         raise ValueError(f"gap_tol, rtol, shrink and active_tol must lie in (0, 1), got "
                          f"{gap_tol}, {rtol}, {shrink}, {active_tol}")
     started, costs, history = time.perf_counter(), Costs(), []
-    T, F = gram_factor(W)
-    used = np.any(W != 0, axis=0)  # a cell no query touches needs no strategy column (its weight is 0)
-    F = F[:, used]
+    cells, group = distinct_cells(W)
+    T, F = gram_factor(W[:, cells])
     point = dual_point(F, np.ones(F.shape[1]), costs)
     if point is None:
         raise FloatingPointError("the dual at equal weights is singular; the workload's Gram factor is degenerate")
@@ -199,21 +213,26 @@ def coa_dual_strategy(W: np.ndarray, gap_tol: float = 1e-3, max_iter: int = 100,
             status = "line_search_failed"
             break
         point = new
-    return _strategy(W, T, F, used, point, history, costs, status, gap_tol, started)
+    return _strategy(W, T, F, group, point, history, costs, status, gap_tol, started)
 
 
-def _strategy(W, T, F, used, point: DualPoint, history, costs: Costs, status: str, gap_tol: float,
+def _strategy(W, T, F, group, point: DualPoint, history, costs: Costs, status: str, gap_tol: float,
               started: float) -> Strategy:
-    """Return the Strategy A = diag(s)^-1/2 U'F / sqrt(max d) (zero columns for unused cells), R = W A^+."""
+    """Return the Strategy A = diag(s)^-1/2 U'F / sqrt(max d) (each cell gets its group's column, unused
+    cells 0) and R = T U diag(s)^1/2 sqrt(max d), so that R A = W; info["weights"]: the dual weight
+    of each cell (a group's weight split evenly)."""
     scale = np.sqrt(float(np.max(point.d)))
+    used = group >= 0
     A = np.zeros((F.shape[0], W.shape[1]))
-    A[:, used] = (point.U.T @ F) / (np.sqrt(point.s)[:, None] * scale)
+    A[:, used] = ((point.U.T @ F) / (np.sqrt(point.s)[:, None] * scale))[:, group[used]]
     R = (T @ point.U) * (np.sqrt(point.s) * scale)
+    weights = np.zeros(W.shape[1])
+    weights[used] = point.y[group[used]] / np.bincount(group[used])[group[used]]
     certificate = Certificate(objective=point.objective, lower_bound=point.lower_bound)
     message = (f"duality gap {certificate.gap:.2e} ({'<=' if certificate.gap <= gap_tol else '>'} {gap_tol:g}) "
-               f"after {len(history) - 1} projected Newton iterations on the dual; "
-               f"{int(np.sum(point.y == 0))} of {point.y.size} weights at 0")
+               f"after {len(history) - 1} projected Newton iterations on the dual over {point.y.size} distinct "
+               f"cells; {int(np.sum(point.y == 0))} weights at 0")
     return with_objective(Strategy(
         method="coa-dual", matrix=A, reconstruction=R, noise="gaussian", history=tuple(history),
         status=status, message=message, certificate=certificate, seconds=time.perf_counter() - started,
-        info={"theta": 0.0, "costs": costs, "weights": point.y, "rank": F.shape[0]}))
+        info={"theta": 0.0, "costs": costs, "weights": weights, "rank": F.shape[0], "distinct_cells": point.y.size}))
