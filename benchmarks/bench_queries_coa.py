@@ -1,8 +1,8 @@
 """COA's objective and speed goals (issue 13): error ratio to identity, certified gap, time, cost split.
 
 For WRange, WDiscrete and WRelated (s = n/2) at m = 1024 drawn with default_rng(1), and n = 256,
-512, 1024 (and, with --largest, doubling n from 2048 until a solve exceeds --budget seconds or
-n passes --max-n), runs
+512, 1024 (and, with --largest, for WRange and WDiscrete doubling n from 2048 until a solve exceeds
+--budget seconds or n passes --max-n), runs
   coa-dual   the same program through its n-variable dual (dp.queries.dual_newton; recommended)
   coa-schur  the same program with exact Newton directions (dp.queries.schur_direction)
   coa        Yuan et al. Alg. 1-3 (Newton, CG on the Hessian operator, Armijo, homotopy)
@@ -86,6 +86,8 @@ def main() -> None:
                     help="BLAS threads, set before numpy loads (default: the library's; 1 on a loaded machine)")
     ap.add_argument("--largest", action="store_true", help="double n from 2048 until a solve exceeds --budget")
     ap.add_argument("--largest-method", default="coa-dual", help="method for --largest (default coa-dual)")
+    ap.add_argument("--largest-workloads", default="range,discrete",
+                    help="workloads for --largest (default range,discrete: WDiscrete has no equal columns)")
     ap.add_argument("--max-n", type=int, default=16384, help="last n tried by --largest (default 16384)")
     ap.add_argument("--budget", type=float, default=600.0, help="seconds per solve for --largest (default 600)")
     args = ap.parse_args()
@@ -104,11 +106,11 @@ def main() -> None:
                 runs = [solve(kind, n, args.m, method, args.gap_tol, None) for _ in range(args.repeats)]
                 W, strategy, seconds = min(runs, key=lambda run: run[2])
                 report(kind, n, method, W, strategy, seconds, float(np.median([run[2] for run in runs])))
-    if args.largest:
+    for kind in args.largest_workloads.split(",") if args.largest else ():
         n = 2048
         while n <= args.max_n:
-            W, strategy, seconds = solve("range", n, args.m, args.largest_method, args.gap_tol, args.budget)
-            report("range", n, args.largest_method, W, strategy, seconds, seconds)
+            W, strategy, seconds = solve(kind, n, args.m, args.largest_method, args.gap_tol, args.budget)
+            report(kind, n, args.largest_method, W, strategy, seconds, seconds)
             if strategy.status != "converged" or seconds > args.budget:
                 break
             n *= 2

@@ -12,7 +12,8 @@ Algorithm 3 (homotopy on theta), with these changes, each measured in benchmarks
 - the homotopy stops as soon as the duality gap of the unregularized program (dp.queries.dual)
   is below `gap_tol`, so the run ends with a certificate instead of a guess.
 `coa_schur_strategy` ("coa-schur") solves the same program with exact Newton directions
-(dp.queries.schur_direction), a warm start (sqrt_start) and an adaptive theta schedule.
+(dp.queries.schur_direction), a warm start (sqrt_start) and an adaptive theta schedule;
+dp.queries.dual_newton ("coa-dual", the fastest) solves its n-variable dual instead.
 
 Cost per Newton iteration for n cells, k CG steps and t line-search trials, all BLAS-3 (V = Q Q'
 is factored once per theta): each trial n^3/3 (Cholesky test, potrf) + n^3 (objective
