@@ -30,7 +30,7 @@ in the GEMMs.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.linalg import eigh, qr
@@ -105,7 +105,7 @@ def dual_point(F: np.ndarray, y: np.ndarray, costs: Costs) -> DualPoint | None:
     lam, U = eigh((F * y) @ F.T, check_finite=False, driver="evd", overwrite_a=True)
     middle = time.perf_counter()
     costs.eigen += middle - started
-    if not lam[0] > lam[-1] * 1e-13:
+    if not lam[0] > lam[-1] * np.finfo(float).eps:  # gram_factor's rank tolerance keeps y = 1 above this
         return None
     s = np.sqrt(lam)
     B = F.T @ U
@@ -177,7 +177,8 @@ def coa_dual_strategy(W: np.ndarray, gap_tol: float = 1e-3, max_iter: int = 100,
     """Return the optimal strategy for W (program (10), theta = 0) by projected Newton on the dual.
 
     Starts at equal weights; stops at the first y whose duality gap is <= gap_tol ("converged"),
-    or at max_iter / max_time. Weights <= active_tol * mean(y) with a negative gradient are set
+    or at max_iter / max_time ("max_iter", "time_limit"; "line_search_failed", "rounding" when the
+    returned matrices' certificate misses gap_tol by rounding). Weights <= active_tol * mean(y) with a negative gradient are set
     to 0 (the active set); other weights shrink by at most `shrink` per step.
     """
     if not (0 < gap_tol < 1 and 0 < rtol < 1 and 0 < shrink < 1 and 0 < active_tol < 1):
@@ -228,11 +229,14 @@ def _strategy(W, T, F, group, point: DualPoint, history, costs: Costs, status: s
     R = (T @ point.U) * (np.sqrt(point.s) * scale)
     weights = np.zeros(W.shape[1])
     weights[used] = point.y[group[used]] / np.bincount(group[used])[group[used]]
-    certificate = Certificate(objective=point.objective, lower_bound=point.lower_bound)
+    strategy = with_objective(Strategy(method="coa-dual", matrix=A, reconstruction=R, noise="gaussian"))
+    certificate = Certificate(objective=strategy.objective, lower_bound=point.lower_bound)  # of the matrices returned
+    if status == "converged" and certificate.gap > gap_tol:
+        status = "rounding"  # the eigendecomposition's rounding moved the returned strategy past gap_tol
     message = (f"duality gap {certificate.gap:.2e} ({'<=' if certificate.gap <= gap_tol else '>'} {gap_tol:g}) "
                f"after {len(history) - 1} projected Newton iterations on the dual over {point.y.size} distinct "
                f"cells; {int(np.sum(point.y == 0))} weights at 0")
-    return with_objective(Strategy(
-        method="coa-dual", matrix=A, reconstruction=R, noise="gaussian", history=tuple(history),
-        status=status, message=message, certificate=certificate, seconds=time.perf_counter() - started,
-        info={"theta": 0.0, "costs": costs, "weights": weights, "rank": F.shape[0], "distinct_cells": point.y.size}))
+    return replace(strategy, history=tuple(history), status=status, message=message, certificate=certificate,
+                   seconds=time.perf_counter() - started,
+                   info={"theta": 0.0, "costs": costs, "weights": weights, "rank": F.shape[0],
+                         "distinct_cells": point.y.size})
