@@ -7,8 +7,9 @@ import pytest
 from hamsi.cli import main
 
 
-def test_queries_prints_expected_and_empirical_error(capsys):
-    code = main(["queries", "--workload", "range", "-m", "64", "-n", "16", "--method", "coa",
+@pytest.mark.parametrize("method", ["coa", "coa-dual"])
+def test_queries_prints_expected_and_empirical_error(capsys, method):
+    code = main(["queries", "--workload", "range", "-m", "64", "-n", "16", "--method", method,
                  "--epsilon", "0.5", "--delta", "1e-4", "--repeats", "5", "--noise-seed", "1"])
     out = capsys.readouterr().out
     assert code == 0
