@@ -18,24 +18,25 @@ from cluster.messages import EvaluationPart, GradientPart, ShardPartials
 from cluster.shard import add_rows, rows_of, zero_rows
 
 
+_UNUSED = np.zeros(0)
+
+
 def shard_partials(shard: int, request, x, x_start, g, g_start, S, Y, s_new, y_new) -> ShardPartials:
     """Return the partials `request` asks for on one shard (s_new, y_new: where the pair is formed)."""
     M = S.shape[0]
     out = ShardPartials(shard)
     if request.pair:
         out.pair, out.new_pair_g = np.empty(2 * M + 2), np.empty(2)
-        kernels.shard_store_pair(x, x_start, g, g_start, s_new, y_new, 0)
-        kernels.shard_pair_partials(x, x_start, g, g_start, S, Y, out.pair)
-        kernels.shard_wtg_partials(g, s_new, y_new, out.new_pair_g)
     if request.gram:
         out.gram = np.empty(2 * M + 1)
-        kernels.shard_gram_partials(x, x_start, S, Y, out.gram)
     if request.wtg:
         out.wtg = np.empty(2 * M)
-        kernels.shard_wtg_partials(g, S, Y, out.wtg)
     if request.norms:
         out.norms = np.empty(2)
-        kernels.shard_norm_partials(x, g, out.norms)
+    kernels.shard_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, request.pair, request.gram,
+                                     request.wtg, request.norms,
+                                     *(_UNUSED if a is None else a
+                                       for a in (out.pair, out.new_pair_g, out.gram, out.wtg, out.norms)))
     return out
 
 
