@@ -42,14 +42,12 @@ class MailboxExchange:
         """Send `message` to every peer and return all messages of this round (ours included)."""
         self._step += 1
         message.step = self._step
-        start = time.perf_counter()
-        posted = self.box.post(self.plan.run_id, self._step, self.peers, message) if self.peers else None
-        sent = time.perf_counter()
-        received = self.box.collect(self.plan.run_id, self._step, self.peers, self.plan.timeout)
-        if posted is not None:
-            self.box.wait_posted(posted, self.peers, self.plan.timeout)
-        self.phases.exchange += sent - start
-        self.phases.wait += time.perf_counter() - sent
+        if not self.peers:
+            return [message]
+        received, sending, waiting = self.box.round(self.plan.run_id, self._step, self.peers, message,
+                                                    self.plan.timeout)
+        self.phases.exchange += sending
+        self.phases.wait += waiting
         return [message] + received
 
     def iterate(self, request) -> Reductions:
