@@ -38,16 +38,22 @@ class MailboxExchange:
         """This worker's optimization time: before the chunk plus this chunk's phases."""
         return self.time_used + self.phases.total
 
-    def _round(self, message: Message) -> list[Message]:
-        """Send `message` to every peer and return all messages of this round (ours included)."""
+    def _round(self, message: Message, timed: bool = True) -> list[Message]:
+        """Send `message` to every peer and return all messages of this round (ours included).
+
+        timed: add the round's sending and waiting to the exchange and wait phases (the
+        evaluation's round is not: like the in-process evaluation it counts only as the
+        safeguard's time, through Evaluation.seconds, and only when the safeguard is on).
+        """
         self._step += 1
         message.step = self._step
         if not self.peers:
             return [message]
         received, sending, waiting = self.box.round(self.plan.run_id, self._step, self.peers, message,
                                                     self.plan.timeout)
-        self.phases.exchange += sending
-        self.phases.wait += waiting
+        if timed:
+            self.phases.exchange += sending
+            self.phases.wait += waiting
         return [message] + received
 
     def iterate(self, request) -> Reductions:
@@ -84,7 +90,7 @@ class MailboxExchange:
         start = time.perf_counter()
         mine = self.work.evaluation()
         clock = self.clock()
-        messages = self._round(Message(0, self.me, clock=clock, evaluation=mine))
+        messages = self._round(Message(0, self.me, clock=clock, evaluation=mine), timed=False)
         train, objective, heldout = self.work.reduce_evaluation([e for m in messages for e in m.evaluation])
         return Evaluation(train, objective, heldout, max(m.clock for m in messages),
                           time.perf_counter() - start)
