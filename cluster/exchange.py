@@ -13,6 +13,7 @@ agreed optimization time, so every worker applies the same stop rules).
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -85,8 +86,16 @@ class MailboxExchange:
 
     def restore(self, name: str) -> None:
         self.work.restore(name)
+        if self.work.shared:  # the lead wrote the shared V: nobody reads it before that is done
+            self.barrier()
+
+    def barrier(self, timed: bool = True) -> None:
+        """Return once every worker reached this point (one round of empty messages)."""
+        self._round(Message(0, self.me), timed=timed)
 
     def evaluate(self) -> Evaluation:
+        if self.work.shared:  # the last steps of the shared V are done before anyone reads it
+            self.barrier()
         start = time.perf_counter()
         mine = self.work.evaluation()
         clock = self.clock()
@@ -111,21 +120,49 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
     box = local_mailbox()
     common = common.copy()
     states = [s.copy() for s in states]
-    work = plan.make_work(datas, states, common, me)
     phases = PhaseTimes()
-    exchange = MailboxExchange(box, plan, me, work, phases, common.time_used)
+    exchange = MailboxExchange(box, plan, me, None, phases, common.time_used)
     stepper, stop, trace = common.stepper, common.stop, Trace()
+    replica = None
     try:
         box.start(plan.run_id, exchange.peers, plan.timeout)
+        replica = open_replica(plan, exchange, common, me) if plan.shared else None
+        exchange.work = plan.make_work(datas, states, common, me, replica)
         if not common.started:
             loop.start(stepper, exchange, stop, trace, None)
             common.started = True
         reason, message, epoch = loop.run_cycles(stepper, exchange, stop, trace, None, plan.epochs)
         if reason is not None and stop.keeps_best and stop.best_epoch is not None:
             exchange.restore("best")
+        if replica is not None:
+            replica.copy_out(common)
     finally:
         box.forget(plan.run_id)
+        if replica is not None:
+            exchange.work = None
+            replica.close()
     common.time_used = exchange.clock()
     common.cycles_done = epoch if epoch is not None else common.cycles_done
     return {"states": states, "common": common, "records": trace.rows, "reason": reason, "message": message,
             "phases": phases.as_dict(), "worker": me}
+
+
+def open_replica(plan, exchange, common, me: str):
+    """Return this worker's map of the chunk's shared V (cluster.shared): the lead creates it, all map it.
+
+    The lead unlinks the file once every worker has mapped it, so /dev/shm keeps nothing.
+    """
+    from cluster.shared import SharedReplica, path_of
+
+    path = path_of(plan.run_id)
+    lead = me == plan.lead
+    try:
+        replica = SharedReplica.create(path, common) if lead else None
+        exchange.barrier(timed=False)
+        if not lead:
+            replica = SharedReplica.attach(path, common)
+        exchange.barrier(timed=False)
+    finally:
+        if lead and os.path.exists(path):
+            os.unlink(path)
+    return replica
