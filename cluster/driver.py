@@ -209,11 +209,12 @@ class _DistributedRun:
             return False
         from distributed.comm.addressing import get_address_host
 
-        from cluster.shared import available
+        from cluster.shared import available, nbytes
 
         if len({get_address_host(a) for a in self.used}) > 1:
             return False
-        return all(self.client.run(available, workers=list(self.used)).values())
+        size = nbytes(self.layout.config.n_items * self.layout.config.width, self.memory_size)
+        return all(self.client.run(available, size, workers=list(self.used)).values())
 
     # ------------------------------------------------------------------ one chunk
     def _submit_chunk(self, plan):

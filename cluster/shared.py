@@ -29,9 +29,21 @@ ROWS = ("S", "Y")
 PAIR = ("s_new", "y_new")
 
 
-def available() -> bool:
-    """True when this host has a writable /dev/shm."""
-    return os.path.isdir(DIRECTORY) and os.access(DIRECTORY, os.W_OK)
+# Use at most this share of /dev/shm's free space (containers often give it 64 MiB only).
+SPACE_SHARE = 0.5
+
+
+def nbytes(n: int, memory: int) -> int:
+    """Return the size of the file for a V of n entries and memory M."""
+    return 8 * n * (len(VECTORS) + 2 * memory + len(PAIR))
+
+
+def available(size: int) -> bool:
+    """True when this host's /dev/shm is writable and has room for `size` bytes (with a margin)."""
+    if not (os.path.isdir(DIRECTORY) and os.access(DIRECTORY, os.W_OK)):
+        return False
+    info = os.statvfs(DIRECTORY)
+    return size <= SPACE_SHARE * info.f_bavail * info.f_frsize
 
 
 def path_of(run_id: str) -> str:
@@ -42,12 +54,12 @@ class SharedReplica:
     """Views into one mapped file: x, g, x_start, g_start (n), S, Y (M x n), s_new, y_new (1 x n)."""
 
     def __init__(self, path: str, n: int, memory: int, create: bool):
-        size = 8 * n * (len(VECTORS) + 2 * memory + len(PAIR))
+        size = nbytes(n, memory)
         flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
         fd = os.open(path, flags, 0o600)
         try:
-            if create:
-                os.ftruncate(fd, size)
+            if create:  # reserve the pages now: a full tmpfs fails here, not with SIGBUS on a write
+                os.posix_fallocate(fd, 0, size)
             self._map = mmap.mmap(fd, size)
         finally:
             os.close(fd)

@@ -1,5 +1,6 @@
 """Direct worker-to-worker links (cluster.links): frames, rounds, failures. Loopback only, no Dask."""
 
+import os
 import threading
 import time
 
@@ -101,3 +102,24 @@ def test_late_connections_of_a_finished_run_are_refused(pair):
 def test_frames_send_arrays_out_of_band():
     frame = encode(np.arange(100.0))
     assert len(frame) == 3 and frame[2].nbytes == 800
+
+
+def test_shared_replica_round_trips_the_common_state(tmp_path, monkeypatch):
+    from cluster import shared
+    from cluster.shard import CommonState
+
+    rng = np.random.default_rng(1)
+    common = CommonState(rng.standard_normal((7, 3)), rng.standard_normal((2, 21)), rng.standard_normal((2, 21)),
+                         rng.standard_normal(21), rng.standard_normal(21), None, None)
+    path = str(tmp_path / "replica")
+    lead = shared.SharedReplica.create(path, common)
+    other = shared.SharedReplica.attach(path, common)
+    other.x[3] = 42.0  # one mapping: a write is seen by every worker
+    assert lead.x[3] == 42.0
+    out = common.copy()
+    lead.copy_out(out)
+    assert out.x_rep.reshape(-1)[3] == 42.0 and np.array_equal(out.S, common.S) and np.array_equal(out.Y, common.Y)
+    lead.close()
+    other.close()
+    assert shared.available(1) == (os.access("/dev/shm", os.W_OK))
+    assert not shared.available(1 << 60)  # no host has an exabyte of /dev/shm
