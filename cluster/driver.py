@@ -136,6 +136,7 @@ class _DistributedRun:
         self.problem, self.partition, self.client = problem, partition, client
         self.shared_memory = shared_memory
         self.shared_used = False  # any chunk ran with V in shared memory
+        self._share_checked = {}  # workers -> may they share V
         self.heldout, self.backup, self.peer_timeout, self.quiet = heldout, backup, peer_timeout, quiet
         self.layout_k = problem.arrange(partition).n_subsets
         self.bounds = problem.shard_bounds(partition)
@@ -204,17 +205,20 @@ class _DistributedRun:
         self.backups = {}
 
     def _can_share(self) -> bool:
-        """True when the chunk's V may live in shared memory: asked for or allowed, STRATA/-B, one host."""
+        """True when the chunk's V may live in shared memory: allowed, STRATA/-B, one host, one user, room."""
         if self.shared_memory is False or not self.layout.homes_complete or len(self.used) < 2:
             return False
-        from distributed.comm.addressing import get_address_host
+        key = tuple(self.used)
+        if key not in self._share_checked:
+            from distributed.comm.addressing import get_address_host
 
-        from cluster.shared import available, nbytes
+            from cluster.shared import host_check, nbytes
 
-        if len({get_address_host(a) for a in self.used}) > 1:
-            return False
-        size = nbytes(self.layout.config.n_items * self.layout.config.width, self.memory_size)
-        return all(self.client.run(available, size, workers=list(self.used)).values())
+            size = nbytes(self.layout.config.n_items * self.layout.config.width, self.memory_size)
+            users = set(self.client.run(host_check, size, workers=list(self.used)).values())
+            hosts = {get_address_host(a) for a in self.used}
+            self._share_checked[key] = len(hosts) == 1 and len(users) == 1 and None not in users
+        return self._share_checked[key]
 
     # ------------------------------------------------------------------ one chunk
     def _submit_chunk(self, plan):

@@ -46,6 +46,14 @@ def available(size: int) -> bool:
     return size <= SPACE_SHARE * info.f_bavail * info.f_frsize
 
 
+def host_check(size: int):
+    """Return this worker's user id when /dev/shm can take `size` bytes, else None (run on each worker).
+
+    Workers of different users could not open each other's file (it is created 0600).
+    """
+    return os.getuid() if available(size) else None
+
+
 def path_of(run_id: str) -> str:
     return os.path.join(DIRECTORY, f"hamsi-{run_id}")
 
