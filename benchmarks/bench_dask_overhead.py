@@ -43,12 +43,18 @@ def split_ms(result) -> dict:
             "wait": 1e3 * phases["wait"] / result.nit}
 
 
+def phases_ms(phases: dict, nit: int) -> str:
+    """Return 'gradient/update/hessian/safeguard/exchange/wait' in ms per inner iteration."""
+    names = ("gradient", "update", "hessian", "safeguard", "exchange", "wait")
+    return " / ".join(f"{1e3 * phases.get(k, 0.0) / nit:.2f}" for k in names)
+
+
 def measure(name: str, epochs: int, rank: int, client, repeats: int, safeguard: bool) -> dict:
     ratings = make_ratings(name, seed=1)
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
     options = dict(random_state=1, max_epochs=epochs, safeguard=safeguard)
     minimize_hamsi(MatrixFactorization(ratings, rank), part, random_state=1, max_epochs=1, threads=2)  # warm
-    local_ms, dask_ms, splits, same = [], [], [], True
+    local_ms, dask_ms, splits, same, phase_rows = [], [], [], True, []
     for _ in range(repeats):
         local = minimize_hamsi(MatrixFactorization(ratings, rank), part, threads=2, **options)
         dask = fit_distributed(ratings, rank=rank, partition=part, client=client, chunk_epochs=epochs, **options)
@@ -56,10 +62,12 @@ def measure(name: str, epochs: int, rank: int, client, repeats: int, safeguard: 
         local_ms.append(ms_per_inner(local.trace))
         dask_ms.append(ms_per_inner(dask.trace))
         splits.append(split_ms(dask))
+        phase_rows.append((phases_ms(local.phase_times, local.nit),
+                           phases_ms(dask.worker_phases[dask.workers[0]], dask.nit)))
     best = int(np.argmin(dask_ms))
     return {"data": name, "nnz": ratings.nnz, "local": min(local_ms), "dask": min(dask_ms),
             "local_med": float(np.median(local_ms)), "dask_med": float(np.median(dask_ms)),
-            "split": splits[best], "same": same}
+            "split": splits[best], "same": same, "phases": phase_rows[best]}
 
 
 def main(argv=None):
@@ -83,6 +91,10 @@ def main(argv=None):
         print(f"{r['data']:14s} {r['nnz']:9d} {r['local']:7.2f} ({r['local_med']:6.2f}) {r['dask']:7.2f} "
               f"({r['dask_med']:6.2f}) {r['dask'] / r['local']:7.2f} ({r['dask_med'] / r['local_med']:5.2f}) "
               f"{s['compute']:9.2f} /{s['exchange']:6.2f} /{s['wait']:6.2f} {str(r['same']):>14s}")
+    print("phases, ms per inner iteration (whole run, the best Dask repeat): "
+          "gradient / update / hessian / safeguard / exchange / wait")
+    for r in rows:
+        print(f"  {r['data']:14s} in-process {r['phases'][0]}; Dask lead worker {r['phases'][1]}")
     for r in rows:
         print(f"goal on {r['data']}: Dask / in-process <= {GOAL}: "
               f"{'met' if r['dask'] / r['local'] <= GOAL else 'NOT met'} (best)")

@@ -34,11 +34,27 @@ def mailbox_rounds(peer: str, rounds: int, size: int, run: str) -> float:
     box, me = local_mailbox(), get_worker().address
     payload = np.ones(size // 8)
     box.start(run, [peer], 30.0)
+    box.forget(run)  # the barrier opened direct links: close them and time the comms path
+    run += "-comms"
     start = time.perf_counter()
     for step in range(rounds):
         posted = box.post(run, step, [peer], payload)
         box.collect(run, step, [peer], 30.0)
         box.wait_posted(posted, [peer], 30.0)
+    seconds = time.perf_counter() - start
+    box.forget(run)
+    return seconds
+
+
+def links_rounds(peer: str, rounds: int, size: int, run: str) -> float:
+    box = local_mailbox()
+    if box.links is None:
+        raise RuntimeError("this worker has no direct links (not a tcp:// worker)")
+    payload = np.ones(size // 8)
+    box.start(run, [peer], 30.0)
+    start = time.perf_counter()
+    for step in range(rounds):
+        box.round(run, step, [peer], payload, 30.0)
     seconds = time.perf_counter() - start
     box.forget(run)
     return seconds
@@ -129,11 +145,13 @@ def main(argv=None):
         boxes = [f.result() for f in box_futures]
         for kib in args.kib:
             size = kib * 1024
-            times = {"mailbox": [], "shared memory": [], "actors": []}
+            times = {"direct links": [], "mailbox comms": [], "shared memory": [], "actors": []}
             for repeat in range(args.repeats):
                 run = f"bench-{kib}-{repeat}"
-                times["mailbox"].append(run_pair(client, [a, b], mailbox_rounds, (b, args.rounds, size, run),
-                                                 (a, args.rounds, size, run)))
+                times["direct links"].append(run_pair(client, [a, b], links_rounds, (b, args.rounds, size, run),
+                                                      (a, args.rounds, size, run)))
+                times["mailbox comms"].append(run_pair(client, [a, b], mailbox_rounds,
+                                                       (b, args.rounds, size, run + "-c"), (a, args.rounds, size, run + "-c")))
                 names = (f"hamsi-bench-{os.getpid()}-{repeat}-a", f"hamsi-bench-{os.getpid()}-{repeat}-b")
                 times["shared memory"].append(run_pair(client, [a, b], shared_rounds,
                                                        (names[0], names[1], args.rounds, size),

@@ -149,6 +149,10 @@ def main(argv=None):
             print(f"  1 worker : {one:8.2f} ms / inner iteration")
             print(f"  2 workers: {two:8.2f} ms / inner iteration   speedup {one / two:.2f}x (goal >= {GOAL}; "
                   f"{'met' if one / two >= GOAL else 'not met on this shared 2-core machine'})")
+            for w, run in runs.items():
+                phases = run.worker_phases[run.workers[0]]
+                print(f"  {w} worker(s), lead worker's ms per inner iteration (V in shared memory: "
+                      f"{run.shared_memory}): " + ", ".join(f"{k} {1e3 * v / run.nit:.2f}" for k, v in phases.items()))
             print(f"  in-process engine, same partition: 1 thread {engine[1]:.2f} ms, 2 threads {engine[2]:.2f} ms, "
                   f"speedup {engine[1] / engine[2]:.2f}x (what this machine gives two threads without Dask)")
     print("\nmeasured per worker (1 thread): "
@@ -168,6 +172,8 @@ def main(argv=None):
         print(f"{w:4d} {1e3 * p['gradient']:9.2f} {1e3 * p['U']:8.2f} {1e3 * p['V']:8.2f} {1e3 * p['exchange']:9.2f} "
               f"{p['bytes'] / 1e6:7.2f} {1e3 * p['inner']:8.2f} {p['pass']:8.2f} "
               f"{base['pass'] / p['pass']:8.2f} {(p['exchange'] + p['V']) / p['inner']:10.0%}")
+    print("The model is the message path (V replicated: workers on several hosts); on one host V lives in\n"
+          "shared memory and each V shard is stepped once (cluster/README.md).")
     print("comm share = (exchange + replicated V work) / inner iteration: the parts that do not shrink with W.\n"
           "Reading: the replicated V (every worker steps all n k item parameters) and the all-to-all gV\n"
           "blocks (~n k 8 bytes out per worker) are what make 2 workers cheap (one message round, no V\n"

@@ -63,7 +63,8 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
                    threads: int | None = None, callback=None, safeguard: bool = True,
                    chunk_epochs: int = 10, checkpoint: str | None = None,
                    checkpoint_every: int | None = None, resume: str | None = None, backup: bool = True,
-                   peer_timeout: float = PEER_TIMEOUT, on_chunk=None, quiet: bool = False):
+                   peer_timeout: float = PEER_TIMEOUT, on_chunk=None, quiet: bool = False,
+                   shared_memory: bool | None = None):
     """Return the OptimizeResult of HAMSI (thesis Alg. 3; method="mbgd": mini-batch GD) on Dask workers.
 
     The keywords of hamsi.optimizer.minimize_hamsi mean the same here (safeguard, patience with
@@ -75,7 +76,9 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
     `chunk_epochs` cycles. checkpoint/checkpoint_every write the full state atomically; resume
     continues from such a directory bit-exactly. backup keeps each shard's chunk-start state on a
     second worker, so a worker's death costs a rerun of one chunk on the survivors. on_chunk(info)
-    is called after every chunk submission (tests use it to kill a worker).
+    is called after every chunk submission (tests use it to kill a worker). shared_memory (None:
+    whenever possible) keeps V in shared memory when all workers run on one host and the cover is
+    STRATA/-B (cluster/shared.py); False always sends gV rows between workers.
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
@@ -86,7 +89,8 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
                  threads_per_worker=threads_per_worker, quiet=quiet) as dask_client:
         workers = worker_addresses(dask_client, minimum=n_workers or 1)
         run = _DistributedRun(problem, partition, dask_client, workers, heldout=heldout, backup=backup,
-                              peer_timeout=peer_timeout, quiet=quiet, memory=memory)
+                              peer_timeout=peer_timeout, quiet=quiet, memory=memory,
+                              shared_memory=shared_memory)
         stepper = steps.Stepper(method=method, n_subsets=run.layout_k, n_params=problem.n_params,
                                 schedule=schedule, memory=memory, eta=eta,
                                 gamma=gamma, eta_gd=eta_gd, safeguard=safeguard, random_state=random_state)
@@ -127,8 +131,12 @@ def fit_distributed(ratings, *, rank: int = 10, method: str = "hamsi", scheme: s
 class _DistributedRun:
     """Placement, chunk submission, recovery and result assembly of one distributed run."""
 
-    def __init__(self, problem, partition, client, workers, *, heldout, backup, peer_timeout, quiet, memory):
+    def __init__(self, problem, partition, client, workers, *, heldout, backup, peer_timeout, quiet, memory,
+                 shared_memory=None):
         self.problem, self.partition, self.client = problem, partition, client
+        self.shared_memory = shared_memory
+        self.shared_used = False  # any chunk ran with V in shared memory
+        self._share_checked = {}  # workers -> may they share V
         self.heldout, self.backup, self.peer_timeout, self.quiet = heldout, backup, peer_timeout, quiet
         self.layout_k = problem.arrange(partition).n_subsets
         self.bounds = problem.shard_bounds(partition)
@@ -195,6 +203,22 @@ class _DistributedRun:
                               for p, s in states.items()}
         self.common_futures = {a: self.client.scatter(common, workers=[a], hash=False) for a in self.used}
         self.backups = {}
+
+    def _can_share(self) -> bool:
+        """True when the chunk's V may live in shared memory: allowed, STRATA/-B, one host, one user, room."""
+        if self.shared_memory is False or not self.layout.homes_complete or len(self.used) < 2:
+            return False
+        key = tuple(self.used)
+        if key not in self._share_checked:
+            from distributed.comm.addressing import get_address_host
+
+            from cluster.shared import host_check, nbytes
+
+            size = nbytes(self.layout.config.n_items * self.layout.config.width, self.memory_size)
+            users = set(self.client.run(host_check, size, workers=list(self.used)).values())
+            hosts = {get_address_host(a) for a in self.used}
+            self._share_checked[key] = len(hosts) == 1 and len(users) == 1 and None not in users
+        return self._share_checked[key]
 
     # ------------------------------------------------------------------ one chunk
     def _submit_chunk(self, plan):
@@ -323,7 +347,9 @@ class _DistributedRun:
         """Run one chunk to completion (rerunning it on the survivors after a loss); return the summaries."""
         while True:
             plan = ChunkPlan(run_id=uuid.uuid4().hex[:12], workers=list(self.used), owner=dict(self.owner),
-                             epochs=epochs, config=self.layout.config, timeout=self.peer_timeout)
+                             epochs=epochs, config=self.layout.config, timeout=self.peer_timeout,
+                             shared=self._can_share())
+            self.shared_used = self.shared_used or plan.shared
             futures = self._submit_chunk(plan)
             if on_chunk is not None:
                 on_chunk({"chunk": chunk_index, "first_cycle": epochs.start, "workers": list(self.used),
@@ -380,7 +406,8 @@ class _DistributedRun:
         result = finish_result(x, reason, message, trace, phases, stepper, stop, cycles_done,
                                shard_bounds=self.bounds, exchange_time=phases.exchange + phases.wait,
                                worker_phases=worker_phases, wall_time=wall, workers=list(self.used),
-                               shard_owner=dict(self.owner), recoveries=list(self.recoveries))
+                               shard_owner=dict(self.owner), recoveries=list(self.recoveries),
+                               shared_memory=self.shared_used)
         result.time = max(time_used, phases.total)
         return result
 

@@ -13,6 +13,7 @@ agreed optimization time, so every worker applies the same stop rules).
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -38,18 +39,22 @@ class MailboxExchange:
         """This worker's optimization time: before the chunk plus this chunk's phases."""
         return self.time_used + self.phases.total
 
-    def _round(self, message: Message) -> list[Message]:
-        """Send `message` to every peer and return all messages of this round (ours included)."""
+    def _round(self, message: Message, timed: bool = True) -> list[Message]:
+        """Send `message` to every peer and return all messages of this round (ours included).
+
+        timed: add the round's sending and waiting to the exchange and wait phases (the
+        evaluation's round is not: like the in-process evaluation it counts only as the
+        safeguard's time, through Evaluation.seconds, and only when the safeguard is on).
+        """
         self._step += 1
         message.step = self._step
-        start = time.perf_counter()
-        posted = self.box.post(self.plan.run_id, self._step, self.peers, message) if self.peers else None
-        sent = time.perf_counter()
-        received = self.box.collect(self.plan.run_id, self._step, self.peers, self.plan.timeout)
-        if posted is not None:
-            self.box.wait_posted(posted, self.peers, self.plan.timeout)
-        self.phases.exchange += sent - start
-        self.phases.wait += time.perf_counter() - sent
+        if not self.peers:
+            return [message]
+        received, sending, waiting = self.box.round(self.plan.run_id, self._step, self.peers, message,
+                                                    self.plan.timeout)
+        if timed:
+            self.phases.exchange += sending
+            self.phases.wait += waiting
         return [message] + received
 
     def iterate(self, request) -> Reductions:
@@ -81,12 +86,20 @@ class MailboxExchange:
 
     def restore(self, name: str) -> None:
         self.work.restore(name)
+        if self.work.shared:  # the lead wrote the shared V: nobody reads it before that is done
+            self.barrier()
+
+    def barrier(self, timed: bool = True) -> None:
+        """Return once every worker reached this point (one round of empty messages)."""
+        self._round(Message(0, self.me), timed=timed)
 
     def evaluate(self) -> Evaluation:
+        if self.work.shared:  # the last steps of the shared V are done before anyone reads it
+            self.barrier()
         start = time.perf_counter()
         mine = self.work.evaluation()
         clock = self.clock()
-        messages = self._round(Message(0, self.me, clock=clock, evaluation=mine))
+        messages = self._round(Message(0, self.me, clock=clock, evaluation=mine), timed=False)
         train, objective, heldout = self.work.reduce_evaluation([e for m in messages for e in m.evaluation])
         return Evaluation(train, objective, heldout, max(m.clock for m in messages),
                           time.perf_counter() - start)
@@ -107,21 +120,49 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
     box = local_mailbox()
     common = common.copy()
     states = [s.copy() for s in states]
-    work = plan.make_work(datas, states, common, me)
     phases = PhaseTimes()
-    exchange = MailboxExchange(box, plan, me, work, phases, common.time_used)
+    exchange = MailboxExchange(box, plan, me, None, phases, common.time_used)
     stepper, stop, trace = common.stepper, common.stop, Trace()
+    replica = None
     try:
         box.start(plan.run_id, exchange.peers, plan.timeout)
+        replica = open_replica(plan, exchange, common, me) if plan.shared else None
+        exchange.work = plan.make_work(datas, states, common, me, replica)
         if not common.started:
             loop.start(stepper, exchange, stop, trace, None)
             common.started = True
         reason, message, epoch = loop.run_cycles(stepper, exchange, stop, trace, None, plan.epochs)
         if reason is not None and stop.keeps_best and stop.best_epoch is not None:
             exchange.restore("best")
+        if replica is not None:
+            replica.copy_out(common)
     finally:
         box.forget(plan.run_id)
+        if replica is not None:
+            exchange.work = None
+            replica.close()
     common.time_used = exchange.clock()
     common.cycles_done = epoch if epoch is not None else common.cycles_done
     return {"states": states, "common": common, "records": trace.rows, "reason": reason, "message": message,
             "phases": phases.as_dict(), "worker": me}
+
+
+def open_replica(plan, exchange, common, me: str):
+    """Return this worker's map of the chunk's shared V (cluster.shared): the lead creates it, all map it.
+
+    The lead unlinks the file once every worker has mapped it, so /dev/shm keeps nothing.
+    """
+    from cluster.shared import SharedReplica, path_of
+
+    path = path_of(plan.run_id)
+    lead = me == plan.lead
+    try:
+        replica = SharedReplica.create(path, common) if lead else None
+        exchange.barrier(timed=False)
+        if not lead:
+            replica = SharedReplica.attach(path, common)
+        exchange.barrier(timed=False)
+    finally:
+        if lead and os.path.exists(path):
+            os.unlink(path)
+    return replica

@@ -37,6 +37,10 @@ class FactorLayout:
         v_bounds = np.concatenate([[0], bounds[self.n_shards + 1:] - m * width]).astype(np.int64)
         self.datas = split_by_row_shard(problem, self.row_bounds, heldout)
         assign_v_homes(self.datas, v_bounds // width)
+        n_v = v_bounds.size - 1
+        # every V_j has exactly one home in every subset (STRATA/-B): V can live in shared memory
+        self.homes_complete = bool(self.datas) and all(
+            sorted(d.v_home[k] for d in self.datas) == list(range(n_v)) for k in range(problem.layout.n_subsets))
         self.config = FactorConfig(
             rank=problem.rank, width=width, n_items=n, n_ratings=problem.n_functions,
             n_test=0 if heldout is None else int(heldout.nnz), scale=problem.scale, offset=problem.offset,
@@ -82,6 +86,7 @@ class ReplicatedLayout:
     """x replicated on every worker; the (arranged) problem and held-out data placed on each."""
 
     n_shards = 0
+    homes_complete = False
 
     def __init__(self, problem, bounds, heldout):
         self.problem = problem

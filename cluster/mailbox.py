@@ -1,9 +1,10 @@
 """Peer-to-peer messages between workers: a WorkerPlugin handler and a blocking mailbox.
 
 One inner iteration of the distributed HAMSI loop is one all-to-all round among the workers (no
-client, no scheduler): each task thread posts its message to every peer's `hamsi_mail` handler
-and waits for the peers' messages of the same step. Measured on loopback: ~0.85 ms one way,
-against ~14 ms for a client round trip through the scheduler.
+client, no scheduler). The chunk's start barrier goes through the `hamsi_mail` handler and
+trades each worker's link address; on plain tcp:// clusters the rounds then go over direct links
+between the task threads (cluster.links), else each task thread posts its message to every
+peer's handler and waits for the peers' messages of the same step (`round` picks the way).
 
 What it opens it closes: one comm per peer (distributed.comm.connect, the public comm API),
 closed when the plugin is torn down or a send fails. Messages of a finished or aborted run are
@@ -23,6 +24,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol.serialize import to_serialize
 
 from cluster.errors import PeerLost, StartTimeout
+from cluster.links import Links
 
 HANDLER = "hamsi_mail"
 # Runs remembered as finished (late messages for them are dropped); old ones fall out.
@@ -35,8 +37,9 @@ _BOXES: dict[str, "Mailbox"] = {}
 class Mailbox:
     """Messages delivered to one worker, keyed by (run, step, sender), waited on by task threads."""
 
-    def __init__(self, address: str, loop):
-        self.address, self.loop = address, loop
+    def __init__(self, address: str, loop, links=None):
+        self.address, self.loop, self.links = address, loop, links
+        self._linked: set[str] = set()  # runs whose rounds go over direct links
         self._messages: dict[tuple, object] = {}
         self._cond = threading.Condition()
         self._aborted: set[str] = set()
@@ -57,6 +60,8 @@ class Mailbox:
         with self._cond:
             self._aborted.add(run)
             self._cond.notify_all()
+        if self.links is not None:
+            self.links.abort(run)
 
     def _wait(self, run: str, keys: list, timeout: float, on_timeout) -> list:
         deadline = time.monotonic() + timeout
@@ -82,15 +87,34 @@ class Mailbox:
         return self._wait(run, [(run, step, s) for s in senders], timeout, fail)
 
     def start(self, run: str, peers: list[str], timeout: float):
-        """Barrier at a chunk's start: return once every peer's task runs; raise StartTimeout after `timeout`."""
-        self.send(run, "start", peers, None, timeout)
+        """Barrier at a chunk's start: return once every peer's task runs; raise StartTimeout after `timeout`.
+
+        The start messages carry each worker's link address; when every worker has one (plain
+        tcp:// clusters), the run's rounds go over direct links (cluster.links), else over comms.
+        """
+        self.send(run, "start", peers, self.links.address if self.links is not None else None, timeout)
 
         def fail(missing):
             raise StartTimeout(f"the chunk tasks of {', '.join(missing)} did not start within {timeout:g} s "
                                f"(their workers are busy with other work or gone); run with fewer workers or "
                                f"on a less busy cluster, or raise peer_timeout")
 
-        self._wait(run, [(run, "start", p) for p in peers], timeout, fail)
+        addresses = self._wait(run, [(run, "start", p) for p in peers], timeout, fail)
+        if peers and self.links is not None and all(a is not None for a in addresses):
+            self.links.open(run, dict(zip(peers, addresses)), timeout)
+            self._linked.add(run)
+
+    def round(self, run: str, step, peers: list[str], message, timeout: float) -> tuple[list, float, float]:
+        """Send `message` to every peer; return (the peers' messages in `peers` order, seconds sending, seconds waiting)."""
+        start = time.perf_counter()
+        if run in self._linked:
+            received, waited = self.links.round(run, peers, message, timeout)
+            return received, time.perf_counter() - start - waited, waited
+        posted = self.post(run, step, peers, message)
+        sent = time.perf_counter()
+        received = self.collect(run, step, peers, timeout)
+        self.wait_posted(posted, peers, timeout)
+        return received, sent - start, time.perf_counter() - sent
 
     def forget(self, run: str):
         """Drop every stored message of `run` and drop its late ones on arrival (a finished or aborted attempt)."""
@@ -99,6 +123,9 @@ class Mailbox:
             for key in [k for k in self._messages if k[0] == run]:
                 del self._messages[key]
             self._aborted.discard(run)
+            self._linked.discard(run)
+        if self.links is not None:
+            self.links.close(run)
 
     async def _comm_to(self, addr: str):
         from distributed.comm import connect
@@ -155,6 +182,8 @@ class Mailbox:
             self.closed = True
             self._messages.clear()
             self._cond.notify_all()
+        if self.links is not None:
+            self.links.shutdown()
         comms, self._comms = list(self._comms.values()), {}
         for comm in comms:
             await comm.close()
@@ -167,7 +196,7 @@ class MailboxPlugin(WorkerPlugin):
     idempotent = True
 
     async def setup(self, worker):
-        box = Mailbox(worker.address, asyncio.get_running_loop())
+        box = Mailbox(worker.address, asyncio.get_running_loop(), worker_links(worker.address))
         _BOXES[worker.address] = box
         worker.handlers[HANDLER] = box.deliver
 
@@ -175,6 +204,15 @@ class MailboxPlugin(WorkerPlugin):
         box = _BOXES.pop(worker.address, None)
         if box is not None:  # the handler stays (a late message finds a closed box, not a KeyError)
             await box.close()
+
+
+def worker_links(address: str):
+    """Return a Links listening on the worker's host for a plain tcp:// worker, else None (keep the comms)."""
+    from distributed.comm.addressing import get_address_host, parse_address
+
+    if parse_address(address)[0] != "tcp":
+        return None
+    return Links(address, get_address_host(address))
 
 
 def install(client):

@@ -51,16 +51,24 @@ class ChunkPlan:
     epochs: range
     config: object
     timeout: float = 60.0
+    shared: bool = False  # V in shared memory (cluster.shared): all workers on one host, STRATA/-B
+
+    @property
+    def lead(self) -> str:
+        """The worker that creates the chunk's shared memory and writes restores into it."""
+        return self.workers[0]
 
     def shards_of(self, address: str) -> list[int]:
         """Return the shards hosted by `address`, in shard order."""
         return sorted(p for p, a in self.owner.items() if a == address)
 
-    def make_work(self, datas, states, common, me):
-        """Return this worker's work object (cluster.work) for the chunk."""
-        from cluster.work import FactorWork, ReplicatedWork
+    def make_work(self, datas, states, common, me, replica=None):
+        """Return this worker's work object (cluster.work) for the chunk (replica: the shared V, or None)."""
+        from cluster.work import FactorWork, ReplicatedWork, SharedFactorWork
 
         if isinstance(self.config, FactorConfig):
+            if replica is not None:
+                return SharedFactorWork(self.config, datas, states, common, replica, me == self.lead)
             return FactorWork(self.config, datas, states, common)
         problem, heldout = datas[0]
         return ReplicatedWork(self.config, problem, heldout, common, self.workers.index(me), len(self.workers))

@@ -26,13 +26,11 @@ def warm_up(width: int = 3, memory: int = 2) -> bool:
     # a shard's memory rows are a whole array (U shards) or a column slice (V shards): two layouts
     for S, x in ((full, flat), (full[:, :2], flat[:2])):
         new = np.zeros((1, flat.size))[:, :x.size]
-        kernels.shard_wtg_partials(x, S, S, np.zeros(2 * memory))
-        kernels.shard_wtg_partials(x, new, new, np.zeros(2))
-        kernels.shard_pair_partials(x, x, x, x, S, S, np.zeros(2 * memory + 2))
-        kernels.shard_gram_partials(x, x, S, S, np.zeros(2 * memory + 1))
+        kernels.shard_iteration_partials(x, x, x, x, S, S, new, new, True, True, True, True,
+                                         np.zeros(2 * memory + 2), np.zeros(2), np.zeros(2 * memory + 1),
+                                         np.zeros(2 * memory), np.zeros(2))
         kernels.shard_store_pair(x, x, x, x, new, new, 0)
         kernels.shard_lbfgs_step(x.copy(), x, S, S, np.zeros(2 * memory), 1.0, 1.0)
-    kernels.shard_norm_partials(flat, flat, np.zeros(2))
     kernels.shard_gradient_step(flat.copy(), flat, 1.0)
     kernels.sum_partials_in_order(np.ones((2, 3)), np.zeros(3))
     return True

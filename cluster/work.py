@@ -18,34 +18,41 @@ from cluster.messages import EvaluationPart, GradientPart, ShardPartials
 from cluster.shard import add_rows, rows_of, zero_rows
 
 
+_UNUSED = np.zeros(0)
+
+
 def shard_partials(shard: int, request, x, x_start, g, g_start, S, Y, s_new, y_new) -> ShardPartials:
     """Return the partials `request` asks for on one shard (s_new, y_new: where the pair is formed)."""
     M = S.shape[0]
     out = ShardPartials(shard)
     if request.pair:
         out.pair, out.new_pair_g = np.empty(2 * M + 2), np.empty(2)
-        kernels.shard_store_pair(x, x_start, g, g_start, s_new, y_new, 0)
-        kernels.shard_pair_partials(x, x_start, g, g_start, S, Y, out.pair)
-        kernels.shard_wtg_partials(g, s_new, y_new, out.new_pair_g)
     if request.gram:
         out.gram = np.empty(2 * M + 1)
-        kernels.shard_gram_partials(x, x_start, S, Y, out.gram)
     if request.wtg:
         out.wtg = np.empty(2 * M)
-        kernels.shard_wtg_partials(g, S, Y, out.wtg)
     if request.norms:
         out.norms = np.empty(2)
-        kernels.shard_norm_partials(x, g, out.norms)
+    if not (request.pair or request.gram or request.wtg or request.norms):
+        return out
+    kernels.shard_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, request.pair, request.gram,
+                                     request.wtg, request.norms,
+                                     *(_UNUSED if a is None else a
+                                       for a in (out.pair, out.new_pair_g, out.gram, out.wtg, out.norms)))
     return out
 
 
 class _Vectors:
-    """x, g, memory rows, starts and saved copies of one stretch of x that this worker updates."""
+    """x, g, memory rows, starts and saved copies of one stretch of x that this worker updates.
 
-    def __init__(self, x, S, Y, x_start, g_start, saved):
+    g, s_new, y_new: given (views into shared memory) or allocated here.
+    """
+
+    def __init__(self, x, S, Y, x_start, g_start, saved, g=None, s_new=None, y_new=None):
         self.x, self.S, self.Y, self.x_start, self.g_start, self.saved = x, S, Y, x_start, g_start, saved
-        self.g = np.zeros_like(x)
-        self.s_new, self.y_new = np.zeros((1, x.size)), np.zeros((1, x.size))
+        self.g = np.zeros_like(x) if g is None else g
+        self.s_new = np.zeros((1, x.size)) if s_new is None else s_new
+        self.y_new = np.zeros((1, x.size)) if y_new is None else y_new
 
     def store_pair(self, slot: int) -> None:
         self.S[slot], self.Y[slot] = self.s_new[0], self.y_new[0]
@@ -101,6 +108,8 @@ class _Common:
 
 class FactorWork(_Common):
     """Matrix factorization: hosted row shards U_p (shards p) and the V replica (shards B + j)."""
+
+    shared = False
 
     def __init__(self, cfg, datas, states, common):
         self.cfg = cfg
@@ -187,8 +196,72 @@ class FactorWork(_Common):
         return float(np.sqrt(sse / cfg.n_ratings)), float(0.5 * cfg.scale * (sse + norm)), heldout
 
 
+class SharedFactorWork(FactorWork):
+    """FactorWork with V in shared memory on one host (cluster.shared; STRATA/-B: every V_j has a home).
+
+    Before the round the home of V_j writes V_j's gradient into the shared gV and forms its
+    partials; after it, V_j is stored, remembered and stepped by its home in the next subset of
+    the cycle (request.next_subset), or by its current home at the cycle's end. Only partials
+    travel. The saved copies of V are local (every worker reads the same V); restore is written
+    by the lead and followed by a barrier (MailboxExchange.restore).
+    """
+
+    shared = True
+
+    def __init__(self, cfg, datas, states, common, replica, lead: bool):
+        super().__init__(cfg, datas, states, common)
+        self.replica_memory, self.lead, self.saved_v = replica, lead, common.saved
+        self.V = replica.x.reshape(cfg.n_items, cfg.width)
+        self.gV = replica.g.reshape(cfg.n_items, cfg.width)
+        self.gV_parts = []
+        bounds = [int(b) for b in cfg.v_bounds]
+        self.v_shards = [_Vectors(replica.x[lo:hi], replica.S[:, lo:hi], replica.Y[:, lo:hi], replica.x_start[lo:hi],
+                                  replica.g_start[lo:hi], None, g=replica.g[lo:hi], s_new=replica.s_new[:, lo:hi],
+                                  y_new=replica.y_new[:, lo:hi])
+                         for lo, hi in zip(bounds[:-1], bounds[1:])]
+        self.turn: list = []
+
+    def vectors(self):
+        return self.hosted + [self.v_shards[j] for j in self.turn]
+
+    def compute(self, request):
+        """Return (no gradient rows, partials of the hosted U shards and of the V shards they are home of)."""
+        cfg, k = self.cfg, request.subset
+        partials = []
+        for d, u in zip(self.datas, self.hosted):
+            u.g[:] = 0.0
+            j = d.v_home[k]
+            v = self.v_shards[j]
+            v.g[:] = 0.0
+            U = u.x.reshape(-1, cfg.width)
+            kernels.mf_block_gradient(d.rows[k], d.cols[k], d.vals[k], U, self.V, u.g.reshape(U.shape), self.gV,
+                                      cfg.rank, cfg.scale, cfg.offset, d.row_reg, cfg.col_reg)
+            partials.append(u.partials(d.shard, request, 0, u.x.size))
+            partials.append(v.partials(cfg.n_shards + j, request, 0, v.x.size))
+        after = request.next_subset if request.next_subset >= 0 else k
+        self.turn = sorted(d.v_home[after] for d in self.datas)
+        return [], partials
+
+    def complete(self, request, parts, partials):
+        """Return every shard's partials in shard order (all were formed before the round)."""
+        return sorted(partials, key=lambda p: p.shard)
+
+    def save(self, name):
+        for u in self.hosted:
+            u.save(name)
+        self.saved_v[name] = self.replica_memory.x.copy()
+
+    def restore(self, name):
+        for u in self.hosted:
+            u.restore(name)
+        if self.lead:
+            self.replica_memory.x[:] = self.saved_v[name]
+
+
 class ReplicatedWork(_Common):
     """Any PartiallySeparableProblem: x replicated, a subset's blocks shared out round robin."""
+
+    shared = False
 
     def __init__(self, cfg, problem, heldout, common, rank: int, n_workers: int):
         self.cfg, self.problem, self.heldout = cfg, problem, heldout

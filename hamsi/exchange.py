@@ -26,7 +26,8 @@ class Request:
     """What one inner iteration needs: the subset's gradient and which partials (thesis Alg. 3, l. 9-14).
 
     vote: this process's clock reached max_time after the previous step; when any process voted
-    the iteration is not run (`Reductions.stopped`).
+    the iteration is not run (`Reductions.stopped`). next_subset: the subset of the cycle's next
+    inner iteration (-1 at the cycle's end), so an exchange may prepare for it.
     """
 
     subset: int
@@ -35,6 +36,7 @@ class Request:
     gram: bool = False  # s.s, S_j.s, Y_j.s (safeguard step cap)
     norms: bool = False  # g.g, x.x (safeguard step cap)
     vote: bool = False
+    next_subset: int = -1
 
 
 @dataclass

@@ -277,6 +277,62 @@ def shard_gradient_step(x, g, inv_beta):
 
 
 @njit(nogil=True, cache=True)
+def shard_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, want_pair, want_gram, want_wtg,
+                             want_norms, pair, new_pair_g, gram, wtg, norms):
+    """Write an inner iteration's requested partials on one shard in ONE pass over x, g and the memory.
+
+    Bit for bit the separate kernels (each accumulator adds the same terms in the same index
+    order): want_pair = shard_store_pair into row 0 of s_new, y_new + shard_pair_partials +
+    shard_wtg_partials(g, s_new, y_new); want_gram = shard_gram_partials; want_wtg =
+    shard_wtg_partials(g, S, Y); want_norms = shard_norm_partials. The memory rows S, Y dominate
+    the traffic (2M doubles per entry), so a pair iteration reads them once instead of three times.
+    """
+    M = S.shape[0]
+    if want_pair:
+        for j in range(2 * M + 2):
+            pair[j] = 0.0
+        new_pair_g[0] = 0.0
+        new_pair_g[1] = 0.0
+    if want_gram:
+        for j in range(2 * M + 1):
+            gram[j] = 0.0
+    if want_wtg:
+        for j in range(2 * M):
+            wtg[j] = 0.0
+    gg = 0.0
+    xx = 0.0
+    for i in range(x.shape[0]):
+        gi = g[i]
+        s = x[i] - x_start[i]
+        if want_pair:
+            y = gi - g_start[i]
+            s_new[0, i] = s
+            y_new[0, i] = y
+            pair[0] += s * y
+            pair[1] += y * y
+            new_pair_g[0] += s * gi
+            new_pair_g[1] += y * gi
+            for j in range(M):
+                pair[2 + j] += S[j, i] * y
+                pair[2 + M + j] += Y[j, i] * y
+        if want_gram:
+            gram[0] += s * s
+            for j in range(M):
+                gram[1 + j] += S[j, i] * s
+                gram[1 + M + j] += Y[j, i] * s
+        if want_wtg:
+            for j in range(M):
+                wtg[j] += S[j, i] * gi
+                wtg[M + j] += Y[j, i] * gi
+        if want_norms:
+            gg += gi * gi
+            xx += x[i] * x[i]
+    if want_norms:
+        norms[0] = gg
+        norms[1] = xx
+
+
+@njit(nogil=True, cache=True)
 def sum_partials_in_order(partials, out):
     """Write out = partials[0] + partials[1] + ... (rows added one after the other, shard order).
 
@@ -321,23 +377,15 @@ def sharded_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, bound
     want_pair: form the candidate pair s_new = x - x_start, y_new = g - g_start (row 0 of s_new,
     y_new) and its products (shard_pair_partials) and s_new.g, y_new.g; want_wtg: W^T g with the
     memory before the pair update; want_gram / want_norms: the safeguard's products. Exactly the
-    per-shard kernels a Dask worker calls, so both exchanges hand the stepper the same partials.
+    per-shard kernel a Dask worker calls (shard_iteration_partials), so both exchanges hand the
+    stepper the same partials.
     """
     for p in prange(bounds.shape[0] - 1):
         lo = bounds[p]
         hi = bounds[p + 1]
-        if want_pair:
-            shard_store_pair(x[lo:hi], x_start[lo:hi], g[lo:hi], g_start[lo:hi], s_new[:, lo:hi],
-                             y_new[:, lo:hi], 0)
-            shard_pair_partials(x[lo:hi], x_start[lo:hi], g[lo:hi], g_start[lo:hi], S[:, lo:hi],
-                                Y[:, lo:hi], pair[p])
-            shard_wtg_partials(g[lo:hi], s_new[:, lo:hi], y_new[:, lo:hi], new_pair_g[p])
-        if want_gram:
-            shard_gram_partials(x[lo:hi], x_start[lo:hi], S[:, lo:hi], Y[:, lo:hi], gram[p])
-        if want_wtg:
-            shard_wtg_partials(g[lo:hi], S[:, lo:hi], Y[:, lo:hi], wtg[p])
-        if want_norms:
-            shard_norm_partials(x[lo:hi], g[lo:hi], norms[p])
+        shard_iteration_partials(x[lo:hi], x_start[lo:hi], g[lo:hi], g_start[lo:hi], S[:, lo:hi], Y[:, lo:hi],
+                                 s_new[:, lo:hi], y_new[:, lo:hi], want_pair, want_gram, want_wtg, want_norms,
+                                 pair[p], new_pair_g[p], gram[p], wtg[p], norms[p])
 
 
 @njit(parallel=True, nogil=True, cache=True)

@@ -35,7 +35,8 @@ def run_cycle(stepper, exchange, stop, epoch: int) -> None:
     last = len(order) - 1
     vote = False
     for position, subset in enumerate(order):
-        if not stepper.inner_iteration(exchange, position, last, int(subset), vote):
+        following = int(order[position + 1]) if position < last else -1
+        if not stepper.inner_iteration(exchange, position, last, int(subset), vote, following):
             return
         vote = stop.out_of_time(exchange.clock())
 

@@ -110,19 +110,20 @@ class Stepper:
         """
         return self.hamsi and self.have_start and position == last
 
-    def request(self, position: int, last: int, subset: int, vote: bool) -> Request:
+    def request(self, position: int, last: int, subset: int, vote: bool, next_subset: int = -1) -> Request:
         """Return what inner iteration (position, subset) needs from the exchange."""
         pair = self.pair_now(position, last)
         quasi_newton = self.hamsi and (self.lbfgs.full
                                        or (pair and self.lbfgs.n_accepted + 1 >= self.memory_size))
         return Request(subset=int(subset), pair=pair, wtg=quasi_newton, gram=pair and self.safeguard,
-                       norms=self.safeguard, vote=vote)
+                       norms=self.safeguard, vote=vote, next_subset=int(next_subset))
 
     # ------------------------------------------------------------------ one inner iteration
-    def inner_iteration(self, exchange, position: int, last: int, subset: int, vote: bool) -> bool:
+    def inner_iteration(self, exchange, position: int, last: int, subset: int, vote: bool,
+                        next_subset: int = -1) -> bool:
         """Run one inner iteration through `exchange`; return False when a clock vote stopped it first."""
         self.inner += 1
-        reductions = exchange.iterate(self.request(position, last, subset, vote))
+        reductions = exchange.iterate(self.request(position, last, subset, vote, next_subset))
         if reductions.stopped:
             self.inner -= 1
             return False

@@ -45,13 +45,17 @@ def without_time(trace):
     return np.array([row[:2] + row[3:] for row in trace.rows])
 
 
-@pytest.mark.parametrize("scheme,method,schedule", [("strata-b", "hamsi", "det"), ("strata", "hamsi", "stoc"),
-                                                    ("strata-b", "mbgd", "det")])
-def test_strata_iterates_are_bitwise_the_in_process_ones(ratings, client, scheme, method, schedule):
+@pytest.mark.parametrize("scheme,method,schedule,shared", [
+    ("strata-b", "hamsi", "det", None), ("strata-b", "hamsi", "det", False), ("strata", "hamsi", "stoc", None),
+    ("strata", "hamsi", "stoc", False), ("strata-b", "mbgd", "det", None)])
+def test_strata_iterates_are_bitwise_the_in_process_ones(ratings, client, scheme, method, schedule, shared):
+    """V in shared memory (the default on one host) or gV rows sent between workers: the same bits."""
     part = partition.make(scheme, ratings, blocks=2, seed=1)
     ref = in_process(ratings, part, method, schedule=schedule, max_epochs=5)
     got = fit_distributed(ratings, rank=RANK, method=method, partition=part, schedule=schedule, random_state=1,
-                          max_epochs=5, client=client, chunk_epochs=2)
+                          max_epochs=5, client=client, chunk_epochs=2, shared_memory=shared)
+    assert got.shared_memory is (shared is None)
+    assert not [f for f in os.listdir("/dev/shm") if f.startswith("hamsi-")]
     assert got.reason == ref.reason == "epoch_limit"
     np.testing.assert_array_equal(without_time(got.trace), without_time(ref.trace))
     assert np.array_equal(got.x, ref.x)
@@ -64,6 +68,7 @@ def test_overlapping_schemes_match_in_process_to_rounding(ratings, client, schem
     part = partition.make(scheme, ratings, blocks=2, subsets=4, seed=1)
     ref = in_process(ratings, part, max_epochs=4)
     got = fit_distributed(ratings, rank=RANK, partition=part, random_state=1, max_epochs=4, client=client)
+    assert not got.shared_memory  # blocks that share items: V stays replicated
     np.testing.assert_allclose(got.trace.column("train_rmse"), ref.trace.column("train_rmse"), rtol=1e-9)
     np.testing.assert_allclose(got.x, ref.x, rtol=1e-9, atol=1e-9)
 

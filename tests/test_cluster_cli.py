@@ -155,3 +155,31 @@ def test_ctrl_c_prints_one_line_exits_130_and_stops_the_workers(tmp_path):
     for pid in children:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+def test_real_cluster_gives_the_in_process_iterates(dask_cluster):
+    """On `dask scheduler` + `dask worker` processes: MF (V shared, and sent) and least squares, bitwise."""
+    import numpy as np
+
+    import partition
+    from cluster.connect import connect
+    from cluster.driver import fit_distributed, minimize_hamsi as dask_minimize_hamsi
+    from hamsi.optimizer import minimize_hamsi
+    from hamsi.problems import MatrixFactorization, SparseLeastSquares
+    from helpers import block_least_squares, least_squares_cover
+
+    ratings = make_ratings(users=300, items=400, ratings=6000, seed=4)
+    part = partition.make("strata-b", ratings, blocks=2, seed=1)
+    ref = minimize_hamsi(MatrixFactorization(ratings, 5), part, random_state=1, max_epochs=6, threads=2)
+    A, b = block_least_squares()
+    cover = least_squares_cover(A)
+    ls_ref = minimize_hamsi(SparseLeastSquares(A, b), cover, random_state=0, max_epochs=20, threads=1)
+    with connect(scheduler=dask_cluster, quiet=True) as client:
+        client.wait_for_workers(2, timeout=60)
+        for shared in (None, False):
+            got = fit_distributed(ratings, rank=5, partition=part, client=client, random_state=1, max_epochs=6,
+                                  chunk_epochs=3, shared_memory=shared)
+            assert got.shared_memory is (shared is None) and len(got.workers) == 2
+            np.testing.assert_array_equal(got.x, ref.x)
+        ls = dask_minimize_hamsi(SparseLeastSquares(A, b), cover, client=client, random_state=0, max_epochs=20)
+        np.testing.assert_array_equal(ls.x, ls_ref.x)

@@ -45,12 +45,15 @@ def test_sparse_least_squares_on_dask_gives_the_in_process_iterates(client, safe
     assert np.abs(got.x - exact).max() < 0.1
 
 
-def test_safeguard_fallbacks_are_the_same_on_dask(ratings, client):
+@pytest.mark.parametrize("shared", [None, False])
+def test_safeguard_fallbacks_are_the_same_on_dask(ratings, client, shared):
     """Steps so large that the safeguard caps them and falls back: same decisions, same bits."""
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
     options = dict(random_state=1, max_epochs=12, eta=1e-12)
     ref = minimize_hamsi(MatrixFactorization(ratings, 5), part, threads=2, **options)
-    got = fit_distributed(ratings, rank=5, partition=part, client=client, chunk_epochs=5, **options)
+    got = fit_distributed(ratings, rank=5, partition=part, client=client, chunk_epochs=5, shared_memory=shared,
+                          **options)
+    assert got.shared_memory is (shared is None)
     assert ref.fallbacks >= 1 and got.fallbacks == ref.fallbacks
     assert got.pairs_rejected == ref.pairs_rejected
     np.testing.assert_array_equal(got.x, ref.x)

@@ -101,3 +101,39 @@ def test_pair_products_and_store():
     kernels.sharded_store_pair(x, x0, g, g0, S, Y, 1, bounds)
     np.testing.assert_array_equal(S[1], s)
     np.testing.assert_array_equal(Y[1], y)
+
+
+@pytest.mark.parametrize("flags", [(p, gr, w, nm) for p in (False, True) for gr in (False, True)
+                                   for w in (False, True) for nm in (False, True)])
+def test_fused_iteration_partials_are_bitwise_the_separate_kernels(flags):
+    want_pair, want_gram, want_wtg, want_norms = flags
+    rng = np.random.default_rng(7)
+    M, n = 3, 257
+    x, x_start, g, g_start = (rng.standard_normal(n) for _ in range(4))
+    S, Y = rng.standard_normal((M, 2 * n))[:, ::2], rng.standard_normal((M, n))  # a strided and a plain layout
+    expected = {"pair": np.zeros(2 * M + 2), "new_pair_g": np.zeros(2), "gram": np.zeros(2 * M + 1),
+                "wtg": np.zeros(2 * M), "norms": np.zeros(2)}
+    s_ref, y_ref = np.zeros((1, n)), np.zeros((1, n))
+    if want_pair:
+        kernels.shard_store_pair(x, x_start, g, g_start, s_ref, y_ref, 0)
+        kernels.shard_pair_partials(x, x_start, g, g_start, S, Y, expected["pair"])
+        kernels.shard_wtg_partials(g, s_ref, y_ref, expected["new_pair_g"])
+    if want_gram:
+        kernels.shard_gram_partials(x, x_start, S, Y, expected["gram"])
+    if want_wtg:
+        kernels.shard_wtg_partials(g, S, Y, expected["wtg"])
+    if want_norms:
+        kernels.shard_norm_partials(x, g, expected["norms"])
+    got = {k: np.full_like(v, np.nan) for k, v in expected.items()}
+    s_new, y_new = np.zeros((1, n)), np.zeros((1, n))
+    kernels.shard_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, want_pair, want_gram, want_wtg,
+                                     want_norms, got["pair"], got["new_pair_g"], got["gram"], got["wtg"],
+                                     got["norms"])
+    for name, wanted in zip(("pair", "gram", "wtg", "norms"), flags):
+        if wanted:
+            assert got[name].tobytes() == expected[name].tobytes(), name
+        else:
+            assert np.isnan(got[name]).all(), f"{name} written although not requested"
+    if want_pair:
+        assert got["new_pair_g"].tobytes() == expected["new_pair_g"].tobytes()
+        assert s_new.tobytes() == s_ref.tobytes() and y_new.tobytes() == y_ref.tobytes()

@@ -1,0 +1,125 @@
+"""Direct worker-to-worker links (cluster.links): frames, rounds, failures. Loopback only, no Dask."""
+
+import os
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from cluster.errors import PeerLost
+from cluster.links import Links, encode
+from cluster.messages import GradientPart, Message, ShardPartials
+
+
+@pytest.fixture
+def pair():
+    a, b = Links("tcp://127.0.0.1:1", "127.0.0.1"), Links("tcp://127.0.0.1:2", "127.0.0.1")
+    yield a, b
+    a.shutdown()
+    b.shutdown()
+
+
+def open_both(a, b, run):
+    threads = [threading.Thread(target=a.open, args=(run, {b.worker_address: b.address}, 5.0)),
+               threading.Thread(target=b.open, args=(run, {a.worker_address: a.address}, 5.0))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def run_rounds(links, peer, messages, out):
+    for m in messages:
+        out.append(links.round("r", [peer], m, 10.0)[0][0])
+
+
+def test_rounds_carry_typed_messages_of_every_size_both_ways(pair):
+    a, b = pair
+    open_both(a, b, "r")
+    rng = np.random.default_rng(0)
+    sizes = [0, 1, 1000, 3_000_000]  # 3e6 doubles = 24 MB: far beyond the socket buffers, both sides writing
+    mine = [Message(i, "a", gradient=[GradientPart(i, rng.integers(0, 9, 5), rng.standard_normal(n))],
+                    shards=[ShardPartials(i, pair=rng.standard_normal(12))]) for i, n in enumerate(sizes)]
+    theirs = [rng.standard_normal(n)[::2] for n in sizes]  # strided arrays too
+    got_a, got_b = [], []
+    tb = threading.Thread(target=run_rounds, args=(b, a.worker_address, theirs, got_b))
+    tb.start()
+    run_rounds(a, b.worker_address, mine, got_a)
+    tb.join()
+    assert len(got_a) == len(got_b) == len(sizes)
+    for sent, received in zip(theirs, got_a):
+        np.testing.assert_array_equal(received, sent)
+    for sent, received in zip(mine, got_b):
+        assert received.step == sent.step
+        np.testing.assert_array_equal(received.gradient[0].rows, sent.gradient[0].rows)
+        np.testing.assert_array_equal(received.gradient[0].where, sent.gradient[0].where)
+        np.testing.assert_array_equal(received.shards[0].pair, sent.shards[0].pair)
+
+
+def test_a_closed_peer_fails_the_round_at_once_naming_it(pair):
+    a, b = pair
+    open_both(a, b, "r")
+    b.close("r")
+    start = time.monotonic()
+    with pytest.raises(PeerLost, match="127.0.0.1:2"):
+        a.round("r", [b.worker_address], np.ones(10), 30.0)
+    assert time.monotonic() - start < 5.0
+
+
+def test_a_silent_peer_times_out_naming_it(pair):
+    a, b = pair
+    open_both(a, b, "r")
+    with pytest.raises(PeerLost, match="no message from .*127.0.0.1:2.* within 0.3 s"):
+        a.round("r", [b.worker_address], np.ones(10), 0.3)
+
+
+def test_abort_wakes_a_waiting_round(pair):
+    a, b = pair
+    open_both(a, b, "r")
+    threading.Timer(0.3, a.abort, args=("r",)).start()
+    start = time.monotonic()
+    with pytest.raises(PeerLost, match="aborted"):
+        a.round("r", [b.worker_address], np.ones(10), 30.0)
+    assert time.monotonic() - start < 5.0
+
+
+def test_open_fails_clearly_when_the_peer_never_connects(pair):
+    a, b = pair
+    with pytest.raises(PeerLost, match="127.0.0.1:1 did not open its link"):
+        b.open("r", {a.worker_address: a.address}, 0.3)  # a (below b) never connects
+
+
+def test_late_connections_of_a_finished_run_are_refused(pair):
+    a, b = pair
+    b.close("old")
+    a.open("old", {b.worker_address: b.address}, 5.0)  # a connects to b after b finished the run
+    time.sleep(0.3)
+    assert not b._accepted
+    a.close("old")
+
+
+def test_frames_send_arrays_out_of_band():
+    frame = encode(np.arange(100.0))
+    assert len(frame) == 3 and frame[2].nbytes == 800
+
+
+def test_shared_replica_round_trips_the_common_state(tmp_path, monkeypatch):
+    from cluster import shared
+    from cluster.shard import CommonState
+
+    rng = np.random.default_rng(1)
+    common = CommonState(rng.standard_normal((7, 3)), rng.standard_normal((2, 21)), rng.standard_normal((2, 21)),
+                         rng.standard_normal(21), rng.standard_normal(21), None, None)
+    path = str(tmp_path / "replica")
+    lead = shared.SharedReplica.create(path, common)
+    other = shared.SharedReplica.attach(path, common)
+    other.x[3] = 42.0  # one mapping: a write is seen by every worker
+    assert lead.x[3] == 42.0
+    out = common.copy()
+    lead.copy_out(out)
+    assert out.x_rep.reshape(-1)[3] == 42.0 and np.array_equal(out.S, common.S) and np.array_equal(out.Y, common.Y)
+    lead.close()
+    other.close()
+    assert shared.available(1) == (os.access("/dev/shm", os.W_OK))
+    assert not shared.available(1 << 60)  # no host has an exabyte of /dev/shm
