@@ -33,14 +33,26 @@ from cluster.errors import PeerLost
 HEADER = struct.Struct("!QQ")  # pickle length, number of out-of-band buffers
 LENGTH = struct.Struct("!Q")
 ACCEPT_TIMEOUT = 10.0  # seconds a connecting peer has to send its hello
-FINISHED_KEPT = 1024  # runs remembered as finished (their late connections are refused)
+FINISHED_KEPT = 1024
+OUT_OF_BAND = 64 * 1024  # bytes from which an array is sent out of band  # runs remembered as finished (their late connections are refused)
 
 
 def encode(obj) -> list:
-    """Return the frame of `obj` as a list of buffers: header, buffer lengths, pickle, out-of-band buffers."""
-    buffers: list[pickle.PickleBuffer] = []
-    data = pickle.dumps(obj, protocol=5, buffer_callback=buffers.append)
-    raws = [b.raw() for b in buffers]
+    """Return the frame of `obj` as a list of buffers: header, buffer lengths, pickle, out-of-band buffers.
+
+    Arrays of at least OUT_OF_BAND bytes travel out of band (written from their own memory);
+    smaller ones (the partials) are cheaper inside the pickle.
+    """
+    raws: list[memoryview] = []
+
+    def out_of_band(buffer) -> bool:
+        raw = buffer.raw()
+        if raw.nbytes < OUT_OF_BAND:
+            return True  # pickle it in band
+        raws.append(raw)
+        return False
+
+    data = pickle.dumps(obj, protocol=5, buffer_callback=out_of_band)
     lengths = b"".join(LENGTH.pack(r.nbytes) for r in raws)
     return [HEADER.pack(len(data), len(raws)) + lengths, data, *raws]
 

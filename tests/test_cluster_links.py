@@ -100,8 +100,9 @@ def test_late_connections_of_a_finished_run_are_refused(pair):
 
 
 def test_frames_send_arrays_out_of_band():
-    frame = encode(np.arange(100.0))
-    assert len(frame) == 3 and frame[2].nbytes == 800
+    frame = encode(np.arange(10_000.0))
+    assert len(frame) == 3 and frame[2].nbytes == 80_000
+    assert len(encode(np.arange(10.0))) == 2  # small arrays stay inside the pickle
 
 
 def test_shared_replica_round_trips_the_common_state(tmp_path, monkeypatch):
