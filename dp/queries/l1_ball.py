@@ -73,11 +73,12 @@ def _condat_threshold(y, radius, active, waiting):
         kept = 0
         for k in range(n_active):
             value = active[k]
-            if value > rho:
+            remaining = n_active - (k - kept)  # the active set's size before this entry is decided
+            if value > rho or remaining == 1:  # the largest entry always stays (rounding at huge scales)
                 active[kept] = value
                 kept += 1
             else:
-                rho += (rho - value) / (n_active - 1 - (k - kept))
+                rho += (rho - value) / (remaining - 1)
         if kept == n_active:
             return max(rho, 0.0)
         n_active = kept
