@@ -380,6 +380,7 @@ def lrm_strategy(
         seconds=result.seconds + time.perf_counter() - started,
         info={"residual": float(np.linalg.norm(W - B @ L)), "alm_residual": result.residual,
               "alm_objective": result.objective, "finish_seconds": time.perf_counter() - started,
-              "gamma": result.gamma, "rank": L.shape[0], "outer": result.n_outer, "inner": result.n_inner,
+              "gamma": result.gamma, "rank": L.shape[0], "alm_rank": result.rank, "outer": result.n_outer,
+              "inner": result.n_inner,
               "phase_seconds": result.phase_seconds},
     ))
