@@ -326,7 +326,7 @@ def test_exact_fit_is_the_pseudo_inverse_reconstruction_and_refuses_a_missing_ro
     for rows in (12, 15):  # r = n and r > n: every L of rank n holds W's rows
         L = 0.02 * rng.standard_normal((rows, 12))  # inside the ball, of rank 12
         fit = exact_fit(W, L)
-        assert np.allclose(fit.B, W @ np.linalg.pinv(L)) and fit.scale == pytest.approx(np.sum(fit.B**2))
+        assert fit.scale == pytest.approx(np.sum((W @ np.linalg.pinv(L)) ** 2), rel=1e-10)
     assert exact_fit(W, 0.02 * rng.standard_normal((8, 12))) is None  # rank 8 < rank W
     low = queries.wrelated(20, 12, s=3, random_state=1)
     top = np.linalg.svd(low)[2][:3] / 4  # W's row space, columns inside the ball
@@ -334,16 +334,18 @@ def test_exact_fit_is_the_pseudo_inverse_reconstruction_and_refuses_a_missing_ro
     assert exact_fit(low, top) is not None and exact_fit(low, top[:2]) is None
 
 
-def test_refinement_gradient_matches_finite_differences():
-    from dp.queries.lrm_refine import _gradient, exact_fit
+@pytest.mark.parametrize("rows", [10, 8, 5])
+def test_refinement_gradient_matches_finite_differences(rows):
+    """r > n, r = n (the R^n formulas) and r < n with W in L's row space (moves along X L keep it)."""
+    from dp.queries.lrm_refine import exact_fit
 
     rng = np.random.default_rng(4)
-    W = queries.wdiscrete(15, 8, random_state=4)
-    L = project_columns_l1(rng.standard_normal((10, 8)))
-    gradient = _gradient(exact_fit(W, L))
+    L = 0.05 * rng.standard_normal((rows, 8))
+    W = rng.standard_normal((15, rows)) @ L if rows < 8 else queries.wdiscrete(15, 8, random_state=4)
+    gradient = exact_fit(W, L).gradient
     for _ in range(5):
-        direction = rng.standard_normal(L.shape)
-        h = 1e-6
+        direction = rng.standard_normal((rows, rows)) @ L if rows < 8 else rng.standard_normal(L.shape)
+        h = 1e-6 * np.linalg.norm(L) / np.linalg.norm(direction)
         numeric = (exact_fit(W, L + h * direction).scale - exact_fit(W, L - h * direction).scale) / (2 * h)
         assert np.sum(gradient * direction) == pytest.approx(numeric, rel=1e-5)
 

@@ -35,11 +35,10 @@ MIN_LAMBDA = 1e-12  # the line search gives up below this fraction of the direct
 
 @dataclass(frozen=True)
 class ExactFit:
-    """B = W L^+, f = ||B||_F^2 and (L^+)^T for one L whose row space holds W."""
+    """f = ||W L^+||_F^2 and its gradient in L for one L whose row space holds W."""
 
-    B: np.ndarray
     scale: float
-    pinv_T: np.ndarray
+    gradient: np.ndarray
 
 
 @dataclass
@@ -57,24 +56,45 @@ class Refinement:
     history: list[float] = field(default_factory=list)  # f after every accepted step
 
 
-def exact_fit(W: np.ndarray, L: np.ndarray) -> ExactFit | None:
-    """Return B = W L^+ with ||B||_F^2 when W lies in the row space of L (to EXACT_TOL), else None.
+def exact_fit(W: np.ndarray, L: np.ndarray, gram: np.ndarray | None = None) -> ExactFit | None:
+    """Return f = ||W L^+||_F^2 and its gradient when W lies in the row space of L (to EXACT_TOL), else None.
 
-    L^+ by a Cholesky solve on the smaller Gram matrix (L^T L when r >= n, L L^T when r < n);
-    None also when that Gram matrix is singular.
+    r >= n (L of rank n): in R^n with M = (L^T L)^-1 and G = W^T W (pass `gram` to reuse it),
+    f = tr(G M) and gradient -2 L M G M; exact when ||I - M L^T L||_F <= EXACT_TOL (then
+    ||W - W L^+ L||_F <= EXACT_TOL ||W||_F). O(n^3 + r n^2) instead of O(m n r). r < n: B = W L^+
+    by a Cholesky solve on L L^T, checked directly, gradient -2 B^T B (L^+)^T. None also when the
+    Gram matrix is singular.
     """
     r, n = L.shape
     try:
         if r >= n:
-            pinv = scipy.linalg.cho_solve(scipy.linalg.cho_factor(L.T @ L), L.T, check_finite=False)
-        else:
-            pinv = scipy.linalg.cho_solve(scipy.linalg.cho_factor(L @ L.T), L, check_finite=False).T
+            return _full_rank_fit(W.T @ W if gram is None else gram, L)
+        pinv = scipy.linalg.cho_solve(scipy.linalg.cho_factor(L @ L.T), L, check_finite=False).T
     except (np.linalg.LinAlgError, scipy.linalg.LinAlgError):
         return None
     B = W @ pinv
     if not np.all(np.isfinite(B)) or np.linalg.norm(W - B @ L) > EXACT_TOL * np.linalg.norm(W):
         return None
-    return ExactFit(B=B, scale=float(np.einsum("ij,ij->", B, B)), pinv_T=pinv.T)
+    return ExactFit(scale=float(np.einsum("ij,ij->", B, B)), gradient=-2.0 * (B.T @ B) @ pinv.T)
+
+
+def _full_rank_fit(gram: np.ndarray, L: np.ndarray) -> ExactFit | None:
+    """Return exact_fit for r >= n from G = W^T W (raises LinAlgError when L^T L is singular)."""
+    normal = L.T @ L
+    M = scipy.linalg.cho_solve(scipy.linalg.cho_factor(normal), np.eye(L.shape[1]), check_finite=False)
+    defect = M @ normal
+    defect[np.diag_indices_from(defect)] -= 1.0
+    if not np.all(np.isfinite(M)) or np.linalg.norm(defect) > EXACT_TOL:
+        return None
+    GM = gram @ M
+    return ExactFit(scale=float(np.trace(GM)), gradient=-2.0 * L @ (M @ GM))
+
+
+def exact_reconstruction_B(W: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """Return B = W L^+ (least squares) by a Cholesky solve on the smaller Gram matrix of L."""
+    if L.shape[0] >= L.shape[1]:
+        return W @ scipy.linalg.cho_solve(scipy.linalg.cho_factor(L.T @ L), L.T, check_finite=False)
+    return W @ scipy.linalg.cho_solve(scipy.linalg.cho_factor(L @ L.T), L, check_finite=False).T
 
 
 def refine_decomposition(W, L0, max_iter: int = 2000, tol: float = 1e-6, max_time: float | None = None) -> Refinement:
@@ -91,22 +111,23 @@ def refine_decomposition(W, L0, max_iter: int = 2000, tol: float = 1e-6, max_tim
     W = np.asarray(W, dtype=np.float64)
     start = time.perf_counter()
     L = project_columns_l1(L0)
-    fit = exact_fit(W, L)
+    gram = W.T @ W if L.shape[0] >= L.shape[1] else None
+    fit = exact_fit(W, L, gram)
     if fit is None:
         raise ValueError("refine_decomposition needs an exact start: W must lie in the row space of L0")
     best_L, best, history = L, fit, [fit.scale]
-    gradient = _gradient(fit)
+    gradient = fit.gradient
     alpha = 1.0 / max(np.abs(gradient).max(), np.finfo(np.float64).tiny)
     alpha_range = (ALPHA_RANGE[0] * alpha, ALPHA_RANGE[1] * alpha)
     status, iteration = "iteration limit", 0
     for iteration in range(1, max_iter + 1):
         direction = project_columns_l1(L - alpha * gradient) - L
         slope = float(np.einsum("ij,ij->", gradient, direction))
-        L_new, fit_new = _nonmonotone_search(W, L, direction, slope, max(history[-NONMONOTONE_MEMORY:]))
+        L_new, fit_new = _nonmonotone_search(W, L, direction, slope, max(history[-NONMONOTONE_MEMORY:]), gram)
         if fit_new is None:
             status = "no decrease"
             break
-        gradient_new = _gradient(fit_new)
+        gradient_new = fit_new.gradient
         alpha = _barzilai_borwein(L_new - L, gradient_new - gradient, alpha_range)
         L, fit, gradient = L_new, fit_new, gradient_new
         history.append(fit.scale)
@@ -120,13 +141,8 @@ def refine_decomposition(W, L0, max_iter: int = 2000, tol: float = 1e-6, max_tim
             break
     message = (f"refinement {status} after {iteration} steps: ||W L^+||_F^2 {history[0]:.6g} -> {best.scale:.6g} "
                f"({best.scale / history[0]:.4f} of the start)")
-    return Refinement(B=best.B, L=best_L, start_scale=history[0], scale=best.scale, iterations=iteration,
+    return Refinement(B=exact_reconstruction_B(W, best_L), L=best_L, start_scale=history[0], scale=best.scale, iterations=iteration,
                       status=status, message=message, seconds=time.perf_counter() - start, history=history)
-
-
-def _gradient(fit: ExactFit) -> np.ndarray:
-    """Return the gradient -2 B^T B (L^+)^T of ||W L^+||_F^2 at an exact L (module doc)."""
-    return -2.0 * (fit.B.T @ fit.B) @ fit.pinv_T
 
 
 def _barzilai_borwein(s: np.ndarray, y: np.ndarray, bounds: tuple[float, float]) -> float:
@@ -137,12 +153,12 @@ def _barzilai_borwein(s: np.ndarray, y: np.ndarray, bounds: tuple[float, float])
     return min(max(float(np.einsum("ij,ij->", s, s)) / curvature, bounds[0]), bounds[1])
 
 
-def _nonmonotone_search(W, L, direction, slope, reference):
+def _nonmonotone_search(W, L, direction, slope, reference, gram):
     """Return (L + lam d, its ExactFit) for the first lam = 1, 1/2, ... passing the Armijo test, or (L, None)."""
     lam = 1.0
     while lam >= MIN_LAMBDA:
         candidate = L + lam * direction  # a convex combination of two points of the ball: inside it
-        fit = exact_fit(W, candidate)
+        fit = exact_fit(W, candidate, gram)
         if fit is not None and fit.scale <= reference + ARMIJO * lam * slope:
             return candidate, fit
         lam /= 2.0
