@@ -9,12 +9,14 @@ Laplace identity strategy, the ratio the issue's anchors use, with HDMM's epsilo
 (OPT0) and the hierarchical strategy beside. Every (workload, n, method) cell is a Dask task on a
 LocalCluster at 127.0.0.1.
 
-Measured (--lrm-max-time 150, 164 s wall, loadavg 6.9): LRM / identity = 1.00 on WRange and
-WRelated (identity fallback: the ALM left ||W - B L||_F above 1 % of ||W||_F; before the fallback
-1.99 and 261), 0.275 on WDiscrete (converged in 41 s, B = W L^+ bias-free); HDMM anchors 0.367,
-0.196, 1.0; COA (eps, delta) 0.280 / 0.330 / 1.30.
+Measured (--ns 256 --lrm-max-time 150 --refine-max-time 150, 157 s wall, loadavg 2.9): LRM /
+identity 0.375 on WRange (Alg. 1 alone 0.588; HDMM anchor 0.367), 0.1956 on WDiscrete (0.340;
+anchor 0.196), 1.00 on WRelated s = 128 (identity fallback; Alg. 1 alone 259; anchor 1.0); COA
+(eps, delta) 0.280 / 0.330 / 1.30. n = 512 (caps 120 / 120, 358 s wall, loadavg 3.6): 0.272 / 0.165 /
+1.00 against 0.260 / 0.165 / 1.0. The README's LRM section has the full table.
 
 Run: python benchmarks/bench_queries_lrm_table.py [--ns 256 512 1024] [--m 1024] [--lrm-max-time 300]
+     [--refine-max-time 300] [--workloads range discrete related]
 """
 
 from __future__ import annotations
