@@ -232,12 +232,9 @@ def low_rank_decomposition(
     constant); beta doubles every 10 outer iterations and pi += beta (W - B L) after each one.
     Each outer iteration is one B update (Eq. (9)) and at most max_inner steps of Alg. 2. Stops
     when tau <= gamma ("converged"), beta > beta_max, after max_outer iterations or max_time
-    seconds; NaN/inf raises DecompositionDiverged. revive=True (default; ours, not the paper's)
-    sets the rows of L that the projection zeroed to the leading right singular vectors of
-    W - B L every beta_period outer iterations (revive_dead_rows): measured on WRange 1024 x 256
-    it turns the stall (rank L 247 < 256, residual 2.2 % of ||W||_F, identity fallback) into
-    convergence to gamma in 76 outer iterations (9 s), and on WDiscrete 1024 x 256 it converged in
-    52 instead of 61 outer iterations; revive=False is Alg. 1 as printed.
+    seconds; NaN/inf raises DecompositionDiverged. revive=True (default; ours) re-seeds the rows
+    the projection zeroed every beta_period outer iterations (revive_dead_rows; WRange 1024 x 256:
+    converges in 76 outer iterations instead of stalling); revive=False is Alg. 1 as printed.
     W is trusted here (dp.queries.optimize validates it).
     """
     W = np.asarray(W, dtype=np.float64)

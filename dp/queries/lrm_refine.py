@@ -165,12 +165,4 @@ def _nonmonotone_search(W, L, direction, slope, reference, gram):
     return L, None
 
 
-def refine_or_keep(W, L, **options) -> Refinement | None:
-    """Return refine_decomposition(W, L) when W lies in the row space of L, else None."""
-    L = project_columns_l1(np.asarray(L, dtype=np.float64))
-    if exact_fit(np.asarray(W, dtype=np.float64), L) is None:
-        return None
-    return refine_decomposition(W, L, **options)
-
-
-__all__ = ["ExactFit", "Refinement", "exact_fit", "refine_decomposition", "refine_or_keep"]
+__all__ = ["ExactFit", "Refinement", "exact_fit", "exact_reconstruction_B", "refine_decomposition"]
