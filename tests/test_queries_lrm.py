@@ -227,9 +227,8 @@ def test_lrm_is_never_worse_than_the_identity_strategy_on_wrelated(s, bound):
     identity = queries.optimize(W, method="identity", noise="laplace")
     x = queries.power_law_histogram(64, random_state=2)
     assert queries.expected_error(W, lrm, 0.1, x=x) < bound * queries.expected_error(W, identity, 0.1)
-    if lrm.status == "identity fallback":  # refined from L = I: still exact, never worse than it
-        assert "identity fallback: ALM" in lrm.message and np.allclose(lrm.reconstruction @ lrm.matrix, W)
-        assert lrm.objective <= np.sum(W**2) * (1 + 1e-12)
+    if lrm.status == "identity fallback":
+        assert "identity fallback: ALM" in lrm.message and np.array_equal(lrm.reconstruction, W)
 
 
 def test_svd_start_is_an_exact_feasible_factorization_with_live_padding_rows():
