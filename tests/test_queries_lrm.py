@@ -377,3 +377,21 @@ def test_finish_refines_and_finish_false_keeps_the_paper_result():
     assert paper.info["alm_objective"] == pytest.approx(direct.objective) == pytest.approx(refined.info["alm_objective"])
     assert refined.objective <= unrefined.objective <= np.sum(W**2)
     assert "refinement" in refined.message and np.allclose(refined.reconstruction @ refined.matrix, W, atol=1e-8)
+
+
+def test_an_ill_conditioned_exact_L_is_mixed_with_the_identity_before_refining():
+    from dp.queries.lrm import CONDITIONING_MIX, refinement_start
+    from dp.queries.lrm_refine import exact_fit
+
+    rng = np.random.default_rng(8)
+    W = queries.wrange(30, 10, random_state=8)
+    L = 0.02 * rng.standard_normal((12, 10))
+    assert np.array_equal(refinement_start(W, L), L / np.abs(L).sum(axis=0).max())  # well conditioned: as is
+    L[:, 0] = L[:, 1] * (1 + 1e-10)  # rank 10 in exact arithmetic, beyond a Cholesky solve of L'L
+    assert exact_fit(W, L / np.abs(L).sum(axis=0).max()) is None
+    start = refinement_start(W, L)
+    expected = (1 - CONDITIONING_MIX) * L / np.abs(L).sum(axis=0).max()
+    expected[:10] += CONDITIONING_MIX * np.eye(10)
+    assert np.allclose(start, expected) and exact_fit(W, start) is not None
+    assert np.abs(start).sum(axis=0).max() <= 1 + 1e-12
+    assert refinement_start(W, L[:8]) is None  # r < n: nothing to mix in

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.linalg
 
 from dp.queries.l1_ball import project_columns_l1
-from dp.queries.lrm_refine import refine_decomposition
+from dp.queries.lrm_refine import exact_fit, refine_decomposition
 from dp.queries.strategy import Strategy, with_objective
 
 DEFAULT_RANK_FACTOR = 1.2  # r = 1.2 rank(W): seed 001 sec. 6.1, Fig. 3
@@ -38,6 +38,8 @@ BETA0_BALANCE = 10.0
 ROW_SPACE_TOL = 1e-9
 # an ALM result whose residual exceeds this fraction of ||W||_F is replaced by the identity strategy
 FALLBACK_RESIDUAL = 1e-2
+# an exact but ill-conditioned L (rank n, r >= n) is mixed with 1 % of [I; 0] before it is refined
+CONDITIONING_MIX = 1e-2
 PHASES = ("B update (Eq. 9)", "L update (Alg. 2)", "residual and multiplier")
 PROJECTION = "of which L1 projection"  # part of the L update, reported beside it
 
@@ -317,6 +319,21 @@ def exact_reconstruction(W: np.ndarray, L: np.ndarray) -> np.ndarray | None:
     return B if inside else None
 
 
+def refinement_start(W: np.ndarray, L: np.ndarray) -> np.ndarray | None:
+    """Return L scaled to Delta = 1, or when that is too ill-conditioned for exact_fit and r >= n,
+    (1 - t) L + t [I; 0] with t = CONDITIONING_MIX (inside the ball, rank n, so still exact); else None.
+    """
+    start = L / np.abs(L).sum(axis=0).max()
+    if exact_fit(W, start) is not None:
+        return start
+    r, n = L.shape
+    if r < n:
+        return None
+    mixed = (1.0 - CONDITIONING_MIX) * start
+    mixed[:n] += CONDITIONING_MIX * np.eye(n)
+    return mixed if exact_fit(W, mixed) is not None else None
+
+
 def finished_decomposition(W: np.ndarray, result: LowRankDecomposition, refine: bool = True,
                            **refine_options) -> tuple[np.ndarray, np.ndarray, str, str]:
     """Return (B, L, status, message): the ALM's result made exact, refined, never worse than identity.
@@ -340,9 +357,12 @@ def finished_decomposition(W: np.ndarray, result: LowRankDecomposition, refine: 
         L = L if exact is None else revived
     if exact is not None:
         B, message = exact, message + "; B = W L^+ (W in the row space of L: no bias)"
-        if refine:
-            refined = refine_decomposition(W, L / np.abs(L).sum(axis=0).max(), **refine_options)
+        start = refinement_start(W, L) if refine else None
+        if start is not None:
+            refined = refine_decomposition(W, start, **refine_options)
             B, L, message = refined.B, refined.L, f"{message}; {refined.message}"
+        elif refine:
+            message += "; not refined (L too ill-conditioned for a Cholesky solve)"
     identity_scale = float(np.einsum("ij,ij->", W, W))
     objective = float(np.einsum("ij,ij->", B, B)) * float(np.abs(L).sum(axis=0).max()) ** 2
     residual = float(np.linalg.norm(W - B @ L))
