@@ -390,8 +390,9 @@ def test_an_ill_conditioned_exact_L_is_mixed_with_the_identity_before_refining()
     L[:, 0] = L[:, 1] * (1 + 1e-10)  # rank 10 in exact arithmetic, beyond a Cholesky solve of L'L
     assert exact_fit(W, L / np.abs(L).sum(axis=0).max()) is None
     start = refinement_start(W, L)
-    expected = (1 - CONDITIONING_MIX) * L / np.abs(L).sum(axis=0).max()
-    expected[:10] += CONDITIONING_MIX * np.eye(10)
+    t = CONDITIONING_MIX[0]
+    expected = (1 - t) * L / np.abs(L).sum(axis=0).max()
+    expected[:10] += t * np.eye(10)
     assert np.allclose(start, expected) and exact_fit(W, start) is not None
     assert np.abs(start).sum(axis=0).max() <= 1 + 1e-12
     assert refinement_start(W, L[:8]) is None  # r < n: nothing to mix in

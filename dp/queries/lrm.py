@@ -38,8 +38,9 @@ BETA0_BALANCE = 10.0
 ROW_SPACE_TOL = 1e-9
 # an ALM result whose residual exceeds this fraction of ||W||_F is replaced by the identity strategy
 FALLBACK_RESIDUAL = 1e-2
-# an exact but ill-conditioned L (rank n, r >= n) is mixed with 1 % of [I; 0] before it is refined
-CONDITIONING_MIX = 1e-2
+# an exact but ill-conditioned L (rank n, r >= n) is mixed with t [I; 0] before it is refined: the first
+# t that makes it well conditioned (measured: WRange 1024 x 1024 stopped at 150 s needed more than 1 %)
+CONDITIONING_MIX = (1e-2, 1e-1, 0.5)
 PHASES = ("B update (Eq. 9)", "L update (Alg. 2)", "residual and multiplier")
 PROJECTION = "of which L1 projection"  # part of the L update, reported beside it
 
@@ -321,17 +322,19 @@ def exact_reconstruction(W: np.ndarray, L: np.ndarray) -> np.ndarray | None:
 
 def refinement_start(W: np.ndarray, L: np.ndarray) -> np.ndarray | None:
     """Return L scaled to Delta = 1, or when that is too ill-conditioned for exact_fit and r >= n,
-    (1 - t) L + t [I; 0] with t = CONDITIONING_MIX (inside the ball, rank n, so still exact); else None.
+    (1 - t) L + t [I; 0] for the first t of CONDITIONING_MIX that is not (inside the ball, rank n,
+    so still exact); None when r < n or no t helps.
     """
     start = L / np.abs(L).sum(axis=0).max()
     if exact_fit(W, start) is not None:
         return start
     r, n = L.shape
-    if r < n:
-        return None
-    mixed = (1.0 - CONDITIONING_MIX) * start
-    mixed[:n] += CONDITIONING_MIX * np.eye(n)
-    return mixed if exact_fit(W, mixed) is not None else None
+    for t in CONDITIONING_MIX if r >= n else ():
+        mixed = (1.0 - t) * start
+        mixed[:n] += t * np.eye(n)
+        if exact_fit(W, mixed) is not None:
+            return mixed
+    return None
 
 
 def finished_decomposition(W: np.ndarray, result: LowRankDecomposition, refine: bool = True,
