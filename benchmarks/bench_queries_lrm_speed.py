@@ -7,12 +7,13 @@ Laplace noise. Seed 001's complexity is O(N_in N_out (r^2 m + r^2 n)); here the 
 matrices are formed once per outer iteration and every product is BLAS-3. Goal (issue 14): under
 10 s at n = 1024, m = 256 on 2 cores; n = 8192 within 10 minutes (--large).
 
-Measured (--threads 1 --workloads discrete --max-time 120, loadavg 3.3, after the revival, the
-sort-free projection and the refinement): 77.8 s, 154 outer / 1,540 inner iterations at 41 ms, 82 %
-in Alg. 2 of which 15 % in the L1 projection; ratio to identity 0.8925 (r = 308 < n: the refinement
-cannot act). Projection side by side (r = 308, n = 1024, loadavg 4.8): sort-based 33.8 ms best,
-sort-free 8.5 ms. Before this change: 50 s at loadavg 1.5, 28.7 ms per step, 66 % in the projection.
-Goal not met: 1,300-1,900 Alg. 2 steps of about 10 ms each even on an idle core.
+Measured (--threads 1 --workloads discrete --max-time 150, loadavg 1.0, after the revival, the
+sort-free projection and the refinement): 27.9 s, 154 outer / 1,540 inner iterations at 15.2 ms, 84 %
+in Alg. 2 of which 35 % in the L1 projection; ratio to identity 0.8925 (r = 308 < n: the refinement
+cannot act). --threads 2 --max-time 100 (loadavg 1.8-2.8): WDiscrete 38.1 s, WRange 96.4 s (beta
+limit, ratio 0.561), WRelated 28.7 s (9.9 x identity: identity fallback). Projection side by side
+(r = 308, n = 1024, loadavg 0.6): sort-based 21.9 ms best, sort-free 5.7 ms. Before this change:
+50 s at loadavg 1.5, 28.7 ms per step, 66 % in the projection, ratio 1.085. Goal not met.
 
 Run: python benchmarks/bench_queries_lrm_speed.py [--n 1024] [--m 256] [--large] [--threads 2] [--repeats 1]
      [--max-time 600] [--refine-max-time 120]
