@@ -9,10 +9,11 @@ over the L whose row space holds W's rows (then W L^+ L = W). Its gradient there
 -2 B^T B (L^+)^T with B = W L^+ (the rows of this gradient lie in L's row space, so a step along it
 keeps W = B L to first order). We run spectral projected gradient with the exact column-wise
 L1-ball projection (refine_decomposition): a point is accepted only if W stays in the row space
-of it, and the best point is returned, so the result is never worse than its start. When L has rank n (r >= n) every L is exact and this is the
-L1-sensitivity matrix-mechanism program tr(W^T W (L^T L)^-1) that HDMM's epsilon-DP optimizer
-searches over p-Identity strategies; when r < n, L1 steps that leave W's row space are refused
-and the refinement stops early. This step is ours, not the paper's.
+of it, and the best point is returned, so the result is never worse than its start. When L has
+rank n (r >= n) every L is exact and this is the L1-sensitivity matrix-mechanism program
+tr(W^T W (L^T L)^-1) that HDMM's epsilon-DP optimizer searches over p-Identity strategies; when
+r < n, L1 steps that leave W's row space are refused and the refinement stops early. This step
+is ours, not the paper's.
 """
 
 from __future__ import annotations
