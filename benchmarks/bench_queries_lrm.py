@@ -13,7 +13,7 @@ every cell uses a synthetic power-law histogram of 100,000 records (dp.queries.p
 the same for every method. The figures are plots without printed values; the paper's claims are
 printed beside ours.
 
-Defaults use reduced sizes (m = 64, n = 256; n up to 512, m up to 256): all 77 cells took 36 min
+Defaults use reduced sizes (m = 64, n = 256; n up to 512, m up to 256): all 77 cells took 130 s
 at loadavg 8-20 on the shared 2-core machine (one figure, e.g. --figures 9, a few minutes);
 --paper runs the paper's grid (n up to 8192, m = 256 at n = 1024, s = 0.5 min(m, n)): hours.
 

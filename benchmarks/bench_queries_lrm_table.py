@@ -9,12 +9,14 @@ Laplace identity strategy, the ratio the issue's anchors use, with HDMM's epsilo
 (OPT0) and the hierarchical strategy beside. Every (workload, n, method) cell is a Dask task on a
 LocalCluster at 127.0.0.1.
 
-Measured (--lrm-max-time 150, 164 s wall, loadavg 6.9): LRM / identity = 1.00 on WRange and
-WRelated (identity fallback: the ALM left ||W - B L||_F above 1 % of ||W||_F; before the fallback
-1.99 and 261), 0.275 on WDiscrete (converged in 41 s, B = W L^+ bias-free); HDMM anchors 0.367,
-0.196, 1.0; COA (eps, delta) 0.280 / 0.330 / 1.30.
+Measured (--ns 256 --lrm-max-time 150 --refine-max-time 150, 157 s wall, loadavg 2.9): LRM /
+identity 0.375 on WRange (Alg. 1 alone 0.588; HDMM anchor 0.367), 0.1956 on WDiscrete (0.340;
+anchor 0.196), 1.00 on WRelated s = 128 (identity fallback; Alg. 1 alone 259; anchor 1.0); COA
+(eps, delta) 0.280 / 0.330 / 1.30. n = 512 (caps 120 / 120, 358 s wall, loadavg 3.6): 0.272 / 0.165 /
+1.00 against 0.260 / 0.165 / 1.0. The README's LRM section has the full table.
 
 Run: python benchmarks/bench_queries_lrm_table.py [--ns 256 512 1024] [--m 1024] [--lrm-max-time 300]
+     [--refine-max-time 300] [--workloads range discrete related]
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ METHODS = (("lrm", "laplace"), ("amm", "laplace"), ("identity", "laplace"), ("wo
            ("identity", "gaussian"), ("hierarchical", "gaussian"), ("wavelet", "gaussian"))
 
 
-def cell(kind: str, m: int, n: int, method: str, noise: str, lrm_max_time: float | None) -> dict:
+def cell(kind: str, m: int, n: int, method: str, noise: str, lrm_max_time: float | None,
+         refine_max_time: float | None = None) -> dict:
     """Return the expected error and time of one method on one workload."""
     from threadpoolctl import threadpool_limits
 
@@ -50,14 +53,17 @@ def cell(kind: str, m: int, n: int, method: str, noise: str, lrm_max_time: float
         if method in ("identity", "workload", "hierarchical", "wavelet"):
             options = {"noise": noise}
         elif method == "lrm":
-            options = {"max_time": lrm_max_time}
+            options = {"max_time": lrm_max_time, "refine_max_time": refine_max_time}
         started = time.perf_counter()
         strategy = queries.optimize(W, method, **options)
         seconds = time.perf_counter() - started
         delta = 0.0 if noise == "laplace" else DELTA
         noise_only = queries.expected_error(W, strategy, EPSILON, delta)
+        alm = strategy.info.get("alm_objective", float("nan")) * 2 / EPSILON**2  # Alg. 1 as it ended, noise part
         return {"error": queries.expected_error(W, strategy, EPSILON, delta, x=x), "noise": noise_only,
-                "seconds": seconds, "status": strategy.status, "residual": strategy.info.get("residual", 0.0)}
+                "seconds": seconds, "status": strategy.status, "residual": strategy.info.get("residual", 0.0),
+                "alm_noise": alm, "alm_residual": strategy.info.get("alm_residual", 0.0),
+                "finish_seconds": strategy.info.get("finish_seconds", 0.0), "message": strategy.message}
 
 
 def main():
@@ -66,7 +72,8 @@ def main():
     ap.add_argument("--m", type=int, default=1024)
     ap.add_argument("--workloads", nargs="+", default=["range", "discrete", "related"])
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--lrm-max-time", type=float, default=300.0)
+    ap.add_argument("--lrm-max-time", type=float, default=300.0, help="cap on Alg. 1 (seconds)")
+    ap.add_argument("--refine-max-time", type=float, default=300.0, help="cap on the refinement (seconds)")
     args = ap.parse_args()
 
     from distributed import Client, LocalCluster
@@ -79,7 +86,8 @@ def main():
         keys = [(kind, n, method, noise) for kind in args.workloads for n in args.ns for method, noise in METHODS]
         # LRM cells first: they are the long ones
         keys.sort(key=lambda key: key[2] != "lrm")
-        futures = {key: client.submit(cell, key[0], args.m, key[1], key[2], key[3], args.lrm_max_time, pure=False)
+        futures = {key: client.submit(cell, key[0], args.m, key[1], key[2], key[3], args.lrm_max_time,
+                                     args.refine_max_time, pure=False)
                    for key in keys}
         results = {key: future.result() for key, future in futures.items()}
     finally:
@@ -102,7 +110,10 @@ def main():
                   f"{HDMM_SECONDS.get(n, '-'):>8}{hm if hm else '-':>11}")
             print(f"{'':>5} LRM: {lrm['status']}, ||W - B L||_F = {lrm['residual']:.3g}; noise part alone "
                   f"{lrm['noise'] / base:.4g} x identity, bias ||(W - B L) x||^2 = {lrm['error'] - lrm['noise']:.4g} "
-                  f"(data-dependent)")
+                  f"(data-dependent); Alg. 1 alone (paper, finish=False): noise {lrm['alm_noise'] / base:.4g} x identity "
+                  f"with ||W - B L||_F = {lrm['alm_residual']:.3g}; {lrm['seconds'] - lrm['finish_seconds']:.1f} s "
+                  f"Alg. 1 + {lrm['finish_seconds']:.1f} s finish/refinement")
+            print(f"{'':>5} {lrm['message']}")
             print(f"{'':>5}" + "".join(f"{results[(kind, n, method, noise)]['error']:>15.4g}"
                                        for method, noise in METHODS) + "   (expected total squared error)")
 

@@ -263,15 +263,136 @@ def test_finish_makes_B_exact_or_falls_back_to_identity_with_a_status():
     assert status == "identity fallback" and np.array_equal(L, np.eye(16)) and np.array_equal(B, W)
 
 
-def test_dead_rows_of_L_are_revived_inside_the_ball_and_live_rows_kept():
+def test_dead_rows_of_L_are_revived_along_the_directions_the_product_misses():
     from dp.queries.lrm import revive_dead_rows
 
-    L = 0.05 * np.random.default_rng(2).standard_normal((6, 9))
+    rng = np.random.default_rng(2)
+    W = rng.standard_normal((12, 9))
+    L = 0.05 * rng.standard_normal((6, 9))
     L[[1, 4]] = 0.0
-    revived = revive_dead_rows(L, np.random.default_rng(0))
-    assert np.all(np.abs(revived[[1, 4]]).sum(axis=1) > 0) and np.abs(revived).sum(axis=0).max() <= 1 + 1e-12
+    B = W @ np.linalg.pinv(L)
+    gap = W - B @ L
+    revived = revive_dead_rows(L, gap)
+    assert np.abs(revived).sum(axis=0).max() <= 1 + 1e-12
     assert np.allclose(revived[[0, 2, 3, 5]], L[[0, 2, 3, 5]])  # inside the ball: projection leaves them
-    assert np.linalg.matrix_rank(revived) == 6 and np.array_equal(revive_dead_rows(revived, None), revived)
-    W = queries.wrange(10, 16, random_state=4)
-    result = low_rank_decomposition(W, revive=True, max_outer=20, random_state=0)
-    assert np.all(np.any(result.L, axis=1))
+    top = np.linalg.svd(gap)[2][:2]  # the two directions of R^9 the product B L misses most
+    for row, direction in zip(revived[[1, 4]], top):
+        assert abs(row @ direction) == pytest.approx(np.linalg.norm(row))
+    assert np.linalg.matrix_rank(revived) == 6 and np.array_equal(revive_dead_rows(revived, gap), revived)
+
+
+def test_revival_lets_the_alm_reach_gamma_where_rows_die_without_it():
+    """WRange with m > n: the L1 projection zeroes rows until rank L < rank W = n (the stall)."""
+    W = queries.wrange(96, 48, random_state=1)
+    stalled = low_rank_decomposition(W, max_outer=150, random_state=0, revive=False)
+    revived = low_rank_decomposition(W, max_outer=150, random_state=0, revive=True)
+    assert np.linalg.matrix_rank(stalled.L) < 48 and not stalled.converged
+    assert revived.converged and np.linalg.norm(W - revived.B @ revived.L) <= revived.gamma
+
+
+def _duchi_sorted_projection(V, radius):
+    """Duchi et al. (2008) Fig. 1 column by column: sort, find rho, soft-threshold (the reference)."""
+    out = V.copy()
+    for j in range(V.shape[1]):
+        v = V[:, j]
+        if np.abs(v).sum() <= radius:
+            continue
+        u = np.sort(np.abs(v))[::-1]
+        sums = np.cumsum(u) - radius
+        rho = np.nonzero(u * np.arange(1, u.size + 1) > sums)[0][-1]
+        out[:, j] = np.sign(v) * np.maximum(np.abs(v) - sums[rho] / (rho + 1), 0.0)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_sort_free_projection_equals_the_sorted_reference_with_ties_and_zeros(seed):
+    rng = np.random.default_rng(seed)
+    rows = int(rng.integers(1, 60))
+    V = rng.standard_normal((rows, 200)) * rng.choice([1e-3, 0.05, 1.0, 1e6], size=200)
+    V[:, :20] = np.round(V[:, :20] * 4) / 4  # ties and exact zeros
+    V[:, 20] = 0.0
+    for radius in (0.5, 1.0, 7.0):
+        P = project_columns_l1(V, radius)
+        assert np.allclose(P, _duchi_sorted_projection(V, radius), rtol=1e-12, atol=1e-12 * np.abs(V).max())
+        assert np.all(np.abs(P).sum(axis=0) <= radius * (1 + 1e-12))
+
+
+def test_exact_fit_is_the_pseudo_inverse_reconstruction_and_refuses_a_missing_row_space():
+    from dp.queries.lrm_refine import exact_fit
+
+    rng = np.random.default_rng(3)
+    W = queries.wrange(20, 12, random_state=3)
+    for rows in (12, 15):  # r = n and r > n: every L of rank n holds W's rows
+        L = 0.02 * rng.standard_normal((rows, 12))  # inside the ball, of rank 12
+        fit = exact_fit(W, L)
+        assert fit.scale == pytest.approx(np.sum((W @ np.linalg.pinv(L)) ** 2), rel=1e-10)
+    assert exact_fit(W, 0.02 * rng.standard_normal((8, 12))) is None  # rank 8 < rank W
+    low = queries.wrelated(20, 12, s=3, random_state=1)
+    top = np.linalg.svd(low)[2][:3] / 4  # W's row space, columns inside the ball
+    assert exact_fit(low, np.vstack([top, np.zeros((2, 12))])) is None  # singular Gram: refused, not inverted
+    assert exact_fit(low, top) is not None and exact_fit(low, top[:2]) is None
+
+
+@pytest.mark.parametrize("rows", [10, 8, 5])
+def test_refinement_gradient_matches_finite_differences(rows):
+    """r > n, r = n (the R^n formulas) and r < n with W in L's row space (moves along X L keep it)."""
+    from dp.queries.lrm_refine import exact_fit
+
+    rng = np.random.default_rng(4)
+    L = 0.05 * rng.standard_normal((rows, 8))
+    W = rng.standard_normal((15, rows)) @ L if rows < 8 else queries.wdiscrete(15, 8, random_state=4)
+    gradient = exact_fit(W, L).gradient
+    for _ in range(5):
+        direction = rng.standard_normal((rows, rows)) @ L if rows < 8 else rng.standard_normal(L.shape)
+        h = 1e-6 * np.linalg.norm(L) / np.linalg.norm(direction)
+        numeric = (exact_fit(W, L + h * direction).scale - exact_fit(W, L - h * direction).scale) / (2 * h)
+        assert np.sum(gradient * direction) == pytest.approx(numeric, rel=1e-5)
+
+
+def test_refinement_is_never_worse_than_its_start_and_keeps_W_equal_to_BL():
+    from dp.queries.lrm_refine import exact_fit, refine_decomposition
+
+    W = queries.wrange(40, 24, random_state=5)
+    start = project_columns_l1(np.random.default_rng(5).standard_normal((29, 24)))
+    refined = refine_decomposition(W, start, max_iter=300)
+    assert refined.start_scale == pytest.approx(exact_fit(W, start).scale)
+    assert refined.scale <= refined.start_scale and refined.scale < 0.5 * refined.start_scale
+    assert min(refined.history) == pytest.approx(refined.scale) and refined.history[0] == refined.start_scale
+    assert np.allclose(refined.B @ refined.L, W, atol=1e-8) and np.abs(refined.L).sum(axis=0).max() <= 1 + 1e-12
+    assert refined.scale == pytest.approx(np.sum((W @ np.linalg.pinv(refined.L)) ** 2), rel=1e-8)
+    # the identity is a stationary point (its columns are vertices of the ball): kept, not worsened
+    at_identity = refine_decomposition(W, np.eye(24), max_iter=50)
+    assert at_identity.scale <= np.sum(W**2) * (1 + 1e-12)
+    with pytest.raises(ValueError, match="exact start"):
+        refine_decomposition(W, start[:10])
+
+
+def test_finish_refines_and_finish_false_keeps_the_paper_result():
+    W = queries.wrange(60, 24, random_state=6)  # rank 24 = n: r = 29 rows, every L of rank n is exact
+    paper = queries.optimize(W, method="lrm", finish=False, random_state=0)
+    unrefined = queries.optimize(W, method="lrm", refine=False, random_state=0)
+    refined = queries.optimize(W, method="lrm", random_state=0)
+    direct = low_rank_decomposition(W, random_state=0)
+    assert np.array_equal(paper.matrix, direct.L) and np.array_equal(paper.reconstruction, direct.B)
+    assert paper.info["alm_objective"] == pytest.approx(direct.objective) == pytest.approx(refined.info["alm_objective"])
+    assert refined.objective <= unrefined.objective <= np.sum(W**2)
+    assert "refinement" in refined.message and np.allclose(refined.reconstruction @ refined.matrix, W, atol=1e-8)
+
+
+def test_an_ill_conditioned_exact_L_is_mixed_with_the_identity_before_refining():
+    from dp.queries.lrm import CONDITIONING_MIX, refinement_start
+    from dp.queries.lrm_refine import exact_fit
+
+    rng = np.random.default_rng(8)
+    W = queries.wrange(30, 10, random_state=8)
+    L = 0.02 * rng.standard_normal((12, 10))
+    assert np.array_equal(refinement_start(W, L), L / np.abs(L).sum(axis=0).max())  # well conditioned: as is
+    L[:, 0] = L[:, 1] * (1 + 1e-10)  # rank 10 in exact arithmetic, beyond a Cholesky solve of L'L
+    assert exact_fit(W, L / np.abs(L).sum(axis=0).max()) is None
+    start = refinement_start(W, L)
+    t = CONDITIONING_MIX[0]
+    expected = (1 - t) * L / np.abs(L).sum(axis=0).max()
+    expected[:10] += t * np.eye(10)
+    assert np.allclose(start, expected) and exact_fit(W, start) is not None
+    assert np.abs(start).sum(axis=0).max() <= 1 + 1e-12
+    assert refinement_start(W, L[:8]) is None  # r < n: nothing to mix in

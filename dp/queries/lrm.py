@@ -9,7 +9,10 @@ Solved by the inexact augmented Lagrangian method (Alg. 1): B in closed form (Eq
 Nesterov's accelerated projected gradient on the quadratic (10) (Alg. 2), each column projected
 onto the L1 ball exactly (dp.queries.l1_ball). All products are BLAS-3 on float64 arrays; the
 r x r Gram matrices are formed once per outer iteration, so one outer iteration costs
-O(m n r + N_in r^2 n).
+O(m n r + N_in r^2 n). Ours, measured and documented where they are: rows of L that the projection
+zeroes are revived (revive_dead_rows; without it Alg. 1 stalls), and lrm_strategy's finish makes
+B exact (W L^+), refines L on the exact objective (dp.queries.lrm_refine) and falls back to the
+identity strategy when that is better.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import numpy as np
 import scipy.linalg
 
 from dp.queries.l1_ball import project_columns_l1
+from dp.queries.lrm_refine import exact_fit, refine_decomposition
 from dp.queries.strategy import Strategy, with_objective
 
 DEFAULT_RANK_FACTOR = 1.2  # r = 1.2 rank(W): seed 001 sec. 6.1, Fig. 3
@@ -37,7 +41,9 @@ BETA0_BALANCE = 10.0
 ROW_SPACE_TOL = 1e-9
 # an ALM result whose residual exceeds this fraction of ||W||_F is replaced by the identity strategy
 FALLBACK_RESIDUAL = 1e-2
-REVIVE_SCALE = 0.1  # the perturbation of a dead row of L, relative to the mean live entry
+# an exact but ill-conditioned L (rank n, r >= n) is mixed with t [I; 0] before it is refined: the first
+# t that makes it well conditioned (measured: WRange 1024 x 1024 stopped at 150 s needed more than 1 %)
+CONDITIONING_MIX = (1e-2, 1e-1, 0.5)
 PHASES = ("B update (Eq. 9)", "L update (Alg. 2)", "residual and multiplier")
 PROJECTION = "of which L1 projection"  # part of the L update, reported beside it
 
@@ -175,20 +181,24 @@ def svd_feasible_L(W: np.ndarray, rank: int, random_state) -> np.ndarray:
     return L / np.abs(L).sum(axis=0).max()
 
 
-def revive_dead_rows(L: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Return L with its all-zero rows replaced by small seeded Gaussian rows, columns re-projected.
+def revive_dead_rows(L: np.ndarray, gap: np.ndarray) -> np.ndarray:
+    """Return L with its all-zero rows set to the directions W - B L misses most, columns re-projected.
 
     The L1 projection can zero a whole row of L; Eq. (9) then gives B a zero column, the
-    gradient of Formula (10) on that row vanishes and the row is lost for good (measured: 28 of
-    135 rows on WRange 128 x 128, rank L < rank W, the residual stalls). A perturbation of
-    REVIVE_SCALE times the mean magnitude of the live entries lets the next B update use it.
+    gradient of Formula (10) on that row vanishes and the row is lost for good (measured on
+    WRange 1024 x 256, r = 308: 14 dead rows after the first outer iteration, 60 after 30, rank
+    L 247 < rank W = 256, ||W - B L||_F stuck at 2.2 % of ||W||_F). Each dead row becomes one of
+    the leading right singular vectors of the residual `gap` = W - B L (the directions of R^n the
+    product lacks), with the median L2 norm of the live rows, so that it survives the next
+    projection and the next B update (Eq. (9)) can use it.
     """
-    dead = ~np.any(L, axis=1)
-    if not dead.any() or dead.all():
+    dead = np.flatnonzero(~np.any(L, axis=1))
+    if dead.size == 0 or dead.size == L.shape[0]:
         return L
     L = L.copy()
-    live = np.abs(L[~dead])
-    L[dead] = REVIVE_SCALE * live.mean() * rng.standard_normal((int(dead.sum()), L.shape[1]))
+    directions = np.linalg.svd(gap, full_matrices=False)[2][: dead.size]
+    live_norm = float(np.median(np.linalg.norm(np.delete(L, dead, axis=0), axis=1)))
+    L[dead[: directions.shape[0]]] = live_norm * directions
     return project_columns_l1(L)
 
 
@@ -216,7 +226,7 @@ def low_rank_decomposition(
     beta_period: int = BETA_DOUBLING_PERIOD,
     max_time: float | None = None,
     init: str = "random",
-    revive: bool = False,
+    revive: bool = True,
     random_state=0,
 ) -> LowRankDecomposition:
     """Return B, L with ||W - B L||_F <= gamma (if reached) minimizing tr(B^T B) (seed 001, Alg. 1).
@@ -228,11 +238,10 @@ def low_rank_decomposition(
     constant); beta doubles every 10 outer iterations and pi += beta (W - B L) after each one.
     Each outer iteration is one B update (Eq. (9)) and at most max_inner steps of Alg. 2. Stops
     when tau <= gamma ("converged"), beta > beta_max, after max_outer iterations or max_time
-    seconds; NaN/inf raises DecompositionDiverged. revive=True re-seeds rows of L that the
-    projection zeroed after every L update (revive_dead_rows; off by default: measured on WRange
-    128 x 128 it lets the ALM converge, rank L 107 -> 128, but to 1.34 x identity's noise, and at
-    256 x 256 it did not converge within 60 s either). W is trusted here (dp.queries.optimize
-    validates it).
+    seconds; NaN/inf raises DecompositionDiverged. revive=True (default; ours) re-seeds the rows
+    the projection zeroed every beta_period outer iterations (revive_dead_rows; WRange 1024 x 256:
+    converges in 76 outer iterations instead of stalling); revive=False is Alg. 1 as printed.
+    W is trusted here (dp.queries.optimize validates it).
     """
     W = np.asarray(W, dtype=np.float64)
     rank = default_rank(W) if rank is None else _check_rank(rank)
@@ -240,7 +249,6 @@ def low_rank_decomposition(
     start = time.perf_counter()
     phases = dict.fromkeys((*PHASES, PROJECTION), 0.0)
     L, beta = _alm_start(W, rank, init, beta0, random_state)
-    rng = np.random.default_rng(random_state)
     multiplier = np.zeros_like(W)
     history: list[ALMIterate] = []
     n_inner, status = 0, "iteration limit"
@@ -253,9 +261,10 @@ def low_rank_decomposition(
         clock.append(time.perf_counter())
         n_inner += inner
         phases[PROJECTION] += projecting
-        if revive:
-            L = revive_dead_rows(L, rng)
         gap = W - B @ L
+        if revive and outer % beta_period == 0:
+            L = revive_dead_rows(L, gap)
+            gap = W - B @ L
         residual = float(np.linalg.norm(gap))
         if not math.isfinite(residual):
             raise DecompositionDiverged(f"Alg. 1 diverged at outer iteration {outer} (beta = {beta:g})")
@@ -314,49 +323,91 @@ def exact_reconstruction(W: np.ndarray, L: np.ndarray) -> np.ndarray | None:
     return B if inside else None
 
 
-def finished_decomposition(W: np.ndarray, result: LowRankDecomposition) -> tuple[np.ndarray, np.ndarray, str, str]:
-    """Return (B, L, status, message): the ALM's result, made exact when it can be, never worse than identity.
+def refinement_start(W: np.ndarray, L: np.ndarray) -> np.ndarray | None:
+    """Return L scaled to Delta = 1, or when that is too ill-conditioned for exact_fit and r >= n,
+    (1 - t) L + t [I; 0] for the first t of CONDITIONING_MIX that is not (inside the ball, rank n,
+    so still exact); None when r < n or no t helps.
+    """
+    start = L / np.abs(L).sum(axis=0).max()
+    if exact_fit(W, start) is not None:
+        return start
+    r, n = L.shape
+    for t in CONDITIONING_MIX if r >= n else ():
+        mixed = (1.0 - t) * start
+        mixed[:n] += t * np.eye(n)
+        if exact_fit(W, mixed) is not None:
+            return mixed
+    return None
 
-    The Laplace identity strategy (L = I, B = W: Phi = ||W||_F^2, Delta = 1, no bias) is the
-    decomposition LRM generalizes. It replaces the ALM's result when that result is worse in
-    noise or leaves a residual above FALLBACK_RESIDUAL ||W||_F (its bias ||(W - B L) x||^2 grows
-    with the data); the status then says "identity fallback" and the message why.
+
+def finished_decomposition(W: np.ndarray, result: LowRankDecomposition, refine: bool = True,
+                           **refine_options) -> tuple[np.ndarray, np.ndarray, str, str]:
+    """Return (B, L, status, message): the ALM's result made exact, refined, never worse than identity.
+
+    When W lies in the row space of the ALM's L (after reviving rows that died since the last
+    revival), B becomes W L^+ (no bias) and, with refine=True, L (scaled to Delta = 1) is refined by
+    dp.queries.lrm_refine.refine_decomposition on tr(B^T B) with B = W L^+, never worse than its
+    start. An exact L is refined even when its W L^+ is noisier than identity (the ALM's B is a
+    ridge solution, W L^+ of an ill-conditioned L can be far larger; measured on WRange
+    1024 x 1024 stopped at 150 s: 1650 x identity). The identity itself is not refined: its columns
+    are vertices of the ball and it is a stationary point (measured: the refinement returns it).
+    The Laplace identity strategy (L = I, B = W: Phi = ||W||_F^2, Delta = 1, no bias) replaces the
+    result when that is noisier or leaves a residual above FALLBACK_RESIDUAL ||W||_F (its bias
+    ||(W - B L) x||^2 grows with the data); the status then says "identity fallback" and why.
     """
     B, L, status, message = result.B, result.L, result.status, result.message
     exact = exact_reconstruction(W, L)
+    if exact is None and not np.all(np.any(L, axis=1)):  # rows died since the last revival
+        revived = revive_dead_rows(L, W - B @ L)
+        exact = exact_reconstruction(W, revived)
+        L = L if exact is None else revived
     if exact is not None:
         B, message = exact, message + "; B = W L^+ (W in the row space of L: no bias)"
+        start = refinement_start(W, L) if refine else None
+        if start is not None:
+            refined = refine_decomposition(W, start, **refine_options)
+            B, L, message = refined.B, refined.L, f"{message}; {refined.message}"
+        elif refine:
+            message += "; not refined (L too ill-conditioned for a Cholesky solve)"
     identity_scale = float(np.einsum("ij,ij->", W, W))
     objective = float(np.einsum("ij,ij->", B, B)) * float(np.abs(L).sum(axis=0).max()) ** 2
     residual = float(np.linalg.norm(W - B @ L))
     if objective >= identity_scale or residual > FALLBACK_RESIDUAL * math.sqrt(identity_scale):
-        why = (f"ALM {status} with ||W - B L||_F = {residual:.3g} ({residual / math.sqrt(identity_scale):.2g} "
-               f"||W||_F) and Phi Delta^2 = {objective:.4g} vs identity's ||W||_F^2 = {identity_scale:.4g}")
-        return W.copy(), np.eye(W.shape[1]), "identity fallback", f"identity fallback: {why}"
+        why = (f"{message}; ||W - B L||_F = {residual:.3g} ({residual / math.sqrt(identity_scale):.2g} ||W||_F) "
+               f"and Phi Delta^2 = {objective:.4g} vs identity's ||W||_F^2 = {identity_scale:.4g}")
+        return W.copy(), np.eye(W.shape[1]), "identity fallback", f"identity fallback: ALM {why}"
     return B, L, status, message
 
 
 def lrm_strategy(
-    W: np.ndarray, rank: int | None = None, gamma: float = 0.01, finish: bool = True, **options
+    W: np.ndarray, rank: int | None = None, gamma: float = 0.01, finish: bool = True, refine: bool = True,
+    refine_max_iter: int = 2000, refine_max_time: float | None = None, **options
 ) -> Strategy:
     """Return the Low-Rank Mechanism as a Strategy: A = L, R = B, Laplace noise (seed 001, Eq. (6)).
 
-    Options go to low_rank_decomposition (max_outer, max_inner, max_time, init, random_state, ...).
-    The release B (L x + Lap(Delta(L) / epsilon)^r) is epsilon-DP; when B L != W its error has the
-    data-dependent bias ||(W - B L) x||^2 (Theorem 3), which expected_error adds when given x.
-    finish=True passes the ALM's result through finished_decomposition (exact B, identity
-    fallback); finish=False returns it as the paper does, bias and all.
+    Options go to low_rank_decomposition (max_outer, max_inner, max_time, init, revive,
+    random_state, ...). The release B (L x + Lap(Delta(L) / epsilon)^r) is epsilon-DP; when
+    B L != W its error has the data-dependent bias ||(W - B L) x||^2 (Theorem 3), which
+    expected_error adds when given x. finish=True passes the ALM's result through
+    finished_decomposition (exact B, with refine=True the projected gradient refinement of
+    dp.queries.lrm_refine for at most refine_max_iter steps or refine_max_time seconds, identity
+    fallback); finish=False returns Alg. 1's result as the paper does, bias and all.
+    info["alm_objective"] is Alg. 1's Phi Delta^2 before any finishing.
     """
     result = low_rank_decomposition(W, rank=rank, gamma=gamma, **options)
+    started = time.perf_counter()
     if finish:
-        B, L, status, message = finished_decomposition(W, result)
+        B, L, status, message = finished_decomposition(W, result, refine=refine, max_iter=refine_max_iter,
+                                                       max_time=refine_max_time)
     else:
         B, L, status, message = result.B, result.L, result.status, result.message
     return with_objective(Strategy(
         method="lrm", matrix=L, reconstruction=B, noise="laplace",
         history=tuple(result.history), status=status, message=message,
-        seconds=result.seconds,
+        seconds=result.seconds + time.perf_counter() - started,
         info={"residual": float(np.linalg.norm(W - B @ L)), "alm_residual": result.residual,
-              "gamma": result.gamma, "rank": L.shape[0], "outer": result.n_outer, "inner": result.n_inner,
+              "alm_objective": result.objective, "finish_seconds": time.perf_counter() - started,
+              "gamma": result.gamma, "rank": L.shape[0], "alm_rank": result.rank, "outer": result.n_outer,
+              "inner": result.n_inner,
               "phase_seconds": result.phase_seconds},
     ))
