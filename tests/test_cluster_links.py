@@ -57,31 +57,32 @@ def test_rounds_carry_typed_messages_of_every_size_both_ways(pair):
         np.testing.assert_array_equal(received.shards[0].pair, sent.shards[0].pair)
 
 
+def round_fails_within(a, b, match: str, timeout: float = 30.0, seconds: float = 5.0):
+    """Assert that a's next round with b raises PeerLost matching `match` within `seconds`."""
+    start = time.monotonic()
+    with pytest.raises(PeerLost, match=match):
+        a.round("r", [b.worker_address], np.ones(10), timeout)
+    assert time.monotonic() - start < seconds
+
+
 def test_a_closed_peer_fails_the_round_at_once_naming_it(pair):
     a, b = pair
     open_both(a, b, "r")
     b.close("r")
-    start = time.monotonic()
-    with pytest.raises(PeerLost, match="127.0.0.1:2"):
-        a.round("r", [b.worker_address], np.ones(10), 30.0)
-    assert time.monotonic() - start < 5.0
+    round_fails_within(a, b, "127.0.0.1:2")
 
 
 def test_a_silent_peer_times_out_naming_it(pair):
     a, b = pair
     open_both(a, b, "r")
-    with pytest.raises(PeerLost, match="no message from .*127.0.0.1:2.* within 0.3 s"):
-        a.round("r", [b.worker_address], np.ones(10), 0.3)
+    round_fails_within(a, b, "no message from .*127.0.0.1:2.* within 0.3 s", timeout=0.3)
 
 
 def test_abort_wakes_a_waiting_round(pair):
     a, b = pair
     open_both(a, b, "r")
     threading.Timer(0.3, a.abort, args=("r",)).start()
-    start = time.monotonic()
-    with pytest.raises(PeerLost, match="aborted"):
-        a.round("r", [b.worker_address], np.ones(10), 30.0)
-    assert time.monotonic() - start < 5.0
+    round_fails_within(a, b, "aborted")
 
 
 def test_open_fails_clearly_when_the_peer_never_connects(pair):
