@@ -135,26 +135,18 @@ class _Outbound:
                     sent = 0
 
 
-def _recv_exact(sock, size: int) -> bytes:
-    chunks, left = [], size
-    while left:
-        chunk = sock.recv(left)
-        if not chunk:
-            raise ConnectionResetError("closed during the hello")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
-
-
 def _send_blocking(sock, obj) -> None:
-    sock.sendall(b"".join(bytes(memoryview(b).cast("B")) for b in encode(obj)))
+    """Write one frame on a blocking socket (the hello)."""
+    for buffer in encode(obj):
+        sock.sendall(buffer)
 
 
 def _read_blocking(sock):
-    size, count = HEADER.unpack(_recv_exact(sock, HEADER.size))
-    lengths = [LENGTH.unpack(_recv_exact(sock, LENGTH.size))[0] for _ in range(count)]
-    data = _recv_exact(sock, size)
-    return pickle.loads(data, buffers=[_recv_exact(sock, n) for n in lengths])
+    """Read one frame from a blocking socket (the hello): the round's reader, which then never waits on EAGAIN."""
+    inbound = _Inbound()
+    while not inbound.done:
+        inbound.feed(sock)
+    return inbound.value()
 
 
 class Links:
@@ -187,7 +179,7 @@ class Links:
         try:
             sock.settimeout(ACCEPT_TIMEOUT)
             run, peer = _read_blocking(sock)
-        except (OSError, pickle.UnpicklingError, ValueError, struct.error):
+        except (OSError, pickle.UnpicklingError, ValueError, struct.error, MemoryError, OverflowError):
             sock.close()
             return
         with self._cond:
@@ -233,12 +225,10 @@ class Links:
         """Close run's links and refuse its late connections (a finished or aborted chunk)."""
         with self._cond:
             self._finished.append(run)
-            links = self._runs.pop(run, {})
-            late = [k for k in self._accepted if k[0] == run]
-            for key in late:
-                links[key[1] + "#late"] = self._accepted.pop(key)
+            sockets = list(self._runs.pop(run, {}).values())
+            sockets += [self._accepted.pop(k) for k in [k for k in self._accepted if k[0] == run]]
             self._aborted.discard(run)
-        for sock in links.values():
+        for sock in sockets:
             sock.close()
 
     def abort(self, run: str) -> None:

@@ -112,18 +112,20 @@ class FactorWork(_Common):
     shared = False
 
     def __init__(self, cfg, datas, states, common):
-        self.cfg = cfg
-        self.datas = sorted(datas, key=lambda d: d.shard)
-        self.states = {s.shard: s for s in states}
-        self.hosted = []
-        for d in self.datas:
-            s = self.states[d.shard]
-            self.hosted.append(_Vectors(s.U.reshape(-1), s.S, s.Y, s.x_start, s.g_start, s.saved))
+        self._host(cfg, datas, states)
         self.gV_parts = [np.zeros((cfg.n_items, cfg.width)) for _ in self.datas]
         self.V = common.x_rep
         self.replica = _Vectors(common.x_rep.reshape(-1), common.S, common.Y, common.x_start, common.g_start,
                                 common.saved)
         self.gV = self.replica.g.reshape(cfg.n_items, cfg.width)
+
+    def _host(self, cfg, datas, states) -> None:
+        """Keep the run's constants and this worker's row shards (their data and vectors, shard order)."""
+        self.cfg = cfg
+        self.datas = sorted(datas, key=lambda d: d.shard)
+        by_shard = {s.shard: s for s in states}
+        self.hosted = [_Vectors(s.U.reshape(-1), s.S, s.Y, s.x_start, s.g_start, s.saved)
+                       for s in (by_shard[d.shard] for d in self.datas)]
 
     def vectors(self):
         return self.hosted + [self.replica]
@@ -209,11 +211,10 @@ class SharedFactorWork(FactorWork):
     shared = True
 
     def __init__(self, cfg, datas, states, common, replica, lead: bool):
-        super().__init__(cfg, datas, states, common)
+        self._host(cfg, datas, states)  # V is the shared replica: no local copy, no gV parts to assemble
         self.replica_memory, self.lead, self.saved_v = replica, lead, common.saved
         self.V = replica.x.reshape(cfg.n_items, cfg.width)
         self.gV = replica.g.reshape(cfg.n_items, cfg.width)
-        self.gV_parts = []
         bounds = [int(b) for b in cfg.v_bounds]
         self.v_shards = [_Vectors(replica.x[lo:hi], replica.S[:, lo:hi], replica.Y[:, lo:hi], replica.x_start[lo:hi],
                                   replica.g_start[lo:hi], None, g=replica.g[lo:hi], s_new=replica.s_new[:, lo:hi],
