@@ -449,10 +449,11 @@ def lrm_strategy(
     (exact B, the refinement of dp.queries.lrm_refine for at most refine_max_iter steps or
     refine_max_time seconds, identity fallback), finish=False returns Alg. 1's result as the paper
     does, bias and all (only with solver="alm"). solver="p-identity": the best p-Identity strategy
-    (dp.queries.p_identity.the_best_p_identity; r = n + p rows, exact). solver="auto" (default): "p-identity" when W
-    has full column rank (then every rank-n L is exact, Formula (7) is the L1 matrix mechanism, and
-    Alg. 1 reached it slower and no better: WRange 1024 x 1024 0.346 x identity after 300 s against
-    0.170 in 11 s), else both and the less noisy one. Never noisier than the identity (with finish).
+    (dp.queries.p_identity.the_best_p_identity; r = n + p rows, exact). solver="auto" (default):
+    "p-identity" when r = rank >= n (then Alg. 1's L has rank n, every such L is exact, Formula (7)
+    is the L1 matrix mechanism, and Alg. 1 reached it slower and no better: WRange 1024 x 1024 0.346
+    x identity after 300 s against 0.170 in 11 s), else (the low-rank case) both, keeping the less
+    noisy. Never noisier than the identity (with finish).
     info["alm_objective"] is Alg. 1's Phi Delta^2 before any finishing; info["solver"] names the winner.
     """
     if solver not in SOLVERS:
@@ -460,9 +461,9 @@ def lrm_strategy(
     if not finish and solver != "alm":
         raise ValueError("finish=False returns Alg. 1's own result (the paper's); use it with solver='alm'")
     started, info = time.perf_counter(), {}
-    full_rank = np.linalg.matrix_rank(W) == W.shape[1]
+    rank = default_rank(W) if rank is None else _check_rank(rank)
     candidates = []
-    if solver == "alm" or (solver == "auto" and not full_rank):
+    if solver == "alm" or (solver == "auto" and rank < W.shape[1]):
         candidates.append(_alm_candidate(W, rank, gamma, finish, refine, refine_max_iter, refine_max_time, info,
                                          **options))
     if solver in ("p-identity", "auto"):
