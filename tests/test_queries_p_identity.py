@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -80,3 +82,29 @@ def test_solver_options_are_checked():
         queries.optimize(W, method="lrm", solver="newton")
     with pytest.raises(ValueError, match="solver='alm'"):
         queries.optimize(W, method="lrm", finish=False)
+
+
+def test_the_sweep_gives_the_same_fits_in_threads_as_in_sequence():
+    from dp.queries.p_identity import sweep_sizes, the_best_p_identity
+
+    assert sweep_sizes(32) == [1, 2, 4, 8] and sweep_sizes(1024) == [1, 2, 4, 8, 16, 32, 64] and sweep_sizes(3) == [1, 2]
+    W = queries.wrange(80, 40, random_state=9)
+    best, fits = the_best_p_identity(W, random_state=3, n_jobs=2)
+    best_serial, fits_serial = the_best_p_identity(W, random_state=3, n_jobs=1)
+    assert [(fit.start, fit.theta.shape[0]) for fit in fits] == [("total", 1), ("random", 1), ("random", 2),
+                                                                  ("random", 4), ("random", 8)]
+    assert all(np.array_equal(a.theta, b.theta) for a, b in zip(fits, fits_serial))
+    assert best.scale == min(fit.scale for fit in fits) == best_serial.scale
+
+
+def test_cli_chooses_the_lrm_solver(capsys):
+    from hamsi.cli import main
+
+    code = main(["queries", "--workload", "range", "-m", "64", "-n", "32", "--method", "lrm", "--solver",
+                 "p-identity", "--repeats", "3", "--noise-seed", "1"])
+    out = capsys.readouterr().out
+    assert code == 0 and "solver: p-Identity L = [I; Theta] D" in out and "strategy: " in out
+    assert float(re.search(r"ratio to identity (\S+)\)", out).group(1)) < 1
+    with pytest.raises(SystemExit):
+        main(["queries", "--method", "lrm", "--solver", "newton"])
+    assert "invalid choice: 'newton'" in capsys.readouterr().err

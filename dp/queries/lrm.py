@@ -432,7 +432,9 @@ def _p_identity_candidate(W: np.ndarray, max_time: float | None, random_state, i
                 p_identity_fits={f"{fit.start} p={fit.theta.shape[0]}": fit.scale for fit in fits})
     message = (f"p-Identity L = [I; Theta] D (HDMM's OPT_0 family, start {best.start!r}, p = {best.theta.shape[0]}): "
                f"{best.status} after {best.iterations} L-BFGS-B iterations; B = W L^+ (exact, no bias)")
-    return _Candidate(exact_reconstruction_B(W, L), L, best.status, message, "p-Identity")
+    B, L, status, message = never_worse_than_identity(W, exact_reconstruction_B(W, L), L, best.status, message,
+                                                      "p-Identity")
+    return _Candidate(B, L, status, message, "p-Identity")
 
 
 def lrm_strategy(
@@ -449,11 +451,12 @@ def lrm_strategy(
     (exact B, the refinement of dp.queries.lrm_refine for at most refine_max_iter steps or
     refine_max_time seconds, identity fallback), finish=False returns Alg. 1's result as the paper
     does, bias and all (only with solver="alm"). solver="p-identity": the best p-Identity strategy
-    (dp.queries.p_identity.the_best_p_identity; r = n + p rows, exact). solver="auto" (default):
+    (dp.queries.p_identity.the_best_p_identity, each fit capped at p_identity_max_time seconds;
+    r = n + p rows, exact). solver="auto" (default):
     "p-identity" when r = rank >= n (then Alg. 1's L has rank n, every such L is exact, Formula (7)
     is the L1 matrix mechanism, and Alg. 1 reached it slower and no better: WRange 1024 x 1024 0.346
     x identity after 300 s against 0.170 in 11 s), else (the low-rank case) both, keeping the less
-    noisy. Never noisier than the identity (with finish).
+    noisy. Never noisier than the identity (with finish; each candidate falls back on its own).
     info["alm_objective"] is Alg. 1's Phi Delta^2 before any finishing; info["solver"] names the winner.
     """
     if solver not in SOLVERS:
@@ -470,8 +473,6 @@ def lrm_strategy(
         candidates.append(_p_identity_candidate(W, p_identity_max_time, options.get("random_state", 0), info))
     best = min(candidates, key=lambda candidate: candidate.noise)
     B, L, status, message = best.B, best.L, best.status, best.message
-    if finish:
-        B, L, status, message = never_worse_than_identity(W, B, L, status, message, best.source)
     if len(candidates) > 1:
         message += "; " + ", ".join(f"{c.source} Phi Delta^2 = {c.noise:.6g}" for c in candidates) + f": {best.source} kept"
     return with_objective(Strategy(
