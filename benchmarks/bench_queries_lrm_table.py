@@ -52,8 +52,9 @@ def cell(kind: str, m: int, n: int, method: str, noise: str, lrm_max_time: float
         options = {}
         if method in ("identity", "workload", "hierarchical", "wavelet"):
             options = {"noise": noise}
-        elif method == "lrm-alm":  # seed 001's Alg. 1, then the finish (exact B, refinement, identity fallback)
-            options = {"solver": "alm", "max_time": lrm_max_time, "refine_max_time": refine_max_time}
+        elif method.startswith("lrm"):  # lrm-alm: seed 001's Alg. 1, then the finish (exact B, refinement, fallback)
+            options = {"solver": "alm" if method == "lrm-alm" else "auto", "max_time": lrm_max_time,
+                       "refine_max_time": refine_max_time}
         started = time.perf_counter()
         strategy = queries.optimize(W, "lrm" if method == "lrm-alm" else method, **options)
         seconds = time.perf_counter() - started
@@ -73,6 +74,8 @@ def main():
     ap.add_argument("--m", type=int, default=1024)
     ap.add_argument("--workloads", nargs="+", default=["range", "discrete", "related"])
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--skip-alm", action="store_true",
+                    help="leave out the LRM solver='alm' cells (Alg. 1 + finish: minutes each at n >= 512)")
     ap.add_argument("--lrm-max-time", type=float, default=300.0, help="cap on Alg. 1 (seconds)")
     ap.add_argument("--refine-max-time", type=float, default=300.0, help="cap on the refinement (seconds)")
     args = ap.parse_args()
@@ -84,7 +87,8 @@ def main():
                            host="127.0.0.1", dashboard_address=":0")
     client = Client(cluster)
     try:
-        keys = [(kind, n, method, noise) for kind in args.workloads for n in args.ns for method, noise in METHODS]
+        methods = [(method, noise) for method, noise in METHODS if not (args.skip_alm and method == "lrm-alm")]
+        keys = [(kind, n, method, noise) for kind in args.workloads for n in args.ns for method, noise in methods]
         # LRM cells first: they are the long ones
         keys.sort(key=lambda key: not key[2].startswith("lrm"))
         futures = {key: client.submit(cell, key[0], args.m, key[1], key[2], key[3], args.lrm_max_time,
@@ -97,28 +101,35 @@ def main():
     print(f"LRM (eps = {EPSILON:g}, Laplace) vs COA ((eps, delta) = ({EPSILON:g}, {DELTA:g}), Gaussian) vs "
           f"baselines; m = {args.m}; ratio = expected error / Laplace identity's; "
           f"{time.perf_counter() - started:.0f} s wall on {args.workers} workers, loadavg {os.getloadavg()[0]:.1f}")
-    header = "".join(f"{f'{method}/{noise[:3]}':>15}" for method, noise in METHODS)
     for kind in args.workloads:
-        print(f"\n=== {kind} ===")
-        print(f"{'n':>5}{header}{'LRM s':>9}{'HDMM OPT0':>11}{'HDMM s':>8}{'HM anchor':>11}")
-        for n in args.ns:
-            base = results[(kind, n, "identity", "laplace")]["error"]
-            ratios = "".join(f"{results[(kind, n, method, noise)]['error'] / base:>15.4g}" for method, noise in METHODS)
-            lrm, alm = results[(kind, n, "lrm", "laplace")], results[(kind, n, "lrm-alm", "laplace")]
-            hdmm = HDMM_OPT0.get(kind, {}).get(n)
-            hm = HIERARCHICAL.get(kind, {}).get(n)
-            print(f"{n:>5}{ratios}{lrm['seconds']:>9.1f}{hdmm if hdmm else '-':>11}"
-                  f"{HDMM_SECONDS.get(n, '-'):>8}{hm if hm else '-':>11}")
-            print(f"{'':>5} LRM (solver='auto', kept: {lrm['solver']}): {lrm['status']}, {lrm['seconds']:.1f} s; "
-                  f"{lrm['message']}")
-            print(f"{'':>5} LRM (solver='alm'): {alm['status']}, ||W - B L||_F = {alm['residual']:.3g}; noise part alone "
-                  f"{alm['noise'] / base:.4g} x identity, bias ||(W - B L) x||^2 = {alm['error'] - alm['noise']:.4g} "
-                  f"(data-dependent); Alg. 1 alone (paper, finish=False): noise {alm['alm_noise'] / base:.4g} x identity "
-                  f"with ||W - B L||_F = {alm['alm_residual']:.3g}; {alm['seconds'] - alm['finish_seconds']:.1f} s "
+        print_workload(kind, args.ns, methods, results)
+
+
+def print_workload(kind: str, ns: list[int], methods: list[tuple[str, str]], results: dict) -> None:
+    """Print one workload's ratios to the Laplace identity, LRM's solvers and where their time went."""
+    header = "".join(f"{f'{method}/{noise[:3]}':>15}" for method, noise in methods)
+    print(f"\n=== {kind} ===")
+    print(f"{'n':>5}{header}{'LRM s':>9}{'HDMM OPT0':>11}{'HDMM s':>8}{'HM anchor':>11}")
+    for n in ns:
+        base = results[(kind, n, "identity", "laplace")]["error"]
+        ratios = "".join(f"{results[(kind, n, method, noise)]['error'] / base:>15.4g}" for method, noise in methods)
+        lrm = results[(kind, n, "lrm", "laplace")]
+        hdmm = HDMM_OPT0.get(kind, {}).get(n)
+        hm = HIERARCHICAL.get(kind, {}).get(n)
+        print(f"{n:>5}{ratios}{lrm['seconds']:>9.1f}{hdmm if hdmm else '-':>11}"
+              f"{HDMM_SECONDS.get(n, '-'):>8}{hm if hm else '-':>11}")
+        print(f"{'':>5} LRM (solver='auto', kept: {lrm['solver']}): {lrm['status']}, {lrm['seconds']:.1f} s; "
+              f"{lrm['message']}")
+        alm = results.get((kind, n, "lrm-alm", "laplace"))
+        if alm is not None:
+            print(f"{'':>5} LRM (solver='alm'): {alm['status']}, ||W - B L||_F = {alm['residual']:.3g}; noise part "
+                  f"alone {alm['noise'] / base:.4g} x identity, bias ||(W - B L) x||^2 = {alm['error'] - alm['noise']:.4g} "
+                  f"(data-dependent); Alg. 1 alone (paper, finish=False): noise {alm['alm_noise'] / base:.4g} x "
+                  f"identity with ||W - B L||_F = {alm['alm_residual']:.3g}; {alm['seconds'] - alm['finish_seconds']:.1f} s "
                   f"Alg. 1 + {alm['finish_seconds']:.1f} s finish/refinement")
             print(f"{'':>5} {alm['message']}")
-            print(f"{'':>5}" + "".join(f"{results[(kind, n, method, noise)]['error']:>15.4g}"
-                                       for method, noise in METHODS) + "   (expected total squared error)")
+        print(f"{'':>5}" + "".join(f"{results[(kind, n, method, noise)]['error']:>15.4g}"
+                                   for method, noise in methods) + "   (expected total squared error)")
 
 
 if __name__ == "__main__":
