@@ -19,6 +19,8 @@ def test_woodbury_objective_and_gradient_match_the_dense_formula_and_finite_diff
     assert L.shape == (n + p, n) and np.allclose(np.abs(L).sum(axis=0), 1.0)
     value, gradient = p_identity_objective(theta, W)
     assert value == pytest.approx(np.sum((W @ np.linalg.pinv(L)) ** 2), rel=1e-10)
+    through_gram = p_identity_objective(theta, W, W.T @ W)
+    assert through_gram[0] == pytest.approx(value, rel=1e-12) and np.allclose(through_gram[1], gradient, rtol=1e-10)
     step = 1e-6
     numeric = np.zeros_like(theta)
     for index in np.ndindex(theta.shape):
@@ -28,7 +30,7 @@ def test_woodbury_objective_and_gradient_match_the_dense_formula_and_finite_diff
     assert np.allclose(gradient, numeric, rtol=1e-5, atol=1e-7 * np.abs(gradient).max())
 
 
-def test_tall_workloads_go_through_their_triangular_factor():
+def test_tall_workloads_go_through_their_gram_matrix():
     W = queries.wrange(40, 12, random_state=3)
     fit = optimize_p_identity(W, max_iter=30, random_state=1)
     assert fit.scale == pytest.approx(np.sum((W @ np.linalg.pinv(fit.L)) ** 2), rel=1e-9)

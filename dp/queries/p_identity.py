@@ -15,7 +15,7 @@ Woodbury's identity gives
     df/dTheta = -2 P^-1 (Theta G' - (Theta G' Theta^T) P^-1 Theta)  (d held fixed),
     df/dd_j  = 2 (G_jj d_j - [Theta diag(d) G]_:j . [P^-1 Theta]_:j),
 
-so one evaluation costs O(p n k) with k = min(m, n), never O(n^3). Minimized by L-BFGS-B with
+so one evaluation costs O(p n min(2 m, n)), never O(n^3). Minimized by L-BFGS-B with
 the bound Theta >= 0 from a seeded start; stops when the best f fell by less than tol f over the
 last STALL_WINDOW iterations.
 """
@@ -66,14 +66,16 @@ def p_identity_matrix(theta: np.ndarray) -> np.ndarray:
     return np.vstack([np.eye(n), theta]) / (1.0 + theta.sum(axis=0))
 
 
-def p_identity_objective(theta: np.ndarray, workload: np.ndarray) -> tuple[float, np.ndarray]:
+def p_identity_objective(theta: np.ndarray, workload: np.ndarray, gram: np.ndarray | None = None
+                         ) -> tuple[float, np.ndarray]:
     """Return f(Theta) = tr(G (L^T L)^-1) and its gradient in Theta (the module's Woodbury forms).
 
-    `workload` is W (m x n) or any F with F^T F = G; products go through it (O(p n m)), so a
-    short W is cheaper than its Gram matrix.
+    The one product with G goes through `gram` = G when given (O(p n^2)), else through
+    `workload` = W twice (O(p n m); cheaper when 2 m < n). `workload` gives diag(G) either way.
     """
     d = 1.0 + theta.sum(axis=0)
-    scaled = (theta * d) @ workload.T @ workload  # Theta diag(d) G, p x n
+    weighted = theta * d
+    scaled = weighted @ gram if gram is not None else weighted @ workload.T @ workload  # Theta diag(d) G, p x n
     theta_g = scaled * d  # Theta G'
     factor = scipy.linalg.cho_factor(np.eye(theta.shape[0]) + theta @ theta.T, check_finite=False)
     solved = scipy.linalg.cho_solve(factor, theta, check_finite=False)  # P^-1 Theta
@@ -129,13 +131,13 @@ def optimize_p_identity(W: np.ndarray, p: int | None = None, start: str = "rando
     m, n = W.shape
     if p is None:
         p = 1 if start == "total" else max(1, n // DEFAULT_P_FRACTION)
-    workload = W if m <= n else np.linalg.qr(W, mode="r")  # R of W = Q R: R^T R = G, n x n
+    gram = W.T @ W if 2 * m >= n else None  # one n x n product per evaluation instead of two through W
     theta0 = p_identity_start(n, p, start, random_state)
     stall = _Stall(tol, max_time)
     started = time.perf_counter()
 
     def value_and_gradient(flat):
-        value, gradient = p_identity_objective(flat.reshape(p, n), workload)
+        value, gradient = p_identity_objective(flat.reshape(p, n), W, gram)
         return value, gradient.ravel()
 
     result = scipy.optimize.minimize(value_and_gradient, theta0.ravel(), jac=True, method="L-BFGS-B",
