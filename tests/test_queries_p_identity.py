@@ -89,7 +89,9 @@ def test_solver_options_are_checked():
 def test_the_sweep_gives_the_same_fits_in_threads_as_in_sequence():
     from dp.queries.p_identity import sweep_sizes, the_best_p_identity
 
-    assert sweep_sizes(32) == [1, 2, 4, 8] and sweep_sizes(1024) == [1, 2, 4, 8, 16, 32, 64] and sweep_sizes(3) == [1, 2]
+    assert sweep_sizes(64, 32) == [1, 2, 4, 8] and sweep_sizes(3, 3) == [1, 2]
+    assert sweep_sizes(1024, 1024) == sweep_sizes(512, 1024) == [1, 2, 4, 8, 16, 32, 64]
+    assert sweep_sizes(1024, 2048) == [1, 2, 4, 8, 16] and sweep_sizes(256, 8192) == [1, 2, 4, 8, 16]
     W = queries.wrange(80, 40, random_state=9)
     best, fits = the_best_p_identity(W, random_state=3, n_jobs=2)
     best_serial, fits_serial = the_best_p_identity(W, random_state=3, n_jobs=1)

@@ -40,6 +40,9 @@ DEFAULT_P_FRACTION = 16  # p = n / 16: HDMM's default; p = 1.2 rank - n = 52 was
 # p = 8 at 0.905 x identity), so the_best_p_identity sweeps p = 1, 2, 4, ... up to
 # max(MIN_LARGEST_P, n / 16): twice the time of the largest p alone
 MIN_LARGEST_P = 8
+# ... and no further than one evaluation's work p n min(2 m, n) allows: n = 1024's p = 64 (about 8 ms
+# on one core); WRange 256 x 8192 at p = 512 had not finished one fit in 10 minutes
+MAX_EVALUATION_WORK = 64 * 1024 * 1024
 STARTS = ("random", "total")
 
 
@@ -151,10 +154,12 @@ def optimize_p_identity(W: np.ndarray, p: int | None = None, start: str = "rando
                         status=status, seconds=time.perf_counter() - started)
 
 
-def sweep_sizes(n: int) -> list[int]:
-    """Return the p of the random starts the_best_p_identity tries: 1, 2, 4, ... <= max(MIN_LARGEST_P, n / 16), <= n."""
-    largest = min(n, max(MIN_LARGEST_P, n // DEFAULT_P_FRACTION))
-    return [2**k for k in range(largest.bit_length()) if 2**k <= largest]
+def sweep_sizes(m: int, n: int) -> list[int]:
+    """Return the p of the random starts the_best_p_identity tries: 1, 2, 4, ... <= max(MIN_LARGEST_P, n / 16),
+    <= n, and with p n min(2 m, n) <= MAX_EVALUATION_WORK (p = 1 always).
+    """
+    largest = min(n, max(MIN_LARGEST_P, n // DEFAULT_P_FRACTION), MAX_EVALUATION_WORK // (n * min(2 * m, n)))
+    return [2**k for k in range(max(largest, 1).bit_length()) if 2**k <= max(largest, 1)]
 
 
 def the_best_p_identity(W: np.ndarray, max_time: float | None = None, random_state=0,
@@ -165,7 +170,7 @@ def the_best_p_identity(W: np.ndarray, max_time: float | None = None, random_sta
     (their products release the GIL; the largest fit takes about half of the sweep's work). Every
     fit is seeded, so the result does not depend on n_jobs.
     """
-    runs = [("total", 1)] + [("random", p) for p in sweep_sizes(W.shape[1])]
+    runs = [("total", 1)] + [("random", p) for p in sweep_sizes(*W.shape)]
 
     def fit(run):
         return optimize_p_identity(W, p=run[1], start=run[0], max_time=max_time, random_state=random_state)
