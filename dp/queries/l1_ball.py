@@ -4,113 +4,141 @@ The projection of v onto {||w||_1 <= z} is sign(v) * max(|v| - theta, 0), with t
 is inside and otherwise the unique theta > 0 with sum_i max(|v_i| - theta, 0) = z (Duchi,
 Shalev-Shwartz, Singer and Chandra, ICML 2008). theta is found sort-free by Michelot's pivot
 iteration (as analysed by Condat, Math. Program. 2016, sec. 2): start from all entries, set
-theta = (sum of the kept |v_i| - z) / (their count), drop the entries <= theta and repeat until
-none is dropped. theta only grows, every entry it drops is zero in the projection, and it stops
-exactly at the Duchi threshold; a few O(r) passes per column instead of a sort. Compiled with
-numba over the columns of the r x n factor L, which Alg. 2 of the Low-Rank Mechanism paper
-(seed 001, Formula (11)) projects at every Nesterov step.
+theta = (sum of the kept |v_i| - z) / (their count), keep only the entries > theta and repeat
+until the kept set no longer shrinks. theta only grows, every entry it drops is zero in the
+projection, and it stops exactly at the Duchi threshold. The iteration runs on blocks of
+COLUMN_BLOCK columns at once, reading the C-ordered r x n matrix row by row, so each pass over a
+block is a contiguous, branch-free (SIMD) loop across its columns; measured on the r = 308,
+n = 1024 iterates of the Low-Rank Mechanism (seed 001, Alg. 2, Formula (11)): 4-5 passes, 1.5 ms
+against 5.6 ms for Condat's one-column-at-a-time filter, whose running pivot is a chain of
+divisions. Blocks are independent, so they are split over threads (the kernels release the
+GIL) and the result does not depend on the split.
 """
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 from numba import njit
 
+COLUMN_BLOCK = 128  # columns per Michelot block: r x 128 float64 stays in L2 cache for r in the hundreds
+# below this many entries one thread is faster than handing halves to a pool (measured: ~50 us per hand-off)
+PARALLEL_MIN_ENTRIES = 1 << 16
+_pool: ThreadPoolExecutor | None = None
+
 
 @njit(nogil=True, cache=True)
-def _column_thresholds(V, radius):
-    """Return theta_j >= 0 of every column of V (0 for columns already inside the ball)."""
-    r, n = V.shape
-    norms = np.zeros(n)
-    for i in range(r):  # row-wise: contiguous in a C-ordered V
-        for j in range(n):
-            norms[j] += abs(V[i, j])
-    outside = np.flatnonzero(norms > radius)
-    theta = np.zeros(n)
-    block = 64  # columns gathered at once, reading V row by row (a column is strided)
-    kept = np.empty((block, r))
-    active, waiting = np.empty(r), np.empty(r)
-    for start in range(0, outside.size, block):
-        columns = outside[start:start + block]
+def _block_thresholds(V, radius, lo, hi, magnitudes):
+    """Return the Duchi thresholds of columns lo..hi-1 of V by Michelot's pivot iteration.
+
+    magnitudes: an r x COLUMN_BLOCK work buffer (|V| of the block, contiguous for the passes).
+    """
+    r, width = V.shape[0], hi - lo
+    sums, counts, kept, theta = np.zeros(width), np.zeros(width), np.zeros(width), np.zeros(width)
+    for i in range(r):
+        for b in range(width):
+            value = abs(V[i, lo + b])
+            magnitudes[i, b] = value
+            sums[b] += value
+    pending = 0
+    for b in range(width):  # columns inside the ball keep theta = 0 (count 0: never updated)
+        if sums[b] > radius:
+            theta[b] = (sums[b] - radius) / r
+            counts[b] = r
+            pending += 1
+    while pending > 0:
+        sums[:] = 0.0
+        kept[:] = 0.0
         for i in range(r):
-            for b in range(columns.size):
-                kept[b, i] = abs(V[i, columns[b]])
-        for b in range(columns.size):
-            theta[columns[b]] = _condat_threshold(kept[b], radius, active, waiting)
+            row = magnitudes[i]
+            for b in range(width):
+                value = row[b]
+                keep = value > theta[b]
+                sums[b] += value if keep else 0.0
+                kept[b] += 1.0 if keep else 0.0
+        pending = 0
+        for b in range(width):
+            # the kept set stopped shrinking: theta is the fixed point. An empty set only happens
+            # when rounding puts theta at the largest entry (huge scales): the last theta stays.
+            if kept[b] < counts[b] and kept[b] > 0.0:
+                counts[b] = kept[b]
+                theta[b] = (sums[b] - radius) / kept[b]
+                pending += 1
     return theta
 
 
 @njit(nogil=True, cache=True)
-def _condat_threshold(y, radius, active, waiting):
-    """Return the Duchi threshold of a non-negative vector y whose sum exceeds `radius` (Condat, Alg. 3).
-
-    `active` and `waiting` are work buffers of y's length. rho = (sum of the active entries -
-    radius) / (their count) throughout; entries <= rho are never in the projection's support.
-    """
-    n_active, n_waiting = 1, 0
-    active[0] = y[0]
-    rho = y[0] - radius
-    for k in range(1, y.size):  # one pass: a running pivot filters most entries out
-        value = y[k]
-        if value > rho:
-            rho += (value - rho) / (n_active + 1)
-            if rho > value - radius:
-                active[n_active] = value
-                n_active += 1
-            else:
-                waiting[n_waiting:n_waiting + n_active] = active[:n_active]
-                n_waiting += n_active
-                active[0] = value
-                n_active = 1
-                rho = value - radius
-    for k in range(n_waiting):  # entries set aside by a restart may still belong
-        value = waiting[k]
-        if value > rho:
-            active[n_active] = value
-            n_active += 1
-            rho += (value - rho) / n_active
-    while True:  # Michelot's pivot iteration on what is left: drop entries <= rho
-        kept = 0
-        for k in range(n_active):
-            value = active[k]
-            remaining = n_active - (k - kept)  # the active set's size before this entry is decided
-            if value > rho or remaining == 1:  # the largest entry always stays (rounding at huge scales)
-                active[kept] = value
-                kept += 1
-            else:
-                rho += (rho - value) / (remaining - 1)
-        if kept == n_active:
-            return max(rho, 0.0)
-        n_active = kept
+def _project_blocks(V, radius, out, lo, hi):
+    """Project columns lo..hi-1 of V into `out`, block by block (thresholds, then soft thresholding)."""
+    magnitudes = np.empty((V.shape[0], COLUMN_BLOCK))
+    for start in range(lo, hi, COLUMN_BLOCK):
+        stop = min(hi, start + COLUMN_BLOCK)
+        theta = _block_thresholds(V, radius, start, stop, magnitudes)
+        for i in range(V.shape[0]):
+            for b in range(stop - start):
+                value = V[i, start + b]
+                shrunk = max(abs(value) - theta[b], 0.0)
+                out[i, start + b] = shrunk if value >= 0.0 else -shrunk
 
 
-@njit(nogil=True, cache=True)
-def _soft_threshold_columns(V, theta):
-    """Return sign(V_ij) * max(|V_ij| - theta_j, 0), row by row."""
-    r, n = V.shape
-    out = np.empty((r, n))
-    for i in range(r):
-        for j in range(n):
-            value = V[i, j]
-            shrunk = max(abs(value) - theta[j], 0.0)
-            out[i, j] = shrunk if value >= 0.0 else -shrunk
-    return out
+def _split_columns(n: int, parts: int) -> list[tuple[int, int]]:
+    """Return `parts` contiguous column ranges of about equal size, cut at block boundaries."""
+    blocks = -(-n // COLUMN_BLOCK)
+    cuts = [min(n, COLUMN_BLOCK * (blocks * k // parts)) for k in range(parts + 1)]
+    return [(lo, hi) for lo, hi in zip(cuts, cuts[1:]) if hi > lo]
 
 
-def l1_ball_thresholds(V: np.ndarray, radius: float = 1.0) -> np.ndarray:
-    """Return the soft threshold theta_j >= 0 of each column of V for the ball of `radius`."""
-    return _column_thresholds(np.ascontiguousarray(V, dtype=np.float64), float(radius))
+def default_threads() -> int:
+    """Return the number of cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def project_columns_l1(V: np.ndarray, radius: float = 1.0) -> np.ndarray:
-    """Return the matrix whose column j is the Euclidean projection of V[:, j] onto the L1 ball.
+def _run_blocks(V, radius, out, threads: int) -> None:
+    global _pool
+    threads = min(threads, -(-V.shape[1] // COLUMN_BLOCK))
+    if threads <= 1 or V.size < PARALLEL_MIN_ENTRIES:
+        _project_blocks(V, radius, out, 0, V.shape[1])
+        return
+    if _pool is None or _pool._max_workers < threads:
+        _pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="l1-ball")
+    for done in [_pool.submit(_project_blocks, V, radius, out, lo, hi)
+                 for lo, hi in _split_columns(V.shape[1], threads)]:
+        done.result()
 
-    Solves min_L ||L - V||_F^2 s.t. sum_i |L_ij| <= radius for every j (seed 001, Formula (11)),
-    exactly, columns independently. Columns already inside the ball are returned unchanged.
-    """
+
+def _checked(V: np.ndarray, radius: float) -> tuple[np.ndarray, float]:
     if not radius > 0:
         raise ValueError(f"radius of the L1 ball must be > 0, got {radius!r}")
     V = np.ascontiguousarray(V, dtype=np.float64)
     if V.ndim != 2:
         raise ValueError(f"expected a 2-D array, got shape {V.shape}")
-    return _soft_threshold_columns(V, _column_thresholds(V, float(radius)))
+    return V, float(radius)
+
+
+def l1_ball_thresholds(V: np.ndarray, radius: float = 1.0) -> np.ndarray:
+    """Return the soft threshold theta_j >= 0 of each column of V for the ball of `radius`."""
+    V, radius = _checked(V, radius)
+    magnitudes = np.empty((V.shape[0], COLUMN_BLOCK))
+    return np.concatenate([_block_thresholds(V, radius, lo, min(V.shape[1], lo + COLUMN_BLOCK), magnitudes)
+                           for lo in range(0, V.shape[1], COLUMN_BLOCK)] or [np.empty(0)])
+
+
+def project_columns_l1(V: np.ndarray, radius: float = 1.0, out: np.ndarray | None = None,
+                       threads: int | None = None) -> np.ndarray:
+    """Return the matrix whose column j is the Euclidean projection of V[:, j] onto the L1 ball.
+
+    Solves min_L ||L - V||_F^2 s.t. sum_i |L_ij| <= radius for every j (seed 001, Formula (11)),
+    exactly, columns independently. Columns already inside the ball are returned unchanged.
+    out: a C-ordered float64 array of V's shape to write into (may not be V). threads: column
+    blocks are split over this many threads (default: the cores of this process); the result
+    is the same for every value.
+    """
+    V, radius = _checked(V, radius)
+    if out is None:
+        out = np.empty_like(V)
+    elif out.shape != V.shape or out.dtype != np.float64 or not out.flags.c_contiguous or np.shares_memory(out, V):
+        raise ValueError(f"out must be a separate C-ordered float64 array of shape {V.shape}")
+    _run_blocks(V, radius, out, default_threads() if threads is None else int(threads))
+    return out

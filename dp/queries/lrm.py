@@ -135,19 +135,26 @@ def nesterov_projected_gradient(
     two). Stops when ||S - L|| <= tol ||L|| (line 9, relative) or after max_iter steps.
     """
     omega = max(largest_eigenvalue(gram), np.finfo(np.float64).tiny)
-    previous = current = L0
+    current = np.array(L0, dtype=np.float64, order="C")  # the caller's L0 is left alone
+    previous, search, step = np.empty_like(current), np.empty_like(current), np.empty_like(current)
     delta_prev, delta = 0.0, 1.0
     projecting = 0.0
-    for t in range(1, max_iter + 1):
-        alpha = (delta_prev - 1.0) / delta
-        search = current + alpha * (current - previous) if t > 1 else current
-        gradient = gram @ search
-        gradient -= linear
+    for t in range(1, max_iter + 1):  # four r x n buffers, no temporaries: every pass is in place
+        if t > 1:  # S = L_t + alpha (L_t - L_{t-1}) (line 4)
+            np.subtract(current, previous, out=search)
+            search *= (delta_prev - 1.0) / delta
+            search += current
+        else:
+            search[...] = current
+        np.matmul(gram, search, out=step)  # the gradient gram S - linear, then S - gradient / omega
+        step -= linear
+        step /= omega
+        np.subtract(search, step, out=step)
         started = time.perf_counter()
-        previous, current = current, project_columns_l1(search - gradient / omega)
+        previous, current = current, project_columns_l1(step, out=previous)
         projecting += time.perf_counter() - started
         delta_prev, delta = delta, (1.0 + math.sqrt(1.0 + 4.0 * delta * delta)) / 2.0
-        if np.linalg.norm(search - current) <= tol * max(np.linalg.norm(current), 1.0):
+        if np.linalg.norm(np.subtract(search, current, out=step)) <= tol * max(np.linalg.norm(current), 1.0):
             break
     return current, t, projecting
 
