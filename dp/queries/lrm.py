@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.linalg
 
-from dp.queries.l1_ball import project_columns_l1
+from dp.queries.l1_ball import project_columns_l1, projected_gradient_step
 from dp.queries.lrm_refine import exact_fit, refine_decomposition
 from dp.queries.strategy import Strategy, with_objective
 
@@ -45,7 +45,7 @@ FALLBACK_RESIDUAL = 1e-2
 # t that makes it well conditioned (measured: WRange 1024 x 1024 stopped at 150 s needed more than 1 %)
 CONDITIONING_MIX = (1e-2, 1e-1, 0.5)
 PHASES = ("B update (Eq. 9)", "L update (Alg. 2)", "residual and multiplier")
-PROJECTION = "of which L1 projection"  # part of the L update, reported beside it
+PROJECTION = "of which projected step"  # part of the L update (fused step + L1 projection), reported beside it
 
 
 @dataclass(frozen=True)
@@ -136,27 +136,20 @@ def nesterov_projected_gradient(
     """
     omega = max(largest_eigenvalue(gram), np.finfo(np.float64).tiny)
     current = np.array(L0, dtype=np.float64, order="C")  # the caller's L0 is left alone
-    previous, search, step = np.empty_like(current), np.empty_like(current), np.empty_like(current)
-    delta_prev, delta = 0.0, 1.0
-    projecting = 0.0
-    for t in range(1, max_iter + 1):  # four r x n buffers, no temporaries: every pass is in place
-        if t > 1:  # S = L_t + alpha (L_t - L_{t-1}) (line 4)
-            np.subtract(current, previous, out=search)
-            search *= (delta_prev - 1.0) / delta
-            search += current
-        else:
-            search[...] = current
-        np.matmul(gram, search, out=step)  # the gradient gram S - linear, then S - gradient / omega
-        step -= linear
-        step /= omega
-        np.subtract(search, step, out=step)
-        started = time.perf_counter()
-        previous, current = current, project_columns_l1(step, out=previous)
-        projecting += time.perf_counter() - started
+    search, following, gradient = current.copy(), np.empty_like(current), np.empty_like(current)
+    delta = 1.0
+    stepping = 0.0
+    for t in range(1, max_iter + 1):  # four r x n buffers, no temporaries
+        np.matmul(gram, search, out=gradient)
         delta_prev, delta = delta, (1.0 + math.sqrt(1.0 + 4.0 * delta * delta)) / 2.0
-        if np.linalg.norm(np.subtract(search, current, out=step)) <= tol * max(np.linalg.norm(current), 1.0):
+        started = time.perf_counter()
+        distance, size = projected_gradient_step(search, gradient, linear, omega, current, following,
+                                                 momentum=(delta_prev - 1.0) / delta)
+        stepping += time.perf_counter() - started
+        current, following = following, current
+        if distance <= tol * max(size, 1.0):
             break
-    return current, t, projecting
+    return current, t, stepping
 
 
 def largest_eigenvalue(symmetric: np.ndarray) -> float:
