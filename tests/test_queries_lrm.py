@@ -10,7 +10,7 @@ import dp
 from dp import queries
 from dp.validation import DataError
 
-from dp.queries.l1_ball import project_columns_l1
+from dp.queries.l1_ball import project_columns_l1, projected_gradient_step
 from dp.queries.lrm import low_rank_decomposition
 
 
@@ -315,6 +315,38 @@ def test_sort_free_projection_equals_the_sorted_reference_with_ties_and_zeros(se
         P = project_columns_l1(V, radius)
         assert np.allclose(P, _duchi_sorted_projection(V, radius), rtol=1e-12, atol=1e-12 * np.abs(V).max())
         assert np.all(np.abs(P).sum(axis=0) <= radius * (1 + 1e-12))
+
+
+def test_projection_split_over_threads_is_bitwise_the_single_thread_result_and_writes_into_out():
+    rng = np.random.default_rng(11)
+    V = rng.standard_normal((70, 1300)) * rng.choice([1e-3, 0.05, 1.0], size=1300)  # > PARALLEL_MIN_ENTRIES
+    single = project_columns_l1(V, threads=1)
+    out = np.empty_like(V)
+    for threads in (2, 3, 8):
+        assert project_columns_l1(V, out=out, threads=threads) is out
+        assert np.array_equal(out, single)
+    assert np.allclose(single, _duchi_sorted_projection(V, 1.0), rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match="out must be"):
+        project_columns_l1(V, out=V)
+    with pytest.raises(ValueError, match="out must be"):
+        project_columns_l1(V, out=np.empty((70, 3)))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fused_projected_gradient_step_equals_the_numpy_step_of_alg_2(threads):
+    rng = np.random.default_rng(12 + threads)
+    r, n = 40, 2000
+    search, current = rng.standard_normal((r, n)) * 0.05, project_columns_l1(rng.standard_normal((r, n)))
+    gradient, linear = rng.standard_normal((r, n)), rng.standard_normal((r, n))
+    omega, momentum = 3.5, 0.4
+    expected = _duchi_sorted_projection(search - (gradient - linear) / omega, 1.0)
+    following, new_search = np.empty((r, n)), search.copy()
+    distance, size = projected_gradient_step(new_search, gradient, linear, omega, current, following, momentum,
+                                             threads=threads)
+    assert np.allclose(following, expected, rtol=1e-12, atol=1e-15)
+    assert np.allclose(new_search, following + momentum * (following - current), rtol=1e-12, atol=1e-15)
+    assert np.isclose(distance, np.linalg.norm(search - following), rtol=1e-12)
+    assert np.isclose(size, np.linalg.norm(following), rtol=1e-12)
 
 
 def test_exact_fit_is_the_pseudo_inverse_reconstruction_and_refuses_a_missing_row_space():
