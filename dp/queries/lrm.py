@@ -124,7 +124,7 @@ def update_B(W_plus: np.ndarray, L: np.ndarray, beta: float) -> np.ndarray:
 
 
 def nesterov_projected_gradient(
-    gram: np.ndarray, linear: np.ndarray, L0: np.ndarray, max_iter: int, tol: float
+    gram: np.ndarray, linear: np.ndarray, L0: np.ndarray, max_iter: int, tol: float, threads: int | None = None
 ) -> tuple[np.ndarray, int, float]:
     """Return (L, iterations, seconds spent projecting) minimizing 1/2 <L, gram L> - <linear, L> over unit-L1 columns.
 
@@ -132,7 +132,9 @@ def nesterov_projected_gradient(
     The step 1/omega uses the exact Lipschitz constant omega = lambda_max(gram) of the gradient,
     so the sufficient-decrease test of lines 11-12 always holds and the backtracking of line 7
     never doubles omega; it is therefore not evaluated (one r^2 n product per step instead of
-    two). Stops when ||S - L|| <= tol ||L|| (line 9, relative) or after max_iter steps.
+    two). Stops when ||S - L|| <= tol ||L|| (line 9, relative) or after max_iter steps. Each step
+    is one BLAS product and one fused pass (dp.queries.l1_ball.projected_gradient_step, split
+    over `threads` threads, default all cores).
     """
     omega = max(largest_eigenvalue(gram), np.finfo(np.float64).tiny)
     current = np.array(L0, dtype=np.float64, order="C")  # the caller's L0 is left alone
@@ -144,7 +146,7 @@ def nesterov_projected_gradient(
         delta_prev, delta = delta, (1.0 + math.sqrt(1.0 + 4.0 * delta * delta)) / 2.0
         started = time.perf_counter()
         distance, size = projected_gradient_step(search, gradient, linear, omega, current, following,
-                                                 momentum=(delta_prev - 1.0) / delta)
+                                                 momentum=(delta_prev - 1.0) / delta, threads=threads)
         stepping += time.perf_counter() - started
         current, following = following, current
         if distance <= tol * max(size, 1.0):
@@ -228,6 +230,7 @@ def low_rank_decomposition(
     init: str = "random",
     revive: bool = True,
     random_state=0,
+    threads: int | None = None,
 ) -> LowRankDecomposition:
     """Return B, L with ||W - B L||_F <= gamma (if reached) minimizing tr(B^T B) (seed 001, Alg. 1).
 
@@ -241,6 +244,7 @@ def low_rank_decomposition(
     seconds; NaN/inf raises DecompositionDiverged. revive=True (default; ours) re-seeds the rows
     the projection zeroed every beta_period outer iterations (revive_dead_rows; WRange 1024 x 256:
     converges in 76 outer iterations instead of stalling); revive=False is Alg. 1 as printed.
+    threads: the threads of Alg. 2's fused projected step (default all cores; BLAS has its own).
     W is trusted here (dp.queries.optimize validates it).
     """
     W = np.asarray(W, dtype=np.float64)
@@ -257,7 +261,8 @@ def low_rank_decomposition(
         W_plus = beta * W + multiplier
         B = update_B(W_plus, L, beta)
         clock.append(time.perf_counter())
-        L, inner, projecting = nesterov_projected_gradient(beta * (B.T @ B), B.T @ W_plus, L, max_inner, inner_tol)
+        L, inner, projecting = nesterov_projected_gradient(beta * (B.T @ B), B.T @ W_plus, L, max_inner, inner_tol,
+                                                           threads)
         clock.append(time.perf_counter())
         n_inner += inner
         phases[PROJECTION] += projecting
