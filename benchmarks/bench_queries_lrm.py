@@ -18,6 +18,7 @@ at loadavg 8-20 on the shared 2-core machine (one figure, e.g. --figures 9, a fe
 --paper runs the paper's grid (n up to 8192, m = 256 at n = 1024, s = 0.5 min(m, n)): hours.
 
 Run: python benchmarks/bench_queries_lrm.py [--figures 2 3 4 5 6 7 8 9] [--paper] [--reps 20] [--workers 2]
+     [--solver alm|auto]
 """
 
 from __future__ import annotations
@@ -89,6 +90,8 @@ def run_cell(cell: dict, epsilons: list[float], reps: int, seed: int, lrm_option
             options = {"noise": "laplace"} if method in BASELINES else {}
             if method == "lrm":
                 options = dict(lrm_options)
+                if cell["figure"] in ("2", "3"):
+                    options["solver"] = "alm"
                 if cell["figure"] == "2":
                     options["gamma"] = cell["x"]
                 if cell["figure"] == "3":
@@ -147,9 +150,13 @@ def main():
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--lrm-max-time", type=float, default=None, help="cap each LRM solve (seconds)")
+    ap.add_argument("--solver", choices=["alm", "auto"], default="alm",
+                    help="LRM's solver: alm (default: the paper's Alg. 1, with our finish) or auto (the library's "
+                         "default, p-Identity search beside it); Figs. 2-3 sweep Alg. 1's gamma and r: always alm")
     args = ap.parse_args()
     epsilons = [1.0, 0.1, 0.01]
     lrm_options = {"max_time": args.lrm_max_time} if args.lrm_max_time else {}
+    lrm_options["solver"] = args.solver
 
     from distributed import Client, LocalCluster
 

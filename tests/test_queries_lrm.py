@@ -134,7 +134,7 @@ def test_optimize_rejects_bad_workloads_for_lrm(W, match):
 
 def test_registry_entry_gives_a_laplace_strategy_with_A_L_and_R_B():
     W = queries.wrange(12, 20, random_state=2)
-    strategy = queries.optimize(W, method="lrm", rank=None, gamma=0.01, random_state=1)
+    strategy = queries.optimize(W, method="lrm", solver="alm", rank=None, gamma=0.01, random_state=1)
     direct = low_rank_decomposition(W, gamma=0.01, random_state=1)
     assert strategy.method == "lrm" and strategy.noise == "laplace"
     assert np.array_equal(strategy.matrix, direct.L) and np.array_equal(strategy.reconstruction, direct.B)
@@ -181,7 +181,7 @@ def test_monte_carlo_error_equals_the_closed_form_within_its_standard_error(meth
     """E ||R (A x + Lap) - W x||^2 = 2 (Delta / eps)^2 ||R||_F^2 + ||(W - R A) x||^2 (Lemma 1, Thm 3)."""
     W = queries.wrange(6, 8, random_state=7)
     x = queries.random_histogram(8, random_state=8)
-    options = {"gamma": 0.3, "random_state": 0, "finish": False} if method == "lrm" else {"noise": "laplace"}
+    options = {"gamma": 0.3, "random_state": 0, "solver": "alm", "finish": False} if method == "lrm" else {"noise": "laplace"}
     strategy = queries.optimize(W, method=method, **options)
     expected = queries.expected_error(W, strategy, 0.5, x=x)
     if method == "lrm":
@@ -401,9 +401,9 @@ def test_refinement_is_never_worse_than_its_start_and_keeps_W_equal_to_BL():
 
 def test_finish_refines_and_finish_false_keeps_the_paper_result():
     W = queries.wrange(60, 24, random_state=6)  # rank 24 = n: r = 29 rows, every L of rank n is exact
-    paper = queries.optimize(W, method="lrm", finish=False, random_state=0)
-    unrefined = queries.optimize(W, method="lrm", refine=False, random_state=0)
-    refined = queries.optimize(W, method="lrm", random_state=0)
+    paper = queries.optimize(W, method="lrm", solver="alm", finish=False, random_state=0)
+    unrefined = queries.optimize(W, method="lrm", solver="alm", refine=False, random_state=0)
+    refined = queries.optimize(W, method="lrm", solver="alm", random_state=0)
     direct = low_rank_decomposition(W, random_state=0)
     assert np.array_equal(paper.matrix, direct.L) and np.array_equal(paper.reconstruction, direct.B)
     assert paper.info["alm_objective"] == pytest.approx(direct.objective) == pytest.approx(refined.info["alm_objective"])

@@ -25,7 +25,8 @@ import numpy as np
 import scipy.linalg
 
 from dp.queries.l1_ball import project_columns_l1, projected_gradient_step
-from dp.queries.lrm_refine import exact_fit, refine_decomposition
+from dp.queries.lrm_refine import exact_fit, exact_reconstruction_B, refine_decomposition
+from dp.queries.p_identity import the_best_p_identity
 from dp.queries.strategy import Strategy, with_objective
 
 DEFAULT_RANK_FACTOR = 1.2  # r = 1.2 rank(W): seed 001 sec. 6.1, Fig. 3
@@ -357,8 +358,7 @@ def finished_decomposition(W: np.ndarray, result: LowRankDecomposition, refine: 
     1024 x 1024 stopped at 150 s: 1650 x identity). The identity itself is not refined: its columns
     are vertices of the ball and it is a stationary point (measured: the refinement returns it).
     The Laplace identity strategy (L = I, B = W: Phi = ||W||_F^2, Delta = 1, no bias) replaces the
-    result when that is noisier or leaves a residual above FALLBACK_RESIDUAL ||W||_F (its bias
-    ||(W - B L) x||^2 grows with the data); the status then says "identity fallback" and why.
+    result when that is noisier or leaves too large a residual (never_worse_than_identity).
     """
     B, L, status, message = result.B, result.L, result.status, result.message
     exact = exact_reconstruction(W, L)
@@ -374,31 +374,46 @@ def finished_decomposition(W: np.ndarray, result: LowRankDecomposition, refine: 
             B, L, message = refined.B, refined.L, f"{message}; {refined.message}"
         elif refine:
             message += "; not refined (L too ill-conditioned for a Cholesky solve)"
+    return never_worse_than_identity(W, B, L, status, message, "ALM")
+
+
+def never_worse_than_identity(W: np.ndarray, B: np.ndarray, L: np.ndarray, status: str, message: str,
+                              source: str) -> tuple[np.ndarray, np.ndarray, str, str]:
+    """Return (B, L, status, message), or the Laplace identity strategy (L = I, B = W: Phi = ||W||_F^2,
+    Delta = 1, no bias) when that is less noisy or B L leaves a residual above FALLBACK_RESIDUAL ||W||_F
+    (its bias ||(W - B L) x||^2 grows with the data); the status then says "identity fallback" and why.
+    """
     identity_scale = float(np.einsum("ij,ij->", W, W))
     objective = float(np.einsum("ij,ij->", B, B)) * float(np.abs(L).sum(axis=0).max()) ** 2
     residual = float(np.linalg.norm(W - B @ L))
     if objective >= identity_scale or residual > FALLBACK_RESIDUAL * math.sqrt(identity_scale):
         why = (f"{message}; ||W - B L||_F = {residual:.3g} ({residual / math.sqrt(identity_scale):.2g} ||W||_F) "
                f"and Phi Delta^2 = {objective:.4g} vs identity's ||W||_F^2 = {identity_scale:.4g}")
-        return W.copy(), np.eye(W.shape[1]), "identity fallback", f"identity fallback: ALM {why}"
+        return W.copy(), np.eye(W.shape[1]), "identity fallback", f"identity fallback: {source} {why}"
     return B, L, status, message
 
 
-def lrm_strategy(
-    W: np.ndarray, rank: int | None = None, gamma: float = 0.01, finish: bool = True, refine: bool = True,
-    refine_max_iter: int = 2000, refine_max_time: float | None = None, **options
-) -> Strategy:
-    """Return the Low-Rank Mechanism as a Strategy: A = L, R = B, Laplace noise (seed 001, Eq. (6)).
+SOLVERS = ("auto", "alm", "p-identity")
 
-    Options go to low_rank_decomposition (max_outer, max_inner, max_time, init, revive,
-    random_state, ...). The release B (L x + Lap(Delta(L) / epsilon)^r) is epsilon-DP; when
-    B L != W its error has the data-dependent bias ||(W - B L) x||^2 (Theorem 3), which
-    expected_error adds when given x. finish=True passes the ALM's result through
-    finished_decomposition (exact B, with refine=True the projected gradient refinement of
-    dp.queries.lrm_refine for at most refine_max_iter steps or refine_max_time seconds, identity
-    fallback); finish=False returns Alg. 1's result as the paper does, bias and all.
-    info["alm_objective"] is Alg. 1's Phi Delta^2 before any finishing.
-    """
+
+@dataclass
+class _Candidate:
+    """One decomposition lrm_strategy may return, and the solver it came from."""
+
+    B: np.ndarray
+    L: np.ndarray
+    status: str
+    message: str
+    source: str
+
+    @property
+    def noise(self) -> float:
+        """Return Phi Delta^2 (Lemma 1's epsilon-free noise)."""
+        return float(np.einsum("ij,ij->", self.B, self.B)) * float(np.abs(self.L).sum(axis=0).max()) ** 2
+
+
+def _alm_candidate(W, rank, gamma, finish, refine, refine_max_iter, refine_max_time, info, **options) -> _Candidate:
+    """Run Alg. 1 (and, with finish=True, finished_decomposition); record its figures in `info`."""
     result = low_rank_decomposition(W, rank=rank, gamma=gamma, **options)
     started = time.perf_counter()
     if finish:
@@ -406,13 +421,67 @@ def lrm_strategy(
                                                        max_time=refine_max_time)
     else:
         B, L, status, message = result.B, result.L, result.status, result.message
+    info.update(alm_residual=result.residual, alm_objective=result.objective, alm_seconds=result.seconds,
+                finish_seconds=time.perf_counter() - started, gamma=result.gamma, alm_rank=result.rank,
+                outer=result.n_outer, inner=result.n_inner, phase_seconds=result.phase_seconds,
+                history=tuple(result.history))
+    return _Candidate(B, L, status, message, "ALM")
+
+
+def _p_identity_candidate(W: np.ndarray, max_time: float | None, random_state, info) -> _Candidate:
+    """Return the best p-Identity strategy (dp.queries.p_identity.the_best_p_identity), with B = W L^+ (exact)."""
+    started = time.perf_counter()
+    best, fits = the_best_p_identity(W, max_time=max_time, random_state=random_state)
+    L = best.L
+    info.update(p_identity_objective=best.scale, p_identity_seconds=time.perf_counter() - started,
+                p_identity_fits={f"{fit.start} p={fit.theta.shape[0]}": fit.scale for fit in fits})
+    message = (f"p-Identity L = [I; Theta] D (HDMM's OPT_0 family, start {best.start!r}, p = {best.theta.shape[0]}): "
+               f"{best.status} after {best.iterations} L-BFGS-B iterations; B = W L^+ (exact, no bias)")
+    B, L, status, message = never_worse_than_identity(W, exact_reconstruction_B(W, L), L, best.status, message,
+                                                      "p-Identity")
+    return _Candidate(B, L, status, message, "p-Identity")
+
+
+def lrm_strategy(
+    W: np.ndarray, rank: int | None = None, gamma: float = 0.01, solver: str = "auto", finish: bool = True,
+    refine: bool = True, refine_max_iter: int = 2000, refine_max_time: float | None = None,
+    p_identity_max_time: float | None = None, **options
+) -> Strategy:
+    """Return the Low-Rank Mechanism as a Strategy: A = L, R = B, Laplace noise (seed 001, Eq. (6)).
+
+    The release B (L x + Lap(Delta(L) / epsilon)^r) is epsilon-DP; when B L != W its error has the
+    data-dependent bias ||(W - B L) x||^2 (Theorem 3), which expected_error adds when given x.
+    solver="alm": Alg. 1 (options go to low_rank_decomposition: max_outer, max_inner, max_time,
+    init, revive, random_state, ...); finish=True passes its result through finished_decomposition
+    (exact B, the refinement of dp.queries.lrm_refine for at most refine_max_iter steps or
+    refine_max_time seconds, identity fallback), finish=False returns Alg. 1's result as the paper
+    does, bias and all (only with solver="alm"). solver="p-identity": the best p-Identity strategy
+    (dp.queries.p_identity.the_best_p_identity, each fit capped at p_identity_max_time seconds;
+    r = n + p rows, exact). solver="auto" (default):
+    "p-identity" when r = rank >= n (then Alg. 1's L has rank n, every such L is exact, Formula (7)
+    is the L1 matrix mechanism, and Alg. 1 reached it slower and no better: WRange 1024 x 1024 0.346
+    x identity after 300 s against 0.170 in 11 s), else (the low-rank case) both, keeping the less
+    noisy. Never noisier than the identity (with finish; each candidate falls back on its own).
+    info["alm_objective"] is Alg. 1's Phi Delta^2 before any finishing; info["solver"] names the winner.
+    """
+    if solver not in SOLVERS:
+        raise ValueError(f"solver must be one of {', '.join(SOLVERS)}, got {solver!r}")
+    if not finish and solver != "alm":
+        raise ValueError("finish=False returns Alg. 1's own result (the paper's); use it with solver='alm'")
+    started, info = time.perf_counter(), {}
+    rank = default_rank(W) if rank is None else _check_rank(rank)
+    candidates = []
+    if solver == "alm" or (solver == "auto" and rank < W.shape[1]):
+        candidates.append(_alm_candidate(W, rank, gamma, finish, refine, refine_max_iter, refine_max_time, info,
+                                         **options))
+    if solver in ("p-identity", "auto"):
+        candidates.append(_p_identity_candidate(W, p_identity_max_time, options.get("random_state", 0), info))
+    best = min(candidates, key=lambda candidate: candidate.noise)
+    B, L, status, message = best.B, best.L, best.status, best.message
+    if len(candidates) > 1:
+        message += "; " + ", ".join(f"{c.source} Phi Delta^2 = {c.noise:.6g}" for c in candidates) + f": {best.source} kept"
     return with_objective(Strategy(
-        method="lrm", matrix=L, reconstruction=B, noise="laplace",
-        history=tuple(result.history), status=status, message=message,
-        seconds=result.seconds + time.perf_counter() - started,
-        info={"residual": float(np.linalg.norm(W - B @ L)), "alm_residual": result.residual,
-              "alm_objective": result.objective, "finish_seconds": time.perf_counter() - started,
-              "gamma": result.gamma, "rank": L.shape[0], "alm_rank": result.rank, "outer": result.n_outer,
-              "inner": result.n_inner,
-              "phase_seconds": result.phase_seconds},
+        method="lrm", matrix=L, reconstruction=B, noise="laplace", history=info.pop("history", ()),
+        status=status, message=message, seconds=time.perf_counter() - started,
+        info={**info, "solver": best.source, "residual": float(np.linalg.norm(W - B @ L)), "rank": L.shape[0]},
     ))

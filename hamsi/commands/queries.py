@@ -35,6 +35,9 @@ def register(subparsers) -> None:
                    help="Gaussian noise scale: Balle-Wang analytic (default) or Dwork-Roth classical")
     p.add_argument("--data", choices=DATASETS, default="random", help="histogram x (default random counts)")
     p.add_argument("--gap-tol", type=float, default=1e-3, help="COA: certified relative duality gap (default 1e-3)")
+    p.add_argument("--solver", choices=["auto", "alm", "p-identity"], default="auto",
+                   help="LRM: auto (default: p-Identity search, with Alg. 1 beside it when 1.2 rank(W) < n), "
+                        "alm (seed 001 Alg. 1 + finish) or p-identity")
     p.add_argument("--max-time", type=float, default=None,
                    help="COA, LRM: stop after this many seconds (LRM: Alg. 1 and the refinement each)")
     p.add_argument("--repeats", type=int, default=20, help="private releases for the empirical error (default 20)")
@@ -90,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
     x = _histogram(args)
     options = {"gap_tol": args.gap_tol, "max_time": args.max_time} if args.method.startswith("coa") else {}
     if args.method == "lrm":
-        options = {"max_time": args.max_time, "refine_max_time": args.max_time}
+        options = {"solver": args.solver, "max_time": args.max_time, "refine_max_time": args.max_time,
+                   "p_identity_max_time": args.max_time}
     started = time.perf_counter()
     strategy = queries.optimize(W, args.method, **options)
     seconds = time.perf_counter() - started
