@@ -52,8 +52,8 @@ def measure(kind: str, m: int, n: int, repeats: int, max_time: float | None, ref
         old = baseline.low_rank_decomposition(W, max_time=max_time, random_state=seed)
         print(f"{kind:>9} m={m:<5} n={n:<5} baseline Alg. 1: {alm_line(old, identity, time.perf_counter() - started)}; "
               f"loadavg {os.getloadavg()[0]:.1f}", flush=True)
-    runs = [queries.optimize(W, "lrm", max_time=max_time, refine_max_time=refine_max_time, random_state=seed,
-                             threads=threads) for _ in range(repeats)]
+    runs = [queries.optimize(W, "lrm", solver="alm", max_time=max_time, refine_max_time=refine_max_time,
+                             random_state=seed, threads=threads) for _ in range(repeats)]
     alm_seconds = sorted(r.seconds - r.info["finish_seconds"] for r in runs)
     total = sorted(r.seconds for r in runs)
     last = runs[-1]
