@@ -10,7 +10,7 @@ import dp
 from dp import queries
 from dp.validation import DataError
 
-from dp.queries.l1_ball import project_columns_l1, projected_gradient_step
+from dp.queries.l1_ball import PARALLEL_MIN_ENTRIES, project_columns_l1, projected_gradient_step
 from dp.queries.lrm import low_rank_decomposition
 
 
@@ -319,7 +319,7 @@ def test_sort_free_projection_equals_the_sorted_reference_with_ties_and_zeros(se
 
 def test_projection_split_over_threads_is_bitwise_the_single_thread_result_and_writes_into_out():
     rng = np.random.default_rng(11)
-    V = rng.standard_normal((70, 1300)) * rng.choice([1e-3, 0.05, 1.0], size=1300)  # > PARALLEL_MIN_ENTRIES
+    V = rng.standard_normal((70, 2000)) * rng.choice([1e-3, 0.05, 1.0], size=2000)  # > PARALLEL_MIN_ENTRIES
     single = project_columns_l1(V, threads=1)
     out = np.empty_like(V)
     for threads in (2, 3, 8):
@@ -330,12 +330,13 @@ def test_projection_split_over_threads_is_bitwise_the_single_thread_result_and_w
         project_columns_l1(V, out=V)
     with pytest.raises(ValueError, match="out must be"):
         project_columns_l1(V, out=np.empty((70, 3)))
+    assert V.size > PARALLEL_MIN_ENTRIES
 
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_fused_projected_gradient_step_equals_the_numpy_step_of_alg_2(threads):
     rng = np.random.default_rng(12 + threads)
-    r, n = 40, 2000
+    r, n = 70, 2000  # > PARALLEL_MIN_ENTRIES: split over threads
     search, current = rng.standard_normal((r, n)) * 0.05, project_columns_l1(rng.standard_normal((r, n)))
     gradient, linear = rng.standard_normal((r, n)), rng.standard_normal((r, n))
     omega, momentum = 3.5, 0.4
