@@ -41,16 +41,25 @@ def measure(kind: str, m: int, n: int, repeats: int, max_time: float | None, ref
     """Run LRM (Alg. 1, then the finish/refinement) `repeats` times on one workload; print times and phases.
 
     With a baseline module (--baseline REF), its low_rank_decomposition runs first on the same W and
-    seed, so old and new Alg. 1 are timed side by side in one run.
+    seed, then this code with the paper's schedule (PAPER_SCHEDULE: 10 Alg. 2 steps per B update,
+    beta doubling every 10), so old code, new code with the old schedule and the new default are
+    timed side by side in one run.
     """
     from dp import queries
 
     W = queries.make_workload(kind, m, n, random_state=seed)
     identity = float(np.sum(W**2))  # Laplace identity: sensitivity 1, R = W
     if baseline is not None:
+        from dp.queries.lrm import PAPER_SCHEDULE, low_rank_decomposition
+
         started = time.perf_counter()
         old = baseline.low_rank_decomposition(W, max_time=max_time, random_state=seed)
         print(f"{kind:>9} m={m:<5} n={n:<5} baseline Alg. 1: {alm_line(old, identity, time.perf_counter() - started)}; "
+              f"loadavg {os.getloadavg()[0]:.1f}", flush=True)
+        started = time.perf_counter()
+        paper = low_rank_decomposition(W, max_time=max_time, random_state=seed, threads=threads,
+                                       max_inner=PAPER_SCHEDULE[0], beta_period=PAPER_SCHEDULE[1])
+        print(f"{kind:>9} m={m:<5} n={n:<5} paper schedule: {alm_line(paper, identity, time.perf_counter() - started)}; "
               f"loadavg {os.getloadavg()[0]:.1f}", flush=True)
     runs = [queries.optimize(W, "lrm", solver="alm", max_time=max_time, refine_max_time=refine_max_time,
                              random_state=seed, threads=threads) for _ in range(repeats)]
