@@ -7,16 +7,29 @@ Laplace noise. Seed 001's complexity is O(N_in N_out (r^2 m + r^2 n)); here the 
 matrices are formed once per outer iteration and every product is BLAS-3. Goal (issue 14): under
 10 s at n = 1024, m = 256 on 2 cores; n = 8192 within 10 minutes (--large).
 
-Measured (--threads 1 --workloads discrete --max-time 150, loadavg 1.0, after the revival, the
-sort-free projection and the refinement): 27.9 s, 154 outer / 1,540 inner iterations at 15.2 ms, 84 %
-in Alg. 2 of which 35 % in the L1 projection; ratio to identity 0.8925 (r = 308 < n: the refinement
-cannot act). --threads 2 --max-time 100 (loadavg 1.8-2.8): WDiscrete 38.1 s, WRange 96.4 s (beta
-limit, ratio 0.561), WRelated 28.7 s (9.9 x identity: identity fallback). Projection side by side
-(r = 308, n = 1024, loadavg 0.6): sort-based 21.9 ms best, sort-free 5.7 ms. Before this change:
-50 s at loadavg 1.5, 28.7 ms per step, 66 % in the projection, ratio 1.085. Goal not met.
+Measured in one run (--threads 1 --baseline 46c2883 --max-time 150, loadavg 1.8-2.1: the machine
+shared with another engineer's one-core job), Alg. 1 alone, seconds / outer / inner / ms per Alg. 2
+step / Phi Delta^2 over identity's:
+  WDiscrete  old code 24.4 s 154 / 1,540 13.9 ms 0.8925;  new code, paper schedule 19.6 s 154 / 1,540
+             10.7 ms 0.8925;  new default 15.4 s 67 / 1,284 10.7 ms 0.4029
+  WRange     old 62.4 s 390 / 3,900 14.1 ms 0.5615 (beta limit);  paper schedule 48.1 s 390 / 3,900
+             10.4 ms 0.5653 (beta limit);  new default 20.9 s 88 / 1,760 10.7 ms 0.3896 (converged)
+  WRelated   old 11.7 s 197 / 1,914 5.1 ms 9.864;  paper schedule 8.9 s 197 / 1,914 3.7 ms 9.864;
+             new default 6.6 s 101 / 1,649 3.4 ms 7.097 (r = 154; the finish falls back to identity)
+The new default spends 90 % in Alg. 2: per step one 308 x 308 by 308 x 1024 product (8.1 ms best
+at this load, 1 BLAS thread) and one fused pass (projected_gradient_step: 3.0 ms best 1 thread,
+1.9 ms 2 threads, against 7.3 ms for the seven numpy passes and the projection it replaced); the
+L1 projection alone: sort-based 22.9 ms, Condat's filter (old) 5.6 ms, blocked Michelot 0.84 ms
+(1 thread) / 0.67 ms (2 threads). 2 BLAS threads next to the other job's busy core are a loss
+(product 22 ms best, 73 ms per step: WDiscrete 121 s, loadavg 3.4), so the 2-core goal could not
+be measured here; the step's own parts add up to ~5 ms when both cores are free (product 2.9 ms
+best with 2 BLAS threads, measured once while the other job paused, loadavg 2.0; fused pass 1.9 ms),
+i.e. ~7-9 s for WDiscrete's 1,284 steps plus ~1.4 s of B updates and residuals: an estimate, not a
+measurement. At 1 thread under load the goal is not met (15.4 s).
+n = 8192 (--large --workloads discrete --threads 1): see the report of issue 14 (LARGE).
 
 Run: python benchmarks/bench_queries_lrm_speed.py [--n 1024] [--m 256] [--large] [--threads 2] [--repeats 1]
-     [--max-time 600] [--refine-max-time 120]
+     [--max-time 600] [--refine-max-time 120] [--baseline REF] [--workloads discrete range related]
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ Solved by the inexact augmented Lagrangian method (Alg. 1): B in closed form (Eq
 Nesterov's accelerated projected gradient on the quadratic (10) (Alg. 2), each column projected
 onto the L1 ball exactly (dp.queries.l1_ball). All products are BLAS-3 on float64 arrays; the
 r x r Gram matrices are formed once per outer iteration, so one outer iteration costs
-O(m n r + N_in r^2 n). Ours, measured and documented where they are: rows of L that the projection
+O(m n r + N_in r^2 n); each Alg. 2 step is one product and one fused numba pass
+(dp.queries.l1_ball.projected_gradient_step). Ours, measured and documented where they are: rows of L that the projection
 zeroes are revived (revive_dead_rows; without it Alg. 1 stalls), and lrm_strategy's finish makes
 B exact (W L^+), refines L on the exact objective (dp.queries.lrm_refine) and falls back to the
 identity strategy when that is better.
