@@ -290,6 +290,19 @@ def test_revival_lets_the_alm_reach_gamma_where_rows_die_without_it():
     assert revived.converged and np.linalg.norm(W - revived.B @ revived.L) <= revived.gamma
 
 
+def test_paper_schedule_without_revival_and_ours_with_it():
+    """revive=False is Alg. 1 as printed (10 Alg. 2 steps, beta doubling every 10); revive=True: 20 and 5."""
+    W = queries.wrange(20, 30, random_state=3)
+    for revive, (inner, period) in ((False, (10, 10)), (True, (20, 5))):
+        default = low_rank_decomposition(W, max_outer=25, random_state=0, revive=revive)
+        explicit = low_rank_decomposition(W, max_outer=25, random_state=0, revive=revive, max_inner=inner,
+                                          beta_period=period)
+        assert np.array_equal(default.L, explicit.L) and np.array_equal(default.B, explicit.B)
+        betas = [h.beta for h in default.history]
+        assert betas[period] == 2 * betas[0] and len(set(betas[:period])) == 1
+        assert max(h.inner_iterations for h in default.history) <= inner
+
+
 def _duchi_sorted_projection(V, radius):
     """Duchi et al. (2008) Fig. 1 column by column: sort, find rho, soft-threshold (the reference)."""
     out = V.copy()

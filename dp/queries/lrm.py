@@ -10,8 +10,8 @@ Nesterov's accelerated projected gradient on the quadratic (10) (Alg. 2), each c
 onto the L1 ball exactly (dp.queries.l1_ball). All products are BLAS-3 on float64 arrays; the
 r x r Gram matrices are formed once per outer iteration, so one outer iteration costs
 O(m n r + N_in r^2 n); each Alg. 2 step is one product and one fused numba pass
-(dp.queries.l1_ball.projected_gradient_step). Ours, measured and documented where they are: rows of L that the projection
-zeroes are revived (revive_dead_rows; without it Alg. 1 stalls), and lrm_strategy's finish makes
+(dp.queries.l1_ball.projected_gradient_step). Ours, measured and documented where they are: rows
+of L that the projection zeroes are revived (revive_dead_rows; without it Alg. 1 stalls), and lrm_strategy's finish makes
 B exact (W L^+), refines L on the exact objective (dp.queries.lrm_refine) and falls back to the
 identity strategy when that is better.
 """
@@ -137,7 +137,8 @@ def update_B(W_plus: np.ndarray, L: np.ndarray, beta: float) -> np.ndarray:
 def nesterov_projected_gradient(
     gram: np.ndarray, linear: np.ndarray, L0: np.ndarray, max_iter: int, tol: float, threads: int | None = None
 ) -> tuple[np.ndarray, int, float]:
-    """Return (L, iterations, seconds spent projecting) minimizing 1/2 <L, gram L> - <linear, L> over unit-L1 columns.
+    """Return (L, iterations, seconds in the fused projected step) minimizing 1/2 <L, gram L> - <linear, L> over
+    unit-L1 columns.
 
     Seed 001, Alg. 2 on Formula (10) with gram = beta B^T B and linear = B^T (beta W + pi).
     The step 1/omega uses the exact Lipschitz constant omega = lambda_max(gram) of the gradient,
