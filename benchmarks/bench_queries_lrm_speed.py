@@ -29,7 +29,9 @@ measurement. At 1 thread under load the goal is not met (15.4 s).
 n = 8192 (--large --workloads discrete --threads 1, loadavg 2.3): WDiscrete 171.7 s, 135 outer /
 1,629 inner at 92.7 ms per step, 88 % in Alg. 2 (30 % the fused projected step, the rest the
 308 x 308 by 308 x 8192 product), 6 % B updates, 6 % residuals; converged, 0.0963 x identity.
-Within the 10-minute goal on one thread.
+(--large --workloads range related --threads 1, loadavg 2.1): WRange 121.8 s, 77 / 1,497 at 73.7 ms,
+91 % in Alg. 2, converged, 0.0982; WRelated (r = 154) 50.5 s, 116 / 1,522 at 25.6 ms, 1.19 x
+identity (the finish falls back to identity). All three within the 10-minute goal on one thread.
 
 Run: python benchmarks/bench_queries_lrm_speed.py [--n 1024] [--m 256] [--large] [--threads 2] [--repeats 1]
      [--max-time 600] [--refine-max-time 120] [--baseline REF] [--workloads discrete range related]
