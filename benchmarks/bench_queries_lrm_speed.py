@@ -7,16 +7,34 @@ Laplace noise. Seed 001's complexity is O(N_in N_out (r^2 m + r^2 n)); here the 
 matrices are formed once per outer iteration and every product is BLAS-3. Goal (issue 14): under
 10 s at n = 1024, m = 256 on 2 cores; n = 8192 within 10 minutes (--large).
 
-Measured (--threads 1 --workloads discrete --max-time 150, loadavg 1.0, after the revival, the
-sort-free projection and the refinement): 27.9 s, 154 outer / 1,540 inner iterations at 15.2 ms, 84 %
-in Alg. 2 of which 35 % in the L1 projection; ratio to identity 0.8925 (r = 308 < n: the refinement
-cannot act). --threads 2 --max-time 100 (loadavg 1.8-2.8): WDiscrete 38.1 s, WRange 96.4 s (beta
-limit, ratio 0.561), WRelated 28.7 s (9.9 x identity: identity fallback). Projection side by side
-(r = 308, n = 1024, loadavg 0.6): sort-based 21.9 ms best, sort-free 5.7 ms. Before this change:
-50 s at loadavg 1.5, 28.7 ms per step, 66 % in the projection, ratio 1.085. Goal not met.
+Measured in one run (--threads 1 --baseline 46c2883 --max-time 150, loadavg 1.8-2.1: the machine
+shared with another engineer's one-core job), Alg. 1 alone, seconds / outer / inner / ms per Alg. 2
+step / Phi Delta^2 over identity's:
+  WDiscrete  old code 24.4 s 154 / 1,540 13.9 ms 0.8925;  new code, paper schedule 19.6 s 154 / 1,540
+             10.7 ms 0.8925;  new default 15.4 s 67 / 1,284 10.7 ms 0.4029
+  WRange     old 62.4 s 390 / 3,900 14.1 ms 0.5615 (beta limit);  paper schedule 48.1 s 390 / 3,900
+             10.4 ms 0.5653 (beta limit);  new default 20.9 s 88 / 1,760 10.7 ms 0.3896 (converged)
+  WRelated   old 11.7 s 197 / 1,914 5.1 ms 9.864;  paper schedule 8.9 s 197 / 1,914 3.7 ms 9.864;
+             new default 6.6 s 101 / 1,649 3.4 ms 7.097 (r = 154; the finish falls back to identity)
+The new default spends 90 % in Alg. 2: per step one 308 x 308 by 308 x 1024 product (8.1 ms best
+at this load, 1 BLAS thread) and one fused pass (projected_gradient_step: 3.0 ms best 1 thread,
+1.9 ms 2 threads, against 7.3 ms for the seven numpy passes and the projection it replaced); the
+L1 projection alone: sort-based 22.9 ms, Condat's filter (old) 5.6 ms, blocked Michelot 0.84 ms
+(1 thread) / 0.67 ms (2 threads). 2 BLAS threads next to the other job's busy core are a loss
+(product 22 ms best, 73 ms per step: WDiscrete 121 s, loadavg 3.4), so the 2-core goal could not
+be measured here; the step's own parts add up to ~5 ms when both cores are free (product 2.9 ms
+best with 2 BLAS threads, measured once while the other job paused, loadavg 2.0; fused pass 1.9 ms),
+i.e. ~7-9 s for WDiscrete's 1,284 steps plus ~1.4 s of B updates and residuals: an estimate, not a
+measurement. At 1 thread under load the goal is not met (15.4 s).
+n = 8192 (--large --workloads discrete --threads 1, loadavg 2.3): WDiscrete 171.7 s, 135 outer /
+1,629 inner at 92.7 ms per step, 88 % in Alg. 2 (30 % the fused projected step, the rest the
+308 x 308 by 308 x 8192 product), 6 % B updates, 6 % residuals; converged, 0.0963 x identity.
+(--large --workloads range related --threads 1, loadavg 2.1): WRange 121.8 s, 77 / 1,497 at 73.7 ms,
+91 % in Alg. 2, converged, 0.0982; WRelated (r = 154) 50.5 s, 116 / 1,522 at 25.6 ms, 1.19 x
+identity (the finish falls back to identity). All three within the 10-minute goal on one thread.
 
 Run: python benchmarks/bench_queries_lrm_speed.py [--n 1024] [--m 256] [--large] [--threads 2] [--repeats 1]
-     [--max-time 600] [--refine-max-time 120]
+     [--max-time 600] [--refine-max-time 120] [--baseline REF] [--workloads discrete range related]
 """
 
 from __future__ import annotations
@@ -28,15 +46,41 @@ import time
 import numpy as np
 
 
+def alm_line(result, identity: float, seconds: float) -> str:
+    """Return seconds, iterations, ms per Alg. 2 step and Alg. 1's ratio to identity of one decomposition."""
+    per_step = result.phase_seconds["L update (Alg. 2)"] / max(result.n_inner, 1)
+    return (f"{seconds:7.2f} s  outer {result.n_outer:4d}  inner {result.n_inner:5d}  {per_step * 1e3:5.2f} ms per "
+            f"Alg. 2 step  ratio to identity {result.objective / identity:.4f}  ({result.status}, "
+            f"||W - B L||_F = {result.residual:.3g})")
+
+
 def measure(kind: str, m: int, n: int, repeats: int, max_time: float | None, refine_max_time: float | None,
-            seed: int) -> None:
-    """Run LRM (Alg. 1, then the finish/refinement) `repeats` times on one workload; print times and phases."""
+            seed: int, baseline, threads: int) -> None:
+    """Run LRM (Alg. 1, then the finish/refinement) `repeats` times on one workload; print times and phases.
+
+    With a baseline module (--baseline REF), its low_rank_decomposition runs first on the same W and
+    seed, then this code with the paper's schedule (PAPER_SCHEDULE: 10 Alg. 2 steps per B update,
+    beta doubling every 10), so old code, new code with the old schedule and the new default are
+    timed side by side in one run.
+    """
     from dp import queries
 
     W = queries.make_workload(kind, m, n, random_state=seed)
     identity = float(np.sum(W**2))  # Laplace identity: sensitivity 1, R = W
-    runs = [queries.optimize(W, "lrm", max_time=max_time, refine_max_time=refine_max_time, random_state=seed)
-            for _ in range(repeats)]
+    if baseline is not None:
+        from dp.queries.lrm import PAPER_SCHEDULE, low_rank_decomposition
+
+        started = time.perf_counter()
+        old = baseline.low_rank_decomposition(W, max_time=max_time, random_state=seed)
+        print(f"{kind:>9} m={m:<5} n={n:<5} baseline Alg. 1: {alm_line(old, identity, time.perf_counter() - started)}; "
+              f"loadavg {os.getloadavg()[0]:.1f}", flush=True)
+        started = time.perf_counter()
+        paper = low_rank_decomposition(W, max_time=max_time, random_state=seed, threads=threads,
+                                       max_inner=PAPER_SCHEDULE[0], beta_period=PAPER_SCHEDULE[1])
+        print(f"{kind:>9} m={m:<5} n={n:<5} paper schedule: {alm_line(paper, identity, time.perf_counter() - started)}; "
+              f"loadavg {os.getloadavg()[0]:.1f}", flush=True)
+    runs = [queries.optimize(W, "lrm", solver="alm", max_time=max_time, refine_max_time=refine_max_time,
+                             random_state=seed, threads=threads) for _ in range(repeats)]
     alm_seconds = sorted(r.seconds - r.info["finish_seconds"] for r in runs)
     total = sorted(r.seconds for r in runs)
     last = runs[-1]
@@ -47,10 +91,10 @@ def measure(kind: str, m: int, n: int, repeats: int, max_time: float | None, ref
           f"ratio to identity {last.info['alm_objective'] / identity:.4f} (||W - B L||_F = {last.info['alm_residual']:.3g}); "
           f"loadavg {os.getloadavg()[0]:.1f}")
     per_step = last.info["phase_seconds"]["L update (Alg. 2)"] / max(last.info["inner"], 1)
-    print(f"{'':>9} {phases}; {per_step * 1e3:.1f} ms per Alg. 2 step")
+    print(f"{'':>9} {phases}; {per_step * 1e3:.2f} ms per Alg. 2 step")
     print(f"{'':>9} with finish/refinement: best {total[0]:7.2f} s  median {np.median(total):7.2f} s  "
           f"(finish {last.info['finish_seconds']:.1f} s)  ratio to identity {last.objective / identity:.4f}  "
-          f"{last.status}; {last.message.split('; ')[-1]}")
+          f"{last.status}; {last.message.split('; ')[-1]}", flush=True)
 
 
 def sorted_projection(V: np.ndarray) -> np.ndarray:
@@ -67,23 +111,91 @@ def sorted_projection(V: np.ndarray) -> np.ndarray:
     return out
 
 
-def measure_projection(r: int, n: int, repeats: int = 20) -> None:
-    """Print the L1-ball projection of an r x n Alg. 2 iterate: sort-based vs sort-free, side by side."""
-    from dp.queries.l1_ball import project_columns_l1
+def best_and_median(candidates: dict, repeats: int) -> str:
+    """Return 'name best x ms median y ms' of every callable, timed interleaved (two rounds of `repeats`)."""
+    timings = {}
+    for name, run in list(candidates.items()) * 2:
+        run()
+        for _ in range(repeats):
+            started = time.perf_counter()
+            run()
+            timings.setdefault(name, []).append(time.perf_counter() - started)
+    return ", ".join(f"{name} best {min(t) * 1e3:.2f} ms median {np.median(t) * 1e3:.2f} ms"
+                     for name, t in timings.items()) + f"; loadavg {os.getloadavg()[0]:.1f}"
+
+
+def measure_step(r: int, n: int, baseline_projection, repeats: int = 20) -> None:
+    """Print the parts of one Alg. 2 step on an r x n iterate, side by side.
+
+    The L1 projection: sort-based (numpy), the baseline's (--baseline: Condat's one-column filter), the
+    blocked Michelot kernel on 1 and 2 threads; the r x r by r x n product with 1 and 2 BLAS threads;
+    the whole step without the product: seven numpy passes around the projection (the loop before
+    the fused kernel) vs the fused kernel.
+    """
+    from threadpoolctl import threadpool_limits
+
+    from dp.queries.l1_ball import project_columns_l1, projected_gradient_step
 
     rng = np.random.default_rng(0)
     V = rng.standard_normal((r, n)) * 0.01 - rng.standard_normal((r, n)) * 1e-3  # columns of L1 norm ~2.5
     assert np.allclose(sorted_projection(V), project_columns_l1(V), atol=1e-15)
-    timings = {}
-    for name, project in (("sort-based", sorted_projection), ("sort-free (numba)", project_columns_l1)) * 2:
-        project(V)
-        for _ in range(repeats):
-            started = time.perf_counter()
-            project(V)
-            timings.setdefault(name, []).append(time.perf_counter() - started)
-    print(f"L1 projection r={r} n={n}: " + ", ".join(
-        f"{name} best {min(t) * 1e3:.2f} ms median {np.median(t) * 1e3:.2f} ms" for name, t in timings.items())
-        + f"; loadavg {os.getloadavg()[0]:.1f}")
+    out = np.empty_like(V)
+    projections = {"sort-based": lambda: sorted_projection(V),
+                   "Michelot blocks 1 thread": lambda: project_columns_l1(V, out=out, threads=1),
+                   "2 threads": lambda: project_columns_l1(V, out=out, threads=2)}
+    if baseline_projection is not None:
+        projections["baseline"] = lambda: baseline_projection(V)
+    print(f"L1 projection r={r} n={n}: " + best_and_median(projections, repeats))
+    gram = rng.standard_normal((r, r))
+    gram = gram @ gram.T
+    products = {}
+    for threads in (1, 2):
+        def product(threads=threads):
+            with threadpool_limits(threads):
+                np.matmul(gram, V, out=out)
+        products[f"{threads} BLAS thread{'s' if threads > 1 else ''}"] = product
+    print(f"gram @ search ({r} x {r} by {r} x {n}): " + best_and_median(products, repeats))
+    zeros, current, search, following = np.zeros_like(V), np.zeros_like(V), V.copy(), np.empty_like(V)
+
+    def numpy_step():
+        step = np.subtract(zeros, zeros)
+        step /= 1.0
+        np.subtract(search, step, out=step)
+        project_columns_l1(step, out=following)
+        np.linalg.norm(search - following), np.linalg.norm(following)
+        np.add(following, 0.5 * (following - current), out=step)
+
+    def fused(threads):
+        search[...] = V
+        projected_gradient_step(search, zeros, zeros, 1.0, current, following, 0.5, threads=threads)
+
+    print("Alg. 2 step without the product: " + best_and_median(
+        {"numpy passes + projection": numpy_step, "fused 1 thread": lambda: fused(1), "fused 2 threads": lambda: fused(2)},
+        repeats))
+
+
+def load_baseline(ref: str):
+    """Return (lrm module, l1_ball module) of git revision `ref`, imported from a temporary directory."""
+    import importlib.util
+    import subprocess
+    import sys
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="lrm-baseline-")
+    modules = []
+    for name in ("l1_ball", "lrm"):
+        source = subprocess.run(["git", "show", f"{ref}:dp/queries/{name}.py"], check=True, capture_output=True,
+                                text=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout
+        source = source.replace("from dp.queries.l1_ball import", "from baseline_l1_ball import")
+        path = os.path.join(folder, f"baseline_{name}.py")
+        with open(path, "w") as handle:
+            handle.write(source)
+        spec = importlib.util.spec_from_file_location(f"baseline_{name}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        modules.append(module)
+    return modules[1], modules[0]
 
 
 def main():
@@ -92,11 +204,12 @@ def main():
     ap.add_argument("--m", type=int, default=256)
     ap.add_argument("--workloads", nargs="+", default=["discrete", "range", "related"])
     ap.add_argument("--large", action="store_true", help="also n = 8192 (10-minute goal)")
-    ap.add_argument("--threads", type=int, default=2, help="BLAS threads")
+    ap.add_argument("--threads", type=int, default=2, help="BLAS threads and threads of the fused Alg. 2 step")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--max-time", type=float, default=600.0, help="cap on Alg. 1 per solve (seconds)")
     ap.add_argument("--refine-max-time", type=float, default=120.0, help="cap on the refinement (seconds)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--baseline", metavar="REF", help="also run Alg. 1 of git revision REF side by side (e.g. main)")
     args = ap.parse_args()
 
     from threadpoolctl import threadpool_limits
@@ -104,13 +217,15 @@ def main():
     print(f"LRM speed (seed 001 Alg. 1-2), gamma 0.01, r = 1.2 rank(W), {args.threads} BLAS threads; "
           f"paper: Matlab, 2.5 GHz quad-core; goal < 10 s at n = 1024, m = 256")
     started = time.perf_counter()
+    baseline, baseline_l1 = load_baseline(args.baseline) if args.baseline else (None, None)
+    measure_step(308, args.n, None if baseline_l1 is None else baseline_l1.project_columns_l1)
     with threadpool_limits(args.threads):
-        measure_projection(308, args.n)
         for kind in args.workloads:
-            measure(kind, args.m, args.n, args.repeats, args.max_time, args.refine_max_time, args.seed)
+            measure(kind, args.m, args.n, args.repeats, args.max_time, args.refine_max_time, args.seed, baseline,
+                    args.threads)
         if args.large:
             for kind in args.workloads:
-                measure(kind, args.m, 8192, 1, args.max_time, args.refine_max_time, args.seed)
+                measure(kind, args.m, 8192, 1, args.max_time, args.refine_max_time, args.seed, None, args.threads)
     print(f"total {time.perf_counter() - started:.0f} s")
 
 

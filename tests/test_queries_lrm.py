@@ -10,7 +10,7 @@ import dp
 from dp import queries
 from dp.validation import DataError
 
-from dp.queries.l1_ball import project_columns_l1
+from dp.queries.l1_ball import PARALLEL_MIN_ENTRIES, project_columns_l1, projected_gradient_step
 from dp.queries.lrm import low_rank_decomposition
 
 
@@ -113,8 +113,8 @@ def test_decomposition_reports_why_it_stopped():
     assert "iteration limit after 3 outer iterations" in result.message
     assert len(result.history) == 3
     assert set(result.phase_seconds) == {"B update (Eq. 9)", "L update (Alg. 2)", "residual and multiplier",
-                                         "of which L1 projection"}
-    assert result.phase_seconds["of which L1 projection"] <= result.phase_seconds["L update (Alg. 2)"]
+                                         "of which projected step"}
+    assert result.phase_seconds["of which projected step"] <= result.phase_seconds["L update (Alg. 2)"]
 
 
 @pytest.mark.parametrize(
@@ -290,6 +290,19 @@ def test_revival_lets_the_alm_reach_gamma_where_rows_die_without_it():
     assert revived.converged and np.linalg.norm(W - revived.B @ revived.L) <= revived.gamma
 
 
+def test_paper_schedule_without_revival_and_ours_with_it():
+    """revive=False is Alg. 1 as printed (10 Alg. 2 steps, beta doubling every 10); revive=True: 20 and 5."""
+    W = queries.wrange(20, 30, random_state=3)
+    for revive, (inner, period) in ((False, (10, 10)), (True, (20, 5))):
+        default = low_rank_decomposition(W, max_outer=25, random_state=0, revive=revive)
+        explicit = low_rank_decomposition(W, max_outer=25, random_state=0, revive=revive, max_inner=inner,
+                                          beta_period=period)
+        assert np.array_equal(default.L, explicit.L) and np.array_equal(default.B, explicit.B)
+        betas = [h.beta for h in default.history]
+        assert betas[period] == 2 * betas[0] and len(set(betas[:period])) == 1
+        assert max(h.inner_iterations for h in default.history) <= inner
+
+
 def _duchi_sorted_projection(V, radius):
     """Duchi et al. (2008) Fig. 1 column by column: sort, find rho, soft-threshold (the reference)."""
     out = V.copy()
@@ -315,6 +328,39 @@ def test_sort_free_projection_equals_the_sorted_reference_with_ties_and_zeros(se
         P = project_columns_l1(V, radius)
         assert np.allclose(P, _duchi_sorted_projection(V, radius), rtol=1e-12, atol=1e-12 * np.abs(V).max())
         assert np.all(np.abs(P).sum(axis=0) <= radius * (1 + 1e-12))
+
+
+def test_projection_split_over_threads_is_bitwise_the_single_thread_result_and_writes_into_out():
+    rng = np.random.default_rng(11)
+    V = rng.standard_normal((70, 2000)) * rng.choice([1e-3, 0.05, 1.0], size=2000)  # > PARALLEL_MIN_ENTRIES
+    single = project_columns_l1(V, threads=1)
+    out = np.empty_like(V)
+    for threads in (2, 3, 8):
+        assert project_columns_l1(V, out=out, threads=threads) is out
+        assert np.array_equal(out, single)
+    assert np.allclose(single, _duchi_sorted_projection(V, 1.0), rtol=1e-12, atol=1e-15)
+    with pytest.raises(ValueError, match="out must be"):
+        project_columns_l1(V, out=V)
+    with pytest.raises(ValueError, match="out must be"):
+        project_columns_l1(V, out=np.empty((70, 3)))
+    assert V.size > PARALLEL_MIN_ENTRIES
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_fused_projected_gradient_step_equals_the_numpy_step_of_alg_2(threads):
+    rng = np.random.default_rng(12 + threads)
+    r, n = 70, 2000  # > PARALLEL_MIN_ENTRIES: split over threads
+    search, current = rng.standard_normal((r, n)) * 0.05, project_columns_l1(rng.standard_normal((r, n)))
+    gradient, linear = rng.standard_normal((r, n)), rng.standard_normal((r, n))
+    omega, momentum = 3.5, 0.4
+    expected = _duchi_sorted_projection(search - (gradient - linear) / omega, 1.0)
+    following, new_search = np.empty((r, n)), search.copy()
+    distance, size = projected_gradient_step(new_search, gradient, linear, omega, current, following, momentum,
+                                             threads=threads)
+    assert np.allclose(following, expected, rtol=1e-12, atol=1e-15)
+    assert np.allclose(new_search, following + momentum * (following - current), rtol=1e-12, atol=1e-15)
+    assert np.isclose(distance, np.linalg.norm(search - following), rtol=1e-12)
+    assert np.isclose(size, np.linalg.norm(following), rtol=1e-12)
 
 
 def test_exact_fit_is_the_pseudo_inverse_reconstruction_and_refuses_a_missing_row_space():
