@@ -95,6 +95,20 @@ def measure(kind: str, m: int, n: int, repeats: int, max_time: float | None, ref
     print(f"{'':>9} with finish/refinement: best {total[0]:7.2f} s  median {np.median(total):7.2f} s  "
           f"(finish {last.info['finish_seconds']:.1f} s)  ratio to identity {last.objective / identity:.4f}  "
           f"{last.status}; {last.message.split('; ')[-1]}", flush=True)
+    measure_auto(W, identity, seed, threads)
+
+
+def measure_auto(W: np.ndarray, identity: float, seed: int, threads: int) -> None:
+    """Run optimize(W, "lrm") with the default solver="auto" once; print its time split and the kept solver."""
+    from dp import queries
+
+    started = time.perf_counter()
+    auto = queries.optimize(W, "lrm", random_state=seed, threads=threads)
+    seconds = time.perf_counter() - started
+    alm = auto.info.get("alm_seconds", 0.0) + auto.info.get("finish_seconds", 0.0)
+    print(f"{'':>9} solver='auto': {seconds:7.2f} s (Alg. 1 + finish {alm:.1f} s, p-Identity sweep "
+          f"{auto.info['p_identity_seconds']:.1f} s)  ratio to identity {auto.objective / identity:.4f}, kept "
+          f"{auto.info['solver']} ({auto.status}); loadavg {os.getloadavg()[0]:.1f}", flush=True)
 
 
 def sorted_projection(V: np.ndarray) -> np.ndarray:

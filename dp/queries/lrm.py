@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 import scipy.linalg
+from threadpoolctl import threadpool_limits
 
 from dp.queries.l1_ball import project_columns_l1, projected_gradient_step
 from dp.queries.lrm_refine import exact_fit, exact_reconstruction_B, refine_decomposition
@@ -443,10 +446,10 @@ def _alm_candidate(W, rank, gamma, finish, refine, refine_max_iter, refine_max_t
     return _Candidate(B, L, status, message, "ALM")
 
 
-def _p_identity_candidate(W: np.ndarray, max_time: float | None, random_state, info) -> _Candidate:
+def _p_identity_candidate(W: np.ndarray, max_time: float | None, random_state, info, n_jobs: int = 2) -> _Candidate:
     """Return the best p-Identity strategy (dp.queries.p_identity.the_best_p_identity), with B = W L^+ (exact)."""
     started = time.perf_counter()
-    best, fits = the_best_p_identity(W, max_time=max_time, random_state=random_state)
+    best, fits = the_best_p_identity(W, max_time=max_time, random_state=random_state, n_jobs=n_jobs)
     L = best.L
     info.update(p_identity_objective=best.scale, p_identity_seconds=time.perf_counter() - started,
                 p_identity_fits={f"{fit.start} p={fit.theta.shape[0]}": fit.scale for fit in fits})
@@ -475,8 +478,9 @@ def lrm_strategy(
     r = n + p rows, exact). solver="auto" (default):
     "p-identity" when r = rank >= n (then Alg. 1's L has rank n, every such L is exact, Formula (7)
     is the L1 matrix mechanism, and Alg. 1 reached it slower and no better: WRange 1024 x 1024 0.346
-    x identity after 300 s against 0.170 in 11 s), else (the low-rank case) both, keeping the less
-    noisy. Never noisier than the identity (with finish; each candidate falls back on its own).
+    x identity after 300 s against 0.170 in 11 s), else (the low-rank case) both, side by side on two
+    threads with one BLAS thread each (Alg. 1's fused step on `threads`, default 1), keeping the
+    less noisy. Never noisier than the identity (with finish; each candidate falls back on its own).
     info["alm_objective"] is Alg. 1's Phi Delta^2 before any finishing; info["solver"] names the winner.
     """
     if solver not in SOLVERS:
@@ -485,12 +489,15 @@ def lrm_strategy(
         raise ValueError("finish=False returns Alg. 1's own result (the paper's); use it with solver='alm'")
     started, info = time.perf_counter(), {}
     rank = default_rank(W) if rank is None else _check_rank(rank)
-    candidates = []
-    if solver == "alm" or (solver == "auto" and rank < W.shape[1]):
-        candidates.append(_alm_candidate(W, rank, gamma, finish, refine, refine_max_iter, refine_max_time, info,
-                                         **options))
-    if solver in ("p-identity", "auto"):
-        candidates.append(_p_identity_candidate(W, p_identity_max_time, options.get("random_state", 0), info))
+    run_alm = solver == "alm" or (solver == "auto" and rank < W.shape[1])
+    alm = partial(_alm_candidate, W, rank, gamma, finish, refine, refine_max_iter, refine_max_time, info)
+    p_identity = partial(_p_identity_candidate, W, p_identity_max_time, options.get("random_state", 0), info)
+    if run_alm and solver == "auto":  # both, side by side on two threads with one BLAS thread each
+        with threadpool_limits(1), ThreadPoolExecutor(1) as pool:
+            alm_run = pool.submit(alm, **{**options, "threads": options.get("threads", 1)})
+            candidates = [p_identity(n_jobs=1), alm_run.result()]
+    else:
+        candidates = [alm(**options)] if run_alm else [p_identity()]
     best = min(candidates, key=lambda candidate: candidate.noise)
     B, L, status, message = best.B, best.L, best.status, best.message
     if len(candidates) > 1:
