@@ -259,18 +259,13 @@ def low_rank_decomposition(
     when tau <= gamma ("converged"), beta > beta_max, after max_outer iterations or max_time
     seconds; NaN/inf raises DecompositionDiverged. revive=True (default; ours) re-seeds the rows
     the projection zeroed every beta_period outer iterations (revive_dead_rows; WRange 1024 x 256:
-    converges instead of stalling); revive=False is Alg. 1 as printed.
-    threads: the threads of Alg. 2's fused projected step (default all cores; BLAS has its own).
-    W is trusted here (dp.queries.optimize validates it).
+    converges instead of stalling); revive=False is Alg. 1 as printed. threads: those of Alg. 2's
+    fused projected step (default all cores; BLAS has its own). W is trusted (optimize checks it).
     """
-    W = np.asarray(W, dtype=np.float64)
+    W, start, phases = np.asarray(W, dtype=np.float64), time.perf_counter(), dict.fromkeys((*PHASES, PROJECTION), 0.0)
     rank = default_rank(W) if rank is None else _check_rank(rank)
     gamma = _check_positive(gamma, "gamma")
-    start = time.perf_counter()
-    phases = dict.fromkeys((*PHASES, PROJECTION), 0.0)
-    default_inner, default_period = REVIVED_SCHEDULE if revive else PAPER_SCHEDULE
-    max_inner = default_inner if max_inner is None else max_inner
-    beta_period = default_period if beta_period is None else beta_period
+    max_inner, beta_period = _schedule(revive, max_inner, beta_period)
     L, beta = _alm_start(W, rank, init, beta0, random_state)
     multiplier = np.zeros_like(W)
     history: list[ALMIterate] = []
@@ -315,6 +310,14 @@ def low_rank_decomposition(
         n_outer=outer, n_inner=n_inner, seconds=time.perf_counter() - start,
         history=history, phase_seconds=phases,
     )
+
+
+def _schedule(revive: bool, max_inner: int | None, beta_period: int | None) -> tuple[int, int]:
+    """Return (Alg. 2 steps per B update, outer iterations per beta doubling): the given ones, else
+    REVIVED_SCHEDULE with revive=True and the paper's PAPER_SCHEDULE without."""
+    default_inner, default_period = REVIVED_SCHEDULE if revive else PAPER_SCHEDULE
+    return (default_inner if max_inner is None else max_inner,
+            default_period if beta_period is None else beta_period)
 
 
 def _stop_message(status: str, residual: float, gamma: float, outer: int, beta: float) -> str:
