@@ -36,8 +36,8 @@ METHODS = {
     "coa": coa_strategy,  # Yuan et al. Alg. 1-3: Newton with CG on the Hessian operator
     "coa-schur": coa_schur_strategy,  # the same program, exact Newton directions (faster)
     "coa-dual": coa_dual_strategy,  # the same program through its n-variable dual (fastest; any n > m)
-    "lrm": lrm_strategy,
-    "amm": amm_strategy,  # seed 001 App. B: the L2-optimal strategy (COA's program) under Laplace noise  # Yuan et al. (seed 001): W ~ B L by ALM + Nesterov, Laplace noise (eps-DP)
+    "lrm": lrm_strategy,  # Yuan et al. (seed 001): W ~ B L, Laplace noise (eps-DP); Alg. 1 and/or the p-Identity search
+    "amm": amm_strategy,  # seed 001 App. B: the L2-optimal strategy (COA's program) under Laplace noise
 }
 
 
