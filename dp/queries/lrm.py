@@ -31,7 +31,7 @@ from threadpoolctl import threadpool_limits
 from dp.queries.l1_ball import project_columns_l1, projected_gradient_step
 from dp.queries.lrm_refine import exact_fit, exact_reconstruction_B, refine_decomposition
 from dp.queries.p_identity import the_best_p_identity
-from dp.queries.strategy import Strategy, with_objective
+from dp.queries.strategy import Strategy, column_sensitivity, with_objective
 
 DEFAULT_RANK_FACTOR = 1.2  # r = 1.2 rank(W): seed 001 sec. 6.1, Fig. 3
 BETA_DOUBLING_PERIOD = 10  # Alg. 1, lines 10-11: beta doubles every 10 outer iterations
@@ -99,7 +99,7 @@ class LowRankDecomposition:
     @property
     def sensitivity(self) -> float:
         """Return Delta(B, L): the largest column L1 norm of L (Definition 2)."""
-        return float(np.abs(self.L).sum(axis=0).max())
+        return column_sensitivity(self.L, "laplace")
 
     @property
     def scale(self) -> float:
@@ -109,12 +109,17 @@ class LowRankDecomposition:
     @property
     def objective(self) -> float:
         """Return Phi Delta^2, the epsilon-free part of the noise error of Lemma 1."""
-        return self.scale * self.sensitivity**2
+        return unit_noise(self.B, self.L)
 
     @property
     def converged(self) -> bool:
         """Return True when ||W - B L||_F <= gamma was reached."""
         return self.status == "converged"
+
+
+def unit_noise(B: np.ndarray, L: np.ndarray) -> float:
+    """Return Phi Delta^2 = tr(B^T B) max_j ||L_:j||_1^2: Lemma 1's noise error without 2 / epsilon^2."""
+    return float(np.einsum("ij,ij->", B, B)) * column_sensitivity(L, "laplace") ** 2
 
 
 class DecompositionDiverged(ArithmeticError):
@@ -288,7 +293,7 @@ def low_rank_decomposition(
         if not math.isfinite(residual):
             raise DecompositionDiverged(f"Alg. 1 diverged at outer iteration {outer} (beta = {beta:g})")
         history.append(ALMIterate(outer, beta, residual, float(np.einsum("ij,ij->", B, B)),
-                                  float(np.abs(L).sum(axis=0).max()), inner, time.perf_counter() - start))
+                                  column_sensitivity(L, "laplace"), inner, time.perf_counter() - start))
         if residual <= gamma:
             status = "converged"
             break
@@ -405,7 +410,7 @@ def never_worse_than_identity(W: np.ndarray, B: np.ndarray, L: np.ndarray, statu
     (its bias ||(W - B L) x||^2 grows with the data); the status then says "identity fallback" and why.
     """
     identity_scale = float(np.einsum("ij,ij->", W, W))
-    objective = float(np.einsum("ij,ij->", B, B)) * float(np.abs(L).sum(axis=0).max()) ** 2
+    objective = unit_noise(B, L)
     residual = float(np.linalg.norm(W - B @ L))
     if objective >= identity_scale or residual > FALLBACK_RESIDUAL * math.sqrt(identity_scale):
         why = (f"{message}; ||W - B L||_F = {residual:.3g} ({residual / math.sqrt(identity_scale):.2g} ||W||_F) "
@@ -429,8 +434,8 @@ class _Candidate:
 
     @property
     def noise(self) -> float:
-        """Return Phi Delta^2 (Lemma 1's epsilon-free noise)."""
-        return float(np.einsum("ij,ij->", self.B, self.B)) * float(np.abs(self.L).sum(axis=0).max()) ** 2
+        """Return Phi Delta^2 (unit_noise)."""
+        return unit_noise(self.B, self.L)
 
 
 def _alm_candidate(W, rank, gamma, finish, refine, refine_max_iter, refine_max_time, info, **options) -> _Candidate:
@@ -491,7 +496,8 @@ def lrm_strategy(
     if not finish and solver != "alm":
         raise ValueError("finish=False returns Alg. 1's own result (the paper's); use it with solver='alm'")
     started, info = time.perf_counter(), {}
-    rank = default_rank(W) if rank is None else _check_rank(rank)
+    if solver != "p-identity":  # the SVD behind the default rank decides only Alg. 1's part
+        rank = default_rank(W) if rank is None else _check_rank(rank)
     run_alm = solver == "alm" or (solver == "auto" and rank < W.shape[1])
     alm = partial(_alm_candidate, W, rank, gamma, finish, refine, refine_max_iter, refine_max_time, info)
     p_identity = partial(_p_identity_candidate, W, p_identity_max_time, options.get("random_state", 0), info)

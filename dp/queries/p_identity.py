@@ -54,7 +54,7 @@ class PIdentityFit:
     scale: float
     start: str
     iterations: int
-    status: str  # "converged" | "iteration limit" | "time limit" | scipy's message
+    status: str  # "converged" | "iteration limit" | "time limit"
     seconds: float
 
     @property
@@ -158,8 +158,8 @@ def sweep_sizes(m: int, n: int) -> list[int]:
     """Return the p of the random starts the_best_p_identity tries: 1, 2, 4, ... <= max(MIN_LARGEST_P, n / 16),
     <= n, and with p n min(2 m, n) <= MAX_EVALUATION_WORK (p = 1 always).
     """
-    largest = min(n, max(MIN_LARGEST_P, n // DEFAULT_P_FRACTION), MAX_EVALUATION_WORK // (n * min(2 * m, n)))
-    return [2**k for k in range(max(largest, 1).bit_length()) if 2**k <= max(largest, 1)]
+    largest = max(1, min(n, max(MIN_LARGEST_P, n // DEFAULT_P_FRACTION), MAX_EVALUATION_WORK // (n * min(2 * m, n))))
+    return [2**k for k in range(largest.bit_length())]
 
 
 def the_best_p_identity(W: np.ndarray, max_time: float | None = None, random_state=0,
@@ -180,4 +180,5 @@ def the_best_p_identity(W: np.ndarray, max_time: float | None = None, random_sta
     return min(fits, key=lambda one: one.scale), fits
 
 
-__all__ = ["PIdentityFit", "optimize_p_identity", "sweep_sizes", "the_best_p_identity", "p_identity_matrix", "p_identity_objective", "STARTS"]
+__all__ = ["PIdentityFit", "STARTS", "optimize_p_identity", "p_identity_matrix", "p_identity_objective",
+           "sweep_sizes", "the_best_p_identity"]
