@@ -15,7 +15,7 @@ eigendecompositions, cert = dual bounds (coa-dual: free, from the same eigendeco
     python benchmarks/bench_queries_coa.py --threads 1 --methods coa-dual,coa-schur --repeats 2   # ~4 min
     python benchmarks/bench_queries_coa.py --threads 1 --sizes "" --largest --budget 600          # <= 10 min
 
-Measured: see README.md, "Linear queries under (epsilon, delta)-DP: COA".
+Measured: see docs/queries.md, "Linear queries under (epsilon, delta)-DP: COA".
 """
 
 from __future__ import annotations

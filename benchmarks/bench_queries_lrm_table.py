@@ -13,7 +13,7 @@ Measured (--ns 256 --lrm-max-time 150 --refine-max-time 150, 157 s wall, loadavg
 identity 0.375 on WRange (Alg. 1 alone 0.588; HDMM anchor 0.367), 0.1956 on WDiscrete (0.340;
 anchor 0.196), 1.00 on WRelated s = 128 (identity fallback; Alg. 1 alone 259; anchor 1.0); COA
 (eps, delta) 0.280 / 0.330 / 1.30. n = 512 (caps 120 / 120, 358 s wall, loadavg 3.6): 0.272 / 0.165 /
-1.00 against 0.260 / 0.165 / 1.0. The README's LRM section has the full table.
+1.00 against 0.260 / 0.165 / 1.0. docs/queries.md has the full table.
 
 Run: python benchmarks/bench_queries_lrm_table.py [--ns 256 512 1024] [--m 1024] [--lrm-max-time 300]
      [--refine-max-time 300] [--workloads range discrete related]
