@@ -17,7 +17,7 @@ from dp.graphical_lasso import GraphicalLassoResult, admm_graphical_lasso, glass
 from dp.mechanisms import Release, gaussian_mechanism, gaussian_mechanism_zcdp, laplace_mechanism
 from dp.model_selection import alpha_grid, cross_validate_alpha, neg_log_likelihood
 from dp.ridge_precision import ridge_objective, ridge_precision
-from dp.validation import DataError, PrivacyParameterError
+from dp.validation import DataError, PrivacyLeakWarning, PrivacyParameterError
 from dp import queries  # batches of linear queries: strategies, COA (dp.queries.optimize / answer)
 
 __all__ = [
@@ -27,5 +27,5 @@ __all__ = [
     "private_covariance", "project_psd", "PrivateGraphicalLasso", "PrivateRidgePrecision", "GraphicalLassoResult",
     "admm_graphical_lasso", "glasso_objective", "graphical_lasso_path", "Release",
     "gaussian_mechanism", "gaussian_mechanism_zcdp", "laplace_mechanism", "alpha_grid", "cross_validate_alpha",
-    "neg_log_likelihood", "ridge_objective", "ridge_precision", "DataError", "PrivacyParameterError",
+    "neg_log_likelihood", "ridge_objective", "ridge_precision", "DataError", "PrivacyLeakWarning", "PrivacyParameterError",
 ]

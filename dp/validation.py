@@ -77,6 +77,11 @@ class DataWarning(UserWarning):
     """Data that can be used but probably not as intended (e.g. a constant column)."""
 
 
+class PrivacyLeakWarning(UserWarning):
+    """A privacy parameter left implicit (a clip bound not given, a budget not shared): said from the
+    arguments alone, never from the data, so the warning itself releases nothing."""
+
+
 def constant_columns(X: np.ndarray) -> np.ndarray:
     """Return the indices of the columns of X whose values are all equal."""
     return np.flatnonzero(np.all(X == X[0], axis=0))
