@@ -24,11 +24,24 @@ raises BudgetExceededError before anything is released.
 The neighbour relation (replace-one, the papers'; or add-remove) is an explicit argument and is
 recorded here, so that every mechanism spending from the ledger calibrates to the same relation
 (`sensitivity_for` picks the sensitivity that goes with it).
+
+The totals, the relation and the ledger are read-only: `epsilon`, `delta` and `neighbouring` are
+properties without setters, and `ledger` is a tuple copy of the private list of charges, so no
+caller can raise the total or clear what was spent (`acc.ledger.clear()` fails). The only way a
+charge enters the ledger is `spend` / `spend_zcdp`, under a lock (threads of one process share
+the accountant safely).
+
+Scope: one process. An accountant lives in the memory of the process that made it. After
+`os.fork()` (multiprocessing's "fork" start method, a forked Dask worker) the child holds a copy
+whose charges the parent never sees; so a charge made in any process other than the one that
+created the accountant is refused (BudgetExceededError, nothing released), as pickling it to a
+spawned process is. Spend in the owning process and hand workers only what has been released.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
@@ -151,12 +164,36 @@ class PrivacyAccountant:
     "add-remove") is the relation every charge is valid for.
     """
 
+    __slots__ = ("_epsilon", "_delta", "_neighbouring", "_charges", "_lock", "_owner_pid")
+
     def __init__(self, epsilon: float, delta: float = 0.0, *, neighbouring: str = "replace-one"):
-        self.epsilon = check_epsilon(epsilon)
-        self.delta = check_delta(delta)
-        self.neighbouring = check_neighbouring(neighbouring)
-        self.ledger: list[Charge] = []
+        self._epsilon = check_epsilon(epsilon)
+        self._delta = check_delta(delta)
+        self._neighbouring = check_neighbouring(neighbouring)
+        self._charges: list[Charge] = []
         self._lock = threading.Lock()
+        self._owner_pid = os.getpid()
+
+    # --- read-only totals and ledger -------------------------------------------------------------
+    @property
+    def epsilon(self) -> float:
+        """The total epsilon this accountant allows (fixed at construction)."""
+        return self._epsilon
+
+    @property
+    def delta(self) -> float:
+        """The total delta this accountant allows (fixed at construction)."""
+        return self._delta
+
+    @property
+    def neighbouring(self) -> str:
+        """The neighbour relation every charge holds for (fixed at construction)."""
+        return self._neighbouring
+
+    @property
+    def ledger(self) -> tuple[Charge, ...]:
+        """The charges so far, oldest first: a tuple copy (the ledger itself cannot be changed)."""
+        return tuple(self._charges)
 
     # --- a ledger is shared, never copied ------------------------------------------------------
     def __copy__(self):
@@ -185,12 +222,12 @@ class PrivacyAccountant:
     @property
     def spent(self) -> tuple[float, float]:
         """Return (epsilon, delta) charged so far, the zCDP part converted (module docstring)."""
-        return self.cost(self.ledger)
+        return self.cost(self._charges)
 
     @property
     def spent_rho(self) -> float:
         """Return the total rho of the zCDP charges."""
-        return sum(c.rho for c in self.ledger)
+        return sum(c.rho for c in self._charges)
 
     @property
     def remaining(self) -> tuple[float, float]:
@@ -203,13 +240,14 @@ class PrivacyAccountant:
         """Return the largest rho that `spend_zcdp` would still accept (0 if none)."""
         from scipy.optimize import brentq
 
-        if self.delta - sum(c.delta for c in self.ledger) <= 0:
+        charges = list(self._charges)
+        if self.delta - sum(c.delta for c in charges) <= 0:
             return 0.0
-        if not self._fits(self.ledger + [Charge(0.0, 0.0, "", 1e-300)]):
+        if not self._fits(charges + [Charge(0.0, 0.0, "", 1e-300)]):
             return 0.0
 
         def slack(rho):
-            return self._overspend(self.ledger + [Charge(0.0, 0.0, "", rho)])
+            return self._overspend(charges + [Charge(0.0, 0.0, "", rho)])
 
         hi = 1.0
         while slack(hi) <= 0:
@@ -229,7 +267,13 @@ class PrivacyAccountant:
         return self._overspend(charges) <= 0
 
     def _refuse_if_over(self, charge: Charge) -> None:
-        charges = self.ledger + [charge]
+        if os.getpid() != self._owner_pid:
+            raise BudgetExceededError(
+                f"this PrivacyAccountant belongs to process {self._owner_pid}, not to this one "
+                f"({os.getpid()}): a charge in a forked child would only reach the child's copy of "
+                "the ledger, and the budget would never see it; spend from the owning process"
+            )
+        charges = self._charges + [charge]
         delta_total = sum(c.delta for c in charges)
         eps_spent, delta_spent = self.spent
         if delta_total > self.delta * (1 + _ROUNDING_SLACK):
@@ -261,7 +305,7 @@ class PrivacyAccountant:
     def _record(self, charge: Charge) -> Charge:
         with self._lock:
             self._refuse_if_over(charge)
-            self.ledger.append(charge)
+            self._charges.append(charge)
         return charge
 
     def spend(self, epsilon: float, delta: float = 0.0, label: str = "") -> Charge:

@@ -18,13 +18,26 @@ sqrt(p(p+1)/2) * sqrt(2) c^2. Hence
 which is ~30% below the naive (p + 1) c^2 / n. x = c sqrt(2/p) cos(w i), x' = c sqrt(2/p) sin(w i)
 reaches about (2/pi) p c^2 / n, i.e. ~90% of the bound for large p.
 
-Add-remove neighbours (one row x added or removed). The statistic is then the sum X^T X, which
-changes by x x^T: its triangle has L2 norm sqrt((||x||^4 + sum x_i^4) / 2) <= c^2 (one nonzero
-coordinate) and L1 norm (||x||_1^2 + ||x||_2^2) / 2 <= (p + 1) c^2 / 2 (x = c / sqrt(p) * 1):
-    Delta_2 = c^2 / n,  Delta_1 = (p + 1) c^2 / (2 n)
-for S = X^T X / n, i.e. sqrt(2) smaller in L2 than replace-one. Dividing by n is post-processing
-only when the number of records n is public, as in Su et al.'s experiments; if it is not, release
-it separately (a count, sensitivity 1 under add-remove) and pay for it.
+Add-remove neighbours (one row x added or removed). Then n itself is what differs: X^T X / n
+moves by (x x^T - S) / (n + 1), and a noise scale computed from the data's own n differs between
+neighbours (a Laplace or Gaussian scale that differs has unbounded privacy loss). Before issue 19
+this module did exactly that (an audit measured epsilon >= 2.42 for a claimed 1). So the release
+is the sum X^T X, which changes by x x^T: its triangle has L2 norm
+sqrt((||x||^4 + sum x_i^4) / 2) <= c^2 (sum x_i^4 <= ||x||^4; equality for one nonzero coordinate)
+and L1 norm (||x||_1^2 + ||x||_2^2) / 2 <= (p + 1) c^2 / 2 (||x||_1 <= sqrt(p) ||x||_2; equality
+for x = c / sqrt(p) * 1):
+    Delta_2 = c^2,  Delta_1 = (p + 1) c^2 / 2,
+with noise that depends on p and c only. It is then divided by a number that is not the data's:
+- `public_n` given: a public row count (e.g. the size of a survey fixed in advance), i.e.
+  X^T X / public_n with sensitivities c^2 / public_n and (p + 1) c^2 / (2 public_n); or
+- by default: a noisy count n~ = n + Laplace(1 / (count_fraction * epsilon)) (the count has
+  sensitivity 1 under add-remove), paid from the same budget: the count gets count_fraction of
+  epsilon (pure, delta 0) and the sum the rest, so the pair is (epsilon, delta)-DP by basic
+  composition, and S~ = (X^T X + E) / max(n~, 1) is post-processing.
+The default is the noisy count because that is what add-remove means to a practitioner: the
+number of records is private (diffprivlib and OpenDP release a count the same way when the size
+is unknown); a caller who really knows n publicly passes it and spends all of epsilon on the sum.
+`covariance_sensitivity(p, n, ...)` takes n as the public divisor.
 
 Clipping is part of the mechanism and its count is data: how many rows were clipped differs
 between neighbours (0 vs 1), so it is not returned (a release would have to be noised and paid).
@@ -33,24 +46,36 @@ between neighbours (0 vs 1), so it is not returned (a release would have to be n
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
+from dp._random import as_random_bits
 from dp.accounting import PrivacyAccountant, resolve_neighbouring, sensitivity_for
 from dp.mechanisms import Release, gaussian_mechanism, laplace_mechanism
-from dp.validation import check_data, check_mechanism_delta, check_positive
+from dp.validation import (
+    DEFAULT_CLIP, PrivacyParameterError, check_data, check_epsilon, check_mechanism_delta, check_positive,
+    warn_implicit_clip,
+)
 
 
 @dataclass(frozen=True)
 class PrivateCovariance:
-    """A private second-moment matrix and how it was made."""
+    """A private second-moment matrix and how it was made.
+
+    Every field is public or private: `n_samples` is the divisor, i.e. the row count under
+    replace-one (public there), `public_n`, or the released noisy count under add-remove (never
+    the data's own count, which is private under add-remove).
+    """
 
     covariance: np.ndarray  # symmetric noisy S (may be indefinite)
-    n_samples: int
+    n_samples: float  # the divisor (see the class docstring)
     clip: float
-    release: Release | None  # None for the non-private S
+    release: Release | None  # None for the non-private S; the noisy sum X^T X under add-remove by count
     neighbouring: str = "replace-one"  # the relation the release's guarantee holds for
+    count_release: Release | None = None  # the noisy count (add-remove without public_n)
+    noise_scale: float = 0.0  # noise scale of each entry of `covariance` (Laplace b or Gaussian sigma)
 
 
 def clip_rows(X: np.ndarray, clip: float) -> tuple[np.ndarray, int]:
@@ -66,10 +91,11 @@ def clip_rows(X: np.ndarray, clip: float) -> tuple[np.ndarray, int]:
 
 def covariance_sensitivity(p: int, n: int, clip: float = 1.0, norm: str = "l2",
                            neighbouring: str = "replace-one") -> float:
-    """Return the sensitivity of the upper triangle of X^T X / n (module docstring).
+    """Return the sensitivity of the upper triangle of X^T X / n for a PUBLIC n (module docstring).
 
     replace-one, "l2": sqrt(2) c^2 / n (Su et al. eq. 3.2); "l1": c^2 min(p/sqrt(2) + 1,
-    sqrt(p(p+1))) / n. add-remove: c^2 / n and (p + 1) c^2 / (2 n).
+    sqrt(p(p+1))) / n. add-remove: c^2 / n and (p + 1) c^2 / (2 n), where n must not be the data's
+    own row count (private under add-remove): n = 1 gives the sum X^T X, or a public_n.
     """
     c2 = clip * clip
     if norm == "l2":
@@ -95,41 +121,87 @@ def private_covariance(
     epsilon: float | None,
     delta: float = 0.0,
     mechanism: str = "laplace",
-    clip: float = 1.0,
+    clip: float = DEFAULT_CLIP,
     calibration: str = "analytic",
     random_state=None,
     budget: PrivacyAccountant | None = None,
     neighbouring: str | None = None,
+    public_n: int | None = None,
+    count_fraction: float = 0.1,
 ) -> PrivateCovariance:
     """Return S~ = X^T X / n + E, E symmetric noise on the upper triangle (Su et al. Alg. 1, 1-3).
 
-    Rows are clipped to L2 norm <= clip first. epsilon=None returns the non-private S (no
-    clipping, nothing spent). Laplace gives epsilon-DP (delta must be 0), Gaussian (epsilon,
-    delta)-DP, under `neighbouring` (default: the budget's relation, else replace-one) with n
-    public; the charge goes to `budget` before any noise is drawn.
+    Rows are clipped to L2 norm <= clip first (left at its default, clip warns
+    PrivacyLeakWarning). epsilon=None returns the non-private S (no clipping, nothing spent; a
+    budget is then refused). Laplace gives epsilon-DP (delta must be 0), Gaussian (epsilon,
+    delta)-DP, under `neighbouring` (default: the budget's relation, else replace-one):
+
+    - replace-one: n is public (it is the same for every neighbour); the release is X^T X / n.
+    - add-remove: n is private. With `public_n` the release is X^T X / public_n (public_n is a
+      number the caller knows without looking at the data); otherwise the sum X^T X is released
+      and divided by a noisy count that takes `count_fraction` of epsilon (module docstring).
+
+    Every charge goes to `budget` before any noise is drawn. Preconditions (checked, but the
+    refusal is not private, so make sure of them beforehand): X is a finite 2-D array.
     """
-    X = check_data(X)
-    n, p = X.shape
     if epsilon is None:
+        if budget is not None:
+            raise PrivacyParameterError(
+                "a budget was given to a non-private release (epsilon=None): nothing would be "
+                "charged; give an epsilon, or drop the budget"
+            )
+        X = check_data(X)
+        n = X.shape[0]
         return PrivateCovariance(X.T @ X / n, n, math.inf, None)
-    clip = check_positive(clip, "clip")
+    epsilon = check_epsilon(epsilon)
     delta = check_mechanism_delta(mechanism, delta)
+    warn_implicit_clip(clip)
+    clip = check_positive(clip, "clip")
     neighbouring = resolve_neighbouring(neighbouring, budget)
+    if public_n is not None:
+        if isinstance(public_n, bool) or not isinstance(public_n, numbers.Integral) or public_n < 1:
+            raise PrivacyParameterError(f"public_n must be a positive integer, got {public_n!r}")
+        if neighbouring == "replace-one":
+            raise PrivacyParameterError(
+                "public_n is for add-remove neighbours; under replace-one the row count is public "
+                "already (every neighbour has as many rows) and is the divisor"
+            )
+    if not (isinstance(count_fraction, numbers.Real) and 0.0 < count_fraction < 1.0):
+        raise PrivacyParameterError(f"count_fraction must lie in (0, 1), got {count_fraction!r}")
+    X = check_data(X, private=True)
+    n, p = X.shape
     clipped, _ = clip_rows(X, clip)
-    S = clipped.T @ clipped / n
-    upper = S[np.triu_indices(p)]
-    if mechanism == "laplace":
-        release = laplace_mechanism(
-            upper, covariance_sensitivity(p, n, clip, "l1", neighbouring), epsilon,
-            random_state=random_state, budget=budget, label="covariance (laplace)",
-        )
-    else:
-        release = gaussian_mechanism(
-            upper, covariance_sensitivity(p, n, clip, "l2", neighbouring), epsilon, delta,
-            calibration=calibration, random_state=random_state, budget=budget,
-            label="covariance (gaussian)",
-        )
-    return PrivateCovariance(_symmetric_from_triangle(release.values, p), n, clip, release, neighbouring)
+    iu = np.triu_indices(p)
+    second_moment = clipped.T @ clipped
+    norm = "l1" if mechanism == "laplace" else "l2"
+    label = f"covariance ({mechanism})"
+
+    def release(values, sensitivity, eps, tag=label):
+        if mechanism == "laplace":
+            return laplace_mechanism(values, sensitivity, eps, random_state=bits, budget=budget, label=tag)
+        return gaussian_mechanism(values, sensitivity, eps, delta, calibration=calibration,
+                                  random_state=bits, budget=budget, label=tag)
+
+    bits = as_random_bits(random_state)
+    if neighbouring == "replace-one" or public_n is not None:
+        divisor = n if neighbouring == "replace-one" else int(public_n)
+        if budget is not None:
+            budget.check(epsilon, delta)
+        out = release(second_moment[iu] / divisor, covariance_sensitivity(p, divisor, clip, norm, neighbouring),
+                      epsilon)
+        return PrivateCovariance(_symmetric_from_triangle(out.values, p), divisor, clip, out, neighbouring,
+                                 noise_scale=out.noise_scale)
+    # add-remove, n private: a noisy count (pure, count_fraction of epsilon) and the noisy sum
+    if budget is not None:
+        budget.check(epsilon, delta)  # both parts fit, or neither is released
+    eps_count = count_fraction * epsilon
+    count = laplace_mechanism(np.array([float(n)]), 1.0, eps_count, random_state=bits, budget=budget,
+                              label="covariance row count (laplace)")
+    divisor = max(float(count.values[0]), 1.0)  # post-processing of the released count
+    total = release(second_moment[iu], covariance_sensitivity(p, 1, clip, norm, "add-remove"),
+                    epsilon - eps_count, tag=f"covariance sum ({mechanism})")
+    return PrivateCovariance(_symmetric_from_triangle(total.values, p) / divisor, divisor, clip, total,
+                             neighbouring, count_release=count, noise_scale=total.noise_scale / divisor)
 
 
 def project_psd(S: np.ndarray, floor_ratio: float = 1e-3) -> np.ndarray:

@@ -41,9 +41,12 @@ def _bernoulli_exp_minus_one(size: int, bits: RandomBits) -> np.ndarray:
 def _bernoulli_rational_big(r: np.ndarray, den: np.ndarray, bits: RandomBits) -> np.ndarray:
     """Return booleans B with P[B] = r/den exactly, for Python-int arrays 0 <= r <= den.
 
-    A 64-bit uniform word W places U = (W + u)/2**64, u in [0, 1), in an interval; the outcome
-    U < r/den is decided by exact integer comparisons unless the interval straddles r/den
-    (probability < 2**-64 per draw), in which case an exact big-integer uniform decides.
+    A 64-bit uniform word W places U = (W + u)/2**64, u uniform in [0, 1), in the interval
+    [W, W + 1)/2**64, and B = [U < r/den]. Exact integer comparisons decide B unless that interval
+    straddles r/den, i.e. W den < r 2**64 < (W + 1) den (one W in 2**64). Then B holds exactly
+    when u < (r 2**64 - W den)/den =: k/den, with 0 < k < den an integer, and a uniform integer V in
+    [0, den) gives P[V < k] = k/den: the outcome has probability exactly r/den in every case.
+    (Before issue 19 the straddling case compared V with r instead of k, off by up to 2**-64.)
     """
     w = bits.words(r.size).astype(object)
     lower = w * den
@@ -51,7 +54,8 @@ def _bernoulli_rational_big(r: np.ndarray, den: np.ndarray, bits: RandomBits) ->
     out = (lower + den) <= target
     undecided = ~out & (lower < target)
     for i in np.flatnonzero(undecided.astype(bool)):
-        out[i] = bits.below_big(int(den[i])) < int(r[i])
+        k = int(target[i]) - int(lower[i])  # 0 < k < den in the straddling case
+        out[i] = bits.below_big(int(den[i])) < k
     return out.astype(bool)
 
 

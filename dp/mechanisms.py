@@ -14,7 +14,10 @@ samples continuous noise with extra care. We follow the discrete route:
    vectors whose distance is at most ``Delta + d * gamma`` (L1) or ``Delta + sqrt(d) * gamma``
    (L2); the noise is calibrated to these inflated sensitivities, in grid units.
 3. Add integer noise drawn exactly (dp.discrete, CKS Alg. 1-3, uniform words + integer
-   arithmetic only) and release ``(k + Z) * gamma``: a pure function of an integer, exact in float64.
+   arithmetic only) and release ``(k + Z) * gamma``: a pure function of the integer k + Z (exact in
+   float64 below 2**53 grid steps; above, the nearest double of that integer, still a function of
+   it alone, so post-processing). Values up to 2**61 grid steps (about 2**31 noise scales for
+   Laplace, 2**37 sigmas for Gaussian) are accepted, so a sum over millions of records fits.
 
 Guarantees (neighbouring relation: whatever relation the caller's `sensitivity` is valid for)
 - Laplace: the discrete Laplace with integer scale ``s >= (Delta_1 + d gamma) / (epsilon gamma)``
@@ -52,7 +55,7 @@ from dp.validation import check_delta, check_epsilon, check_positive
 
 LAPLACE_GRID_BITS = 30  # grid step ~ scale * 2**-30: rounding inflation ~1e-9 * d of the noise
 GAUSSIAN_GRID_BITS = 24  # keeps sigma_int < 2**25 so the CKS acceptance stays cheap
-_FLOAT_EXACT = float(2**52)  # |k + Z| must stay below 2**53 for an exact float64 release
+_GRID_LIMIT = float(2**61)  # |k| below this, so k + Z stays far inside int64 (noise is << 2**61)
 
 
 @dataclass(frozen=True)
@@ -76,27 +79,32 @@ def _grid_step(scale: float, bits: int) -> float:
 
 
 def _to_grid(values: np.ndarray, gamma: float) -> np.ndarray:
-    """Return rint(values / gamma) as int64, refusing values too large for an exact release."""
-    scaled = values / gamma
-    if values.size and np.max(np.abs(scaled)) >= _FLOAT_EXACT / 2:
+    """Return rint(values / gamma) as int64, refusing values too large for an exact release.
+
+    The message states the public limit (2**61 grid steps, from the noise scale alone), never
+    the values: an error message is output too, and quoting the data would release them.
+    """
+    scaled = values / gamma  # exact: gamma is a power of two
+    if values.size and np.max(np.abs(scaled)) >= _GRID_LIMIT:
         raise ValueError(
-            "values are too large relative to the noise scale for an exact grid release "
-            f"(max |value| = {np.max(np.abs(values)):g}, grid step {gamma:g})"
+            "a value to be released is too large for an exact grid release at this noise scale: "
+            f"every |value| must stay below {_GRID_LIMIT * gamma:g} (2**61 grid steps of {gamma:g}); "
+            "bound the data (clip) before the release. Nothing was released."
         )
     return np.rint(scaled).astype(np.int64)
 
 
 def _from_grid(k: np.ndarray, noise: np.ndarray, gamma: float) -> np.ndarray:
     total = k + noise
-    if total.size and np.max(np.abs(total)) >= _FLOAT_EXACT:
-        raise ValueError("noisy value left the exactly representable range; nothing released")
+    if total.size and np.max(np.abs(total)) >= 2 * _GRID_LIMIT:  # int64 holds 2**63: never reached
+        raise ValueError("noisy value left the representable range; nothing released")
     return total.astype(np.float64) * gamma
 
 
 def _check_values(values) -> np.ndarray:
     values = np.asarray(values, dtype=np.float64)
     if not np.all(np.isfinite(values)):
-        raise ValueError("values to be released must be finite")
+        raise ValueError("values to be released must be finite (which are not is not reported)")
     return values
 
 

@@ -82,23 +82,90 @@ class PrivacyLeakWarning(UserWarning):
     arguments alone, never from the data, so the warning itself releases nothing."""
 
 
+class ImplicitDefault(float):
+    """A default value the caller did not choose: it behaves as the number it holds, and the code
+    that uses it can tell (`is_implicit`) that nobody set it, to warn (PrivacyLeakWarning).
+
+    copy, deepcopy and pickling keep the marker, so scikit-learn's `clone` of an estimator whose
+    parameter was left at its default still warns; any value given explicitly, even an equal
+    one, is a plain float and does not.
+    """
+
+    def __new__(cls, value: float, name: str):
+        obj = super().__new__(cls, value)
+        obj.name = name
+        return obj
+
+    def __repr__(self) -> str:
+        return repr(float(self))
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        return (ImplicitDefault, (float(self), self.name))
+
+
+def is_implicit(value) -> bool:
+    """Return True when `value` is an ImplicitDefault, i.e. a default the caller never set."""
+    return isinstance(value, ImplicitDefault)
+
+
+# The defaults a practitioner gets without choosing (both warn when used, diffprivlib style).
+DEFAULT_EPSILON = ImplicitDefault(1.0, "epsilon")
+DEFAULT_CLIP = ImplicitDefault(1.0, "clip")
+
+
+def warn_implicit_clip(clip, stacklevel: int = 3) -> None:
+    """Warn (PrivacyLeakWarning) when the clip bound was left at its default: data-independent."""
+    if is_implicit(clip):
+        import warnings
+
+        warnings.warn(
+            f"clip not given: rows are clipped to L2 norm {float(clip):g}, the default. The guarantee "
+            "holds for any bound, but a bound that does not fit the data biases the estimate; choose "
+            "clip from public knowledge of the data's range (never from the data themselves) and pass "
+            "it explicitly to silence this warning", PrivacyLeakWarning, stacklevel=stacklevel,
+        )
+
+
 def constant_columns(X: np.ndarray) -> np.ndarray:
     """Return the indices of the columns of X whose values are all equal."""
     return np.flatnonzero(np.all(X == X[0], axis=0))
 
 
-def check_data(X, min_rows: int = 1) -> np.ndarray:
-    """Return X as a 2-D float64 array; non-finite entries raise naming the first bad row/column."""
+def check_data(X, min_rows: int = 1, private: bool = False) -> np.ndarray:
+    """Return X as a 2-D float64 array; non-finite entries raise.
+
+    These are preconditions of the data, checked before anything is released. With
+    private=False the error names the first bad row and column (a non-private run: the caller
+    sees its own data). With private=True the messages say only what is wrong, never where, how
+    many or which value, nor the number of rows (private under add-remove): a message is output
+    too, and one that quotes the data is a release nobody paid for. The refusal itself still
+    depends on the data, which is why finite data (and >= min_rows rows) are documented
+    preconditions of every private release.
+    """
     try:
         arr = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError) as exc:
+        if private:
+            raise DataError("data must be numeric (an array of numbers, rows = records)") from None
         raise DataError(f"data must be numeric: {exc}") from None
     if arr.ndim != 2:
-        raise DataError(f"data must be a 2-D array (rows = records), got shape {arr.shape}")
+        raise DataError(f"data must be a 2-D array (rows = records), got {arr.ndim} dimension(s)")
     if arr.shape[0] < min_rows or arr.shape[1] < 1:
-        raise DataError(f"data needs at least {min_rows} row(s) and 1 column, got shape {arr.shape}")
+        shown = f"{arr.shape[1]} column(s)" if private else f"shape {arr.shape}"
+        raise DataError(f"data needs at least {min_rows} row(s) and 1 column, got {shown}")
     bad = ~np.isfinite(arr)
     if bad.any():
+        if private:
+            raise DataError(
+                "data contain non-finite values (NaN or inf): a private release needs finite data; "
+                "remove or impute them first (where they are is not reported: that is data too)"
+            )
         row, col = np.argwhere(bad)[0]
         raise DataError(
             f"data contains {int(bad.sum())} non-finite value(s); first at row {row}, "

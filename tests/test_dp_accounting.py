@@ -154,3 +154,49 @@ def test_zcdp_gaussian_noise_scale_is_sensitivity_over_sqrt_two_rho():
     from scipy import stats
 
     assert stats.kstest(rel.values, stats.norm(scale=rel.noise_scale).cdf).pvalue > 1e-3
+
+
+# --- issue 19 item 9: a ledger nobody can rewrite, scoped to its process -------------------------
+
+
+def test_totals_and_ledger_are_read_only():
+    b = dp.PrivacyAccountant(1.0, 1e-5)
+    b.spend(0.6, label="first")
+    for name, value in (("epsilon", 100.0), ("delta", 0.5), ("neighbouring", "add-remove"), ("ledger", [])):
+        with pytest.raises(AttributeError):
+            setattr(b, name, value)
+    with pytest.raises(AttributeError):
+        b.ledger.clear()  # a tuple copy: the old `acc.ledger.clear()` reopened a spent budget
+    with pytest.raises(AttributeError):
+        b.ledger.append(dp.Charge(-5.0, 0.0, "refund"))
+    with pytest.raises(AttributeError):
+        b.spent_eps = 0.0  # no new attributes either
+    assert b.ledger == (dp.Charge(0.6, 0.0, "first"),) and b.epsilon == 1.0 and b.delta == 1e-5
+    with pytest.raises(dp.BudgetExceededError):
+        b.spend(0.5)
+
+
+def test_a_forked_child_cannot_spend_from_its_copy_of_the_ledger():
+    import multiprocessing
+
+    b = dp.PrivacyAccountant(1.0)
+    b.spend(0.25)
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+
+    def child():
+        try:
+            b.spend(0.5)
+            queue.put("spent")
+        except dp.BudgetExceededError as exc:
+            queue.put(str(exc))
+        queue.put(b.spent)  # reading is fine: the child sees the ledger as it was at the fork
+
+    proc = ctx.Process(target=child)
+    proc.start()
+    message, seen = queue.get(timeout=60), queue.get(timeout=60)
+    proc.join(timeout=60)
+    assert "belongs to process" in message and "forked child" in message
+    assert seen == (0.25, 0.0)
+    b.spend(0.5)  # the owner still spends
+    assert b.spent == (0.75, 0.0) and len(b.ledger) == 2

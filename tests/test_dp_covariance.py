@@ -1,6 +1,7 @@
 """Private covariance: sensitivities (derived bound vs random and adversarial pairs), clipping, budget."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -83,18 +84,18 @@ def test_private_covariance_is_symmetric_and_centred_on_s():
     rng = np.random.default_rng(1)
     X = _random_unit_rows(rng, 400, 6)
     S = X.T @ X / 400
-    draws = np.stack([dp.private_covariance(X, 2.0, random_state=s).covariance for s in range(300)])
+    draws = np.stack([dp.private_covariance(X, 2.0, clip=1.0, random_state=s).covariance for s in range(300)])
     assert np.all(draws == np.transpose(draws, (0, 2, 1)))
-    sd = dp.private_covariance(X, 2.0, random_state=0).release.noise_scale * math.sqrt(2)
+    sd = dp.private_covariance(X, 2.0, clip=1.0, random_state=0).release.noise_scale * math.sqrt(2)
     assert np.all(np.abs(draws.mean(axis=0) - S) < 5 * sd / math.sqrt(300))
     # the noise is calibrated to the L1 sensitivity derived in dp.covariance
-    rel = dp.private_covariance(X, 2.0, random_state=0).release
+    rel = dp.private_covariance(X, 2.0, clip=1.0, random_state=0).release
     assert rel.sensitivity == covariance_sensitivity(6, 400, 1.0, "l1")
 
 
 def test_private_covariance_gaussian_uses_l2_sensitivity_and_hides_clipping():
     X = np.vstack([np.full((5, 3), 2.0), np.full((95, 3), 0.1)])
-    out = dp.private_covariance(X, 0.5, 1e-3, mechanism="gaussian", random_state=0)
+    out = dp.private_covariance(X, 0.5, 1e-3, mechanism="gaussian", clip=1.0, random_state=0)
     assert not hasattr(out, "n_clipped")  # how many rows were clipped is data, not released
     assert out.release.sensitivity == pytest.approx(math.sqrt(2) / 100)
     assert out.release.delta == 1e-3
@@ -109,15 +110,15 @@ def test_non_private_covariance_is_exact():
 def test_budget_composes_and_refuses_overspend_before_release(monkeypatch):
     X = np.random.default_rng(3).random((50, 3)) / 3
     budget = dp.PrivacyBudget(1.0, 1e-3)
-    dp.private_covariance(X, 0.4, budget=budget, random_state=0)
-    dp.private_covariance(X, 0.3, 5e-4, mechanism="gaussian", budget=budget, random_state=1)
+    dp.private_covariance(X, 0.4, clip=1.0, budget=budget, random_state=0)
+    dp.private_covariance(X, 0.3, 5e-4, mechanism="gaussian", clip=1.0, budget=budget, random_state=1)
     assert budget.spent == pytest.approx((0.7, 5e-4))
     drawn = []
     import dp.mechanisms as mech
 
     monkeypatch.setattr(mech, "discrete_laplace", lambda *a: drawn.append(a))
     with pytest.raises(dp.BudgetExceededError):
-        dp.private_covariance(X, 0.5, budget=budget)
+        dp.private_covariance(X, 0.5, clip=1.0, budget=budget)
     assert drawn == []  # no noise was even drawn
     assert budget.spent == pytest.approx((0.7, 5e-4))
 
@@ -151,9 +152,19 @@ def test_budget_rejects_delta_overspend_and_bad_totals():
         (np.ones(5), "2-D"),
     ],
 )
-def test_bad_data_is_refused_with_location(X, match):
+def test_bad_data_is_refused_with_location_when_not_private(X, match):
     with pytest.raises(dp.DataError, match=match):
-        dp.private_covariance(X, 1.0)
+        dp.private_covariance(X, None)
+
+
+@pytest.mark.parametrize("X", [np.array([[1.0, np.nan], [0.0, 1.0]]), np.array([[1.0, 2.0], [0.0, np.inf]]),
+                               np.array([[1.0, 2.0], [123456789.5, np.nan]])])
+def test_a_private_release_refuses_bad_data_without_quoting_it(X):
+    # issue 19 item 5: the message of a private release says what is wrong, never where or which value
+    with pytest.raises(dp.DataError, match="non-finite") as info:
+        dp.private_covariance(X, 1.0, clip=1.0)
+    text = str(info.value)
+    assert not re.search(r"(row|column|at) \d", text) and "123456789" not in text and "1 non-finite" not in text
 
 
 def test_bad_parameters_raise_before_anything_is_spent():
@@ -163,5 +174,5 @@ def test_bad_parameters_raise_before_anything_is_spent():
                    dict(epsilon=1.0, mechanism="cauchy"), dict(epsilon=1.0, clip=0.0),
                    dict(epsilon=1.0, mechanism="gaussian", delta=0.0)]:
         with pytest.raises(ValueError):
-            dp.private_covariance(X, budget=budget, **kwargs)
-    assert budget.ledger == []
+            dp.private_covariance(X, budget=budget, **{"clip": 1.0, **kwargs})
+    assert budget.ledger == ()

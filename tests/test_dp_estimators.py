@@ -52,7 +52,7 @@ def test_ridge_eigenvalue_map_is_stable_for_very_negative_eigenvalues():
 
 
 def test_non_private_ridge_estimator_equals_closed_form(ar2_data):
-    est = dp.PrivateRidgePrecision(alpha=0.05).fit(ar2_data)
+    est = dp.PrivateRidgePrecision(alpha=0.05, epsilon=None).fit(ar2_data)
     S = ar2_data.T @ ar2_data / ar2_data.shape[0]
     assert np.allclose(est.precision_, dp.ridge_precision(S, 0.05))
     assert est.privacy_spent_ == (0.0, 0.0)
@@ -132,7 +132,7 @@ def test_cross_validation_picks_the_argmin_of_held_out_likelihood(ar2_data):
         P = dp.ridge_precision(ar2_data[train].T @ ar2_data[train] / len(train), alphas[2])
         manual.append(dp.neg_log_likelihood(P, ar2_data[test].T @ ar2_data[test] / len(test)))
     assert scores[2] == pytest.approx(np.mean(manual))
-    est = dp.PrivateGraphicalLasso(alpha="cv").fit(ar2_data)
+    est = dp.PrivateGraphicalLasso(alpha="cv", epsilon=None).fit(ar2_data)
     assert est.alpha_ > 0
 
 
@@ -140,7 +140,7 @@ def test_cross_validation_picks_the_argmin_of_held_out_likelihood(ar2_data):
 @pytest.mark.parametrize("mechanism,delta", [("laplace", 0.0), ("gaussian", 1e-3)])
 def test_private_estimators_report_spend_and_are_reproducible(ar2_data, cls, mechanism, delta):
     X = ar2_data * 3  # some rows exceed the clipping bound
-    est = cls(alpha=0.01, epsilon=0.8, delta=delta, mechanism=mechanism, random_state=5).fit(X)
+    est = cls(alpha=0.01, epsilon=0.8, delta=delta, mechanism=mechanism, clip=1.0, random_state=5).fit(X)
     again = clone(est).fit(X)
     assert np.array_equal(est.precision_, again.precision_)
     assert est.privacy_spent_ == (0.8, delta)
@@ -178,18 +178,22 @@ def test_bad_parameters_raise_and_release_nothing(ar2_data, kwargs):
 
 def test_ridge_needs_positive_alpha(ar2_data):
     with pytest.raises(ValueError, match="alpha > 0"):
-        dp.PrivateRidgePrecision(alpha=0.0).fit(ar2_data)
+        dp.PrivateRidgePrecision(alpha=0.0, epsilon=None).fit(ar2_data)
 
 
 def test_non_finite_data_is_refused(ar2_data):
     X = ar2_data.copy()
     X[4, 2] = np.inf
     with pytest.raises(dp.DataError, match="row 4, column 2"):
-        dp.PrivateRidgePrecision(alpha=0.1, epsilon=1.0).fit(X)
+        dp.PrivateRidgePrecision(alpha=0.1, epsilon=None).fit(X)
+    # a private fit says what is wrong, not where (issue 19 item 5)
+    with pytest.raises(dp.DataError, match="non-finite") as info:
+        dp.PrivateRidgePrecision(alpha=0.1, epsilon=1.0, clip=1.0).fit(X)
+    assert "row 4" not in str(info.value) and "column 2" not in str(info.value)
 
 
 def test_score_is_gaussian_log_likelihood(ar2_data):
-    est = dp.PrivateRidgePrecision(alpha=0.05).fit(ar2_data)
+    est = dp.PrivateRidgePrecision(alpha=0.05, epsilon=None).fit(ar2_data)
     from scipy.stats import multivariate_normal
 
     ll = multivariate_normal(np.zeros(8), est.covariance_).logpdf(ar2_data).mean()
@@ -207,22 +211,27 @@ def test_dp_package_does_not_import_hamsi():
 # --- issue 11: the four defects ------------------------------------------------------------------
 
 
+def _released_only(estimator, X, y=None):
+    """A scorer that reads only the released estimate (post-processing), never the held-out rows."""
+    return float(np.trace(estimator.precision_))
+
+
 def test_cross_validation_charges_the_shared_budget_once_per_fit(ar2_data):
     from sklearn.model_selection import cross_val_score
 
     b = dp.PrivacyBudget(5.0)
-    est = dp.PrivateRidgePrecision(alpha=0.05, epsilon=1, budget=b, random_state=0)
-    scores = cross_val_score(est, ar2_data, cv=5)
+    est = dp.PrivateRidgePrecision(alpha=0.05, epsilon=1, clip=1.0, budget=b, random_state=0)
+    scores = cross_val_score(est, ar2_data, cv=5, scoring=_released_only)
     assert np.all(np.isfinite(scores))
     assert len(b.ledger) == 5 and b.spent == pytest.approx((5.0, 0.0))
     # the budget is spent: the next cross-validation is refused, not run on a copy
     with pytest.raises(dp.BudgetExceededError):
-        cross_val_score(est, ar2_data, cv=5, error_score="raise")
+        cross_val_score(est, ar2_data, cv=5, scoring=_released_only, error_score="raise")
     # with sklearn's default error_score the refused fits fail (nan), they are never free
     b3 = dp.PrivacyBudget(3.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        scores = cross_val_score(clone(est).set_params(budget=b3), ar2_data, cv=5)
+        scores = cross_val_score(clone(est).set_params(budget=b3), ar2_data, cv=5, scoring=_released_only)
     assert np.isnan(scores).sum() == 2 and len(b3.ledger) == 3
 
 
@@ -262,7 +271,7 @@ def test_non_private_glasso_matches_sklearn_on_raw_and_unit_ball_data(scale):
         warnings.simplefilter("ignore")
         sk = GraphicalLasso(alpha=alpha, assume_centered=True, tol=1e-9, enet_tol=1e-9, max_iter=2000).fit(X)
     f_sk = dp.glasso_objective(sk.precision_, S, alpha)
-    est = dp.PrivateGraphicalLasso(alpha=alpha).fit(X)
+    est = dp.PrivateGraphicalLasso(alpha=alpha, epsilon=None).fit(X)
     assert est.converged_, est.solver_message_
     assert abs(est.objective_ - f_sk) <= 1e-5 * abs(f_sk)
 
@@ -277,11 +286,16 @@ def test_admm_stops_at_the_same_iterate_whatever_the_data_scale(ar2_data):
         assert np.allclose(scaled.precision * c, base.precision, rtol=1e-6, atol=1e-9 * np.abs(base.precision).max())
 
 
-def test_constant_column_is_named_in_a_warning(ar2_data):
+def test_constant_column_is_named_in_a_warning_only_when_not_private(ar2_data):
     X = ar2_data.copy()
     X[:, 2] = 0.0
     with pytest.warns(dp.validation.DataWarning, match="column 2 of X is constant"):
-        dp.PrivateRidgePrecision(alpha=0.05).fit(X)
+        dp.PrivateRidgePrecision(alpha=0.05, epsilon=None).fit(X)
+    # a private fit does not look: no constant column is a documented precondition (issue 19 item 5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, clip=1.0, budget=dp.PrivacyBudget(1.0),
+                                 random_state=0).fit(X)
 
 
 def test_laplace_refuses_a_delta_it_would_ignore(ar2_data):
@@ -291,11 +305,133 @@ def test_laplace_refuses_a_delta_it_would_ignore(ar2_data):
     assert not hasattr(est, "precision_")
 
 
-def test_add_remove_neighbours_cut_gaussian_noise_by_sqrt_two(ar2_data):
-    kw = dict(alpha=0.05, epsilon=1.0, delta=1e-5, mechanism="gaussian", random_state=0)
+def test_add_remove_noise_never_depends_on_the_private_row_count(ar2_data):
+    # issue 19 defect 1: the noise used to be calibrated to c^2 / n with the data's own n (a scale
+    # that differs between neighbours), sqrt(2) below replace-one; two tests asserted that ratio
+    kw = dict(alpha=0.05, epsilon=1.0, delta=1e-5, mechanism="gaussian", clip=1.0, random_state=0)
+    n = len(ar2_data)
+    fits = {m: dp.PrivateRidgePrecision(**kw, neighbouring="add-remove", budget=None).fit(ar2_data[:m])
+            for m in (n // 3, n)}
+    sums = [dp.covariance.private_covariance(ar2_data[:m], 0.9, 1e-5, mechanism="gaussian", clip=1.0,
+                                             neighbouring="add-remove", random_state=0).release for m in (n // 3, n)]
+    assert sums[0].noise_scale == sums[1].noise_scale  # the noisy sum's noise: p, c and epsilon only
+    for m, est in fits.items():
+        assert est.privacy_spent_ == pytest.approx((1.0, 1e-5))  # count and sum together
+    # a public n (known without looking at the data) divides the sum instead: c^2 / public_n in L2
     replace = dp.PrivateRidgePrecision(**kw).fit(ar2_data)
-    add_remove = dp.PrivateRidgePrecision(**kw, neighbouring="add-remove").fit(ar2_data)
-    assert replace.noise_scale_ / add_remove.noise_scale_ == pytest.approx(math.sqrt(2), rel=1e-5)
+    public = dp.PrivateRidgePrecision(**kw, neighbouring="add-remove", public_n=n).fit(ar2_data)
+    assert replace.noise_scale_ / public.noise_scale_ == pytest.approx(math.sqrt(2), rel=1e-5)
+    assert dp.PrivateRidgePrecision(**kw, neighbouring="add-remove", public_n=10 * n).fit(ar2_data).noise_scale_ \
+        == pytest.approx(public.noise_scale_ / 10, rel=1e-5)
     shared = dp.PrivacyAccountant(3.0, 1e-4, neighbouring="add-remove")
     est = dp.PrivateRidgePrecision(**kw, budget=shared).fit(ar2_data)
-    assert est.noise_scale_ == add_remove.noise_scale_
+    assert [c.label for c in shared.ledger] == ["covariance row count (laplace)", "covariance sum (gaussian)"]
+    assert est.privacy_spent_ == pytest.approx((1.0, 1e-5)) and shared.ledger[0].epsilon == pytest.approx(0.1)
+
+
+def test_public_n_is_refused_where_it_means_nothing(ar2_data):
+    with pytest.raises(dp.PrivacyParameterError, match="public_n is for add-remove"):
+        dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, clip=1.0, public_n=300).fit(ar2_data)
+    for bad in (0, -3, 2.5, True):
+        with pytest.raises(dp.PrivacyParameterError, match="public_n"):
+            dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, clip=1.0, neighbouring="add-remove",
+                                     public_n=bad).fit(ar2_data)
+    with pytest.raises(dp.PrivacyParameterError, match="count_fraction"):
+        dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, clip=1.0, neighbouring="add-remove",
+                                 count_fraction=1.0).fit(ar2_data)
+
+
+# --- issue 19 items 6-8: defaults and habits that leaked without a word -------------------------
+
+
+@pytest.mark.parametrize("cls", [dp.PrivateRidgePrecision, dp.PrivateGraphicalLasso])
+def test_a_private_estimator_is_private_by_default_and_says_so(ar2_data, cls):
+    # item 7: the default used to be epsilon=None: no noise, no clipping, no warning
+    with pytest.warns(dp.PrivacyLeakWarning, match="epsilon not given") as record:
+        est = cls(alpha=0.05, budget=dp.PrivacyBudget(1.0)).fit(ar2_data)
+    assert est.privacy_spent_ == (1.0, 0.0) and est.noise_scale_ > 0
+    assert any("clip not given" in str(w.message) for w in record)  # item 8
+    assert est.get_params()["epsilon"] == 1.0 and repr(est.get_params()["epsilon"]) == "1.0"
+    # the implicit default survives clone (it still warns); an explicit 1.0 does not warn
+    with pytest.warns(dp.PrivacyLeakWarning, match="epsilon not given"):
+        clone(est).set_params(budget=dp.PrivacyBudget(1.0)).fit(ar2_data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cls(alpha=0.05, epsilon=1.0, clip=1.0, budget=dp.PrivacyBudget(1.0)).fit(ar2_data)
+        cls(alpha=0.05, epsilon=None).fit(ar2_data)  # explicitly non-private: no privacy warning
+
+
+def test_the_clip_warning_does_not_depend_on_the_data(ar2_data):
+    messages = []
+    for X in (ar2_data * 0.01, ar2_data * 100):  # all rows inside the bound, all far outside
+        with pytest.warns(dp.PrivacyLeakWarning) as record:
+            dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, budget=dp.PrivacyBudget(1.0), random_state=0).fit(X)
+        messages.append(sorted(str(w.message) for w in record))
+    assert messages[0] == messages[1] and any("clip not given" in m for m in messages[0])
+    with pytest.warns(dp.PrivacyLeakWarning, match="clip not given"):
+        dp.private_covariance(ar2_data, 1.0, random_state=0)
+
+
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(epsilon=None, budget="budget"), "non-private fit"),
+    (dict(epsilon=float("inf"), budget="budget"), "epsilon=inf"),
+    (dict(epsilon=float("inf")), "epsilon=inf"),
+])
+def test_a_budget_with_a_non_private_run_is_refused(ar2_data, kwargs, match):
+    budget = dp.PrivacyBudget(1.0)
+    kwargs = {k: (budget if v == "budget" else v) for k, v in kwargs.items()}
+    est = dp.PrivateRidgePrecision(alpha=0.05, clip=1.0, **kwargs)
+    with pytest.raises(dp.PrivacyParameterError, match=match):
+        est.fit(ar2_data)
+    assert budget.ledger == () and not hasattr(est, "precision_")
+    with pytest.raises(dp.PrivacyParameterError, match="non-private release"):
+        dp.private_covariance(ar2_data, None, budget=budget)
+
+
+def test_refits_without_a_shared_budget_warn(ar2_data, monkeypatch):
+    # item 6: each fit without a budget spends from a fresh accountant, recorded nowhere
+    import dp.estimators as estimators
+
+    monkeypatch.setattr(estimators, "_unshared_fits", 0)
+    est = dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, clip=1.0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        est.fit(ar2_data)  # the first unshared fit of the process: nothing to say
+    with pytest.warns(dp.PrivacyLeakWarning, match="fitted before without a shared budget"):
+        est.fit(ar2_data)
+    with pytest.warns(dp.PrivacyLeakWarning, match="private fit number 3 in this process"):
+        clone(est).fit(ar2_data)
+    # a shared budget records every fit: no warning
+    shared = dp.PrivacyBudget(2.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clone(est).set_params(budget=shared).fit(ar2_data)
+        clone(est).set_params(budget=shared).fit(ar2_data)
+    assert len(shared.ledger) == 2
+
+
+def test_grid_search_on_private_rows_is_stopped(ar2_data, monkeypatch):
+    # item 6: GridSearchCV(PrivateRidgePrecision(epsilon=1)) gave 10 fits fresh budgets and chose by
+    # a non-private score; now the unshared fits warn and the score is refused
+    import dp.estimators as estimators
+    from sklearn.model_selection import GridSearchCV
+
+    monkeypatch.setattr(estimators, "_unshared_fits", 0)
+    est = dp.PrivateRidgePrecision(epsilon=1.0, clip=1.0)
+    with pytest.raises(dp.PrivacyParameterError, match="score"):
+        GridSearchCV(est, {"alpha": [0.01, 0.1]}, cv=2, error_score="raise").fit(ar2_data)
+    # even with a scorer that reads only the released estimates, four fits on fresh budgets warn
+    with pytest.warns(dp.PrivacyLeakWarning, match="without a shared budget"):
+        GridSearchCV(est, {"alpha": [0.01, 0.1]}, cv=2, scoring=_released_only, refit=False).fit(ar2_data)
+
+
+def test_score_refuses_private_rows_unless_told_they_are_public(ar2_data):
+    est = dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, clip=1.0, budget=dp.PrivacyBudget(1.0),
+                                   random_state=0).fit(ar2_data[:200])
+    with pytest.raises(dp.PrivacyParameterError, match="public=True"):
+        est.score(ar2_data[200:])
+    public = ar2_data[200:]  # say, a public held-out set
+    from scipy.stats import multivariate_normal
+
+    ll = multivariate_normal(np.zeros(8), est.covariance_).logpdf(public).mean()
+    assert est.score(public, public=True) == pytest.approx(ll)

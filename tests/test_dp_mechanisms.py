@@ -236,3 +236,73 @@ def test_analytic_sigma_matches_googles_balle_wang_implementation(epsilon, delta
     ours = dp.analytic_gaussian_sigma(epsilon, delta, 1.0)
     assert ours == pytest.approx(reference, rel=1e-8)
     assert dp.analytic_gaussian_sigma(epsilon, delta, 2.5) == pytest.approx(2.5 * reference, rel=1e-8)
+
+
+# --- issue 19 items 5 and 10 ----------------------------------------------------------------------
+
+
+class _ScriptedBits:
+    """Uniform words fixed by the test, and every value of below_big(bound) in turn (exact enumeration)."""
+
+    def __init__(self, word, bound):
+        self.word, self.values, self.bound = word, iter(range(bound)), bound
+
+    def words(self, n):
+        return np.full(n, self.word, dtype=np.uint64)
+
+    def below_big(self, bound):
+        assert bound == self.bound
+        return next(self.values)
+
+
+@pytest.mark.parametrize("r,den", [(1, 7), (3, 7), (1, 6), (5, 11)])
+def test_bernoulli_rational_is_exact_when_the_word_straddles_r_over_den(r, den):
+    # item 10: the one 64-bit word W with W den < r 2^64 < (W + 1) den used to be decided by a fresh
+    # uniform against r/den; given W the probability is (r 2^64 - W den)/den. Enumerating every value
+    # the big uniform can take gives that conditional probability exactly.
+    from dp.discrete import _bernoulli_rational_big
+
+    word = (r << 64) // den
+    k = (r << 64) - word * den
+    assert 0 < k < den and k != r  # a straddling word, where the old rule differs
+    outcomes = [bool(_bernoulli_rational_big(np.array([r], dtype=object), np.array([den], dtype=object),
+                                             bits)[0])
+                for bits in [_ScriptedBits(word, den)] for _ in range(den)]
+    assert sum(outcomes) == k  # P[B | W] = k / den: overall P[B] = r / den exactly
+
+
+def test_bernoulli_rational_big_straddle_with_a_large_denominator():
+    from dp.discrete import _bernoulli_rational_big
+
+    r, den = 2**40 + 3, 2**41 + 1
+    word = (r << 64) // den
+    k = (r << 64) - word * den
+
+    class Bits:
+        def words(self, n):
+            return np.full(n, word, dtype=np.uint64)
+
+        def below_big(self, bound):
+            return self.value
+
+    bits = Bits()
+    for value, expected in ((k - 1, True), (k, False), (0, True), (den - 1, False)):
+        bits.value = value
+        assert bool(_bernoulli_rational_big(np.array([r], dtype=object), np.array([den], dtype=object), bits)[0]) \
+            is expected
+
+
+def test_mechanism_errors_never_quote_the_values():
+    # item 5: laplace_mechanism([123456789012.5], 1, 1) used to print the maximum in its message
+    laplace = lambda v: dp.laplace_mechanism(v, 1.0, 1.0, random_state=0)  # noqa: E731
+    gaussian = lambda v: dp.gaussian_mechanism(v, 1.0, 1.0, 1e-5, random_state=0)  # noqa: E731
+    for release, values in ((laplace, [123456789012.5]), (laplace, [1.5e15, 2.0]), (gaussian, [1.5e15, 2.0]),
+                            (laplace, [float("nan"), 7.25]), (gaussian, [7.25, float("inf")])):
+        with pytest.raises(ValueError) as info:
+            release(values)
+        text = str(info.value)
+        assert "123456789" not in text and "1.23457e+11" not in text and "1.5e+15" not in text
+        assert "7.25" not in text and "nan" not in text.lower() and "inf " not in text
+    # a large value inside the public limit is released, not refused
+    out = dp.laplace_mechanism([1.0e9], 1.0, 1.0, random_state=0).values[0]
+    assert abs(out - 1.0e9) < 100

@@ -17,7 +17,9 @@ def register(subparsers) -> None:
             "Estimate a precision matrix from DATA.csv (rows = records, numeric columns, header "
             "optional) with the graphical lasso (DP-AGL) or the ridge estimator (DP-RP) of Su, "
             "Guo and Zhang. With --epsilon, rows are clipped to L2 norm <= --clip and the "
-            "covariance is released with Laplace or Gaussian noise; otherwise nothing is private."
+            "covariance is released with Laplace or Gaussian noise; otherwise nothing is private. "
+            "Preconditions of a private run (the data are not inspected for them: a message about "
+            "the data would itself be a release): finite values, centred columns, none constant."
         ),
     )
     p.add_argument("data", metavar="DATA.csv", help="numeric CSV, one record per row")
@@ -28,10 +30,15 @@ def register(subparsers) -> None:
                    help="privacy delta in (0, 1) for --mechanism gaussian (laplace is pure: no --delta)")
     p.add_argument("--mechanism", choices=["laplace", "gaussian"], default="laplace")
     p.add_argument("--neighbouring", choices=["replace-one", "add-remove"], default="replace-one",
-                   help="neighbour relation of the guarantee (default replace-one, the paper's; "
-                        "add-remove treats the row count as public)")
+                   help="neighbour relation of the guarantee (default replace-one, the paper's: the row "
+                        "count is public). add-remove: the row count is private; the noisy sum X'X is "
+                        "divided by a noisy count that takes 10%% of epsilon, or by --public-n")
+    p.add_argument("--public-n", type=int, default=None, metavar="N",
+                   help="with --neighbouring add-remove: a row count known publicly (not read from the "
+                        "data), to divide the noisy sum by instead of paying for a noisy count")
     p.add_argument("--estimator", choices=["glasso", "ridge"], default="glasso")
-    p.add_argument("--clip", type=float, default=1.0, help="L2 bound on each row (default 1)")
+    p.add_argument("--clip", type=float, default=None,
+                   help="L2 bound on each row (default 1, with a warning: choose it from public knowledge)")
     p.add_argument("--seed", type=int, default=None,
                    help="seed the noise (reproducible, NOT secure); default: os.urandom")
     p.add_argument("--out", default=None, metavar="precision.npy", help="write the precision matrix")
@@ -60,10 +67,18 @@ def _check_privacy_flags(args: argparse.Namespace) -> None:
         )
     if args.delta != 0.0 and args.epsilon is None:
         raise InputError("--delta is only used with --epsilon (a private estimate)")
+    if args.public_n is not None and (args.epsilon is None or args.neighbouring != "add-remove"):
+        raise InputError("--public-n is only used with --epsilon and --neighbouring add-remove "
+                         "(under replace-one the row count is public already)")
+    if args.public_n is not None and args.public_n < 1:
+        raise InputError(f"--public-n must be a positive integer, got {args.public_n}")
 
 
 def _refuse_constant_columns(path: str, X, header) -> None:
-    """Raise InputError naming the first constant column (dp.validation.constant_columns)."""
+    """Raise InputError naming the first constant column (dp.validation.constant_columns).
+
+    Only for a non-private run: for a private one this message (and even the refusal) would
+    depend on the data, so no constant column is a documented precondition instead."""
     from dp.validation import constant_columns
 
     cols = constant_columns(X)
@@ -143,14 +158,29 @@ def run(args: argparse.Namespace) -> int:
 
     from hamsi.atomic import atomic_output
 
+    import sys
+    import warnings
+
+    from dp.validation import DEFAULT_CLIP
+
     alpha = _parse_alpha(args.alpha)
     _check_privacy_flags(args)
     X, header = read_numeric_csv(args.data)
-    _refuse_constant_columns(args.data, X, header)
+    private = args.epsilon is not None
+    if not private:
+        _refuse_constant_columns(args.data, X, header)
     cls = dp.PrivateGraphicalLasso if args.estimator == "glasso" else dp.PrivateRidgePrecision
+    clip = DEFAULT_CLIP if args.clip is None else args.clip  # the default warns (PrivacyLeakWarning)
     model = cls(alpha=alpha, epsilon=args.epsilon, delta=args.delta, mechanism=args.mechanism,
-                clip=args.clip, random_state=args.seed, neighbouring=args.neighbouring)
-    model.fit(X)
+                clip=clip, random_state=args.seed, neighbouring=args.neighbouring, public_n=args.public_n)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", dp.PrivacyLeakWarning)
+        model.fit(X)
+    for warning in caught:
+        if issubclass(warning.category, dp.PrivacyLeakWarning):
+            print(f"hamsi glasso: warning: {warning.message}", file=sys.stderr)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     precision = model.precision_
     if args.out:
         with atomic_output(args.out, "wb") as handle:
@@ -162,14 +192,22 @@ def run(args: argparse.Namespace) -> int:
 
     n, p = X.shape
     edges = int(np.count_nonzero(np.triu(np.abs(precision) > 1e-10, 1)))
-    print(f"estimator: {args.estimator}  alpha: {model.alpha_:g}  rows: {n}  columns: {p}")
+    if private and args.neighbouring == "add-remove":
+        # the row count is private under add-remove: print only what was released or given
+        rows = f"{args.public_n} (public, --public-n)" if args.public_n else "private (add-remove neighbours)"
+    else:
+        rows = str(n)
+    print(f"estimator: {args.estimator}  alpha: {model.alpha_:g}  rows: {rows}  columns: {p}")
     if args.epsilon is None:
         print("privacy: none (epsilon not given; the estimate is NOT private)")
     else:
         eps, delta = model.privacy_spent_
         print(f"privacy spent: epsilon={eps:g} delta={delta:g} ({args.mechanism} mechanism, "
               f"{args.neighbouring} neighbours, noise scale {model.noise_scale_:.3g})")
-        print(f"rows clipped to L2 norm {args.clip:g}: not reported (the count is data; "
+        if args.neighbouring == "add-remove" and not args.public_n:
+            print("covariance: noisy sum X'X over a noisy row count (10% of epsilon, Laplace), "
+                  "both in the spend above")
+        print(f"rows clipped to L2 norm {float(clip):g}: not reported (the count is data; "
               "reporting it would be a release that is not private)")
     if args.estimator == "glasso":
         print(f"iterations: {model.n_iter_} ({model.solver_message_})  edges: {edges}")
