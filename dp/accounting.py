@@ -102,14 +102,16 @@ def check_rho(rho) -> float:
     return value
 
 
-def resolve_neighbouring(neighbouring, budget) -> str:
-    """Return the relation a release must be calibrated for: the budget's, unless it is explicit.
+def resolve_neighbouring(neighbouring, budget, default: str = "replace-one") -> str:
+    """Return the relation a release must be calibrated for: the explicit one, else the budget's,
+    else `default` (replace-one, the papers' relation for records; dp.queries passes add-remove,
+    the histogram papers' "one count changes by 1").
 
     An explicit relation that differs from the budget's is refused: the ledger's charges would
     otherwise mix guarantees for different neighbours.
     """
     if budget is None:
-        return check_neighbouring("replace-one" if neighbouring is None else neighbouring)
+        return check_neighbouring(default if neighbouring is None else neighbouring)
     if neighbouring is not None and check_neighbouring(neighbouring) != budget.neighbouring:
         raise PrivacyParameterError(
             f"neighbouring={neighbouring!r} differs from the budget's {budget.neighbouring!r}; "

@@ -63,7 +63,10 @@ def test_headerless_csv_and_gaussian_mechanism(tmp_path, capsys):
         ("1,2\n3,4\n", ["--alpha", "0.1", "--epsilon", "1", "--delta", "1e-5"], "--delta"),
         ("1,2\n3,4\n", ["--alpha", "0.1", "--delta", "1e-5", "--mechanism", "gaussian"], "--delta"),
         ("a,b,c\n1,2,0\n3,4,0\n5,6,0\n", ["--alpha", "0.1"], "column 3 ('c') is constant"),
-        ("1,7\n3,7\n", ["--alpha", "0.1", "--epsilon", "1"], "column 2 is constant"),
+        ("1,2\n3,4\n", ["--alpha", "0.1", "--public-n", "5"], "--public-n is only used"),
+        ("1,2\n3,4\n", ["--alpha", "0.1", "--epsilon", "1", "--public-n", "5"], "--public-n is only used"),
+        ("1,2\n3,4\n", ["--alpha", "0.1", "--epsilon", "1", "--neighbouring", "add-remove", "--public-n", "0"],
+         "--public-n must be"),
     ],
 )
 def test_bad_input_is_one_clear_line_and_writes_nothing(tmp_path, capsys, content, args, message):
@@ -81,13 +84,42 @@ def test_missing_file_is_a_user_error(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
 
 
-def test_add_remove_neighbours_halve_the_gaussian_variance(csv_file, capsys):
-    path, _ = csv_file
-    scales = {}
-    for relation in ("replace-one", "add-remove"):
-        assert main(["glasso", str(path), "--alpha", "0.05", "--epsilon", "1", "--delta", "1e-4",
-                     "--mechanism", "gaussian", "--neighbouring", relation, "--seed", "1"]) == 0
-        text = capsys.readouterr().out
-        assert f"{relation} neighbours" in text
-        scales[relation] = float(text.split("noise scale ")[1].split(")")[0])
-    assert scales["replace-one"] / scales["add-remove"] == pytest.approx(2**0.5, rel=1e-2)
+def _noise_scale(text):
+    return float(text.split("noise scale ")[1].split(")")[0])
+
+
+def test_add_remove_neighbours_never_print_or_use_the_row_count(csv_file, capsys):
+    # issue 19 defect 1: add-remove used to calibrate to c^2 / n with the data's own n (printed too),
+    # and this test asserted the sqrt(2) smaller noise that came with it
+    path, X = csv_file
+    common = ["glasso", str(path), "--alpha", "0.05", "--epsilon", "1", "--delta", "1e-4", "--clip", "1",
+              "--mechanism", "gaussian", "--seed", "1"]
+    assert main(common + ["--neighbouring", "replace-one"]) == 0
+    replace = capsys.readouterr().out
+    assert "rows: 60 " in replace and "replace-one neighbours" in replace
+    assert main(common + ["--neighbouring", "add-remove"]) == 0
+    added = capsys.readouterr().out
+    assert "rows: private" in added and "60" not in added.split("columns")[0]
+    assert "privacy spent: epsilon=1 delta=0.0001" in added and "noisy row count" in added
+    # a public n divides the noisy sum instead of a paid count: c^2 / public_n in L2
+    assert main(common + ["--neighbouring", "add-remove", "--public-n", "60"]) == 0
+    public = capsys.readouterr().out
+    assert "rows: 60 (public, --public-n)" in public
+    assert _noise_scale(replace) / _noise_scale(public) == pytest.approx(2**0.5, rel=1e-2)
+
+
+def test_private_runs_do_not_inspect_constant_columns_and_warn_about_an_implicit_clip(tmp_path, capsys):
+    # issue 19 items 5 and 8: a refusal naming a constant column depended on the data; no --clip gives
+    # a warning that depends on the arguments only
+    path = tmp_path / "d.csv"
+    rng = np.random.default_rng(2)
+    X = np.column_stack([rng.standard_normal(40) * 0.1, np.full(40, 0.3)])
+    np.savetxt(path, X, delimiter=",", header="a,b", comments="")
+    assert main(["glasso", str(path), "--alpha", "0.05", "--epsilon", "1", "--seed", "1"]) == 0
+    captured = capsys.readouterr()
+    assert "constant" not in captured.err + captured.out
+    assert "hamsi glasso: warning: clip not given" in captured.err and "Traceback" not in captured.err
+    assert main(["glasso", str(path), "--alpha", "0.05", "--epsilon", "1", "--clip", "1", "--seed", "1"]) == 0
+    assert "warning" not in capsys.readouterr().err
+    assert main(["glasso", str(path), "--alpha", "0.05"]) == 2  # a non-private run still refuses it
+    assert "column 2 ('b') is constant" in capsys.readouterr().err

@@ -76,3 +76,57 @@ def test_bad_input_is_named():
         q.optimize(np.array([[1.0, np.nan]]), "identity")
     with pytest.raises(DataError, match="prime"):
         q.wmarginal(3, 7)
+
+
+# --- issue 19 defect 3: the relation of the release follows the budget's -------------------------
+
+
+@pytest.mark.parametrize("method", ["identity", "hierarchical", "wavelet", "coa-dual", "lrm", "workload"])
+def test_replace_one_sensitivity_is_the_largest_difference_of_two_columns(method):
+    W = q.wrange(24, 12, random_state=3)
+    strategy = q.optimize(W, method)
+    A, order = strategy.matrix, (2 if strategy.noise == "gaussian" else 1)
+    brute = max(np.linalg.norm(A[:, i] - A[:, j], ord=order) for i in range(12) for j in range(12) if i != j)
+    got = strategy.sensitivity_for("replace-one")
+    assert brute <= got <= brute * (1 + 1e-8)
+    assert got <= 2 * strategy.sensitivity * (1 + 1e-8)
+    assert strategy.sensitivity_for("add-remove") == strategy.sensitivity
+    # above the work limit the bound (two largest column norms) is used: valid, never below the truth
+    from dp.queries.strategy import replace_one_sensitivity
+    import dp.queries.strategy as strategy_module
+
+    limits = dict(strategy_module._PAIRWISE_WORK)
+    try:
+        strategy_module._PAIRWISE_WORK.update(gaussian=0, laplace=0)
+        assert got <= replace_one_sensitivity(A, strategy.noise) * (1 + 1e-8)
+    finally:
+        strategy_module._PAIRWISE_WORK.update(limits)
+
+
+@pytest.mark.parametrize("method,delta", [("identity", 1e-3), ("coa-dual", 1e-3), ("lrm", 0.0)])
+def test_answer_calibrates_to_the_relation_of_its_budget(method, delta):
+    W = q.wrange(16, 8, random_state=1)
+    strategy = q.optimize(W, method)
+    x = np.arange(8.0)
+    free = q.answer(W, x, strategy, 0.5, delta, random_state=1)  # no budget: the papers' add-remove
+    assert free.neighbouring == "add-remove" and free.release.sensitivity == strategy.sensitivity
+    replace = q.answer(W, x, strategy, 0.5, delta, random_state=1, budget=dp.PrivacyBudget(1.0, 1e-2))
+    assert replace.neighbouring == "replace-one"
+    assert replace.release.sensitivity == strategy.sensitivity_for("replace-one") > strategy.sensitivity
+    added = q.answer(W, x, strategy, 0.5, delta, random_state=1,
+                     budget=dp.PrivacyBudget(1.0, 1e-2, neighbouring="add-remove"))
+    assert added.release.sensitivity == strategy.sensitivity
+    explicit = q.answer(W, x, strategy, 0.5, delta, random_state=1, neighbouring="replace-one")
+    assert explicit.release.noise_scale == replace.release.noise_scale
+    with pytest.raises(dp.PrivacyParameterError, match="differs from the budget"):
+        q.answer(W, x, strategy, 0.5, delta, budget=dp.PrivacyBudget(1.0, 1e-2), neighbouring="add-remove")
+    # expected_error follows the same relation
+    ratio = q.expected_error(W, strategy, 0.5, delta, neighbouring="replace-one") / q.expected_error(W, strategy, 0.5, delta)
+    assert ratio == pytest.approx((strategy.sensitivity_for("replace-one") / strategy.sensitivity) ** 2, rel=1e-6)
+
+
+def test_histogram_errors_do_not_say_which_count():
+    W = q.wrange(5, 4, random_state=1)
+    with pytest.raises(DataError, match="non-finite") as info:
+        q.answer(W, np.array([1.0, 2.0, np.nan, 4.0]), q.optimize(W, "identity"), 1.0, 1e-5)
+    assert "cell 2" not in str(info.value)

@@ -28,3 +28,16 @@ def test_queries_prints_expected_and_empirical_error(capsys, method):
 def test_queries_bad_flags_are_named(capsys, argv, message):
     assert main(["queries", "-m", "8", *argv]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_queries_replace_one_neighbours_raise_the_sensitivity(capsys):
+    found = {}
+    for relation in ("add-remove", "replace-one"):
+        assert main(["queries", "--workload", "range", "-m", "32", "-n", "8", "--method", "identity",
+                     "--repeats", "2", "--noise-seed", "1", "--neighbouring", relation]) == 0
+        out = capsys.readouterr().out
+        assert f"{relation} neighbours" in out
+        found[relation] = (float(re.search(r"sensitivity (\S+)", out).group(1)),
+                           float(re.search(r"expected error: (\S+) total", out).group(1)))
+    assert found["add-remove"][0] == 1 and found["replace-one"][0] == pytest.approx(2**0.5, rel=1e-3)
+    assert found["replace-one"][1] / found["add-remove"][1] == pytest.approx(2, rel=1e-3)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dp.accounting import resolve_neighbouring
 from dp.budget import PrivacyBudget
 from dp.calibration import gaussian_sigma
 from dp.mechanisms import Release, gaussian_mechanism, laplace_mechanism
@@ -73,27 +74,35 @@ def _check_pair(W, strategy: Strategy) -> np.ndarray:
     return W
 
 
-def noise_variance(strategy: Strategy, epsilon: float, delta: float, calibration: str = "analytic") -> float:
+DEFAULT_NEIGHBOURING = "add-remove"  # the histogram papers' relation (COA, LRM): one count changes by 1
+
+
+def noise_variance(strategy: Strategy, epsilon: float, delta: float, calibration: str = "analytic",
+                   neighbouring: str = DEFAULT_NEIGHBOURING) -> float:
     """Return the variance of the noise on each strategy answer (continuous calibration).
 
     Gaussian: sigma^2 with sigma from dp.calibration (classical or analytic); Laplace: 2 b^2 with
-    b = sensitivity / epsilon (delta unused).
+    b = sensitivity / epsilon (delta unused); the sensitivity is the strategy's under
+    `neighbouring` (Strategy.sensitivity_for).
     """
     epsilon = check_epsilon(epsilon)
+    sensitivity = strategy.sensitivity_for(neighbouring)
     if strategy.noise == "laplace":
-        return 2.0 * (strategy.sensitivity / epsilon) ** 2
-    return gaussian_sigma(epsilon, check_delta(delta, allow_zero=False), strategy.sensitivity, calibration) ** 2
+        return 2.0 * (sensitivity / epsilon) ** 2
+    return gaussian_sigma(epsilon, check_delta(delta, allow_zero=False), sensitivity, calibration) ** 2
 
 
 def expected_error(W, strategy: Strategy, epsilon: float, delta: float = 0.0,
-                   calibration: str = "analytic", x=None) -> float:
+                   calibration: str = "analytic", x=None, neighbouring: str = DEFAULT_NEIGHBOURING) -> float:
     """Return E ||W x - answer||_2^2 = noise variance * ||R||_F^2 (+ ||(W - R A) x||^2 if x is given).
 
     Closed form of the matrix mechanism's error (COA eq. (3) before normalization); the bias
     term only exists for strategies with R A != W (LRM's relaxation) and needs the data x.
+    `neighbouring` must be the relation `answer` calibrates to (the budget's, when one is given).
     """
     W = _check_pair(W, strategy)
-    total = noise_variance(strategy, epsilon, delta, calibration) * float(np.sum(strategy.reconstruction**2))
+    total = noise_variance(strategy, epsilon, delta, calibration, neighbouring) \
+        * float(np.sum(strategy.reconstruction**2))
     if x is not None:
         bias = (W - strategy.reconstruction @ strategy.matrix) @ _check_histogram(x, W.shape[1])
         total += float(bias @ bias)
@@ -107,8 +116,8 @@ def _check_histogram(x, n: int) -> np.ndarray:
         raise DataError(f"histogram must be numeric: {exc}") from None
     if x.shape != (n,):
         raise DataError(f"histogram must have shape ({n},) to match the workload, got {x.shape}")
-    if not np.all(np.isfinite(x)):
-        raise DataError(f"histogram has a non-finite count at cell {int(np.argmax(~np.isfinite(x)))}")
+    if not np.all(np.isfinite(x)):  # which cell is data: not said (issue 19 item 5)
+        raise DataError("histogram has non-finite counts: a private release needs finite counts")
     return x
 
 
@@ -117,25 +126,35 @@ class Answers:
     """Private answers to the workload and the release of the strategy queries they came from."""
 
     values: np.ndarray  # R (A x + noise), shape (m,)
-    release: Release  # the noisy A x, with its mechanism, epsilon, delta and noise scale
+    release: Release  # the noisy A x, with its mechanism, epsilon, delta, sensitivity and noise scale
+    neighbouring: str = DEFAULT_NEIGHBOURING  # the relation the release's guarantee holds for
 
 
 def answer(W, x, strategy: Strategy, epsilon: float, delta: float = 0.0, random_state=None,
-           calibration: str = "analytic", budget: PrivacyBudget | None = None) -> Answers:
-    """Return R (A x + noise): (epsilon, delta)-DP answers to W x for neighbours differing by 1 in one count.
+           calibration: str = "analytic", budget: PrivacyBudget | None = None,
+           neighbouring: str | None = None) -> Answers:
+    """Return R (A x + noise): (epsilon, delta)-DP answers to W x under `neighbouring`.
 
-    Noise comes from dp.mechanisms' exact discrete samplers, calibrated to the strategy's
-    sensitivity (Gaussian: max column L2 norm of A; Laplace: max column L1 norm, epsilon-DP).
-    The budget, if given, is charged before any noise is drawn. Reconstruction is
+    The relation is the explicit `neighbouring`, else the budget's (a PrivacyBudget's default is
+    replace-one), else add-remove (one count changes by 1: the COA and LRM papers'). The noise
+    comes from dp.mechanisms' exact discrete samplers, calibrated to the strategy's sensitivity
+    under that relation (Strategy.sensitivity_for; Gaussian: L2, Laplace: L1, epsilon-DP):
+    add-remove, the largest column norm of A; replace-one (a record moves from cell i to cell j),
+    max over i != j of |A (e_i - e_j)|, up to twice that. Before issue 19 a replace-one budget
+    was charged for a release calibrated to add-remove (an audit measured epsilon >= 1.86 for a
+    claimed 1). The budget, if given, is charged before any noise is drawn. Reconstruction is
     post-processing and costs nothing.
     """
     W = _check_pair(W, strategy)
+    relation = resolve_neighbouring(neighbouring, budget, default=DEFAULT_NEIGHBOURING)
+    sensitivity = strategy.sensitivity_for(relation)
     x = _check_histogram(x, W.shape[1])
     strategy_answers = strategy.matrix @ x
+    label = f"queries:{strategy.method}"
     if strategy.noise == "laplace":
-        release = laplace_mechanism(strategy_answers, strategy.sensitivity, epsilon,
-                                    random_state=random_state, budget=budget, label=f"queries:{strategy.method}")
+        release = laplace_mechanism(strategy_answers, sensitivity, epsilon,
+                                    random_state=random_state, budget=budget, label=label)
     else:
-        release = gaussian_mechanism(strategy_answers, strategy.sensitivity, epsilon, delta, calibration,
-                                     random_state=random_state, budget=budget, label=f"queries:{strategy.method}")
-    return Answers(values=strategy.reconstruction @ release.values, release=release)
+        release = gaussian_mechanism(strategy_answers, sensitivity, epsilon, delta, calibration,
+                                     random_state=random_state, budget=budget, label=label)
+    return Answers(values=strategy.reconstruction @ release.values, release=release, neighbouring=relation)

@@ -171,8 +171,11 @@ def run(args: argparse.Namespace) -> int:
         _refuse_constant_columns(args.data, X, header)
     cls = dp.PrivateGraphicalLasso if args.estimator == "glasso" else dp.PrivateRidgePrecision
     clip = DEFAULT_CLIP if args.clip is None else args.clip  # the default warns (PrivacyLeakWarning)
+    # one accountant for the run: the fit's charges are recorded (a fit without one warns from the
+    # second on, which only matters to a process that fits several times)
+    budget = dp.PrivacyBudget(args.epsilon, args.delta, neighbouring=args.neighbouring) if private else None
     model = cls(alpha=alpha, epsilon=args.epsilon, delta=args.delta, mechanism=args.mechanism,
-                clip=clip, random_state=args.seed, neighbouring=args.neighbouring, public_n=args.public_n)
+                clip=clip, random_state=args.seed, budget=budget, public_n=args.public_n)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", dp.PrivacyLeakWarning)
         model.fit(X)

@@ -31,6 +31,9 @@ def register(subparsers) -> None:
                    help="coa (paper, default), coa-dual (fastest), coa-schur, lrm (eps-DP), identity, workload, hierarchical, wavelet, ...")
     p.add_argument("--epsilon", type=float, default=0.1, help="privacy budget epsilon (> 0; default 0.1)")
     p.add_argument("--delta", type=float, default=1e-4, help="privacy delta in (0, 1) (default 1e-4)")
+    p.add_argument("--neighbouring", choices=["add-remove", "replace-one"], default="add-remove",
+                   help="neighbour relation of the guarantee: add-remove (one count changes by 1, the "
+                        "papers'; default) or replace-one (a record moves between cells: up to 2x the noise)")
     p.add_argument("--calibration", choices=["analytic", "classical"], default="analytic",
                    help="Gaussian noise scale: Balle-Wang analytic (default) or Dwork-Roth classical")
     p.add_argument("--data", choices=DATASETS, default="random", help="histogram x (default random counts)")
@@ -98,18 +101,20 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     strategy = queries.optimize(W, args.method, **options)
     seconds = time.perf_counter() - started
-    expected = queries.expected_error(W, strategy, args.epsilon, args.delta, args.calibration)
+    relation = args.neighbouring
+    expected = queries.expected_error(W, strategy, args.epsilon, args.delta, args.calibration, neighbouring=relation)
     identity = queries.expected_error(W, queries.optimize(W, "identity", noise=strategy.noise), args.epsilon,
-                                      args.delta, args.calibration)
+                                      args.delta, args.calibration, neighbouring=relation)
     rng = np.random.default_rng(args.noise_seed) if args.noise_seed is not None else None
     truth = W @ x
-    errors = [float(np.sum((queries.answer(W, x, strategy, args.epsilon, args.delta, rng, args.calibration).values
-                            - truth) ** 2)) for _ in range(args.repeats)]
+    errors = [float(np.sum((queries.answer(W, x, strategy, args.epsilon, args.delta, rng, args.calibration,
+                                           neighbouring=relation).values - truth) ** 2))
+              for _ in range(args.repeats)]
     m = args.m
     print(f"workload: {args.workload}  m={m}  n={args.n}  method: {args.method}  "
-          f"epsilon={args.epsilon:g}  delta={args.delta:g} ({args.calibration})")
+          f"epsilon={args.epsilon:g}  delta={args.delta:g} ({args.calibration}, {relation} neighbours)")
     print(f"strategy: {strategy.matrix.shape[0]} x {strategy.matrix.shape[1]}  noise: {strategy.noise}  "
-          f"sensitivity {strategy.sensitivity:.4g}  status: {strategy.status}")
+          f"sensitivity {strategy.sensitivity_for(relation):.4g}  status: {strategy.status}")
     if strategy.message:
         print(f"solver: {strategy.message}")
     print(f"time: {seconds:.2f} s")
