@@ -45,7 +45,7 @@ def main():
         centred = Z[tr] - np.array(means)[y_all[tr]]
         grid = np.geomspace(1e-6, 1.0, 13)
         for eps in errors:
-            noisy = dp.private_covariance(centred, eps, args.delta, mechanism="gaussian",
+            noisy = dp.private_covariance(centred, eps, args.delta, mechanism="gaussian", clip=1.0,
                                           random_state=np.random.default_rng([rep, int(10 * (eps or 0))]))
             precisions = [dp.ridge_precision(noisy.covariance, a) for a in grid]
             best = min(precisions, key=lambda P: lda_error(P, means, Z[va], y_all[va]))

@@ -53,7 +53,7 @@ def main():
                     noisy = S
                 else:
                     noisy = dp.project_psd(dp.private_covariance(
-                        X, eps, 1e-3, mechanism=args.mechanism,
+                        X, eps, 1e-3, mechanism=args.mechanism, clip=1.0,
                         random_state=np.random.default_rng([model, rep, int(eps * 10)])).covariance)
                 off = np.abs(noisy - np.diag(np.diag(noisy))).max()
                 alphas = np.geomspace(off, off * 1e-3, args.n_alphas)

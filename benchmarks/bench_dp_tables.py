@@ -199,7 +199,7 @@ def replication(table, model, n, p, rep, lam, eps_list, mechanisms, regimes, max
     for mech in mechanisms:
         for k, eps in enumerate(eps_list):
             released = dp.private_covariance(
-                X, eps, 1.0 / n if mech == "gaussian" else 0.0, mechanism=mech,
+                X, eps, 1.0 / n if mech == "gaussian" else 0.0, mechanism=mech, clip=1.0,
                 calibration="paper",
                 random_state=np.random.default_rng([rep, k, n, model, table, int(mech == "gaussian")]),
             )

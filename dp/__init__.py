@@ -1,10 +1,23 @@
-"""dp: differentially private covariance and precision matrix estimation (Su, Guo and Zhang).
+"""dp: differential privacy, from exact noise to private estimators. Stands alone: it never imports `hamsi`.
 
-Stands alone: it never imports `hamsi`. Noise is exact discrete Laplace / discrete Gaussian on a
-fine grid (see dp.mechanisms); privacy spending goes through one shared
-dp.PrivacyAccountant (alias dp.PrivacyBudget).
+- Mechanisms and accounting: Laplace and Gaussian mechanisms (also zCDP) that add exact discrete
+  Laplace / discrete Gaussian noise on a fine grid (dp.mechanisms, dp.discrete; Canonne, Kamath
+  and Steinke 2020), their calibration (dp.calibration: classical and analytic Gaussian), and one
+  shared, read-only ledger that every release charges before drawing noise
+  (dp.PrivacyAccountant, alias dp.PrivacyBudget: pure, (epsilon, delta) and zCDP charges;
+  replace-one or add-remove neighbours; scoped to the process that made it).
+- Covariance and precision matrices (Su, Guo and Zhang): the private second-moment matrix
+  (dp.private_covariance) and the estimators built on it, DP-RP and DP-AGL
+  (dp.PrivateRidgePrecision, dp.PrivateGraphicalLasso; private by default, epsilon 1.0).
+- Private learning (Kuru's thesis ch. 4): private gradient methods for logistic regression and
+  least squares (dp.minimize_private, dp.PrivateLogisticRegression; dp.learning).
+- Linear queries: batches of linear queries over a histogram through an optimized strategy
+  (dp.queries: COA, LRM, hierarchical, wavelet, ...; dp.queries.answer).
+
+What each release reveals (its neighbour relation, sensitivity, what is public, and what result
+objects hold that is not private) is listed in docs/privacy.md. Warnings about privacy
+parameters left implicit are dp.PrivacyLeakWarning; they depend on the arguments, never on data.
 """
-
 from dp.accounting import (
     BudgetExceededError, Charge, PrivacyAccountant, PrivacyBudget, contribution_sensitivity, sensitivity_for,
     zcdp_epsilon, zcdp_rho,

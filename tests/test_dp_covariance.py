@@ -176,3 +176,62 @@ def test_bad_parameters_raise_before_anything_is_spent():
         with pytest.raises(ValueError):
             dp.private_covariance(X, budget=budget, **{"clip": 1.0, **kwargs})
     assert budget.ledger == ()
+
+
+# --- issue 19 defect 1: add-remove releases the sum, noise independent of the private n --------
+
+
+@pytest.mark.parametrize("p", [1, 2, 5, 30])
+def test_add_remove_sum_sensitivities_hold_and_are_attained(p):
+    rng = np.random.default_rng(10 + p)
+    X = _random_unit_rows(rng, 3000, p)
+    X[:1500] /= np.linalg.norm(X[:1500], axis=1, keepdims=True)
+    iu = np.triu_indices(p)
+    moves = np.array([np.outer(x, x)[iu] for x in X])  # adding row x moves the sum's triangle by this
+    l1 = covariance_sensitivity(p, 1, 1.0, "l1", "add-remove")
+    l2 = covariance_sensitivity(p, 1, 1.0, "l2", "add-remove")
+    assert l1 == (p + 1) / 2 and l2 == 1.0
+    assert np.abs(moves).sum(axis=1).max() <= l1 * (1 + 1e-12)
+    assert np.linalg.norm(moves, axis=1).max() <= l2 * (1 + 1e-12)
+    flat = np.full(p, 1 / math.sqrt(p))  # attains the L1 bound; e_1 attains the L2 bound
+    assert np.abs(np.outer(flat, flat)[iu]).sum() == pytest.approx(l1)
+    assert np.linalg.norm(np.outer(np.eye(p)[0], np.eye(p)[0])[iu]) == pytest.approx(l2)
+
+
+@pytest.mark.parametrize("mechanism,delta", [("laplace", 0.0), ("gaussian", 1e-5)])
+def test_add_remove_noise_does_not_depend_on_the_private_row_count(mechanism, delta):
+    rng = np.random.default_rng(5)
+    X = _random_unit_rows(rng, 600, 4)
+    kw = dict(mechanism=mechanism, clip=1.0, neighbouring="add-remove")
+    small, large = (dp.private_covariance(X[:m], 1.0, delta, random_state=0, **kw) for m in (5, 600))
+    assert small.release.noise_scale == large.release.noise_scale  # the noisy sum's noise
+    assert small.count_release.noise_scale == large.count_release.noise_scale == pytest.approx(10.0, rel=1e-6)
+    assert small.release.sensitivity == covariance_sensitivity(4, 1, 1.0, "l1" if mechanism == "laplace" else "l2",
+                                                               "add-remove")
+    # n_samples is the released noisy count, not the data's n (private under add-remove)
+    assert small.n_samples == max(small.count_release.values[0], 1.0) and small.neighbouring == "add-remove"
+    assert np.allclose(small.covariance * small.n_samples,
+                       dp.covariance._symmetric_from_triangle(small.release.values, 4))
+    # with a public n the sum is divided by it and all of epsilon goes to the sum
+    public = dp.private_covariance(X, 1.0, delta, public_n=1000, random_state=0, **kw)
+    assert public.count_release is None and public.n_samples == 1000
+    assert public.release.sensitivity == covariance_sensitivity(4, 1000, 1.0, "l1" if mechanism == "laplace" else "l2",
+                                                                "add-remove")
+    # the noisy count is centred on n: the divisor follows the data only through a paid release
+    counts = [dp.private_covariance(X, 1.0, delta, random_state=s, **kw).count_release.values[0] for s in range(200)]
+    assert abs(np.mean(counts) - 600) < 5 * 10 * math.sqrt(2) / math.sqrt(200)
+
+
+def test_add_remove_charges_count_and_sum_before_any_noise(monkeypatch):
+    X = np.random.default_rng(3).random((50, 3)) / 3
+    budget = dp.PrivacyBudget(1.0, neighbouring="add-remove")
+    dp.private_covariance(X, 0.6, clip=1.0, budget=budget, random_state=0, count_fraction=0.25)
+    assert [c.label for c in budget.ledger] == ["covariance row count (laplace)", "covariance sum (laplace)"]
+    assert [c.epsilon for c in budget.ledger] == pytest.approx([0.15, 0.45])
+    drawn = []
+    import dp.mechanisms as mech
+
+    monkeypatch.setattr(mech, "discrete_laplace", lambda *a: drawn.append(a))
+    with pytest.raises(dp.BudgetExceededError):
+        dp.private_covariance(X, 0.5, clip=1.0, budget=budget)  # 0.4 left: neither part is released
+    assert drawn == [] and len(budget.ledger) == 2

@@ -3,7 +3,10 @@
 A strategy answers the p queries A x with noise and reconstructs the workload as R (A x + noise),
 with W ~ R A (exact for the matrix mechanism, R = W A^+; approximate for LRM, R = B, A = L).
 Everything `answer` and `expected_error` need is here: A, R and the noise kind, which fixes the
-sensitivity (Gaussian: max column L2 norm of A; Laplace: max column L1 norm of A).
+norm of the sensitivity (Gaussian: L2, Laplace: L1); the neighbour relation fixes the rest
+(add/remove: the largest column norm of A; replace-one: the largest distance between two columns,
+`Strategy.sensitivity_for`). Strategies are optimized for the add/remove sensitivity (the papers'),
+and stay valid under replace-one with the larger noise.
 """
 
 from __future__ import annotations
