@@ -10,6 +10,7 @@ keeps buddy copies of the state (a lost worker costs a rerun of one chunk) and w
 from __future__ import annotations
 
 import itertools
+import secrets
 import sys
 import time
 import uuid
@@ -64,7 +65,7 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
                    chunk_epochs: int = 10, checkpoint: str | None = None,
                    checkpoint_every: int | None = None, resume: str | None = None, backup: bool = True,
                    peer_timeout: float = PEER_TIMEOUT, on_chunk=None, quiet: bool = False,
-                   shared_memory: bool | None = None):
+                   shared_memory: bool | None = None, security=None):
     """Return the OptimizeResult of HAMSI (thesis Alg. 3; method="mbgd": mini-batch GD) on Dask workers.
 
     The keywords of hamsi.optimizer.minimize_hamsi mean the same here (safeguard, patience with
@@ -78,7 +79,8 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
     second worker, so a worker's death costs a rerun of one chunk on the survivors. on_chunk(info)
     is called after every chunk submission (tests use it to kill a worker). shared_memory (None:
     whenever possible) keeps V in shared memory when all workers run on one host and the cover is
-    STRATA/-B (cluster/shared.py); False always sends gV rows between workers.
+    STRATA/-B (cluster/shared.py); False always sends gV rows between workers. security: a
+    distributed.security.Security for a tls:// scheduler or a TLS LocalCluster (cluster.connect).
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
@@ -86,7 +88,7 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
         eta = HAMSI_ETA if method == "hamsi" else GD_ETA
     memory = memory if method == "hamsi" else 1
     with connect(client=client, scheduler=scheduler, n_workers=n_workers,
-                 threads_per_worker=threads_per_worker, quiet=quiet) as dask_client:
+                 threads_per_worker=threads_per_worker, quiet=quiet, security=security) as dask_client:
         workers = worker_addresses(dask_client, minimum=n_workers or 1)
         run = _DistributedRun(problem, partition, dask_client, workers, heldout=heldout, backup=backup,
                               peer_timeout=peer_timeout, quiet=quiet, memory=memory,
@@ -107,17 +109,17 @@ def fit_distributed(ratings, *, rank: int = 10, method: str = "hamsi", scheme: s
                     blocks: int | None = None, subsets: int | None = None, partition=None,
                     reg: float = 0.0, biases: bool = False, client=None, scheduler: str | None = None,
                     n_workers: int | None = None, threads_per_worker: int = 1, random_state=None,
-                    quiet: bool = False, safeguard: bool = True, **options):
+                    quiet: bool = False, safeguard: bool = True, security=None, **options):
     """Return the OptimizeResult of matrix factorization by HAMSI (or mb-GD) on Dask: the MF convenience.
 
     Builds MatrixFactorization(ratings, rank, reg, biases) and the cover (`partition`, else
     partition.make(scheme, ratings, blocks=B, subsets=K, seed=random_state or 0) with B = the
-    number of workers), then runs `minimize_hamsi` (same keywords in **options).
+    number of workers), then runs `minimize_hamsi` (same keywords in **options; security as there).
     """
     import partition as partitions
 
     with connect(client=client, scheduler=scheduler, n_workers=n_workers,
-                 threads_per_worker=threads_per_worker, quiet=quiet) as dask_client:
+                 threads_per_worker=threads_per_worker, quiet=quiet, security=security) as dask_client:
         workers = worker_addresses(dask_client, minimum=n_workers or 1)
         if partition is None:
             # the estimator's convention: partition seed 0 when random_state is None
@@ -348,7 +350,7 @@ class _DistributedRun:
         while True:
             plan = ChunkPlan(run_id=uuid.uuid4().hex[:12], workers=list(self.used), owner=dict(self.owner),
                              epochs=epochs, config=self.layout.config, timeout=self.peer_timeout,
-                             shared=self._can_share())
+                             shared=self._can_share(), secret=secrets.token_bytes(32))
             self.shared_used = self.shared_used or plan.shared
             futures = self._submit_chunk(plan)
             if on_chunk is not None:
