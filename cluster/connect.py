@@ -213,7 +213,12 @@ def worker_addresses(client, minimum: int = 1, wait: float = 5.0) -> list[str]:
     return sorted(worker_info(client))
 
 
-def worker_memory_limits(client) -> dict[str, int]:
-    """Return {address: memory limit in bytes} (0 = no limit) as the scheduler reports it."""
+def worker_memory_limits(client) -> dict[str, tuple[int, int]]:
+    """Return {address: (memory limit, memory in use)} in bytes as the scheduler reports them (limit 0: none).
+
+    In use: the worker process's resident memory at its last heartbeat (its own baseline: Python,
+    numpy, numba, Dask, and whatever it already holds).
+    """
     info = worker_info(client)
-    return {addr: int(w.get("memory_limit") or 0) for addr, w in info.items()}
+    return {addr: (int(w.get("memory_limit") or 0), int((w.get("metrics") or {}).get("memory") or 0))
+            for addr, w in info.items()}

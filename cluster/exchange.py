@@ -166,19 +166,22 @@ def frame_limit(config, memory: int) -> FrameLimit:
 def open_replica(plan, exchange, common, me: str):
     """Return this worker's map of the chunk's shared V (cluster.shared): the lead creates it, all map it.
 
-    The lead unlinks the file once every worker has mapped it, so /dev/shm keeps nothing.
+    The lead unlinks the file once every worker has mapped it, so /dev/shm keeps nothing (and
+    first removes the files of dead leads: cluster.shared.remove_stale).
     """
-    from cluster.shared import SharedReplica, path_of
+    from cluster.shared import SharedReplica, find, path_of, remove_stale
 
-    path = path_of(plan.run_id)
     lead = me == plan.lead
+    path = path_of(plan.run_id, os.getpid()) if lead else None
     try:
+        if lead:
+            remove_stale()
         replica = SharedReplica.create(path, common) if lead else None
         exchange.barrier(timed=False)
         if not lead:
-            replica = SharedReplica.attach(path, common)
+            replica = SharedReplica.attach(find(plan.run_id), common)
         exchange.barrier(timed=False)
     finally:
-        if lead and os.path.exists(path):
+        if lead and path is not None and os.path.exists(path):
             os.unlink(path)
     return replica

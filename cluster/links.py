@@ -50,6 +50,7 @@ from cluster.messages import MalformedMessage, from_arrays, to_arrays
 ACCEPT_TIMEOUT = 10.0  # seconds a connecting peer has to complete its hello
 FINISHED_KEPT = 1024  # runs remembered as finished (their late connections are refused)
 HELLOS_AT_ONCE = 32  # connections in their hello at one time; more are closed at once
+HELLO_POLL = 0.5  # seconds between checks for an abort while a peer's hello answer is awaited
 ACCEPT_RETRY = 0.1  # seconds to wait after accept() failed for lack of resources (EMFILE, ENOBUFS)
 
 # The hello (fixed sizes: nothing is read whose length the peer chose). The connecting side
@@ -188,12 +189,21 @@ class _Outbound:
                     sent = 0
 
 
-def _read_exactly(sock, size: int) -> bytes:
-    """Read exactly `size` bytes from a blocking socket (the hello's fixed-size pieces)."""
+def _read_exactly(sock, size: int, waiting=None) -> bytes:
+    """Read exactly `size` bytes from a blocking socket (the hello's fixed-size pieces).
+
+    waiting: called whenever the socket's timeout passes without data (it raises to give up).
+    """
     data = bytearray(size)
     view, got = memoryview(data), 0
     while got < size:
-        n = sock.recv_into(view[got:])
+        try:
+            n = sock.recv_into(view[got:])
+        except socket.timeout:
+            if waiting is None:
+                raise
+            waiting()
+            continue
         if n == 0:
             raise ConnectionResetError("the peer closed the connection during the hello")
         got += n
@@ -283,13 +293,19 @@ class Links:
 
     def _connect(self, run: str, address, secret: bytes, deadline: float):
         """Return a socket to the peer at `address` after the hello (each side proved it holds `secret`)."""
+        def waiting():  # a stopped peer's kernel accepts the connection, but nobody answers
+            self._check_aborted(run)
+            if time.monotonic() > deadline:
+                raise PeerLost(f"the link listener at {address[0]}:{address[1]} did not answer the hello")
+
         sock = socket.create_connection(tuple(address), timeout=max(deadline - time.monotonic(), 0.1))
         try:
+            sock.settimeout(HELLO_POLL)
             hello = HELLO.pack(HELLO_MAGIC, _fixed(run, 64), _fixed(self.worker_address, 128), os.urandom(NONCE))
             sock.sendall(hello)
-            nonce = _read_exactly(sock, NONCE)
+            nonce = _read_exactly(sock, NONCE, waiting)
             sock.sendall(_mac(secret, b"connect", hello, nonce))
-            if not hmac.compare_digest(_read_exactly(sock, MAC), _mac(secret, b"accept", hello, nonce)):
+            if not hmac.compare_digest(_read_exactly(sock, MAC, waiting), _mac(secret, b"accept", hello, nonce)):
                 raise PeerLost(f"the link listener at {address[0]}:{address[1]} did not prove it belongs to run {run}")
         except BaseException:
             sock.close()
@@ -334,6 +350,8 @@ class Links:
     def _take_accepted(self, run: str, peer: str, deadline: float):
         with self._cond:
             while (run, peer) not in self._accepted:
+                if run in self._aborted:
+                    raise PeerLost(f"run {run} aborted by the driver")
                 left = deadline - time.monotonic()
                 if left <= 0 or self.closed:
                     raise PeerLost(f"{peer} did not open its link for run {run}")
@@ -355,6 +373,7 @@ class Links:
         """Wake run's task thread with PeerLost (the driver calls this when a peer died)."""
         with self._cond:
             self._aborted.add(run)
+            self._cond.notify_all()  # a task waiting for a peer's link in open()
         self._wake_w.send(b"x")
 
     def shutdown(self) -> None:
