@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 
 from cluster.errors import ClusterError
@@ -15,6 +16,12 @@ def estimator_for(args, params: dict):
     from cluster.estimator import DaskMatrixFactorizer
 
     use_tls_flags(args)
+    # A lost scheduler is reported by the driver in one line (cluster.driver.scheduler_lost); the
+    # client's own reconnection log would add a traceback of Dask internals before it. (After the
+    # import: importing distributed sets its loggers' levels from its configuration.)
+    import distributed  # noqa: F401
+
+    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
     every = args.checkpoint_every
     if args.checkpoint and every is None:
         every = DEFAULT_CHECKPOINT_EVERY

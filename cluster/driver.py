@@ -119,18 +119,18 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
     memory = memory if method == "hamsi" else 1
     with connect(client=client, scheduler=scheduler, n_workers=n_workers,
                  threads_per_worker=threads_per_worker, quiet=quiet, security=security) as dask_client:
-        workers = worker_addresses(dask_client, minimum=n_workers or 1)
-        run = _DistributedRun(problem, partition, dask_client, workers, heldout=heldout, backup=backup,
-                              peer_timeout=peer_timeout, quiet=quiet, memory=memory,
-                              shared_memory=shared_memory)
-        stepper = steps.Stepper(method=method, n_subsets=run.layout_k, n_params=problem.n_params,
-                                schedule=schedule, memory=memory, eta=eta,
-                                gamma=gamma, eta_gd=eta_gd, safeguard=safeguard, random_state=random_state)
-        stop = StopRules(max_epochs=max_epochs, max_time=max_time, tol=tol, target=target, patience=patience,
-                         has_heldout=heldout is not None, eta=eta, safeguard=stepper.safeguard,
-                         metric=problem.metric)
-        run.fingerprint_extra = {"method": method, "schedule": schedule, "random_state": random_state}
         try:
+            workers = worker_addresses(dask_client, minimum=n_workers or 1)
+            run = _DistributedRun(problem, partition, dask_client, workers, heldout=heldout, backup=backup,
+                                  peer_timeout=peer_timeout, quiet=quiet, memory=memory,
+                                  shared_memory=shared_memory)
+            stepper = steps.Stepper(method=method, n_subsets=run.layout_k, n_params=problem.n_params,
+                                    schedule=schedule, memory=memory, eta=eta,
+                                    gamma=gamma, eta_gd=eta_gd, safeguard=safeguard, random_state=random_state)
+            stop = StopRules(max_epochs=max_epochs, max_time=max_time, tol=tol, target=target, patience=patience,
+                             has_heldout=heldout is not None, eta=eta, safeguard=stepper.safeguard,
+                             metric=problem.metric)
+            run.fingerprint_extra = {"method": method, "schedule": schedule, "random_state": random_state}
             return run.optimize(stepper, stop, x0=x0, random_state=random_state, chunk_epochs=chunk_epochs,
                                 checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
                                 callback=callback, on_chunk=on_chunk)

@@ -101,8 +101,8 @@ def test_the_memory_check_counts_the_workers_own_memory(ratings):
             return run._needed_bytes([0])
 
         # a rank whose shards alone fit the share of the limit, but not on top of the worker's baseline
-        per_rank = need(20) / 20
-        rank = int((0.6 * limit - baseline / 2) / per_rank)
+        slope = (need(40) - need(20)) / 20  # need is affine in the rank
+        rank = int((0.6 * limit - baseline / 2 - (need(20) - 20 * slope)) / slope)
         assert need(rank) < 0.6 * limit < need(rank) + baseline
         with pytest.raises(ClusterError, match="uses already") as caught:
             fit_distributed(ratings, rank=rank, client=client, max_epochs=1, quiet=True)
@@ -116,21 +116,24 @@ def test_a_killed_scheduler_is_one_line_naming_it(dask_cluster, tmp_path):  # no
     data = tmp_path / "ratings.csv"
     write_ratings(make_ratings(users=300, items=200, ratings=6000, seed=1), data)
     proc = subprocess.Popen([sys.executable, "-m", "hamsi", "factorize", str(data), "--scheduler", dask_cluster,
-                             "--rank", "4", "--max-epochs", "1000000", "--quiet"],
+                             "--rank", "4", "--max-epochs", "1000000"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         port = int(dask_cluster.rsplit(":", 1)[1])
         scheduler = next(p for p in psutil.process_iter() if any(
             c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in _listening(p)))
-        time.sleep(6)  # the run is under way
-        assert proc.poll() is None
+        seen = []
+        while not any(line.startswith("epoch    2") for line in seen):  # the run is under way
+            line = proc.stderr.readline()
+            assert line, "".join(seen)
+            seen.append(line)
         scheduler.kill()
         _, stderr = proc.communicate(timeout=90)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    lines = [line for line in stderr.splitlines() if line.strip()]
+    lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("epoch")]
     assert proc.returncode == 2 and len(lines) == 1, stderr
     assert "lost the connection to the Dask scheduler" in lines[0] and "--resume" in lines[0]
 
