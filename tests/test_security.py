@@ -119,6 +119,38 @@ def test_the_hello_reads_only_its_fixed_size_and_refuses_strangers(tmp_path):
         links.shutdown()
 
 
+ACCEPT_AFTER_EMFILE = """
+import os, resource, socket, threading, time
+from cluster.links import FrameLimit, Links
+
+a, b = Links("tcp://127.0.0.1:1", "127.0.0.1"), Links("tcp://127.0.0.1:2", "127.0.0.1")
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 3, hard))
+strangers = []
+try:
+    for _ in range(8):  # b's accept() then fails with EMFILE on the ones the kernel queued
+        strangers.append(socket.create_connection(b.address, timeout=1))
+except OSError:
+    pass
+time.sleep(0.5)
+for sock in strangers:
+    sock.close()
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+for links in (a, b):
+    links.expect("r", b"s" * 32, FrameLimit())
+opener = threading.Thread(target=a.open, args=("r", {b.worker_address: b.address}, 10.0))
+opener.start()
+b.open("r", {a.worker_address: a.address}, 10.0)  # a's link arrives through b's accept thread
+opener.join()
+print("linked")
+"""
+
+
+def test_the_listener_keeps_accepting_after_running_out_of_file_descriptors():
+    done = subprocess.run([sys.executable, "-c", ACCEPT_AFTER_EMFILE], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "linked", done.stderr
+
+
 def test_a_frame_claiming_one_gigabyte_is_refused_before_allocating():
     """An authenticated peer's frame is still bounded by the run's sizes."""
     limit = FrameLimit(max_arrays=8, max_array_bytes=1 << 20)
