@@ -58,6 +58,7 @@ def test_a_stopped_worker_is_declared_lost_within_the_peer_timeout(ratings):
     assert took < 2 * clean + 2 * timeout + 20
 
 
+@pytest.mark.slow
 def test_two_workers_killed_together_recover_from_buddies_or_name_the_lost_shards(ratings):
     part = partition.make("strata-b", ratings, blocks=4, seed=1)
     options = dict(rank=RANK, partition=part, random_state=1, max_epochs=6, chunk_epochs=2, shared_memory=False)

@@ -264,6 +264,7 @@ def test_a_tls_cluster_gives_the_in_process_iterates(ratings, tmp_path):
 
 
 @pytest.mark.cluster
+@pytest.mark.slow
 def test_the_cli_runs_on_a_tls_scheduler_with_the_tls_flags(ratings, tmp_path):
     from distributed import LocalCluster
 
