@@ -10,6 +10,7 @@ keeps buddy copies of the state (a lost worker costs a rerun of one chunk) and w
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import secrets
 import sys
@@ -49,6 +50,15 @@ WATCH_INTERVAL = 0.5
 # count as hung (capped by peer_timeout), and how long the client waits for the abort to be sent.
 HUNG_GRACE = 5.0
 ABORT_WAIT = 5.0
+
+
+@contextlib.contextmanager
+def reporting_lost_scheduler(client):
+    """Turn whatever Dask raises once the scheduler is gone into one ClusterError (scheduler_lost)."""
+    try:
+        yield
+    except (Exception, asyncio.CancelledError) as exc:
+        raise scheduler_lost(client, exc) or exc
 
 
 def scheduler_lost(client, error) -> ClusterError | None:
@@ -117,25 +127,22 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
     if eta is None:
         eta = HAMSI_ETA if method == "hamsi" else GD_ETA
     memory = memory if method == "hamsi" else 1
-    with connect(client=client, scheduler=scheduler, n_workers=n_workers,
-                 threads_per_worker=threads_per_worker, quiet=quiet, security=security) as dask_client:
-        try:
-            workers = worker_addresses(dask_client, minimum=n_workers or 1)
-            run = _DistributedRun(problem, partition, dask_client, workers, heldout=heldout, backup=backup,
-                                  peer_timeout=peer_timeout, quiet=quiet, memory=memory,
-                                  shared_memory=shared_memory)
-            stepper = steps.Stepper(method=method, n_subsets=run.layout_k, n_params=problem.n_params,
-                                    schedule=schedule, memory=memory, eta=eta,
-                                    gamma=gamma, eta_gd=eta_gd, safeguard=safeguard, random_state=random_state)
-            stop = StopRules(max_epochs=max_epochs, max_time=max_time, tol=tol, target=target, patience=patience,
-                             has_heldout=heldout is not None, eta=eta, safeguard=stepper.safeguard,
-                             metric=problem.metric)
-            run.fingerprint_extra = {"method": method, "schedule": schedule, "random_state": random_state}
-            return run.optimize(stepper, stop, x0=x0, random_state=random_state, chunk_epochs=chunk_epochs,
-                                checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
-                                callback=callback, on_chunk=on_chunk)
-        except (Exception, asyncio.CancelledError) as exc:
-            raise scheduler_lost(dask_client, exc) or exc
+    with connect(client=client, scheduler=scheduler, n_workers=n_workers, threads_per_worker=threads_per_worker,
+                 quiet=quiet, security=security) as dask_client, reporting_lost_scheduler(dask_client):
+        workers = worker_addresses(dask_client, minimum=n_workers or 1)
+        run = _DistributedRun(problem, partition, dask_client, workers, heldout=heldout, backup=backup,
+                              peer_timeout=peer_timeout, quiet=quiet, memory=memory,
+                              shared_memory=shared_memory)
+        stepper = steps.Stepper(method=method, n_subsets=run.layout_k, n_params=problem.n_params,
+                                schedule=schedule, memory=memory, eta=eta,
+                                gamma=gamma, eta_gd=eta_gd, safeguard=safeguard, random_state=random_state)
+        stop = StopRules(max_epochs=max_epochs, max_time=max_time, tol=tol, target=target, patience=patience,
+                         has_heldout=heldout is not None, eta=eta, safeguard=stepper.safeguard,
+                         metric=problem.metric)
+        run.fingerprint_extra = {"method": method, "schedule": schedule, "random_state": random_state}
+        return run.optimize(stepper, stop, x0=x0, random_state=random_state, chunk_epochs=chunk_epochs,
+                            checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
+                            callback=callback, on_chunk=on_chunk)
 
 
 def fit_distributed(ratings, *, rank: int = 10, method: str = "hamsi", scheme: str = "strata-b",
