@@ -16,12 +16,13 @@ def estimator_for(args, params: dict):
     from cluster.estimator import DaskMatrixFactorizer
 
     use_tls_flags(args)
-    # A lost scheduler is reported by the driver in one line (cluster.driver.scheduler_lost); the
-    # client's own reconnection log would add a traceback of Dask internals before it. (After the
-    # import: importing distributed sets its loggers' levels from its configuration.)
+    # The command reports every failure in one line (a lost scheduler: cluster.driver.scheduler_lost);
+    # the client's reconnection and batched-comm logs would add tracebacks of Dask internals before
+    # it. (After the import: importing distributed sets its loggers' levels from its configuration.)
     import distributed  # noqa: F401
 
-    logging.getLogger("distributed.client").setLevel(logging.CRITICAL)
+    for name in ("distributed", "distributed.client"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     every = args.checkpoint_every
     if args.checkpoint and every is None:
         every = DEFAULT_CHECKPOINT_EVERY
