@@ -446,7 +446,7 @@ class _DistributedRun:
                 return self._collect(futures)
             except PeerLost as error:
                 if len(self.recoveries) >= MAX_RECOVERIES:
-                    raise ClusterError(f"giving up after {MAX_RECOVERIES} recoveries: {error}") from error
+                    raise ClusterError(f"giving up after {MAX_RECOVERIES} recoveries: {error}; {RESUME_HINT}") from error
                 if not self.quiet:
                     print(f"hamsi: {error}; rerunning the chunk on the survivors", file=sys.stderr, flush=True)
                 self._recover(error)
