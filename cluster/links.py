@@ -34,6 +34,7 @@ import collections
 import errno
 import hashlib
 import hmac
+import math
 import os
 import selectors
 import socket
@@ -148,16 +149,14 @@ class _Inbound:
             self.done = True
 
     def _allocate(self, code: int, ndim: int, rows: int, cols: int) -> np.ndarray:
-        dtype = DTYPES.get(code)
-        if dtype is None or ndim > 2 or (ndim < 2 and cols) or (ndim < 1 and rows):
+        dtype, shape = DTYPES.get(code), (rows, cols)[:ndim]
+        if dtype is None or ndim > 2 or any((rows, cols)[ndim:]):  # unused dimensions are 0
             raise FrameRefused(f"an array of dtype code {code}, {ndim} dimensions, shape ({rows}, {cols})")
-        size = max(rows, 1) * max(cols, 1) if ndim else 1
-        if ndim and (rows == 0 or (ndim == 2 and cols == 0)):
-            size = 0
-        if size * dtype.itemsize > self.limit.max_array_bytes:
-            raise FrameRefused(f"an array of {rows} x {cols} {dtype} ({size * dtype.itemsize} bytes); this run "
-                               f"sends at most {self.limit.max_array_bytes} bytes per array")
-        return np.empty((rows, cols)[:ndim], dtype=dtype)
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes > self.limit.max_array_bytes:
+            raise FrameRefused(f"an array of {rows} x {cols} {dtype} ({nbytes} bytes); this run sends at most "
+                               f"{self.limit.max_array_bytes} bytes per array")
+        return np.empty(shape, dtype=dtype)
 
     def value(self):
         return from_arrays(self.arrays)
