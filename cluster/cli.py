@@ -16,7 +16,7 @@ def estimator_for(args, params: dict):
     from cluster.estimator import DaskMatrixFactorizer
 
     use_tls_flags(args)
-    # The command reports every failure in one line (a lost scheduler: cluster.driver.scheduler_lost);
+    # The command reports every failure in one line (a lost scheduler or worker: cluster.driver.cluster_lost);
     # the client's reconnection and batched-comm logs would add tracebacks of Dask internals before
     # it. (After the import: importing distributed sets its loggers' levels from its configuration.)
     import distributed  # noqa: F401

@@ -20,6 +20,7 @@ import uuid
 import numpy as np
 
 from hamsi import stepper as steps
+from hamsi.errors import InputError
 from hamsi.loop import ROW_NAMES
 from hamsi.optimizer import GAMMA, GD_ETA, HAMSI_ETA, finish_result
 from hamsi.problems import MatrixFactorization
@@ -53,26 +54,35 @@ ABORT_WAIT = 5.0
 
 
 @contextlib.contextmanager
-def reporting_lost_scheduler(client):
-    """Turn whatever Dask raises once the scheduler is gone into one ClusterError (scheduler_lost)."""
+def reporting_cluster_losses(client):
+    """Turn whatever Dask raises once the scheduler or a worker is gone into one ClusterError (cluster_lost)."""
+    before = set(worker_info(client))
     try:
         yield
     except (Exception, asyncio.CancelledError) as exc:
-        raise scheduler_lost(client, exc) or exc
+        raise cluster_lost(client, exc, before) or exc
 
 
-def scheduler_lost(client, error) -> ClusterError | None:
-    """Return one clear ClusterError when `error` came from losing the scheduler (else None: not that).
+def cluster_lost(client, error, workers_before: set) -> ClusterError | None:
+    """Return one clear ClusterError when `error` came from losing the scheduler or a worker, else None.
 
-    Dask reports a dead scheduler through many exceptions (CommClosedError, CancelledError,
-    TimeoutError, ...) with multi-line texts; the client's status says which case it is.
+    Dask reports a dead scheduler, or a worker that died while it received data (killed at its
+    memory limit during placement: a KeyError), through many exceptions with multi-line texts;
+    the client's status and the scheduler's list of workers say which case it is. Errors the
+    run reports itself (InputError, ClusterError) and failures with every worker alive pass.
     """
-    if isinstance(error, ClusterError) or (client.status == "running" and _scheduler_answers(client)):
+    if isinstance(error, InputError):
         return None
     text = str(error).strip().splitlines()
     why = f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
-    return ClusterError(f"lost the connection to the Dask scheduler at {client.scheduler.address} ({why}); "
-                        f"{RESUME_HINT}")
+    if client.status != "running" or not _scheduler_answers(client):
+        return ClusterError(f"lost the connection to the Dask scheduler at {client.scheduler.address} ({why}); "
+                            f"{RESUME_HINT}")
+    gone = sorted(workers_before - set(worker_info(client)))
+    if not gone:
+        return None
+    return ClusterError(f"worker {', '.join(gone)} died during the run ({why}); if it was killed at its memory "
+                        f"limit, use more workers or a larger limit; {RESUME_HINT}")
 
 
 def _scheduler_answers(client, timeout: float = 3.0) -> bool:
@@ -128,7 +138,7 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
         eta = HAMSI_ETA if method == "hamsi" else GD_ETA
     memory = memory if method == "hamsi" else 1
     with connect(client=client, scheduler=scheduler, n_workers=n_workers, threads_per_worker=threads_per_worker,
-                 quiet=quiet, security=security) as dask_client, reporting_lost_scheduler(dask_client):
+                 quiet=quiet, security=security) as dask_client, reporting_cluster_losses(dask_client):
         workers = worker_addresses(dask_client, minimum=n_workers or 1)
         run = _DistributedRun(problem, partition, dask_client, workers, heldout=heldout, backup=backup,
                               peer_timeout=peer_timeout, quiet=quiet, memory=memory,

@@ -139,6 +139,26 @@ def test_a_killed_scheduler_is_one_line_naming_it(dask_cluster, tmp_path):  # no
     assert "lost the connection to the Dask scheduler" in lines[0] and "--resume" in lines[0]
 
 
+def test_a_worker_lost_while_receiving_data_is_one_line_and_other_failures_pass(monkeypatch):
+    """A worker killed at its memory limit during placement surfaced as a KeyError traceback."""
+    from types import SimpleNamespace
+
+    from cluster import driver
+
+    alive = {"tcp://127.0.0.1:2": {}}
+    monkeypatch.setattr(driver, "_scheduler_answers", lambda client: True)
+    monkeypatch.setattr(driver, "worker_info", lambda client: alive)
+    client = SimpleNamespace(status="running", scheduler=SimpleNamespace(address="tcp://127.0.0.1:1"))
+    error = driver.cluster_lost(client, KeyError("('data', 3)"), {"tcp://127.0.0.1:2", "tcp://127.0.0.1:3"})
+    assert isinstance(error, ClusterError) and "\n" not in str(error)
+    assert "worker tcp://127.0.0.1:3 died during the run (KeyError" in str(error) and "memory" in str(error)
+    assert driver.cluster_lost(client, KeyError("x"), set(alive)) is None  # every worker alive: shown as it is
+    assert driver.cluster_lost(client, ClusterError("x"), {"tcp://127.0.0.1:3"}) is None  # already one line
+    monkeypatch.setattr(driver, "_scheduler_answers", lambda client: False)
+    assert "lost the connection to the Dask scheduler at tcp://127.0.0.1:1" in str(
+        driver.cluster_lost(client, OSError("Stream is closed\nmore"), set(alive)))
+
+
 def _listening(process):
     try:
         return process.net_connections("tcp") if hasattr(process, "net_connections") else process.connections("tcp")
