@@ -2,8 +2,9 @@
 
 Each round sends one message of --kib KiB from each worker to the other and waits for the
 peer's (what one HAMSI inner iteration does; ml-100k-like rank 50 sends ~330 KiB of gV rows,
-ml-1m-like ~1.5 MiB). Three transports, same two worker processes:
-- mailbox: cluster.mailbox (the engine's: one comm per peer, reply=False writes, a condition wait);
+ml-1m-like ~1.5 MiB). Four transports, same two worker processes:
+- direct links: cluster.links (the engine's on tcp:// clusters: authenticated sockets, binary frames);
+- mailbox: cluster.mailbox (the engine's on tls://: one comm per peer, reply=False writes, a condition wait);
 - shared memory: each worker writes into its own multiprocessing.shared_memory segment and bumps a
   counter; the peer polls the counter and copies the payload (works only on one host);
 - actors: distributed's Actor, a worker-to-worker method call `peer.deliver(step, payload)` per
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import threading
 import time
 
@@ -28,14 +30,19 @@ from cluster.connect import connect
 from cluster.mailbox import install, local_mailbox
 
 
+def message_of(size: int):
+    """Return a Message carrying `size` bytes of gradient rows (what an inner iteration sends)."""
+    from cluster.messages import GradientPart, Message
+
+    return Message(0, "bench", gradient=[GradientPart(0, (0, size // 8), np.ones(size // 8))])
+
+
 def mailbox_rounds(peer: str, rounds: int, size: int, run: str) -> float:
     from distributed import get_worker
 
     box, me = local_mailbox(), get_worker().address
-    payload = np.ones(size // 8)
-    box.start(run, [peer], 30.0)
-    box.forget(run)  # the barrier opened direct links: close them and time the comms path
-    run += "-comms"
+    payload = message_of(size)
+    box.start(run, [peer], 30.0)  # no link secret: the rounds go through the comms
     start = time.perf_counter()
     for step in range(rounds):
         posted = box.post(run, step, [peer], payload)
@@ -46,12 +53,14 @@ def mailbox_rounds(peer: str, rounds: int, size: int, run: str) -> float:
     return seconds
 
 
-def links_rounds(peer: str, rounds: int, size: int, run: str) -> float:
+def links_rounds(peer: str, rounds: int, size: int, run: str, secret: bytes) -> float:
+    from cluster.links import FrameLimit
+
     box = local_mailbox()
     if box.links is None:
         raise RuntimeError("this worker has no direct links (not a tcp:// worker)")
-    payload = np.ones(size // 8)
-    box.start(run, [peer], 30.0)
+    payload = message_of(size)
+    box.start(run, [peer], 30.0, secret, FrameLimit(max_array_bytes=size + 8))
     start = time.perf_counter()
     for step in range(rounds):
         box.round(run, step, [peer], payload, 30.0)
@@ -147,9 +156,9 @@ def main(argv=None):
             size = kib * 1024
             times = {"direct links": [], "mailbox comms": [], "shared memory": [], "actors": []}
             for repeat in range(args.repeats):
-                run = f"bench-{kib}-{repeat}"
-                times["direct links"].append(run_pair(client, [a, b], links_rounds, (b, args.rounds, size, run),
-                                                      (a, args.rounds, size, run)))
+                run, secret = f"bench-{kib}-{repeat}", secrets.token_bytes(32)
+                times["direct links"].append(run_pair(client, [a, b], links_rounds, (b, args.rounds, size, run, secret),
+                                                      (a, args.rounds, size, run, secret)))
                 times["mailbox comms"].append(run_pair(client, [a, b], mailbox_rounds,
                                                        (b, args.rounds, size, run + "-c"), (a, args.rounds, size, run + "-c")))
                 names = (f"hamsi-bench-{os.getpid()}-{repeat}-a", f"hamsi-bench-{os.getpid()}-{repeat}-b")

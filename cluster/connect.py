@@ -28,22 +28,26 @@ def default_workers() -> int:
 @contextlib.contextmanager
 def connect(client=None, scheduler: str | None = None, n_workers: int | None = None,
             threads_per_worker: int = 1, memory_limit="auto", timeout: float = CONNECT_TIMEOUT,
-            quiet: bool = False):
+            quiet: bool = False, security=None):
     """Yield a distributed.Client: the given one, one connected to `scheduler`, or a new LocalCluster.
 
     The LocalCluster (worker processes on loopback, n_workers = cores by default) and any client
     created here are closed on exit; a client passed in is left open. The dashboard link of a new
-    cluster is printed to stderr unless `quiet`.
+    cluster is printed to stderr unless `quiet`. security: a distributed.security.Security (TLS
+    certificates) for a tls:// scheduler or a new TLS LocalCluster; None takes Dask's configuration
+    (distributed.comm.tls.*), as distributed itself does.
     """
     from distributed import Client, LocalCluster
+    from distributed.security import Security
 
     if client is not None:
         yield client
         return
+    security = Security() if security is None else security
     if scheduler is not None:
-        scheduler = check_scheduler(scheduler, timeout)
+        scheduler = check_scheduler(scheduler, timeout, security)
         try:
-            opened = Client(scheduler, timeout=timeout, set_as_default=False)
+            opened = Client(scheduler, timeout=timeout, set_as_default=False, security=security)
         except (OSError, TimeoutError) as exc:
             raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} within {timeout:g} s "
                                f"({type(exc).__name__}: {exc}); is `dask scheduler` running there?") from exc
@@ -65,11 +69,12 @@ def connect(client=None, scheduler: str | None = None, n_workers: int | None = N
         with workers_ignore_sigint():
             local = LocalCluster(n_workers=n_workers, threads_per_worker=int(threads_per_worker),
                                  processes=True, host="127.0.0.1", dashboard_address=":0",
-                                 memory_limit=memory_limit, silence_logs=logging.ERROR)
+                                 memory_limit=memory_limit, silence_logs=logging.ERROR, security=security,
+                                 protocol="tls://" if security.tls_ca_file else None)
     except RuntimeError as exc:
         raise ClusterError(f"the local Dask cluster did not start ({exc}). {MAIN_GUARD_HINT}") from exc
     try:
-        opened = Client(local, set_as_default=False)
+        opened = Client(local, set_as_default=False, security=security)
         try:
             if not quiet:
                 print(f"hamsi: local Dask cluster, {n_workers} workers x {threads_per_worker} threads; "
@@ -109,7 +114,7 @@ def workers_ignore_sigint():
 
 
 def scheduler_address(address: str) -> str:
-    """Return `address` as tcp://host:port; raise ClusterError when it has no port (or no host)."""
+    """Return `address` as tcp://host:port (or tls://); raise ClusterError when it has no port (or no host)."""
     from urllib.parse import urlsplit
 
     text = address if "://" in address else f"tcp://{address}"
@@ -125,12 +130,12 @@ def scheduler_address(address: str) -> str:
 
 
 def reach_tcp(address: str, timeout: float) -> None:
-    """Raise ClusterError naming `address` when nothing accepts a TCP connection there (tcp:// only)."""
+    """Raise ClusterError naming `address` when nothing accepts a TCP connection there (tcp:// and tls://)."""
     import socket
     from urllib.parse import urlsplit
 
     parts = urlsplit(address)
-    if parts.scheme != "tcp":
+    if parts.scheme not in ("tcp", "tls"):
         return
     try:
         socket.create_connection((parts.hostname, parts.port), timeout=timeout).close()
@@ -139,7 +144,7 @@ def reach_tcp(address: str, timeout: float) -> None:
                            f"({type(exc).__name__}: {exc}); is `dask scheduler` running there?") from exc
 
 
-def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> str:
+def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT, security=None) -> str:
     """Return the normalized address after asking it who it is; raise ClusterError within ~timeout s.
 
     distributed's Client waits without limit for the handshake of a port that accepts connections
@@ -151,11 +156,19 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT) -> str:
 
     from distributed.comm import connect as open_comm
 
+    from distributed.security import Security
+
     address = scheduler_address(address)
     reach_tcp(address, timeout)
+    security = Security() if security is None else security
+    if address.startswith("tls://") and not security.tls_ca_file:
+        raise ClusterError(f"the scheduler {address} speaks TLS: give its CA and a client certificate "
+                           f"(--tls-ca-file, --tls-cert, --tls-key; or security=Security(...), or Dask's "
+                           f"distributed.comm.tls configuration)")
+    connection_args = security.get_connection_args("client")
 
     async def identity():
-        comm = await open_comm(address, timeout=timeout)
+        comm = await open_comm(address, timeout=timeout, **connection_args)
         try:
             await comm.write({"op": "identity", "reply": True})
             return await comm.read()
@@ -200,7 +213,12 @@ def worker_addresses(client, minimum: int = 1, wait: float = 5.0) -> list[str]:
     return sorted(worker_info(client))
 
 
-def worker_memory_limits(client) -> dict[str, int]:
-    """Return {address: memory limit in bytes} (0 = no limit) as the scheduler reports it."""
+def worker_memory_limits(client) -> dict[str, tuple[int, int]]:
+    """Return {address: (memory limit, memory in use)} in bytes as the scheduler reports them (limit 0: none).
+
+    In use: the worker process's resident memory at its last heartbeat (its own baseline: Python,
+    numpy, numba, Dask, and whatever it already holds).
+    """
     info = worker_info(client)
-    return {addr: int(w.get("memory_limit") or 0) for addr, w in info.items()}
+    return {addr: (int(w.get("memory_limit") or 0), int((w.get("metrics") or {}).get("memory") or 0))
+            for addr, w in info.items()}

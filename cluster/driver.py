@@ -9,7 +9,10 @@ keeps buddy copies of the state (a lost worker costs a rerun of one chunk) and w
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
+import secrets
 import sys
 import time
 import uuid
@@ -17,6 +20,7 @@ import uuid
 import numpy as np
 
 from hamsi import stepper as steps
+from hamsi.errors import InputError
 from hamsi.loop import ROW_NAMES
 from hamsi.optimizer import GAMMA, GD_ETA, HAMSI_ETA, finish_result
 from hamsi.problems import MatrixFactorization
@@ -37,10 +41,57 @@ METHODS = steps.METHODS
 # normally noticed at once: its connection is refused).
 PEER_TIMEOUT = 60.0
 MAX_RECOVERIES = 5
+RESUME_HINT = ("resume from the last checkpoint with `hamsi factorize ... --resume DIR` (API: resume=DIR; "
+               "checkpoints are written with --checkpoint DIR)")
 # Dask pauses a worker at 80% of its memory limit; leave room for the task's temporaries.
 MEMORY_SHARE = 0.6
 # How often the client checks that the workers of a running chunk are still alive.
 WATCH_INTERVAL = 0.5
+# After a chunk failed: how long the other tasks have to notice the abort before their workers
+# count as hung (capped by peer_timeout), and how long the client waits for the abort to be sent.
+HUNG_GRACE = 5.0
+ABORT_WAIT = 5.0
+
+
+@contextlib.contextmanager
+def reporting_cluster_losses(client):
+    """Turn whatever Dask raises once the scheduler or a worker is gone into one ClusterError (cluster_lost)."""
+    before = set(worker_info(client))
+    try:
+        yield
+    except (Exception, asyncio.CancelledError) as exc:
+        raise cluster_lost(client, exc, before) or exc
+
+
+def cluster_lost(client, error, workers_before: set) -> ClusterError | None:
+    """Return one clear ClusterError when `error` came from losing the scheduler or a worker, else None.
+
+    Dask reports a dead scheduler, or a worker that died while it received data (killed at its
+    memory limit during placement: a KeyError), through many exceptions with multi-line texts;
+    the client's status and the scheduler's list of workers say which case it is. Errors the
+    run reports itself (InputError, ClusterError) and failures with every worker alive pass.
+    """
+    if isinstance(error, InputError):
+        return None
+    text = str(error).strip().splitlines()
+    why = f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
+    if client.status != "running" or not _scheduler_answers(client):
+        return ClusterError(f"lost the connection to the Dask scheduler at {client.scheduler.address} ({why}); "
+                            f"{RESUME_HINT}")
+    gone = sorted(workers_before - set(worker_info(client)))
+    if not gone:
+        return None
+    return ClusterError(f"worker {', '.join(gone)} died during the run ({why}); if it was killed at its memory "
+                        f"limit, use more workers or a larger limit; {RESUME_HINT}")
+
+
+def _scheduler_answers(client, timeout: float = 3.0) -> bool:
+    """True when the scheduler answers an identity request within `timeout` s."""
+    try:
+        client.sync(client.scheduler.identity, callback_timeout=timeout)
+        return True
+    except Exception:
+        return False
 
 
 def _pick(result: dict, key, index=None):
@@ -64,7 +115,7 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
                    chunk_epochs: int = 10, checkpoint: str | None = None,
                    checkpoint_every: int | None = None, resume: str | None = None, backup: bool = True,
                    peer_timeout: float = PEER_TIMEOUT, on_chunk=None, quiet: bool = False,
-                   shared_memory: bool | None = None):
+                   shared_memory: bool | None = None, security=None):
     """Return the OptimizeResult of HAMSI (thesis Alg. 3; method="mbgd": mini-batch GD) on Dask workers.
 
     The keywords of hamsi.optimizer.minimize_hamsi mean the same here (safeguard, patience with
@@ -78,15 +129,16 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
     second worker, so a worker's death costs a rerun of one chunk on the survivors. on_chunk(info)
     is called after every chunk submission (tests use it to kill a worker). shared_memory (None:
     whenever possible) keeps V in shared memory when all workers run on one host and the cover is
-    STRATA/-B (cluster/shared.py); False always sends gV rows between workers.
+    STRATA/-B (cluster/shared.py); False always sends gV rows between workers. security: a
+    distributed.security.Security for a tls:// scheduler or a TLS LocalCluster (cluster.connect).
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
     if eta is None:
         eta = HAMSI_ETA if method == "hamsi" else GD_ETA
     memory = memory if method == "hamsi" else 1
-    with connect(client=client, scheduler=scheduler, n_workers=n_workers,
-                 threads_per_worker=threads_per_worker, quiet=quiet) as dask_client:
+    with connect(client=client, scheduler=scheduler, n_workers=n_workers, threads_per_worker=threads_per_worker,
+                 quiet=quiet, security=security) as dask_client, reporting_cluster_losses(dask_client):
         workers = worker_addresses(dask_client, minimum=n_workers or 1)
         run = _DistributedRun(problem, partition, dask_client, workers, heldout=heldout, backup=backup,
                               peer_timeout=peer_timeout, quiet=quiet, memory=memory,
@@ -107,17 +159,17 @@ def fit_distributed(ratings, *, rank: int = 10, method: str = "hamsi", scheme: s
                     blocks: int | None = None, subsets: int | None = None, partition=None,
                     reg: float = 0.0, biases: bool = False, client=None, scheduler: str | None = None,
                     n_workers: int | None = None, threads_per_worker: int = 1, random_state=None,
-                    quiet: bool = False, safeguard: bool = True, **options):
+                    quiet: bool = False, safeguard: bool = True, security=None, **options):
     """Return the OptimizeResult of matrix factorization by HAMSI (or mb-GD) on Dask: the MF convenience.
 
     Builds MatrixFactorization(ratings, rank, reg, biases) and the cover (`partition`, else
     partition.make(scheme, ratings, blocks=B, subsets=K, seed=random_state or 0) with B = the
-    number of workers), then runs `minimize_hamsi` (same keywords in **options).
+    number of workers), then runs `minimize_hamsi` (same keywords in **options; security as there).
     """
     import partition as partitions
 
     with connect(client=client, scheduler=scheduler, n_workers=n_workers,
-                 threads_per_worker=threads_per_worker, quiet=quiet) as dask_client:
+                 threads_per_worker=threads_per_worker, quiet=quiet, security=security) as dask_client:
         workers = worker_addresses(dask_client, minimum=n_workers or 1)
         if partition is None:
             # the estimator's convention: partition seed 0 when random_state is None
@@ -144,6 +196,7 @@ class _DistributedRun:
         self.memory_size = int(memory)
         self.workers = list(workers)
         self.recoveries = []
+        self.unresponsive: set = set()  # workers that stopped answering: never used again by this run
         self.fingerprint_extra = {}
         install(client)
         # numba loads its cached kernels on first call; do it before the clock starts
@@ -151,28 +204,34 @@ class _DistributedRun:
 
     # ------------------------------------------------------------------ placement
     def _needed_bytes(self, shards) -> int:
-        """Return the bytes a worker holds: its shards' data and state, the replica, twice (snapshot + copy)."""
+        """Return the bytes a worker holds: its shards' data and state, the replica, twice (snapshot + copy).
+
+        Plus the placement's transient copy: a scattered shard is received as frames and then
+        deserialized, so the largest shard's data is briefly there twice.
+        """
         M = self.memory_size
         if not self.layout.n_shards:
             return 2 * self.problem.n_params * 8 * (2 * M + 8)
         w, n = self.problem.width, self.problem.shape[1]
-        total = 0
+        total, largest = 0, 0
         for p in shards:
             rows = int(self.layout.row_bounds[p + 1] - self.layout.row_bounds[p])
-            total += self.layout.datas[p].n_ratings * 16 + rows * w * 8 * (2 * M + 8) + n * w * 8
-        return total + 2 * n * w * 8 * (2 * M + 8)
+            data = self.layout.datas[p].n_ratings * 16
+            total += data + rows * w * 8 * (2 * M + 8) + n * w * 8
+            largest = max(largest, data)
+        return total + largest + 2 * n * w * 8 * (2 * M + 8)
 
     def _check_memory(self):
-        """Raise ClusterError when a worker's share will not fit in its memory limit."""
+        """Raise ClusterError when a worker's share, on top of what it already uses, will not fit its limit."""
         limits = worker_memory_limits(self.client)
         for addr in self.used:
-            limit = limits.get(addr, 0)
+            limit, baseline = limits.get(addr, (0, 0))
             need = self._needed_bytes([p for p, a in self.owner.items() if a == addr])
-            if limit and need > MEMORY_SHARE * limit:
+            if limit and baseline + need > MEMORY_SHARE * limit:
                 raise ClusterError(
-                    f"worker {addr} would hold ~{need / 2**20:.0f} MiB of shards and state, more than "
-                    f"{MEMORY_SHARE:.0%} of its {limit / 2**20:.0f} MiB memory limit; use more workers or "
-                    f"larger --memory-limit / a bigger machine")
+                    f"worker {addr} would hold ~{need / 2**20:.0f} MiB of shards and state on top of the "
+                    f"{baseline / 2**20:.0f} MiB it uses already, more than {MEMORY_SHARE:.0%} of its "
+                    f"{limit / 2**20:.0f} MiB memory limit; use more workers or larger --memory-limit / a bigger machine")
 
     def _place(self, workers):
         """Scatter every shard's data to its host (once; again only for shards that moved)."""
@@ -233,8 +292,17 @@ class _DistributedRun:
                 key=f"hamsi-chunk-{plan.run_id}-{self.used.index(addr)}")
         return futures
 
+    def _alive(self) -> set:
+        """Return the workers the scheduler knows, without those this run found unresponsive."""
+        return set(worker_info(self.client)) - self.unresponsive
+
     def _watch(self, futures: dict, plan):
-        """Return when every chunk task finished; raise PeerLost when a task failed or a worker died."""
+        """Return when every chunk task finished; raise PeerLost when a task failed or a worker died or hung.
+
+        A hung worker (stopped, swapping) still looks alive to the scheduler: its peers' rounds time
+        out after peer_timeout and fail; a worker whose task then neither finishes nor fails within
+        HUNG_GRACE of the abort is declared lost for the rest of the run.
+        """
         import threading
 
         changed = threading.Event()
@@ -242,30 +310,57 @@ class _DistributedRun:
             f.add_done_callback(lambda _: changed.set())
         while True:
             failed = [f for f in futures.values() if f.status in ("error", "cancelled")]
-            alive = set(worker_info(self.client))
+            alive = self._alive()
             lost = [a for a in self.used if a not in alive]
             if failed or lost:
-                self._abort(futures, plan, [a for a in self.used if a in alive])
+                self._abort(futures, plan, [a for a in self.used if a in alive], cancel=False)
+                hung = self._unresponsive(futures, lost, min(self.peer_timeout, HUNG_GRACE)) if failed else []
+                for f in futures.values():
+                    f.cancel()
+                self.unresponsive.update(hung)
+                lost += hung
                 errors = [f.exception() for f in failed if f.status == "error"]
                 real = [e for e in errors if not isinstance(e, PeerLost)]  # StartTimeout is a ClusterError
                 if real and not lost:  # a failure of the computation itself: rerunning would repeat it
                     raise real[0]
                 why = f"{type(errors[0]).__name__}: {errors[0]}" if errors else "worker lost"
                 shown = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+                if hung:
+                    shown += f" ({len(hung)} not answering: hung or stopped)"
                 raise PeerLost(f"chunk {plan.run_id} failed ({why}); lost workers: {shown or 'none'}")
             if all(f.status == "finished" for f in futures.values()):
                 return
             changed.wait(WATCH_INTERVAL)
             changed.clear()
 
-    def _abort(self, futures: dict, plan, survivors):
-        """Wake the survivors' waiting tasks, cancel the chunk and drop its mail (after a failure or Ctrl-C)."""
-        try:
-            self.client.run(abort_run, plan.run_id, workers=survivors)
-        except Exception:  # a survivor may be dying too; the recovery re-checks who is alive
-            pass
-        for f in futures.values():
-            f.cancel()
+    def _unresponsive(self, futures: dict, lost: list, grace: float) -> list:
+        """Return the workers (not already lost) whose chunk task is still running `grace` s after the abort."""
+        deadline = time.monotonic() + grace
+        while True:
+            running = [a for a, f in futures.items() if f.status == "pending" and a not in lost]
+            if not running or time.monotonic() >= deadline:
+                return running
+            time.sleep(0.05)
+
+    def _abort(self, futures: dict, plan, survivors, cancel: bool = True):
+        """Wake the survivors' waiting tasks, cancel the chunk and drop its mail (after a failure or Ctrl-C).
+
+        The wake-up waits at most ABORT_WAIT: a stopped worker never answers it.
+        """
+        import threading
+
+        def wake():
+            try:
+                self.client.run(abort_run, plan.run_id, workers=survivors, on_error="ignore")
+            except Exception:  # a survivor may be dying too; the recovery re-checks who is alive
+                pass
+
+        waker = threading.Thread(target=wake, daemon=True)
+        waker.start()
+        waker.join(ABORT_WAIT)
+        if cancel:
+            for f in futures.values():
+                f.cancel()
 
     def _collect(self, futures: dict):
         """Split chunk outputs into per-shard state, common and summary futures; return summaries."""
@@ -293,28 +388,30 @@ class _DistributedRun:
     # ------------------------------------------------------------------ recovery
     def _recover(self, error):
         """Re-place the shards of dead workers on the survivors from the last chunk snapshot."""
-        alive = set(worker_info(self.client))
+        alive = self._alive()
         survivors = [a for a in self.workers if a in alive]
         if not survivors:
-            raise ClusterError(f"no workers left after: {error}") from error
+            raise ClusterError(f"no workers left after: {error}; {RESUME_HINT}") from error
         self.recoveries.append({"error": str(error), "survivors": len(survivors)})
         if self._origin is not None:  # failed in the first chunk: the client still has the start
             self.workers = survivors
             self._place(survivors)
             self._initial_states(*self._origin)
             return
-        states = {}
+        states, lost = {}, []
         for p, fut in self.state_futures.items():
             if self.owner[p] in alive:
                 states[p] = fut
             elif p in self.backups and self._backup_host(p) in alive:
                 states[p] = self.backups[p]
             else:
-                raise ClusterError(f"shard {p} lost with its host and its backup; restart from a checkpoint "
-                                   f"(--checkpoint / resume=)") from error
+                lost.append(p)
         common = next((self.common_futures[a] for a in self.used if a in alive), None)
-        if common is None:
-            raise ClusterError("every copy of the replicated state was lost") from error
+        if lost or common is None:
+            dead = sorted({self.owner[p] for p in lost} | {self._backup_host(p) for p in lost if p in self.backups})
+            what = (f"shards {', '.join(map(str, sorted(lost)))} were lost with their hosts and backups "
+                    f"({', '.join(dead)})" if lost else "every copy of the replicated state was lost")
+            raise ClusterError(f"{what}; {RESUME_HINT}") from error
         self.workers = survivors
         self._place(survivors)
         self.state_futures = states
@@ -348,7 +445,7 @@ class _DistributedRun:
         while True:
             plan = ChunkPlan(run_id=uuid.uuid4().hex[:12], workers=list(self.used), owner=dict(self.owner),
                              epochs=epochs, config=self.layout.config, timeout=self.peer_timeout,
-                             shared=self._can_share())
+                             shared=self._can_share(), secret=secrets.token_bytes(32))
             self.shared_used = self.shared_used or plan.shared
             futures = self._submit_chunk(plan)
             if on_chunk is not None:
@@ -359,7 +456,7 @@ class _DistributedRun:
                 return self._collect(futures)
             except PeerLost as error:
                 if len(self.recoveries) >= MAX_RECOVERIES:
-                    raise ClusterError(f"giving up after {MAX_RECOVERIES} recoveries: {error}") from error
+                    raise ClusterError(f"giving up after {MAX_RECOVERIES} recoveries: {error}; {RESUME_HINT}") from error
                 if not self.quiet:
                     print(f"hamsi: {error}; rerunning the chunk on the survivors", file=sys.stderr, flush=True)
                 self._recover(error)

@@ -21,7 +21,8 @@ import numpy as np
 from hamsi import loop
 from hamsi.exchange import Evaluation, Reductions
 from hamsi.trace import PhaseTimes, Trace
-from cluster.messages import Message
+from cluster.links import MAX_ARRAYS, FrameLimit
+from cluster.messages import MAX_SENDER_BYTES, Message
 
 FIELDS = ("pair", "new_pair_g", "gram", "wtg", "norms")
 
@@ -125,7 +126,8 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
     stepper, stop, trace = common.stepper, common.stop, Trace()
     replica = None
     try:
-        box.start(plan.run_id, exchange.peers, plan.timeout)
+        box.start(plan.run_id, exchange.peers, plan.timeout, plan.secret or None,
+                  frame_limit(plan.config, common.S.shape[0]))
         replica = open_replica(plan, exchange, common, me) if plan.shared else None
         exchange.work = plan.make_work(datas, states, common, me, replica)
         if not common.started:
@@ -147,22 +149,39 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
             "phases": phases.as_dict(), "worker": me}
 
 
+def frame_limit(config, memory: int) -> FrameLimit:
+    """Return what a frame of this run may declare: no array longer than the longest this run sends.
+
+    Matrix factorization: gV rows of a shard (n_items x width), the partials (2M + 2), a worker's
+    evaluation sums (shards x (subsets + 2)); a replicated run: one block's contribution to x.
+    """
+    if hasattr(config, "n_items"):
+        longest = max(config.n_items * config.width, (config.n_shards + 1) * (config.n_subsets + 3))
+    else:
+        longest = int(config.bounds[-1])
+    longest = max(longest, 2 * memory + 2, 4 * MAX_ARRAYS + 8, MAX_SENDER_BYTES)  # + the skeleton of counts
+    return FrameLimit(max_arrays=MAX_ARRAYS, max_array_bytes=8 * longest)
+
+
 def open_replica(plan, exchange, common, me: str):
     """Return this worker's map of the chunk's shared V (cluster.shared): the lead creates it, all map it.
 
-    The lead unlinks the file once every worker has mapped it, so /dev/shm keeps nothing.
+    The lead unlinks the file once every worker has mapped it, so /dev/shm keeps nothing (and
+    first removes the files of dead leads: cluster.shared.remove_stale).
     """
-    from cluster.shared import SharedReplica, path_of
+    from cluster.shared import SharedReplica, find, path_of, remove_stale
 
-    path = path_of(plan.run_id)
     lead = me == plan.lead
+    path = path_of(plan.run_id, os.getpid()) if lead else None
     try:
+        if lead:
+            remove_stale()
         replica = SharedReplica.create(path, common) if lead else None
         exchange.barrier(timed=False)
         if not lead:
-            replica = SharedReplica.attach(path, common)
+            replica = SharedReplica.attach(find(plan.run_id), common)
         exchange.barrier(timed=False)
     finally:
-        if lead and os.path.exists(path):
+        if lead and path is not None and os.path.exists(path):
             os.unlink(path)
     return replica

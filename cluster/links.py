@@ -4,72 +4,114 @@ A round through distributed's comms (cluster.mailbox: the task thread hands the 
 worker's event loop, which serializes and writes it; the peer's loop reads, deserializes and
 wakes the peer's task thread) cost ~4 ms for 330 KiB on loopback, more than half of an inner
 iteration. Here the task threads talk to each other directly: one plain TCP connection per pair
-of workers, opened at a chunk's start and closed at its end, with TCP_NODELAY. A frame is a
-pickle (protocol 5) whose numpy buffers travel out of band, so an array is written from its own
-memory and read into a fresh one, with no copy in between. One round sends every peer our frame
-and reads theirs in a single `selectors` loop (no deadlock when both sides write at once, and no
-polling: the thread blocks in select while it waits). Each worker listens on its own host, so
-links also work between hosts; only plain tcp:// clusters use them (a tls:// cluster keeps its
-encrypted comms: the mailbox's).
+of workers, opened at a chunk's start and closed at its end, with TCP_NODELAY. One round sends
+every peer our frame and reads theirs in a single `selectors` loop (no deadlock when both sides
+write at once, and no polling: the thread blocks in select while it waits). Each worker listens
+on the host of its Dask address only, so links also work between hosts; only plain tcp://
+clusters use them (a tls:// cluster keeps its encrypted comms: the mailbox's).
+
+Nothing a connection sends is trusted before it is authenticated, and nothing is ever unpickled:
+- the hello has fixed sizes and is an HMAC-SHA256 challenge-response on the chunk's random secret
+  (made by the driver, handed to the tasks through Dask, so as safe as the cluster's own comms):
+  each side proves it holds the secret over the other's fresh nonce (hmac.compare_digest);
+- a frame is numbers only: a header, a descriptor (dtype from a whitelist, shape) per array, and
+  the arrays' raw bytes (cluster.messages.to_arrays / from_arrays give the typed Message); every
+  size is checked against the run's FrameLimit before anything is allocated. An array is written
+  from its own memory and read into a fresh one, with no copy in between.
+The accept thread survives accept() errors (EMFILE and the like: it waits and accepts again) and
+serves at most HELLOS_AT_ONCE hellos at a time.
 
 Lifecycle: the worker's Links object (made by the mailbox plugin) owns a listening socket and a
-thread accepting connections; a chunk's `open` connects to the peers above it in address order
-and takes the connections of those below it from the accept thread; `close` shuts the run's
-connections. A peer that dies closes its end: the survivors' rounds fail at once with PeerLost.
+thread accepting connections; a chunk's `expect` announces its secret, its `open` connects to the
+peers above it in address order and takes the (authenticated) connections of those below it from
+the accept thread; `close` shuts the run's connections and forgets its secret. A peer that dies
+closes its end: the survivors' rounds fail at once with PeerLost.
 """
 
 from __future__ import annotations
 
 import collections
-import pickle
+import errno
+import hashlib
+import hmac
+import math
+import os
 import selectors
 import socket
 import struct
 import threading
 import time
+from dataclasses import dataclass
+
+import numpy as np
 
 from cluster.errors import PeerLost
+from cluster.messages import MalformedMessage, from_arrays, to_arrays
 
-HEADER = struct.Struct("!QQ")  # pickle length, number of out-of-band buffers
-LENGTH = struct.Struct("!Q")
-ACCEPT_TIMEOUT = 10.0  # seconds a connecting peer has to send its hello
-FINISHED_KEPT = 1024
-OUT_OF_BAND = 64 * 1024  # bytes from which an array is sent out of band  # runs remembered as finished (their late connections are refused)
+ACCEPT_TIMEOUT = 10.0  # seconds a connecting peer has to complete its hello
+FINISHED_KEPT = 1024  # runs remembered as finished (their late connections are refused)
+HELLOS_AT_ONCE = 32  # connections in their hello at one time; more are closed at once
+HELLO_POLL = 0.5  # seconds between checks for an abort while a peer's hello answer is awaited
+ACCEPT_RETRY = 0.1  # seconds to wait after accept() failed for lack of resources (EMFILE, ENOBUFS)
+
+# The hello (fixed sizes: nothing is read whose length the peer chose). The connecting side
+# sends HELLO (magic, run id, its worker address, a fresh nonce); the accepting side answers a
+# fresh nonce; the connector proves it knows the run's secret with an HMAC over both, and the
+# acceptor answers with its own HMAC, so each side knows the other belongs to the run before
+# any frame is read.
+HELLO = struct.Struct("!4s64s128s32s")
+HELLO_MAGIC = b"HMSL"
+NONCE = 32
+MAC = hashlib.sha256().digest_size
+# A frame: FRAME (magic, number of arrays), then one DESCRIPTOR per array, then the raw bytes.
+FRAME = struct.Struct("!4sI")
+FRAME_MAGIC = b"HMSF"
+DESCRIPTOR = struct.Struct("!BBQQ")  # dtype code, ndim (0-2), shape (unused dimensions 0)
+DTYPES = {1: np.dtype(np.float64), 2: np.dtype(np.int64), 3: np.dtype(np.int32), 4: np.dtype(np.uint8)}
+CODES = {dtype: code for code, dtype in DTYPES.items()}
+MAX_ARRAYS = 1 << 16
 
 
-def encode(obj) -> list:
-    """Return the frame of `obj` as a list of buffers: header, buffer lengths, pickle, out-of-band buffers.
+@dataclass(frozen=True)
+class FrameLimit:
+    """What a frame of one run may declare: arrays per frame, bytes per array (set by the run's sizes)."""
 
-    Arrays of at least OUT_OF_BAND bytes travel out of band (written from their own memory);
-    smaller ones (the partials) are cheaper inside the pickle.
-    """
-    raws: list[memoryview] = []
+    max_arrays: int = MAX_ARRAYS
+    max_array_bytes: int = 1 << 20
 
-    def out_of_band(buffer) -> bool:
-        raw = buffer.raw()
-        if raw.nbytes < OUT_OF_BAND:
-            return True  # pickle it in band
-        raws.append(raw)
-        return False
 
-    data = pickle.dumps(obj, protocol=5, buffer_callback=out_of_band)
-    lengths = b"".join(LENGTH.pack(r.nbytes) for r in raws)
-    return [HEADER.pack(len(data), len(raws)) + lengths, data, *raws]
+class FrameRefused(ValueError):
+    """A frame declared something the run cannot need (a size, a dtype, a shape): read no further."""
+
+
+def encode(message) -> list:
+    """Return the frame of a Message as buffers: frame header + descriptors, then each array's bytes."""
+    arrays = [np.ascontiguousarray(a) for a in to_arrays(message)]
+    parts = [FRAME.pack(FRAME_MAGIC, len(arrays))]
+    for a in arrays:
+        if a.dtype not in CODES or a.ndim > 2:
+            raise TypeError(f"links carry 0-2 dimensional arrays of {sorted(map(str, CODES))}, not {a.dtype} x {a.ndim}")
+        shape = tuple(a.shape) + (0,) * (2 - a.ndim)
+        parts.append(DESCRIPTOR.pack(CODES[a.dtype], a.ndim, *shape))
+    return [b"".join(parts), *(a for a in arrays if a.nbytes)]
 
 
 class _Inbound:
-    """Reads one frame from a non-blocking socket, piece by piece, into freshly allocated buffers."""
+    """Reads one frame from a non-blocking socket, piece by piece, into freshly allocated arrays.
 
-    def __init__(self):
-        self.header = bytearray(HEADER.size)
+    Every declared size is checked against the run's FrameLimit before anything is allocated.
+    """
+
+    def __init__(self, limit: FrameLimit):
+        self.limit = limit
+        self.header = bytearray(FRAME.size)
         self.targets = [memoryview(self.header)]
         self.stage = "header"
-        self.data = None
-        self.buffers: list[bytearray] = []
+        self.arrays: list[np.ndarray] = []
         self.done = False
 
     def feed(self, sock) -> None:
-        """Read what is available; raise PeerLost when the peer closed its end."""
+        """Read what is available; raise ConnectionResetError when the peer closed its end."""
         while self.targets:
             target = self.targets[0]
             try:
@@ -87,26 +129,37 @@ class _Inbound:
 
     def _next_stage(self) -> None:
         if self.stage == "header":
-            size, count = HEADER.unpack(self.header)
-            self.data = bytearray(size)
-            self.lengths = bytearray(LENGTH.size * count)
-            self.count = count
-            self.stage = "lengths"
-            self.targets = [memoryview(self.lengths)] if count else []
+            magic, count = FRAME.unpack(self.header)
+            if magic != FRAME_MAGIC or count > self.limit.max_arrays:
+                raise FrameRefused(f"a frame of {count} arrays (magic {magic!r}); this run sends at most "
+                                   f"{self.limit.max_arrays}")
+            self.descriptors = bytearray(DESCRIPTOR.size * count)
+            self.stage = "descriptors"
+            self.targets = [memoryview(self.descriptors)] if count else []
             if not count:
                 self._next_stage()
-        elif self.stage == "lengths":
-            sizes = [LENGTH.unpack_from(self.lengths, LENGTH.size * i)[0] for i in range(self.count)]
-            self.buffers = [bytearray(s) for s in sizes]
+        elif self.stage == "descriptors":
+            self.arrays = [self._allocate(*DESCRIPTOR.unpack_from(self.descriptors, DESCRIPTOR.size * i))
+                           for i in range(len(self.descriptors) // DESCRIPTOR.size)]
             self.stage = "body"
-            self.targets = [memoryview(self.data)] + [memoryview(b) for b in self.buffers if len(b)]
+            self.targets = [memoryview(a).cast("B") for a in self.arrays if a.nbytes]
             if not self.targets:
                 self._next_stage()
         else:
             self.done = True
 
+    def _allocate(self, code: int, ndim: int, rows: int, cols: int) -> np.ndarray:
+        dtype, shape = DTYPES.get(code), (rows, cols)[:ndim]
+        if dtype is None or ndim > 2 or any((rows, cols)[ndim:]):  # unused dimensions are 0
+            raise FrameRefused(f"an array of dtype code {code}, {ndim} dimensions, shape ({rows}, {cols})")
+        nbytes = math.prod(shape) * dtype.itemsize
+        if nbytes > self.limit.max_array_bytes:
+            raise FrameRefused(f"an array of {rows} x {cols} {dtype} ({nbytes} bytes); this run sends at most "
+                               f"{self.limit.max_array_bytes} bytes per array")
+        return np.empty(shape, dtype=dtype)
+
     def value(self):
-        return pickle.loads(self.data, buffers=self.buffers)
+        return from_arrays(self.arrays)
 
 
 class _Outbound:
@@ -135,22 +188,45 @@ class _Outbound:
                     sent = 0
 
 
-def _send_blocking(sock, obj) -> None:
-    """Write one frame on a blocking socket (the hello)."""
-    for buffer in encode(obj):
-        sock.sendall(buffer)
+def _read_exactly(sock, size: int, waiting=None) -> bytes:
+    """Read exactly `size` bytes from a blocking socket (the hello's fixed-size pieces).
+
+    waiting: called whenever the socket's timeout passes without data (it raises to give up).
+    """
+    data = bytearray(size)
+    view, got = memoryview(data), 0
+    while got < size:
+        try:
+            n = sock.recv_into(view[got:])
+        except socket.timeout:
+            if waiting is None:
+                raise
+            waiting()
+            continue
+        if n == 0:
+            raise ConnectionResetError("the peer closed the connection during the hello")
+        got += n
+    return bytes(data)
 
 
-def _read_blocking(sock):
-    """Read one frame from a blocking socket (the hello): the round's reader, which then never waits on EAGAIN."""
-    inbound = _Inbound()
-    while not inbound.done:
-        inbound.feed(sock)
-    return inbound.value()
+def _fixed(text: str, size: int) -> bytes:
+    raw = text.encode()
+    if len(raw) > size:
+        raise ValueError(f"{text!r} is longer than the hello's {size} bytes")
+    return raw.ljust(size, b"\0")
+
+
+def _mac(secret: bytes, role: bytes, hello: bytes, nonce: bytes) -> bytes:
+    """Return the HMAC-SHA256 by which one side of a hello proves it holds the run's secret."""
+    return hmac.new(secret, role + hello + nonce, hashlib.sha256).digest()
 
 
 class Links:
-    """One worker's end of the direct links: a listening socket, accepted connections, open runs."""
+    """One worker's end of the direct links: a listening socket, accepted connections, open runs.
+
+    A run is announced with `expect(run, secret, limit)` before its peers can connect; only a
+    connection that proves it holds that run's secret is kept (cluster.links module docstring).
+    """
 
     def __init__(self, worker_address: str, host: str):
         self.worker_address = worker_address
@@ -159,7 +235,9 @@ class Links:
         self._cond = threading.Condition()
         self._accepted: dict[tuple, socket.socket] = {}  # (run, peer) -> socket
         self._runs: dict[str, dict[str, socket.socket]] = {}
+        self._expected: dict[str, tuple[bytes, FrameLimit]] = {}  # run -> (secret, frame limit)
         self._finished: collections.deque = collections.deque(maxlen=FINISHED_KEPT)
+        self._hellos = threading.BoundedSemaphore(HELLOS_AT_ONCE)
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._aborted: set[str] = set()
@@ -171,34 +249,90 @@ class Links:
         while True:
             try:
                 sock, _ = self._listener.accept()
-            except OSError:  # the listener was closed: the worker is going away
-                return
+            except OSError as exc:
+                if self.closed or exc.errno in (errno.EBADF, errno.EINVAL, errno.ENOTSOCK):
+                    return  # the listener was closed: the worker is going away
+                time.sleep(ACCEPT_RETRY)  # EMFILE, ENFILE, ENOBUFS, ECONNABORTED: keep accepting
+                continue
+            if not self._hellos.acquire(blocking=False):  # a flood of connections: refuse, keep serving
+                sock.close()
+                continue
             threading.Thread(target=self._hello, args=(sock,), daemon=True).start()
 
     def _hello(self, sock) -> None:
+        """Keep `sock` as run's link from a peer once it proved it holds the run's secret, else close it."""
+        kept = False
         try:
             sock.settimeout(ACCEPT_TIMEOUT)
-            run, peer = _read_blocking(sock)
-        except (OSError, pickle.UnpicklingError, ValueError, struct.error, MemoryError, OverflowError):
-            sock.close()
-            return
-        with self._cond:
-            if self.closed or run in self._finished:
-                sock.close()
+            hello = _read_exactly(sock, HELLO.size)
+            magic, run_raw, peer_raw, _ = HELLO.unpack(hello)
+            run, peer = run_raw.rstrip(b"\0").decode(), peer_raw.rstrip(b"\0").decode()
+            with self._cond:
+                expected = self._expected.get(run)
+            if magic != HELLO_MAGIC or expected is None:
                 return
-            self._accepted[(run, peer)] = sock
-            self._cond.notify_all()
+            nonce = os.urandom(NONCE)
+            sock.sendall(nonce)
+            proof = _read_exactly(sock, MAC)
+            if not hmac.compare_digest(proof, _mac(expected[0], b"connect", hello, nonce)):
+                return
+            sock.sendall(_mac(expected[0], b"accept", hello, nonce))
+            with self._cond:
+                if self.closed or run not in self._expected:
+                    return
+                self._accepted[(run, peer)] = sock
+                self._cond.notify_all()
+                kept = True
+        except (OSError, UnicodeDecodeError):
+            pass
+        finally:
+            if not kept:
+                sock.close()
+            self._hellos.release()
+
+    def _connect(self, run: str, address, secret: bytes, deadline: float):
+        """Return a socket to the peer at `address` after the hello (each side proved it holds `secret`)."""
+        def waiting():  # a stopped peer's kernel accepts the connection, but nobody answers
+            self._check_aborted(run)
+            if time.monotonic() > deadline:
+                raise PeerLost(f"the link listener at {address[0]}:{address[1]} did not answer the hello")
+
+        sock = socket.create_connection(tuple(address), timeout=max(deadline - time.monotonic(), 0.1))
+        try:
+            sock.settimeout(HELLO_POLL)
+            hello = HELLO.pack(HELLO_MAGIC, _fixed(run, 64), _fixed(self.worker_address, 128), os.urandom(NONCE))
+            sock.sendall(hello)
+            nonce = _read_exactly(sock, NONCE, waiting)
+            sock.sendall(_mac(secret, b"connect", hello, nonce))
+            if not hmac.compare_digest(_read_exactly(sock, MAC, waiting), _mac(secret, b"accept", hello, nonce)):
+                raise PeerLost(f"the link listener at {address[0]}:{address[1]} did not prove it belongs to run {run}")
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+
+    def expect(self, run: str, secret: bytes, limit: FrameLimit) -> None:
+        """Accept run's links from peers that hold `secret`; their frames are checked against `limit`."""
+        if len(secret) < 16:
+            raise ValueError("a run's link secret must have at least 16 bytes")
+        with self._cond:
+            self._expected[run] = (bytes(secret), limit)
 
     def open(self, run: str, peers: dict[str, tuple], timeout: float) -> None:
-        """Connect run's links: to the peers above us in address order, from those below; peers: addr -> link address."""
+        """Connect run's links: to the peers above us in address order, from those below; peers: addr -> link address.
+
+        `expect(run, ...)` must have been called (the mailbox does it before the start barrier).
+        """
         deadline = time.monotonic() + timeout
+        secret = self._expected[run][0]
         links = {}
         try:
             for peer, address in sorted(peers.items()):
                 if peer > self.worker_address:
-                    sock = socket.create_connection(tuple(address), timeout=max(deadline - time.monotonic(), 0.1))
-                    _send_blocking(sock, (run, self.worker_address))
-                    links[peer] = sock
+                    try:
+                        links[peer] = self._connect(run, address, secret, deadline)
+                    except OSError as exc:
+                        raise PeerLost(f"cannot open the link to {peer}: {type(exc).__name__}: {exc}") from exc
             for peer in sorted(peers):
                 if peer < self.worker_address:
                     links[peer] = self._take_accepted(run, peer, deadline)
@@ -215,6 +349,8 @@ class Links:
     def _take_accepted(self, run: str, peer: str, deadline: float):
         with self._cond:
             while (run, peer) not in self._accepted:
+                if run in self._aborted:
+                    raise PeerLost(f"run {run} aborted by the driver")
                 left = deadline - time.monotonic()
                 if left <= 0 or self.closed:
                     raise PeerLost(f"{peer} did not open its link for run {run}")
@@ -225,6 +361,7 @@ class Links:
         """Close run's links and refuse its late connections (a finished or aborted chunk)."""
         with self._cond:
             self._finished.append(run)
+            self._expected.pop(run, None)
             sockets = list(self._runs.pop(run, {}).values())
             sockets += [self._accepted.pop(k) for k in [k for k in self._accepted if k[0] == run]]
             self._aborted.discard(run)
@@ -235,6 +372,7 @@ class Links:
         """Wake run's task thread with PeerLost (the driver calls this when a peer died)."""
         with self._cond:
             self._aborted.add(run)
+            self._cond.notify_all()  # a task waiting for a peer's link in open()
         self._wake_w.send(b"x")
 
     def shutdown(self) -> None:
@@ -255,10 +393,10 @@ class Links:
         Raises PeerLost naming the peers whose message is missing after `timeout` seconds, or whose
         connection failed.
         """
-        links = self._runs[run]
+        links, limit = self._runs[run], self._expected[run][1]
         frame = encode(message)
         outbound = {p: _Outbound(frame) for p in peers}
-        inbound = {p: _Inbound() for p in peers}
+        inbound = {p: _Inbound(limit) for p in peers}
         waited = 0.0
         deadline = time.monotonic() + timeout
         with selectors.DefaultSelector() as selector:
@@ -278,7 +416,10 @@ class Links:
                     waited += time.perf_counter() - start
                 for key, mask in events:
                     self._serve(key.data, mask, links, inbound, outbound, pending, selector)
-        return [inbound[p].value() for p in peers], waited
+        try:
+            return [inbound[p].value() for p in peers], waited
+        except MalformedMessage as exc:
+            raise PeerLost(f"run {run}: a peer sent a malformed message ({exc})") from exc
 
     def _serve(self, peer, mask, links, inbound, outbound, pending, selector) -> None:
         if peer is None:  # the wake-up socket
@@ -293,7 +434,7 @@ class Links:
                 outbound[peer].push(sock)
             if mask & selectors.EVENT_READ and peer in pending:
                 inbound[peer].feed(sock)
-        except OSError as exc:
+        except (OSError, FrameRefused) as exc:
             raise PeerLost(f"the link to {peer} failed: {type(exc).__name__}: {exc}") from exc
         if inbound[peer].done:
             pending.discard(peer)

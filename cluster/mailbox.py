@@ -37,8 +37,9 @@ _BOXES: dict[str, "Mailbox"] = {}
 class Mailbox:
     """Messages delivered to one worker, keyed by (run, step, sender), waited on by task threads."""
 
-    def __init__(self, address: str, loop, links=None):
+    def __init__(self, address: str, loop, links=None, connection_args=None):
         self.address, self.loop, self.links = address, loop, links
+        self.connection_args = connection_args or {}  # the worker's TLS context on a tls:// cluster
         self._linked: set[str] = set()  # runs whose rounds go over direct links
         self._messages: dict[tuple, object] = {}
         self._cond = threading.Condition()
@@ -86,13 +87,18 @@ class Mailbox:
 
         return self._wait(run, [(run, step, s) for s in senders], timeout, fail)
 
-    def start(self, run: str, peers: list[str], timeout: float):
+    def start(self, run: str, peers: list[str], timeout: float, secret: bytes | None = None, limit=None):
         """Barrier at a chunk's start: return once every peer's task runs; raise StartTimeout after `timeout`.
 
         The start messages carry each worker's link address; when every worker has one (plain
-        tcp:// clusters), the run's rounds go over direct links (cluster.links), else over comms.
+        tcp:// clusters) and the run has a link secret, the run's rounds go over direct links
+        (cluster.links, frames checked against `limit`), else over comms. The secret is announced
+        to the links before our start message leaves, so no peer can connect before it is known.
         """
-        self.send(run, "start", peers, self.links.address if self.links is not None else None, timeout)
+        linked = self.links is not None and secret is not None
+        if linked:
+            self.links.expect(run, secret, limit)
+        self.send(run, "start", peers, self.links.address if linked else None, timeout)
 
         def fail(missing):
             raise StartTimeout(f"the chunk tasks of {', '.join(missing)} did not start within {timeout:g} s "
@@ -100,7 +106,7 @@ class Mailbox:
                                f"on a less busy cluster, or raise peer_timeout")
 
         addresses = self._wait(run, [(run, "start", p) for p in peers], timeout, fail)
-        if peers and self.links is not None and all(a is not None for a in addresses):
+        if peers and linked and all(a is not None for a in addresses):
             self.links.open(run, dict(zip(peers, addresses)), timeout)
             self._linked.add(run)
 
@@ -132,7 +138,7 @@ class Mailbox:
 
         comm = self._comms.get(addr)
         if comm is None or comm.closed():
-            comm = await connect(addr)
+            comm = await connect(addr, **self.connection_args)
             self._comms[addr] = comm
         return comm
 
@@ -196,7 +202,8 @@ class MailboxPlugin(WorkerPlugin):
     idempotent = True
 
     async def setup(self, worker):
-        box = Mailbox(worker.address, asyncio.get_running_loop(), worker_links(worker.address))
+        box = Mailbox(worker.address, asyncio.get_running_loop(), worker_links(worker.address),
+                      connection_args=worker.connection_args)
         _BOXES[worker.address] = box
         worker.handlers[HANDLER] = box.deliver
 

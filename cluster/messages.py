@@ -56,3 +56,78 @@ class Message:
     gradient: list = field(default_factory=list)  # GradientPart
     shards: list = field(default_factory=list)  # ShardPartials
     evaluation: list = field(default_factory=list)  # EvaluationPart
+
+
+# ---------------------------------------------------------------------------- binary form
+# A Message travels as a list of plain arrays (cluster.links writes their dtype, shape and raw
+# bytes; nothing is ever unpickled): an int64 skeleton of the counts, keys and flags, a float64
+# array of the scalars, the sender's address as UTF-8 bytes, then the data arrays in order.
+PARTIAL_FIELDS = ("pair", "new_pair_g", "gram", "wtg", "norms")
+WHERE_RANGE, WHERE_INDEX = 0, 1
+MAX_SENDER_BYTES = 1024
+
+
+def to_arrays(message: Message) -> list[np.ndarray]:
+    """Return the arrays that encode `message` (see from_arrays for the layout)."""
+    skeleton = [message.step, int(bool(message.vote)), len(message.gradient), len(message.shards),
+                len(message.evaluation)]
+    scalars = [float(message.clock)]
+    data = []
+    for part in message.gradient:
+        if isinstance(part.where, tuple):
+            skeleton += [part.key, WHERE_RANGE, int(part.where[0]), int(part.where[1])]
+        else:
+            skeleton += [part.key, WHERE_INDEX, 0, 0]
+            data.append(np.asarray(part.where))
+        data.append(part.rows)
+    for partials in message.shards:
+        present = [getattr(partials, name) for name in PARTIAL_FIELDS]
+        skeleton += [partials.shard, sum(1 << i for i, a in enumerate(present) if a is not None)]
+        data += [a for a in present if a is not None]
+    for part in message.evaluation:
+        skeleton += [part.key, len(part.sse)]
+        scalars += [float(part.norm), float(part.test), *map(float, part.sse)]
+    sender = np.frombuffer(message.sender.encode(), dtype=np.uint8)
+    return [np.array(skeleton, dtype=np.int64), np.array(scalars, dtype=np.float64), sender, *data]
+
+
+class MalformedMessage(ValueError):
+    """The arrays received do not form a Message (a peer of another version, or a bug)."""
+
+
+def from_arrays(arrays: list[np.ndarray]) -> Message:
+    """Return the Message that to_arrays encoded; MalformedMessage when the arrays do not fit the layout."""
+    if len(arrays) < 3 or arrays[0].dtype != np.int64 or arrays[1].dtype != np.float64 or arrays[2].dtype != np.uint8:
+        raise MalformedMessage("a message starts with its int64 skeleton, float64 scalars and uint8 sender")
+    skeleton, scalars = [int(v) for v in arrays[0].reshape(-1)], [float(v) for v in arrays[1].reshape(-1)]
+    data = iter(arrays[3:])
+    cursor = iter(skeleton)
+
+    def take(source, what):
+        try:
+            return next(source)
+        except StopIteration:
+            raise MalformedMessage(f"the message ends before its {what}") from None
+
+    step, vote, n_gradient, n_shards, n_evaluation = (take(cursor, "header") for _ in range(5))
+    try:
+        sender = arrays[2].tobytes().decode()
+    except UnicodeDecodeError as exc:
+        raise MalformedMessage(f"the sender is not UTF-8: {exc}") from None
+    message = Message(step, sender, vote=bool(vote), clock=scalars[0] if scalars else 0.0)
+    for _ in range(n_gradient):
+        key, kind, lo, hi = (take(cursor, "gradient part") for _ in range(4))
+        where = (lo, hi) if kind == WHERE_RANGE else take(data, "gradient index")
+        message.gradient.append(GradientPart(key, where, take(data, "gradient rows")))
+    for _ in range(n_shards):
+        shard, mask = take(cursor, "shard"), take(cursor, "shard fields")
+        fields = {name: take(data, name) for i, name in enumerate(PARTIAL_FIELDS) if mask >> i & 1}
+        message.shards.append(ShardPartials(shard, **fields))
+    values = iter(scalars[1:])
+    for _ in range(n_evaluation):
+        key, n_sse = take(cursor, "evaluation"), take(cursor, "evaluation size")
+        norm, test = take(values, "norm"), take(values, "test sum")
+        message.evaluation.append(EvaluationPart(key, [take(values, "sse") for _ in range(n_sse)], norm, test))
+    if next(cursor, None) is not None or next(data, None) is not None:
+        raise MalformedMessage("the message has more entries than its counts say")
+    return message

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -52,6 +52,7 @@ class ChunkPlan:
     config: object
     timeout: float = 60.0
     shared: bool = False  # V in shared memory (cluster.shared): all workers on one host, STRATA/-B
+    secret: bytes = field(default=b"", repr=False)  # authenticates the chunk's direct links (cluster.links)
 
     @property
     def lead(self) -> str:

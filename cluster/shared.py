@@ -13,7 +13,9 @@ So a shard of V is written by one worker between two rounds and read by others o
 round: no locks, and the same kernels on the same shard slices give the in-process bits.
 
 The lead worker creates the file from its state, the others map it after a barrier, and the lead
-unlinks it once all have mapped it (nothing is left in /dev/shm even if a worker dies later).
+unlinks it once all have mapped it (nothing is left in /dev/shm even if a worker dies later). The
+file's name carries the lead's pid: a lead that dies between creating and unlinking leaves a file
+that the next lead on the host removes (remove_stale: only files whose creator is provably gone).
 """
 
 from __future__ import annotations
@@ -54,8 +56,49 @@ def host_check(size: int):
     return os.getuid() if available(size) else None
 
 
-def path_of(run_id: str) -> str:
-    return os.path.join(DIRECTORY, f"hamsi-{run_id}")
+PREFIX = "hamsi-"
+
+
+def path_of(run_id: str, pid: int) -> str:
+    """Return the file of chunk `run_id` created by the process `pid` (the lead worker)."""
+    return os.path.join(DIRECTORY, f"{PREFIX}{pid}-{run_id}")
+
+
+def find(run_id: str) -> str:
+    """Return the file of chunk `run_id` (made by the lead, whose pid the others do not know)."""
+    suffix = f"-{run_id}"
+    for name in os.listdir(DIRECTORY):
+        if name.startswith(PREFIX) and name.endswith(suffix):
+            return os.path.join(DIRECTORY, name)
+    raise FileNotFoundError(f"no shared replica of chunk {run_id} in {DIRECTORY}")
+
+
+def _creator_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # another user's live process
+        return False
+    return False
+
+
+def remove_stale(directory: str = DIRECTORY) -> list[str]:
+    """Remove the replica files whose creating process no longer exists; return their paths.
+
+    A live pid (even a reused one) keeps its file: only files of provably dead runs go.
+    """
+    removed = []
+    for name in os.listdir(directory):
+        pid, _, run = name[len(PREFIX):].partition("-")
+        if not (name.startswith(PREFIX) and pid.isdigit() and run) or not _creator_gone(int(pid)):
+            continue
+        try:
+            os.unlink(os.path.join(directory, name))
+            removed.append(os.path.join(directory, name))
+        except OSError:  # another lead removed it first, or it is not ours to remove
+            pass
+    return removed
 
 
 class SharedReplica:

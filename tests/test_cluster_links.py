@@ -8,8 +8,11 @@ import numpy as np
 import pytest
 
 from cluster.errors import PeerLost
-from cluster.links import Links, encode
-from cluster.messages import GradientPart, Message, ShardPartials
+from cluster.links import FrameLimit, Links, encode
+from cluster.messages import EvaluationPart, GradientPart, Message, ShardPartials, from_arrays, to_arrays
+
+SECRET = b"k" * 32
+LIMIT = FrameLimit(max_array_bytes=1 << 26)
 
 
 @pytest.fixture
@@ -20,7 +23,9 @@ def pair():
     b.shutdown()
 
 
-def open_both(a, b, run):
+def open_both(a, b, run, secret_a=SECRET, secret_b=SECRET):
+    a.expect(run, secret_a, LIMIT)
+    b.expect(run, secret_b, LIMIT)
     threads = [threading.Thread(target=a.open, args=(run, {b.worker_address: b.address}, 5.0)),
                threading.Thread(target=b.open, args=(run, {a.worker_address: a.address}, 5.0))]
     for t in threads:
@@ -41,7 +46,8 @@ def test_rounds_carry_typed_messages_of_every_size_both_ways(pair):
     sizes = [0, 1, 1000, 3_000_000]  # 3e6 doubles = 24 MB: far beyond the socket buffers, both sides writing
     mine = [Message(i, "a", gradient=[GradientPart(i, rng.integers(0, 9, 5), rng.standard_normal(n))],
                     shards=[ShardPartials(i, pair=rng.standard_normal(12))]) for i, n in enumerate(sizes)]
-    theirs = [rng.standard_normal(n)[::2] for n in sizes]  # strided arrays too
+    theirs = [Message(i, "b", gradient=[GradientPart(i, (0, n), rng.standard_normal(n)[::2])])
+              for i, n in enumerate(sizes)]  # strided arrays too
     got_a, got_b = [], []
     tb = threading.Thread(target=run_rounds, args=(b, a.worker_address, theirs, got_b))
     tb.start()
@@ -49,7 +55,8 @@ def test_rounds_carry_typed_messages_of_every_size_both_ways(pair):
     tb.join()
     assert len(got_a) == len(got_b) == len(sizes)
     for sent, received in zip(theirs, got_a):
-        np.testing.assert_array_equal(received, sent)
+        np.testing.assert_array_equal(received.gradient[0].rows, sent.gradient[0].rows)
+        assert received.gradient[0].where == sent.gradient[0].where
     for sent, received in zip(mine, got_b):
         assert received.step == sent.step
         np.testing.assert_array_equal(received.gradient[0].rows, sent.gradient[0].rows)
@@ -61,7 +68,7 @@ def round_fails_within(a, b, match: str, timeout: float = 30.0, seconds: float =
     """Assert that a's next round with b raises PeerLost matching `match` within `seconds`."""
     start = time.monotonic()
     with pytest.raises(PeerLost, match=match):
-        a.round("r", [b.worker_address], np.ones(10), timeout)
+        a.round("r", [b.worker_address], Message(1, "a", clock=1.0), timeout)
     assert time.monotonic() - start < seconds
 
 
@@ -87,23 +94,51 @@ def test_abort_wakes_a_waiting_round(pair):
 
 def test_open_fails_clearly_when_the_peer_never_connects(pair):
     a, b = pair
+    b.expect("r", SECRET, LIMIT)
     with pytest.raises(PeerLost, match="127.0.0.1:1 did not open its link"):
         b.open("r", {a.worker_address: a.address}, 0.3)  # a (below b) never connects
 
 
 def test_late_connections_of_a_finished_run_are_refused(pair):
     a, b = pair
+    b.expect("old", SECRET, LIMIT)
     b.close("old")
-    a.open("old", {b.worker_address: b.address}, 5.0)  # a connects to b after b finished the run
+    a.expect("old", SECRET, LIMIT)
+    with pytest.raises(PeerLost, match="cannot open the link"):  # a connects to b after b finished the run
+        a.open("old", {b.worker_address: b.address}, 5.0)
     time.sleep(0.3)
     assert not b._accepted
     a.close("old")
 
 
-def test_frames_send_arrays_out_of_band():
-    frame = encode(np.arange(10_000.0))
-    assert len(frame) == 3 and frame[2].nbytes == 80_000
-    assert len(encode(np.arange(10.0))) == 2  # small arrays stay inside the pickle
+def test_a_peer_without_the_run_secret_is_refused_both_ways(pair):
+    a, b = pair
+    b.expect("r", SECRET, LIMIT)
+    a.expect("r", b"x" * 32, LIMIT)
+    with pytest.raises(PeerLost):  # b closes the connection: a's proof does not match b's secret
+        a.open("r", {b.worker_address: b.address}, 2.0)
+    time.sleep(0.2)
+    assert not b._accepted
+
+
+def test_typed_messages_survive_the_binary_form_field_by_field():
+    rng = np.random.default_rng(3)
+    sent = Message(7, "tcp://127.0.0.1:5", vote=True, clock=2.5,
+                   gradient=[GradientPart(1, (3, 9), rng.standard_normal((6, 4))),
+                             GradientPart(0, np.array([4, 2, 8]), rng.standard_normal((3, 4)))],
+                   shards=[ShardPartials(2, pair=rng.standard_normal(12), norms=rng.standard_normal(2)),
+                           ShardPartials(5)],
+                   evaluation=[EvaluationPart(1, [0.5, 1.5], 0.25, np.nan)])
+    frame = encode(sent)
+    assert all(isinstance(b, (bytes, np.ndarray)) for b in frame)  # numbers only: no pickle anywhere
+    got = from_arrays([np.array(a) for a in to_arrays(sent)])
+    assert (got.step, got.sender, got.vote, got.clock) == (7, "tcp://127.0.0.1:5", True, 2.5)
+    assert got.gradient[0].where == (3, 9) and np.array_equal(got.gradient[1].where, [4, 2, 8])
+    for mine, theirs in zip(sent.gradient, got.gradient):
+        assert mine.key == theirs.key and np.array_equal(mine.rows, theirs.rows)
+    assert np.array_equal(got.shards[0].pair, sent.shards[0].pair) and got.shards[0].gram is None
+    assert got.shards[1] == ShardPartials(5)
+    assert got.evaluation[0].sse == [0.5, 1.5] and np.isnan(got.evaluation[0].test)
 
 
 def test_shared_replica_round_trips_the_common_state(tmp_path, monkeypatch):

@@ -97,6 +97,10 @@ def register(subparsers) -> None:
                         help="cycles between checkpoints (default 10 when --checkpoint is given)")
     parser.add_argument("--resume", metavar="DIR", default=None,
                         help="continue bit-exactly from the checkpoint in DIR (same data and options)")
+    tls = parser.add_argument_group("TLS (a tls:// Dask cluster; see the Security section of the README)")
+    tls.add_argument("--tls-ca-file", metavar="PEM", default=None, help="the CA certificate the cluster trusts")
+    tls.add_argument("--tls-cert", metavar="PEM", default=None, help="this client's certificate (signed by the CA)")
+    tls.add_argument("--tls-key", metavar="PEM", default=None, help="its private key (if not inside --tls-cert)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     parser.set_defaults(run=run)
 
@@ -110,6 +114,8 @@ def _check_args(args) -> None:
     in_process = args.workers == 0 and args.scheduler is None
     if in_process and (args.checkpoint or args.resume):
         raise InputError("--checkpoint and --resume need the Dask engine (drop --workers 0)")
+    if in_process and (args.tls_ca_file or args.tls_cert or args.tls_key):
+        raise InputError("--tls-ca-file/--tls-cert/--tls-key need the Dask engine (drop --workers 0)")
     if args.checkpoint_every is not None and args.checkpoint_every < 1:
         raise InputError(f"--checkpoint-every must be >= 1; got {args.checkpoint_every}")
     if not (math.isfinite(args.test_fraction) and 0.0 <= args.test_fraction < 1.0):
