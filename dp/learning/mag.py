@@ -22,8 +22,8 @@ from dp.learning.settings import RunSettings, make_streams
 
 
 def condition_number(settings: RunSettings) -> float:
-    """Return kappa = L / mu of the problem."""
-    return settings.problem.lipschitz() / settings.problem.strong_convexity()
+    """Return kappa = L / mu from the public bound L = curvature R^2 + 2 reg and mu = 2 reg."""
+    return settings.problem.smoothness_bound() / settings.problem.strong_convexity()
 
 
 def stage_lengths(kappa: float, n_iter: int, first: int | None = None, p: int = 1) -> list[int]:
@@ -47,7 +47,7 @@ def nesterov_momentum(kappa: float) -> float:
 
 def mag_step(settings: RunSettings, k: int, noise_var: float, momentum: float) -> float:
     """Return the stage-k step of (4.43) (full gradients) / (4.59) (samples), capped at 1/L."""
-    lipschitz = settings.problem.lipschitz()
+    lipschitz = settings.problem.smoothness_bound()
     spread = (settings.sampling_variance() + noise_var) / (1 - momentum**2)
     alpha = 1.0 / (2 ** (2 * (k + 1)) * 2 * lipschitz * math.sqrt(spread))
     return min(alpha, 1.0 / lipschitz)

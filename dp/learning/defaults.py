@@ -1,0 +1,84 @@
+"""Defaults of the private gradient methods, chosen from public quantities only.
+
+`public_bounds` resolves the two bounds every step rule and noise scale rests on; `default_plan`
+picks the method and the iteration count T from (n, d, epsilon, delta), never from the data.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+
+from dp.validation import PrivacyLeakWarning, check_positive
+
+DEFAULT_DATA_NORM = 1.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A method and an iteration count chosen before the data is read."""
+
+    method: str
+    n_iter: int
+
+
+def public_bounds(clip, data_norm, stacklevel: int = 2) -> tuple[float, float]:
+    """Return (clip, data_norm): the gradient bound C and the row radius R, both public.
+
+    data_norm=None warns with dp.PrivacyLeakWarning (the message depends on the arguments only)
+    and takes R = 1: the caller has not said how large a record can be, and no bound may be
+    read off the private rows. clip=None takes C = R, which every logistic-loss gradient
+    |slope_i| |x_i| <= |x_i|_2 <= R already meets in L2 norm.
+    """
+    if data_norm is None:
+        warnings.warn(f"data_norm (the public bound R on the L2 norm of a row) was not given: rows are scaled "
+                      f"to norm <= {DEFAULT_DATA_NORM:g}; give data_norm explicitly (a bound known without "
+                      "looking at the data) to silence this warning", PrivacyLeakWarning, stacklevel=stacklevel)
+        data_norm = DEFAULT_DATA_NORM
+    data_norm = check_positive(data_norm, "data_norm")
+    clip = data_norm if clip is None else check_positive(clip, "clip")
+    return clip, data_norm
+
+
+def default_batch_size(n: int) -> int:
+    """Return ceil(sqrt(n)) (< n): the thesis' m = 100 at n = 1e4, a balance of sampling noise and steps."""
+    return max(1, min(n - 1, math.ceil(math.sqrt(n))))
+
+
+def release_noise_norm(n: int, d: int, epsilon: float, delta: float, n_iter: int, clip: float) -> float:
+    """Return the expected-size norm sqrt(d) * std of the noise on one release of a T-release,
+    single-stage full-gradient run, in units of the mean clipped gradient (sensitivity 2 clip / n).
+
+    Laplace at epsilon / T per release (thesis (4.17), L1 clipping): sqrt(2 d) 2 clip T / (n epsilon).
+    Gaussian at rho / T per release (zCDP): sqrt(d) 2 clip sqrt(T / (2 rho)) / n.
+    """
+    from dp.learning.accounting import zcdp_rho
+
+    if delta > 0:
+        return math.sqrt(d) * 2 * clip * math.sqrt(n_iter / (2 * zcdp_rho(epsilon, delta))) / n
+    return math.sqrt(2 * d) * 2 * clip * n_iter / (n * epsilon)
+
+
+def default_plan(n: int, d: int, epsilon: float, delta: float, clip: float, data_norm: float,
+                 reg: float) -> Plan:
+    """Return the default method and T for n records of d features, from public quantities only.
+
+    Method: DP-MAG (Alg. 5; its Gaussian variant when delta > 0), the accelerated method. T: the
+    largest count (at least 1) whose per-release noise (release_noise_norm) stays below clip / 4,
+    a quarter of the largest mean gradient, and at most the first stage of (4.38),
+    ceil(2 sqrt(kappa) log sqrt(kappa)) with the public kappa = (curvature R^2 + 2 reg) / (2 reg):
+    within it DP-MAG is Nesterov's method at the step min((4.43), 1/L); further stages split
+    epsilon again. Noise per release grows with T (T / epsilon for Laplace), so at small n epsilon
+    few steps win (breast cancer, n = 569: T = 4 at epsilon 0.5; see benchmarks/bench_dp_learning.py).
+    """
+    method = "dp-mag-gauss" if delta > 0 else "dp-mag"
+    kappa = (0.25 * data_norm**2 + 2 * reg) / (2 * reg)  # logistic curvature 1/4
+    root = math.sqrt(kappa)
+    first_stage = max(1, math.ceil(2 * root * math.log(root))) if kappa > 1 else 1
+    if math.isinf(epsilon) or n <= 0 or d <= 0:
+        return Plan(method, first_stage)
+    n_iter = 1
+    while n_iter < first_stage and release_noise_norm(n, d, epsilon, delta, n_iter + 1, clip) <= clip / 4:
+        n_iter += 1
+    return Plan(method, n_iter)
