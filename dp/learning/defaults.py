@@ -29,7 +29,8 @@ def public_bounds(clip, data_norm, stacklevel: int = 2) -> tuple[float, float]:
     data_norm=None warns with dp.PrivacyLeakWarning (the message depends on the arguments only)
     and takes R = 1: the caller has not said how large a record can be, and no bound may be
     read off the private rows. clip=None takes C = R, which every logistic-loss gradient
-    |slope_i| |x_i| <= |x_i|_2 <= R already meets in L2 norm.
+    |slope_i| |x_i| <= |x_i|_2 <= R already meets in L2 norm (the Gaussian methods' clipping norm);
+    the Laplace methods clip in L1, where |v|_1 <= sqrt(d) |v|_2, so C = R clips some gradients.
     """
     if data_norm is None:
         warnings.warn(f"data_norm (the public bound R on the L2 norm of a row) was not given: rows are scaled "
