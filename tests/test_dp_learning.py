@@ -17,8 +17,8 @@ R = 10.0  # public row radius: above every row norm of these fixtures, so no row
 
 
 def run(X, y, *args, **kwargs):
-    """minimize_private with the bounds given explicitly (clip C, data_norm R) unless a test sets them."""
-    return minimize_private(X, y, *args, **{"clip": C, "data_norm": R, **kwargs})
+    """minimize_private with the bounds and lambda given explicitly (clip C, data_norm R, reg 0.01) unless a test sets them."""
+    return minimize_private(X, y, *args, **{"clip": C, "data_norm": R, "reg": 0.01, **kwargs})
 
 
 def logistic_data(n=400, d=4, seed=0, scale=1.0):
@@ -288,3 +288,19 @@ def test_least_squares_runs_through_the_same_methods():
                                random_state=0, history_every=1)
     assert private.success
     assert private.nonprivate_history[-1] - f_star < private.nonprivate_history[0] - f_star
+
+
+def test_defaults_are_functions_of_public_numbers_only():
+    X, y = logistic_data(500, 4, seed=1)
+    X_other, y_other = logistic_data(500, 4, seed=2, scale=3.0)
+    runs = [minimize_private(A, b, epsilon=1.0, data_norm=2.0, random_state=0) for A, b in ((X, y), (X_other, y_other))]
+    assert runs[0].method == runs[1].method == "dp-mag"
+    assert runs[0].n_iter == runs[1].n_iter and runs[0].step_sizes == runs[1].step_sizes
+    assert runs[0].noise_scales == runs[1].noise_scales
+    from dp.learning.defaults import default_plan, default_reg
+
+    reg = default_reg(569, 30, 1.0)
+    assert reg == pytest.approx(math.sqrt(30) / 569)  # inside the clamp [3e-3, 1e-2]
+    assert default_plan(569, 30, 1.0, 0.0, 1.0, 1.0, reg).n_iter == 4  # breast cancer's shape
+    assert default_plan(569, 30, 1.0, 1e-5, 1.0, 1.0, reg).method == "dp-mag-gauss"
+    assert default_plan(10**6, 30, 1.0, 0.0, 1.0, 1.0, 0.01).n_iter == 10  # the first stage of (4.38)

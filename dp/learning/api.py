@@ -11,7 +11,7 @@ import numpy as np
 from dp._random import as_random_bits
 from dp.budget import PrivacyBudget
 from dp.learning.accounting import PrivacyCost
-from dp.learning.defaults import default_batch_size, default_plan, public_bounds
+from dp.learning.defaults import default_batch_size, default_plan, default_reg, public_bounds
 from dp.learning.baselines import dp_gd, dp_hb, dp_nag, m_asg, m_asg_star
 from dp.learning.dpsgd import dp_sgd
 from dp.learning.gdws import dp_gdws
@@ -96,7 +96,7 @@ def _budget(accountant, epsilon: float, delta: float):
 
 def minimize_private(X, y, method: str | None = None, epsilon: float = 1.0, delta: float = 0.0,
                      n_iter: int | None = None, beta: float = 0.1, batch_size: int | None = None,
-                     clip: float | None = None, data_norm: float | None = None, reg: float = 0.01,
+                     clip: float | None = None, data_norm: float | None = None, reg: float | None = None,
                      loss: str = "logistic", accountant=None, random_state=None,
                      history_every: int | None = None) -> PrivateMinimizeResult:
     """Return the result of `method` on min_x mean_i loss_i(x) + reg |x|^2, (epsilon, delta)-DP.
@@ -105,8 +105,9 @@ def minimize_private(X, y, method: str | None = None, epsilon: float = 1.0, delt
     Rows are scaled to L2 norm <= data_norm (R) and per-record loss gradients clipped to `clip`
     (default R); both bounds, not the data, set every step size, momentum, stage plan and noise
     scale (dp.learning.problems). data_norm=None warns (dp.PrivacyLeakWarning) and takes R = 1.
-    method=None / n_iter=None: chosen from (n, d, epsilon, delta) by dp.learning.defaults.default_plan;
-    the stochastic methods default to batch_size = default_batch_size(n).
+    method=None / n_iter=None / reg=None: chosen from (n, d, epsilon, delta, clip, R) by
+    dp.learning.defaults (default_plan, default_reg); the stochastic methods default to
+    batch_size = default_batch_size(n).
     The whole run is charged to `accountant` (a dp.PrivacyBudget, shared; a fresh one of
     (epsilon, delta) if None) before any noise is drawn. epsilon = math.inf runs the method
     without noise (the non-private limit) and charges nothing. history_every = k records f(x_t)
@@ -116,8 +117,9 @@ def minimize_private(X, y, method: str | None = None, epsilon: float = 1.0, delt
     epsilon = math.inf if epsilon == math.inf else check_epsilon(epsilon)
     delta = check_delta(delta)
     clip, data_norm = public_bounds(clip, data_norm, stacklevel=3)
-    n_rows = np.shape(X)[0] if np.ndim(X) == 2 else 0
-    plan = default_plan(n_rows, np.shape(X)[-1] if np.ndim(X) == 2 else 0, epsilon, delta, clip, data_norm, reg)
+    n_rows, n_features = np.shape(X) if np.ndim(X) == 2 else (0, 0)
+    reg = default_reg(n_rows, n_features, epsilon) if reg is None else reg
+    plan = default_plan(n_rows, n_features, epsilon, delta, clip, data_norm, reg)
     method = plan.method if method is None else method
     if method not in ALL_METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {sorted(ALL_METHODS)}")

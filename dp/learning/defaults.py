@@ -61,17 +61,32 @@ def release_noise_norm(n: int, d: int, epsilon: float, delta: float, n_iter: int
     return math.sqrt(2 * d) * 2 * clip * n_iter / (n * epsilon)
 
 
+def default_reg(n: int, d: int, epsilon: float) -> float:
+    """Return the default L2 penalty lambda = sqrt(d) / (n epsilon), clamped to [3e-3, 1e-2].
+
+    For a lambda-strongly convex objective the noise costs ~ d / (lambda (n epsilon)^2) in excess
+    risk and the penalty ~ lambda |w*|^2 (Chaudhuri, Monteleoni and Sarwate 2011; Bassily, Smith
+    and Thakurta 2014); they balance at lambda ~ sqrt(d) / (n epsilon |w*|), with |w*| ~ 1 for rows
+    of norm <= 1. 1e-2 is the thesis' lambda; 3e-3 keeps kappa <= 43 at R = 1 (the first stage of
+    (4.38), and so the default T, at most 25 iterations).
+    """
+    if math.isinf(epsilon) or n <= 0 or d <= 0:
+        return 1e-2
+    return min(1e-2, max(3e-3, math.sqrt(d) / (n * epsilon)))
+
+
 def default_plan(n: int, d: int, epsilon: float, delta: float, clip: float, data_norm: float,
                  reg: float) -> Plan:
     """Return the default method and T for n records of d features, from public quantities only.
 
     Method: DP-MAG (Alg. 5; its Gaussian variant when delta > 0), the accelerated method. T: the
-    largest count (at least 1) whose per-release noise (release_noise_norm) stays below clip / 4,
-    a quarter of the largest mean gradient, and at most the first stage of (4.38),
-    ceil(2 sqrt(kappa) log sqrt(kappa)) with the public kappa = (curvature R^2 + 2 reg) / (2 reg):
-    within it DP-MAG is Nesterov's method at the step min((4.43), 1/L); further stages split
-    epsilon again. Noise per release grows with T (T / epsilon for Laplace), so at small n epsilon
-    few steps win (breast cancer, n = 569: T = 4 at epsilon 0.5; see benchmarks/bench_dp_learning.py).
+    largest count (at least 1) whose accumulated noise, sqrt(T) release_noise_norm(T) (T releases
+    adding up like a random walk), stays below clip / 4, a quarter of the largest mean gradient,
+    and at most the first stage of (4.38), ceil(2 sqrt(kappa) log sqrt(kappa)), with the public
+    kappa = (curvature R^2 + 2 reg) / (2 reg): within it DP-MAG is Nesterov's method at the step
+    min((4.43), 1/L), and further stages split epsilon again. The noise of each release grows with
+    T (T / epsilon for Laplace), so at small n epsilon few steps win: breast cancer (n = 569, d = 30)
+    gets T = 2 at epsilon 0.5, 4 at 1, 11 at 4 (benchmarks/bench_dp_learning.py --sections defaults).
     """
     method = "dp-mag-gauss" if delta > 0 else "dp-mag"
     kappa = (0.25 * data_norm**2 + 2 * reg) / (2 * reg)  # logistic curvature 1/4
@@ -80,6 +95,7 @@ def default_plan(n: int, d: int, epsilon: float, delta: float, clip: float, data
     if math.isinf(epsilon) or n <= 0 or d <= 0:
         return Plan(method, first_stage)
     n_iter = 1
-    while n_iter < first_stage and release_noise_norm(n, d, epsilon, delta, n_iter + 1, clip) <= clip / 4:
+    while (n_iter < first_stage
+           and math.sqrt(n_iter + 1) * release_noise_norm(n, d, epsilon, delta, n_iter + 1, clip) <= clip / 4):
         n_iter += 1
     return Plan(method, n_iter)

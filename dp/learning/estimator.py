@@ -28,14 +28,14 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
     Two classes: one private run. K > 2 classes: one-vs-rest, K runs at (epsilon/K, delta/K) each,
     so the fit is (epsilon, delta)-DP by sequential composition (the thesis treats MNIST as one
     class vs the rest). No intercept (as the thesis' model): add a constant column if you need one.
-    data_norm (R), clip, method=None and n_iter=None as in dp.minimize_private (defaults chosen from
-    n, d, epsilon and delta by dp.learning.defaults.default_plan). `accountant` is a dp.PrivacyBudget
+    data_norm (R), clip, method=None, n_iter=None and reg=None as in dp.minimize_private (defaults
+    chosen from n, d, epsilon and delta by dp.learning.defaults; K > 2 classes: at epsilon / K). `accountant` is a dp.PrivacyBudget
     shared across clones and refits (each fit charges it); None gives every fit a fresh budget of
     (epsilon, delta). Fitted: coef_, classes_, privacy_spent_, n_iter_, results_ (per class).
     """
 
     def __init__(self, method=None, epsilon=1.0, delta=None, beta=0.1, n_iter=None, batch_size=None,
-                 clip=None, data_norm=None, reg=0.01, classes=None, accountant=None, random_state=None):
+                 clip=None, data_norm=None, reg=None, classes=None, accountant=None, random_state=None):
         self.method = method
         self.epsilon = epsilon
         self.delta = delta
