@@ -128,8 +128,25 @@ def _print_nonprivate_diagnostics(args, X, y, result) -> None:
         print(f"  wrote plot: {args.plot}")
 
 
+def _warn_in_one_line(message, category, filename, lineno, file=None, line=None) -> None:
+    import sys
+
+    print(f"warning ({category.__name__}): {message}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run the private method, print the coefficients and the privacy spent (and diagnostics if asked)."""
+    import warnings
+
+    from dp import PrivacyLeakWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", PrivacyLeakWarning)  # every run says it, not only the first
+        warnings.showwarning = _warn_in_one_line
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from dp.learning import minimize_private
