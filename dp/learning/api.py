@@ -18,7 +18,7 @@ from dp.learning.gdws import dp_gdws
 from dp.learning.iterations import run_stages
 from dp.learning.mag import dp_mag
 from dp.learning.online import dp_online_gdws
-from dp.learning.problems import make_problem
+from dp.learning.problems import loss_problem, make_problem
 from dp.learning.settings import RunSettings
 from dp.learning.sgdws import dp_sgdws
 from dp.learning.smag import dp_smag
@@ -119,7 +119,7 @@ def minimize_private(X, y, method: str | None = None, epsilon: float = 1.0, delt
     clip, data_norm = public_bounds(clip, data_norm, stacklevel=3)
     n_rows, n_features = np.shape(X) if np.ndim(X) == 2 else (0, 0)
     reg = default_reg(n_rows, n_features, epsilon) if reg is None else reg
-    plan = default_plan(n_rows, n_features, epsilon, delta, clip, data_norm, reg)
+    plan = default_plan(n_rows, n_features, epsilon, delta, clip, data_norm, reg, loss_problem(loss).curvature)
     method = plan.method if method is None else method
     if method not in ALL_METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {sorted(ALL_METHODS)}")

@@ -1,7 +1,8 @@
 """Defaults of the private gradient methods, chosen from public quantities only.
 
-`public_bounds` resolves the two bounds every step rule and noise scale rests on; `default_plan`
-picks the method and the iteration count T from (n, d, epsilon, delta), never from the data.
+`public_bounds` resolves the two bounds every step rule and noise scale rests on; `default_reg`
+picks lambda and `default_plan` the method and the iteration count T from (n, d, epsilon, delta,
+C, R), never from the data.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ import math
 import warnings
 from dataclasses import dataclass
 
+from dp.learning.accounting import zcdp_rho
+from dp.learning.mag import first_stage_length
 from dp.validation import PrivacyLeakWarning, check_positive
 
 DEFAULT_DATA_NORM = 1.0
@@ -54,8 +57,6 @@ def release_noise_norm(n: int, d: int, epsilon: float, delta: float, n_iter: int
     Laplace at epsilon / T per release (thesis (4.17), L1 clipping): sqrt(2 d) 2 clip T / (n epsilon).
     Gaussian at rho / T per release (zCDP): sqrt(d) 2 clip sqrt(T / (2 rho)) / n.
     """
-    from dp.learning.accounting import zcdp_rho
-
     if delta > 0:
         return math.sqrt(d) * 2 * clip * math.sqrt(n_iter / (2 * zcdp_rho(epsilon, delta))) / n
     return math.sqrt(2 * d) * 2 * clip * n_iter / (n * epsilon)
@@ -76,22 +77,20 @@ def default_reg(n: int, d: int, epsilon: float) -> float:
 
 
 def default_plan(n: int, d: int, epsilon: float, delta: float, clip: float, data_norm: float,
-                 reg: float) -> Plan:
+                 reg: float, curvature: float = 0.25) -> Plan:
     """Return the default method and T for n records of d features, from public quantities only.
 
     Method: DP-MAG (Alg. 5; its Gaussian variant when delta > 0), the accelerated method. T: the
     largest count (at least 1) whose accumulated noise, sqrt(T) release_noise_norm(T) (T releases
     adding up like a random walk), stays below clip / 4, a quarter of the largest mean gradient,
     and at most the first stage of (4.38), ceil(2 sqrt(kappa) log sqrt(kappa)), with the public
-    kappa = (curvature R^2 + 2 reg) / (2 reg): within it DP-MAG is Nesterov's method at the step
-    min((4.43), 1/L), and further stages split epsilon again. The noise of each release grows with
+    kappa = (curvature R^2 + 2 reg) / (2 reg) (curvature 1/4 for the logistic loss): within it
+    DP-MAG is Nesterov's method at the step min((4.43), 1/L); further stages split epsilon again. The noise of each release grows with
     T (T / epsilon for Laplace), so at small n epsilon few steps win: breast cancer (n = 569, d = 30)
     gets T = 2 at epsilon 0.5, 4 at 1, 11 at 4 (benchmarks/bench_dp_learning.py --sections defaults).
     """
     method = "dp-mag-gauss" if delta > 0 else "dp-mag"
-    kappa = (0.25 * data_norm**2 + 2 * reg) / (2 * reg)  # logistic curvature 1/4
-    root = math.sqrt(kappa)
-    first_stage = max(1, math.ceil(2 * root * math.log(root))) if kappa > 1 else 1
+    first_stage = first_stage_length((curvature * data_norm**2 + 2 * reg) / (2 * reg))  # L / mu
     if math.isinf(epsilon) or n <= 0 or d <= 0:
         return Plan(method, first_stage)
     n_iter = 1

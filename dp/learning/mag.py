@@ -26,11 +26,17 @@ def condition_number(settings: RunSettings) -> float:
     return settings.problem.smoothness_bound() / settings.problem.strong_convexity()
 
 
+def first_stage_length(kappa: float) -> int:
+    """Return n_1 = ceil(2 sqrt(kappa) log sqrt(kappa)) of (4.38) (1 when kappa <= 1)."""
+    root = math.sqrt(kappa)
+    return max(1, math.ceil(2 * root * math.log(root))) if kappa > 1 else 1
+
+
 def stage_lengths(kappa: float, n_iter: int, first: int | None = None, p: int = 1) -> list[int]:
     """Return the stage lengths n_1..n_K of (4.38), the last one cut so that they sum to n_iter."""
     root = math.sqrt(kappa)
     if first is None:
-        first = math.ceil(2 * root * math.log(root)) if kappa > 1 else 1
+        first = first_stage_length(kappa)
     lengths = [min(max(first, 1), n_iter)]
     k = 2
     while sum(lengths) < n_iter:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 from scipy import optimize
@@ -39,7 +40,7 @@ class RegularizedProblem:
     clip: float
     clip_norm: int = 2  # 1 for the Laplace methods (L1 sensitivity), 2 for the Gaussian ones
     data_norm: float = 1.0  # public radius R: every row is scaled to L2 norm <= R
-    curvature: float = field(init=False, default=1.0)  # sup of the loss' second derivative
+    curvature: ClassVar[float] = 1.0  # sup of the loss' second derivative along the margin
     _row_norms: np.ndarray | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self):
@@ -150,11 +151,12 @@ class RegularizedProblem:
 class LogisticProblem(RegularizedProblem):
     """L2-regularized logistic regression, labels z in {-1, +1} (thesis (4.60))."""
 
+    curvature: ClassVar[float] = 0.25  # sigma'(m) = p (1 - p) <= 1/4
+
     def __post_init__(self):
         super().__post_init__()
         if not np.all(np.isin(self.y, (-1.0, 1.0))):
             raise DataError("logistic regression needs labels in {-1, +1}")
-        self.curvature = 0.25
 
     def losses(self, x):
         return np.logaddexp(0.0, -self.y * (self.X @ x))
@@ -196,15 +198,21 @@ class LeastSquaresProblem(RegularizedProblem):
 PROBLEMS = {"logistic": LogisticProblem, "least-squares": LeastSquaresProblem}
 
 
+def loss_problem(loss: str) -> type[RegularizedProblem]:
+    """Return the problem class of `loss` ('logistic' or 'least-squares')."""
+    if loss not in PROBLEMS:
+        raise ValueError(f"loss must be one of {sorted(PROBLEMS)}, got {loss!r}")
+    return PROBLEMS[loss]
+
+
 def make_problem(loss: str, X, y, reg: float, clip: float, clip_norm: int, data_norm: float) -> RegularizedProblem:
     """Return the problem for `loss` ('logistic' or 'least-squares') on float64 copies of X, y,
     the rows of X scaled to L2 norm <= data_norm."""
-    if loss not in PROBLEMS:
-        raise ValueError(f"loss must be one of {sorted(PROBLEMS)}, got {loss!r}")
+    problem_type = loss_problem(loss)
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64).ravel()
     if X.ndim != 2 or y.shape[0] != X.shape[0]:
         raise DataError(f"X must be 2-D with one target per row, got X {X.shape} and y {y.shape}")
     if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
         raise DataError("X and y must be finite")
-    return PROBLEMS[loss](X, y, float(reg), float(clip), clip_norm, float(data_norm))
+    return problem_type(X, y, float(reg), float(clip), clip_norm, float(data_norm))
