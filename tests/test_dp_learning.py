@@ -249,6 +249,7 @@ def test_stochastic_methods_default_to_a_batch_of_ceil_sqrt_n():
     n, m, T = 400, 20, 20  # ceil(sqrt(400)) = 20
     eps0 = n * 1.0 / (2 * m * T)  # (4.52), <= 1
     assert res.noise_scales[0] == pytest.approx(0.5 * (2 * C / m) / eps0, rel=1e-6)
+    assert run(X, y, "dp-smag", epsilon=1.0, random_state=0).n_iter == 20  # one pass: ceil(n / m)
 
 
 def test_logistic_labels_must_be_signs():

@@ -30,7 +30,8 @@ def test_passes_sklearns_estimator_checks():
 def test_clone_and_cross_validation_share_one_accountant():
     X, y = blobs()
     budget = dp.PrivacyBudget(1.0)
-    model = dp.PrivateLogisticRegression(epsilon=0.2, n_iter=30, accountant=budget, random_state=0)
+    model = dp.PrivateLogisticRegression(epsilon=0.2, n_iter=30, accountant=budget, random_state=0, data_norm=5.0,
+                                         classes=[0, 1])
     assert clone(model).accountant is budget
     cross_val_score(model, X, y, cv=3)
     assert budget.spent[0] == pytest.approx(0.6)

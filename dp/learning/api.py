@@ -106,8 +106,8 @@ def minimize_private(X, y, method: str | None = None, epsilon: float = 1.0, delt
     (default R); both bounds, not the data, set every step size, momentum, stage plan and noise
     scale (dp.learning.problems). data_norm=None warns (dp.PrivacyLeakWarning) and takes R = 1.
     method=None / n_iter=None / reg=None: chosen from (n, d, epsilon, delta, clip, R) by
-    dp.learning.defaults (default_plan, default_reg); the stochastic methods default to
-    batch_size = default_batch_size(n).
+    dp.learning.defaults (default_plan, default_reg; the plan's T is for full gradients); the
+    stochastic methods default to batch_size = ceil(sqrt(n)) and n_iter = one pass, ceil(n / m).
     The whole run is charged to `accountant` (a dp.PrivacyBudget, shared; a fresh one of
     (epsilon, delta) if None) before any noise is drawn. epsilon = math.inf runs the method
     without noise (the non-private limit) and charges nothing. history_every = k records f(x_t)
@@ -124,14 +124,17 @@ def minimize_private(X, y, method: str | None = None, epsilon: float = 1.0, delt
     if method not in ALL_METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {sorted(ALL_METHODS)}")
     builder, noise, needs = ALL_METHODS[method]
-    n_iter = _check_int(plan.n_iter if n_iter is None else n_iter, "n_iter")
     if not (isinstance(beta, numbers.Real) and 0 < beta <= 1):
         raise ValueError(f"beta must lie in (0, 1], got {beta!r}")
     problem = make_problem(loss, X, y, reg, clip, clip_norm=1 if noise == "laplace" else 2, data_norm=data_norm)
+    batch_size = _batch_size(method, needs, batch_size, problem.n)
+    if n_iter is None:  # full gradients: the plan's T; samples: one pass over the data, ceil(n / m)
+        n_iter = plan.n_iter if batch_size == problem.n else math.ceil(problem.n / batch_size)
+    n_iter = _check_int(n_iter, "n_iter")
     bits = as_random_bits(random_state)
     settings = RunSettings(
         problem=problem, epsilon=epsilon, delta=delta, n_iter=n_iter, beta=float(beta),
-        batch_size=_batch_size(method, needs, batch_size, problem.n), noise=noise, bits=bits,
+        batch_size=batch_size, noise=noise, bits=bits,
         rng=np.random.default_rng(int(bits.words(1)[0])), budget=_budget(accountant, epsilon, delta),
         method=method,
     )
