@@ -56,6 +56,7 @@ class PrivateMinimizeResult:
     privacy_spent: PrivacyCost
     noise_scales: list[float]  # Laplace b / Gaussian sigma per stage, on the mean gradient (public)
     step_sizes: list[float]  # the first step of each stage (public: from n, d, epsilon, T, clip, R, reg)
+    reg: float  # the L2 penalty lambda used (given, or default_reg of public numbers)
     status: str  # "completed" or "diverged" (a non-finite iterate: public, from the releases)
     message: str  # data-independent
     # f(x_t) on the private data without noise, only when history_every is given: NOT private
@@ -144,5 +145,6 @@ def minimize_private(X, y, method: str | None = None, epsilon: float = 1.0, delt
     return PrivateMinimizeResult(
         x=trajectory.x, method=method, n_iter=trajectory.n_iter, privacy_spent=cost,
         noise_scales=[s.stream.noise_scale for s in stages], step_sizes=[float(s.steps[0]) for s in stages],
-        status=trajectory.status, message=trajectory.message, nonprivate_history=trajectory.nonprivate_history,
+        reg=problem.reg, status=trajectory.status, message=trajectory.message,
+        nonprivate_history=trajectory.nonprivate_history,
     )

@@ -40,7 +40,8 @@ def register(subparsers) -> None:
     p.add_argument("--data-norm", type=float, default=None,
                    help="public bound R on a row's L2 norm; rows are scaled to it (default 1, with a warning)")
     p.add_argument("--clip", type=float, default=None, help="per-record gradient norm bound C (default R)")
-    p.add_argument("--reg", type=float, default=0.01, help="L2 penalty lambda (default 0.01)")
+    p.add_argument("--reg", type=float, default=None,
+                   help="L2 penalty lambda (default sqrt(d) / (n epsilon) within [3e-3, 1e-2])")
     p.add_argument("--seed", type=int, default=None,
                    help="seed the noise (reproducible, NOT secure); default: os.urandom")
     p.add_argument("--nonprivate-diagnostics", action="store_true",
@@ -113,7 +114,7 @@ def _print_nonprivate_diagnostics(args, X, y, result) -> None:
     from dp.learning import make_problem
     from hamsi.atomic import atomic_output
 
-    problem = make_problem("logistic", X, y, args.reg, args.clip, 2, data_norm=args.data_norm)
+    problem = make_problem("logistic", X, y, result.reg, args.clip, 2, data_norm=args.data_norm)
     _, f_star = problem.solve()
     gap = result.nonprivate_history - f_star
     accuracy = float(np.mean(np.where(problem.X @ result.x > 0, 1.0, -1.0) == y))
@@ -168,7 +169,7 @@ def _run(args: argparse.Namespace) -> int:
                               history_every=1 if args.nonprivate_diagnostics else None)
     spent = result.privacy_spent
     print(f"method: {result.method}  rows: {X.shape[0]}  features: {X.shape[1]}  iterations: {result.n_iter} "
-          f"({result.message})")
+          f"({result.message})  lambda: {result.reg:.4g}")
     print(f"coefficients (class {positive:g} vs {negative:g}): " + " ".join(f"{v:.6g}" for v in result.x))
     if math.isinf(spent.epsilon):
         print("privacy: none (epsilon = inf: the coefficients are NOT private)")
