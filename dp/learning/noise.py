@@ -15,7 +15,7 @@ import numpy as np
 
 from dp._random import RandomBits
 from dp.discrete import discrete_gaussian, discrete_laplace
-from dp.mechanisms import _FLOAT_EXACT, GAUSSIAN_GRID_BITS, LAPLACE_GRID_BITS, _from_grid, _grid_step, _to_grid
+from dp.mechanisms import GAUSSIAN_GRID_BITS, LAPLACE_GRID_BITS, _from_grid, _grid_step, _to_grid
 
 
 @dataclass
@@ -35,12 +35,16 @@ class NoiseStream:
         return _from_grid(_to_grid(values, self.granularity), self.draws[t], self.granularity)
 
     def fits_exactly(self, value_bound: float) -> bool:
-        """Return whether every release of values bounded by `value_bound` stays exact on the grid
-        (dp.mechanisms' limits), judged from the public bound and the noise only."""
+        """Return whether every release of values bounded by `value_bound` stays on the exact grid,
+        asking dp.mechanisms' own range checks with the public bound and the largest noise draw."""
         if self.draws is None:
             return True
-        grid_bound = value_bound / self.granularity + 1
-        return grid_bound < _FLOAT_EXACT / 2 and grid_bound + float(np.abs(self.draws).max()) < _FLOAT_EXACT
+        try:
+            _from_grid(_to_grid(np.array([value_bound]), self.granularity),
+                       np.array([np.abs(self.draws).max()]), self.granularity)
+        except ValueError:
+            return False
+        return True
 
     @property
     def variance(self) -> float:
