@@ -2,7 +2,8 @@
 
 Synthetic L2-regularized logistic regression (d = 10, n = 1e4, lambda = 0.01; covariates N(0, I),
 labels from a logistic model with a N(0, I) parameter; the thesis does not say how it drew its
-data), clipping C = 2, T = 1000, x_0 = 0; repetition r uses data set r and its own noise (so the
+data), clipping C = 2, rows scaled to the public radius R = 2 (the step rules' L is the public
+bound R^2 / 4 + 2 lambda; the thesis took L from the data, a leak), T = 1000, x_0 = 0; repetition r uses data set r and its own noise (so the
 repetitions are also the "different data sets" of Figs. 4.7 and 4.20). Real data: scikit-learn's
 digits ("1" vs the rest, as the thesis does with MNIST; pixels / 16) and breast cancer
 (standardized), 70/30 split, accuracy on the 30%. f* comes from a non-private Newton solve to
@@ -15,9 +16,16 @@ sweep side by side, after both sides have imported everything and loaded the dat
 Each section prints the thesis' statement, our mean f - f* per setting, and whether the
 statement's ordering holds in our runs.
 
+Two sections answer issue 19: `smoothing` (10 repetitions at eps 1, DP-GDwS at beta 0.1 against
+beta 1, ours beside the thesis' Alg. 4 written out literally with its data-derived L), and
+`defaults` (PrivateLogisticRegression's defaults against diffprivlib's LogisticRegression(epsilon,
+data_norm=1), training accuracy on breast cancer and a synthetic logistic set, 10 seeds; diffprivlib
+needs scikit-learn < 1.6, so it runs in its own venv through a subprocess, --diffprivlib-python).
+
     python benchmarks/bench_dp_learning.py                  # default: 2 reps, eps 0.5 and 1, 4 betas
     python benchmarks/bench_dp_learning.py --full           # 10 reps, eps 0.5/0.8/1, 100 betas, 1e4 iterations
     python benchmarks/bench_dp_learning.py --out figs/      # also draw the figures (PNG)
+    python benchmarks/bench_dp_learning.py --sections smoothing defaults   # issue 19's two tables
 """
 
 from __future__ import annotations
@@ -31,7 +39,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-C, LAMBDA, DELTA = 2.0, 0.01, 1e-5
+C, R, LAMBDA, DELTA = 2.0, 2.0, 0.01, 1e-5
+SMOOTHING_BETAS = (0.1, 0.3, 1.0)
+LITERAL = "thesis-literal-gdws"  # Alg. 4 written out, L from the data as the thesis does (not private)
 OURS_DET, OURS_STOCH = ("dp-gdws", "dp-mag"), ("dp-sgdws", "dp-smag")
 DETERMINISTIC = ("dp-gdws", "dp-mag", "dp-gd", "dp-hb", "dp-nag", "m-asg", "m-asg*")
 STOCHASTIC = ("dp-sgdws", "dp-smag", "dp-gd", "dp-hb", "dp-nag", "m-asg", "m-asg*")
@@ -48,6 +58,8 @@ THESIS = {
     "smag": "Figs. 4.14/4.15: DP-SMAG beats stochastic M-ASG and M-ASG* (epsilon = 1, all sample sizes)",
     "stochastic": "Figs. 4.16-4.20: DP-SGDwS and DP-SMAG beat SGD, SNAG, SHB, stocMASG, stocMASG* for "
                   "every sample size, epsilon and data set",
+    "smoothing": "Figs. 4.2/4.3 (and our README's former 'beta = 0.3 wins narrowly at eps = 1', from 2 reps): "
+                 "DP-GDwS with beta ~ 0.1 beats beta = 1 (10 repetitions, eps = 1)",
     "real": "Figs. 4.21-4.24 (MNIST; here digits and breast cancer): DP-SMAG is best; DP-SGDwS is "
             "mostly second; smoothing beats SGD, NAG and HB everywhere",
 }
@@ -93,7 +105,7 @@ def load(data: str, rep: int, n: int, d: int):
             features = (raw.data - raw.data.mean(0)) / raw.data.std(0)
             labels = np.where(raw.target == 1, 1.0, -1.0)
         X, X_test, y, y_test = train_test_split(features, labels, test_size=0.3, random_state=0, stratify=labels)
-    _, f_star = make_problem("logistic", X, y, LAMBDA, C, 2).solve()
+    _, f_star = make_problem("logistic", X, y, LAMBDA, C, 2, data_norm=R).solve()
     return X, y, X_test, y_test, f_star
 
 
@@ -105,13 +117,46 @@ def run_task(task: Task, n: int, d: int, points: int) -> dict:
     cpu = time.process_time()
     seed = zlib.crc32(repr(task).encode())  # stable across processes (unlike hash())
     every = max(1, task.n_iter // points)
-    res = minimize_private(X, y, task.method, epsilon=task.epsilon, delta=task.delta, n_iter=task.n_iter,
-                           beta=task.beta, batch_size=task.batch, clip=C, reg=LAMBDA, random_state=seed,
-                           history_every=every)
+    if task.method == LITERAL:
+        res = thesis_literal_gdws(X, y, task.epsilon, task.beta, task.n_iter, seed, every)
+    else:
+        res = minimize_private(X, y, task.method, epsilon=task.epsilon, delta=task.delta, n_iter=task.n_iter,
+                               beta=task.beta, batch_size=task.batch, clip=C, data_norm=R, reg=LAMBDA,
+                               random_state=seed, history_every=every)
     accuracy = float(np.mean(np.where(X_test @ res.x > 0, 1.0, -1.0) == y_test))
-    gap = res.history - f_star
+    gap = res.nonprivate_history - f_star
     return {"gap": float(gap[-1]) if res.success else float("inf"), "accuracy": accuracy, "curve": gap,
             "every": every, "status": res.status, "cpu": time.process_time() - cpu}
+
+
+def thesis_literal_gdws(X, y, epsilon, beta, T, seed, every):
+    """Return DP-GDwS as the thesis' text has it (Alg. 4, (4.15), (4.17), (4.21)), on the same rows.
+
+    g~_t = (1 - beta) g~_{t-1} + beta g(x_t) + eta_t, x_{t+1} = x_t - alpha g~_t, eta_t Laplace at
+    beta S1 T / epsilon per coordinate, alpha of (4.21) capped at 1 / (beta L) with L from
+    lambda_max of the data (what the thesis does, and the leak issue 19 removed from dp.learning):
+    the independent reference our implementation is compared with, not a private method.
+    """
+    from types import SimpleNamespace
+
+    from dp._random import as_random_bits
+    from dp.learning import make_problem
+    from dp.learning.noise import laplace_stream
+
+    n, d = X.shape
+    problem = make_problem("logistic", X, y, LAMBDA, C, 1, data_norm=R)
+    l1_sensitivity = beta * 2 * C / n
+    stream = laplace_stream(l1_sensitivity, epsilon / T, d, T, as_random_bits(seed))
+    lipschitz = 0.25 * np.linalg.eigvalsh(problem.X.T @ problem.X / n)[-1] + 2 * LAMBDA
+    spread = ((2 * C / n) ** 2 / (4 * d) + stream.variance / beta**2) * beta / (2 - beta)
+    alpha = min(0.25 / np.sqrt(spread * (T + 1)), 1 / (beta * lipschitz))
+    x, smoothed, history = np.zeros(d), np.zeros(d), [problem.objective(np.zeros(d))]
+    for t in range(T):
+        smoothed = (1 - beta) * smoothed + stream.release(t, beta * problem.clipped_gradient(x, slice(None)))
+        x = x - alpha * smoothed
+        if (t + 1) % every == 0 or t + 1 == T:
+            history.append(problem.objective(x))
+    return SimpleNamespace(x=x, nonprivate_history=np.array(history), status="completed", success=True)
 
 
 # --- the sections: which runs, and what to print ------------------------------------------------
@@ -140,6 +185,8 @@ def sections(a) -> dict[str, list[Task]]:
                   + [Task(syn, "dp-onlinegdws", e, 0.1, 10, T, r) for e in (0.5, 1.0) for r in reps]
                   + [Task(syn, m, e, 0.1, _gauss_batch(m), T, r) for m in GAUSSIAN for e in (0.5, 1.0)
                      for r in reps])
+    s["smoothing"] = [Task(syn, m, 1.0, b, None, T, r) for m in ("dp-gdws", LITERAL) for b in SMOOTHING_BETAS
+                      for r in range(10)]
     return {k: v for k, v in s.items() if k in a.sections}
 
 
@@ -173,6 +220,27 @@ def report_beta(name, results, tasks, a):
         beats = verdict(1.0 in betas and smooth < row[betas.index(1.0)])
         print(f"{method:>14} {batch or 'n':>5} {eps:>4g} " + "".join(f"{v:>10.3g}" for v in row)
               + f"   {best:>9g}   {beats}")
+
+
+def report_smoothing(name, results, tasks, a):
+    """Issue 19: mean f - f* +- standard error over 10 reps per beta, ours and the literal Alg. 4."""
+    print(f"{'implementation':>28} " + "".join(f"{'beta = ' + format(b, 'g'):>18}" for b in SMOOTHING_BETAS)
+          + "   beats beta = 1?")
+    for method, label in (("dp-gdws", "dp.learning (public L)"), (LITERAL, "thesis Alg. 4 literal (data L)")):
+        cells = {}
+        for beta in SMOOTHING_BETAS:
+            gaps = np.array([results[t]["gap"] for t in tasks if t.method == method and t.beta == beta])
+            cells[beta] = (gaps.mean(), gaps.std(ddof=1) / np.sqrt(len(gaps)), len(gaps))
+        text = "".join(f"{m:>11.3g} +- {se:<5.2g}" for m, se, _ in cells.values())
+        said = []
+        for beta in (b for b in SMOOTHING_BETAS if b < 1):
+            gap = cells[1.0][0] - cells[beta][0]  # > 0: smoothing is better
+            tie = abs(gap) <= 2 * np.hypot(cells[1.0][1], cells[beta][1])
+            said.append(f"beta {beta:g}: " + ("tie (2 s.e.)" if tie else verdict(gap > 0)))
+        print(f"{label:>28} {text}   {'; '.join(said)} ({cells[1.0][2]} reps)")
+    print("why: beta (g + Lap(S T / eps)) is DP-GD's release times beta (post-processing: no less noise), and "
+          "the update is heavy ball with momentum 1 - beta, whose effective step grows like "
+          "sqrt((2 - beta) / beta) under (4.21)")
 
 
 def report_compare(name, results, tasks, a, ours):
@@ -250,13 +318,87 @@ def plot_section(name, results, tasks, out_dir):
 
 
 REPORTS = {
-    "beta": report_beta, "stochastic-beta": report_beta, "online": report_beta,
+    "beta": report_beta, "stochastic-beta": report_beta, "online": report_beta, "smoothing": report_smoothing,
     "mag": functools.partial(report_compare, ours=("dp-mag",)),
     "deterministic": functools.partial(report_compare, ours=OURS_DET),
     "smag": functools.partial(report_compare, ours=("dp-smag",)),
     "stochastic": functools.partial(report_compare, ours=OURS_STOCH),
     "real": functools.partial(report_compare, ours=OURS_STOCH),
 }
+
+
+# --- defaults against diffprivlib (not Dask: a few dozen fits of a few milliseconds) -----------------
+
+DIFFPRIVLIB_RUN = """
+import json, sys, warnings
+import numpy as np
+from diffprivlib.models import LogisticRegression
+warnings.simplefilter("ignore")
+X = np.load(sys.argv[1], allow_pickle=False); y = np.load(sys.argv[2], allow_pickle=False)
+scores = {eps: [LogisticRegression(epsilon=float(eps), data_norm=1.0, random_state=seed).fit(X, y).score(X, y)
+                for seed in range(int(sys.argv[4]))] for eps in sys.argv[3].split(",")}
+print(json.dumps(scores))
+"""
+
+
+def defaults_data(n_synthetic: int = 1000, d: int = 10):
+    """Return {name: (X, y in {0, 1})}: breast cancer standardized and a synthetic logistic set, rows scaled to norm <= 1."""
+    from sklearn.datasets import load_breast_cancer
+
+    raw = load_breast_cancer()
+    cancer = (raw.data - raw.data.mean(0)) / raw.data.std(0)
+    rng = np.random.default_rng(0)
+    w = 3.0 * rng.standard_normal(d)
+    synthetic = rng.standard_normal((n_synthetic, d)) / np.sqrt(d)
+    labels = (rng.random(n_synthetic) < 1 / (1 + np.exp(-synthetic @ w))).astype(int)
+    return {name: (X / np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None], y)
+            for name, X, y in (("breast cancer", cancer, raw.target), ("synthetic", synthetic, labels))}
+
+
+def diffprivlib_scores(python: str, X, y, epsilons, seeds: int):
+    """Return {epsilon: [training accuracy per seed]} of diffprivlib in its own interpreter, or None."""
+    import json
+    import subprocess
+    import tempfile
+
+    if not python or not os.path.exists(python):
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = [os.path.join(tmp, "X.npy"), os.path.join(tmp, "y.npy")]
+        np.save(paths[0], X, allow_pickle=False)
+        np.save(paths[1], y, allow_pickle=False)
+        done = subprocess.run([python, "-c", DIFFPRIVLIB_RUN, *paths, ",".join(map(str, epsilons)), str(seeds)],
+                              capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        print(f"diffprivlib failed in {python}: {done.stderr.strip().splitlines()[-1:]}")
+        return None
+    return {float(k): v for k, v in json.loads(done.stdout).items()}
+
+
+def report_defaults(a):
+    """Issue 19: PrivateLogisticRegression's defaults against diffprivlib, training accuracy, 10 seeds."""
+    import dp
+
+    epsilons, seeds = (0.5, 1.0, 4.0), 10
+    print("thesis: (none) issue 19's goal: defaults >= 0.88 at eps 1 on breast cancer, ahead of diffprivlib's "
+          "LogisticRegression(epsilon, data_norm=1) at eps 0.5, 1, 4 on breast cancer and a second set")
+    print(f"{'data':>14} {'n':>5} {'d':>3} {'eps':>4} {'our plan':>16} {'ours mean (min)':>16} "
+          f"{'diffprivlib mean (min)':>23} {'majority':>9}   ours ahead")
+    for name, (X, y) in defaults_data().items():
+        theirs = diffprivlib_scores(a.diffprivlib_python, X, y, epsilons, seeds)
+        majority = max(y.mean(), 1 - y.mean())
+        for eps in epsilons:
+            models = [dp.PrivateLogisticRegression(epsilon=eps, data_norm=1.0, classes=[0, 1], random_state=seed)
+                      .fit(X, y) for seed in range(seeds)]
+            ours = [m.score(X, y) for m in models]
+            plan = f"{models[0].results_[0].method} T={models[0].n_iter_}"
+            other = "not installed" if theirs is None else f"{np.mean(theirs[eps]):.3f} ({min(theirs[eps]):.3f})"
+            ahead = "n/a" if theirs is None else verdict(np.mean(ours) > np.mean(theirs[eps]))
+            print(f"{name:>14} {len(y):>5} {X.shape[1]:>3} {eps:>4g} {plan:>16} "
+                  f"{np.mean(ours):>9.3f} ({min(ours):.3f}) {other:>23} {majority:>9.3f}   {ahead}")
+    if a.diffprivlib_python and not os.path.exists(a.diffprivlib_python):
+        print(f"(diffprivlib: no interpreter at {a.diffprivlib_python}; make one with python3 -m venv /tmp/dplib-venv "
+              "&& /tmp/dplib-venv/bin/pip install 'scikit-learn<1.6' diffprivlib)")
 
 
 def parse_args():
@@ -270,7 +412,10 @@ def parse_args():
     ap.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 100, 1000], help="sample sizes m")
     ap.add_argument("--real-sizes", type=int, nargs="+", default=None,
                     help="sample sizes on the real data (default 100; --full: 1 10 100 1000 where < n)")
-    ap.add_argument("--sections", nargs="+", default=list(THESIS) + ["table"], choices=list(THESIS) + ["table"])
+    ap.add_argument("--sections", nargs="+", default=list(THESIS) + ["table", "defaults"],
+                    choices=list(THESIS) + ["table", "defaults"])
+    ap.add_argument("--diffprivlib-python", default="/tmp/dplib-venv/bin/python",
+                    help="a Python with diffprivlib (it needs scikit-learn < 1.6) for the defaults section")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--points", type=int, default=25, help="f evaluations per run (curve resolution)")
     ap.add_argument("--probe", type=int, default=12, help="runs timed serially and on Dask for the speed-up")
@@ -293,14 +438,24 @@ def warm_up(tasks, n, d):
 
 
 def main():
+    a = parse_args()
+    start = time.perf_counter()
+    work = sections(a)
+    if work:
+        run_thesis_sections(a, work)
+    if "defaults" in a.sections:
+        print(f"\n=== defaults === (load average {os.getloadavg()[0]:.1f})")
+        report_defaults(a)
+    print(f"\nwall time {time.perf_counter() - start:.0f} s; load average {os.getloadavg()[0]:.1f}")
+
+
+def run_thesis_sections(a, work):
+    """Run every task of the thesis sections on a LocalCluster and print each section's report."""
     from distributed import Client, LocalCluster
     from threadpoolctl import threadpool_limits
 
-    a = parse_args()
-    work = sections(a)
     every_task = list(dict.fromkeys(t for ts in work.values() for t in ts))
     probe = work.get("beta", every_task)[: a.probe]
-    start = time.perf_counter()
     cluster = LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                            dashboard_address="127.0.0.1:0")
     client = Client(cluster)
@@ -341,8 +496,7 @@ def main():
             os.makedirs(a.out, exist_ok=True)
             plot_section(name, results, tasks, a.out)
     diverged = sum(r["status"] != "completed" for r in results.values())
-    print(f"\n{diverged} of {len(results)} runs diverged (their f - f* counts as inf); "
-          f"wall time {time.perf_counter() - start:.0f} s; load average {os.getloadavg()[0]:.1f}")
+    print(f"\n{diverged} of {len(results)} runs diverged (their f - f* counts as inf)")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""`hamsi dp-learn`: accuracy, f - f* and the spend printed; a PNG plot; clear errors."""
+"""`hamsi dp-learn`: private coefficients and the spend; non-private diagnostics only when asked; clear errors."""
 
 import re
 
@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from hamsi.cli import main
+
+BOUNDS = ["--classes", "0,1", "--data-norm", "4"]
 
 
 @pytest.fixture
@@ -18,37 +20,56 @@ def csv_file(tmp_path):
     return path
 
 
-def test_dp_learn_prints_accuracy_gap_and_spend_and_plots(csv_file, tmp_path, capsys):
-    plot = tmp_path / "gap.png"
+def _coefficients(text):
+    return np.array(re.search(r"coefficients \(class 1 vs 0\): (.*)", text).group(1).split(), dtype=float)
+
+
+def test_dp_learn_prints_the_private_coefficients_and_spend_and_nothing_computed_on_the_data(csv_file, capsys):
     code = main(["dp-learn", str(csv_file), "--target", "label", "--method", "dp-sgdws", "--epsilon", "1",
-                 "--batch-size", "20", "--n-iter", "200", "--seed", "1", "--plot", str(plot)])
+                 "--batch-size", "20", "--n-iter", "200", "--seed", "1", *BOUNDS])
     assert code == 0
     text = capsys.readouterr().out
     assert "privacy spent: epsilon=1 delta=0" in text and "iterations: 200" in text
-    accuracy = float(re.search(r"training accuracy: ([0-9.]+)", text).group(1))
-    gap = float(re.search(r"f - f\*: ([0-9.e+-]+)", text).group(1))
-    assert 0 <= accuracy <= 1 and gap >= 0
-    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    # without noise the same method separates these (separable) classes
+    assert _coefficients(text).shape == (3,)
+    assert "accuracy" not in text and "f*" not in text and "NON-PRIVATE" not in text
+
+
+def test_dp_learn_nonprivate_diagnostics_are_labelled_and_plot(csv_file, tmp_path, capsys):
+    plot = tmp_path / "gap.png"
     assert main(["dp-learn", str(csv_file), "--target", "label", "--method", "dp-sgdws", "--epsilon", "inf",
-                 "--batch-size", "20", "--n-iter", "200", "--seed", "1"]) == 0
+                 "--batch-size", "20", "--n-iter", "200", "--seed", "1", *BOUNDS,
+                 "--nonprivate-diagnostics", "--plot", str(plot)]) == 0
     text = capsys.readouterr().out
-    assert float(re.search(r"training accuracy: ([0-9.]+)", text).group(1)) > 0.9
+    diagnostics = text[text.index("NON-PRIVATE diagnostics"):]
+    accuracy = float(re.search(r"training accuracy: ([0-9.]+)", diagnostics).group(1))
+    gap = float(re.search(r"f - f\*: ([0-9.e+-]+)", diagnostics).group(1))
+    assert accuracy > 0.9 and gap >= 0  # without noise the method separates these (separable) classes
     assert "privacy: none" in text
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_dp_learn_target_by_number_and_gaussian_spend(csv_file, capsys):
-    code = main(["dp-learn", str(csv_file), "--target", "4", "--method", "dp-gdws-gauss", "--epsilon", "1",
-                 "--delta", "1e-5", "--n-iter", "50", "--seed", "2"])
+def test_dp_learn_defaults_and_gaussian_spend(csv_file, capsys):
+    code = main(["dp-learn", str(csv_file), "--target", "4", "--epsilon", "1", "--delta", "1e-5", "--seed", "2",
+                 *BOUNDS])
     assert code == 0
-    assert "epsilon=1 delta=1e-05, rho=" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "method: dp-mag-gauss" in text and "epsilon=1 delta=1e-05, rho=" in text
+
+
+def test_dp_learn_warns_in_one_line_each_when_classes_and_data_norm_are_left_implicit(csv_file, capsys):
+    assert main(["dp-learn", str(csv_file), "--target", "label", "--epsilon", "1", "--seed", "3"]) == 0
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 2 and all(line.startswith("warning (PrivacyLeakWarning): ") for line in lines)
+    assert "--classes not given" in lines[0] and "data_norm" in lines[1]
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--target", "nope", "--epsilon", "1"], "--target 'nope' is neither a column name"),
-    (["--target", "a", "--epsilon", "1"], "exactly 2 distinct values"),
-    (["--target", "label", "--epsilon", "1", "--method", "dp-sgdws"], "needs a batch_size"),
-    (["--target", "label", "--epsilon", "-2"], "epsilon must be"),
+    (["--target", "nope", "--epsilon", "1", *BOUNDS], "--target 'nope' is neither a column name"),
+    (["--target", "a", "--epsilon", "1", *BOUNDS], "holds a value outside --classes 0,1"),
+    (["--target", "label", "--epsilon", "1", "--classes", "0"], "two distinct numbers"),
+    (["--target", "label", "--epsilon", "1", *BOUNDS, "--plot", "x.png"], "add --nonprivate-diagnostics"),
+    (["--target", "label", "--epsilon", "-2", *BOUNDS], "epsilon must be"),
+    (["--target", "label", "--epsilon", "1", "--classes", "0,1", "--data-norm", "0"], "data_norm must be"),
 ])
 def test_dp_learn_bad_input_is_one_clear_line(csv_file, capsys, argv, message):
     assert main(["dp-learn", str(csv_file), *argv]) == 2

@@ -8,7 +8,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import cross_val_score
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from sklearn.preprocessing import Normalizer, StandardScaler
 from sklearn.utils.estimator_checks import check_estimator
 
 import dp
@@ -30,7 +30,8 @@ def test_passes_sklearns_estimator_checks():
 def test_clone_and_cross_validation_share_one_accountant():
     X, y = blobs()
     budget = dp.PrivacyBudget(1.0)
-    model = dp.PrivateLogisticRegression(epsilon=0.2, n_iter=30, accountant=budget, random_state=0)
+    model = dp.PrivateLogisticRegression(epsilon=0.2, n_iter=30, accountant=budget, random_state=0, data_norm=5.0,
+                                         classes=[0, 1])
     assert clone(model).accountant is budget
     cross_val_score(model, X, y, cv=3)
     assert budget.spent[0] == pytest.approx(0.6)
@@ -41,32 +42,81 @@ def test_clone_and_cross_validation_share_one_accountant():
 def test_non_private_limit_matches_sklearn_in_a_pipeline():
     X, y = blobs(600)
     reg = 0.01
-    ours = make_pipeline(StandardScaler(), dp.PrivateLogisticRegression(
-        method="dp-nag", epsilon=math.inf, n_iter=400, reg=reg, clip=1e6)).fit(X, y)
-    sk = make_pipeline(StandardScaler(), LogisticRegression(C=1 / (2 * len(y) * reg), fit_intercept=False,
-                                                          tol=1e-12)).fit(X, y)
+    # rows scaled to norm 1 = data_norm, L1 clip 2 >= sqrt(d) |x_i|_2 >= |gradient_i|_1: nothing is clipped
+    ours = make_pipeline(StandardScaler(), Normalizer(), dp.PrivateLogisticRegression(
+        method="dp-nag", epsilon=math.inf, n_iter=400, reg=reg, data_norm=1.0, clip=2.0,  # L1 clip >= sqrt(4)
+        classes=[0, 1])).fit(X, y)
+    sk = make_pipeline(StandardScaler(), Normalizer(), LogisticRegression(
+        C=1 / (2 * len(y) * reg), fit_intercept=False, tol=1e-12)).fit(X, y)
     np.testing.assert_allclose(ours[-1].coef_, sk[-1].coef_, atol=1e-5)
     assert ours.score(X, y) == pytest.approx(sk.score(X, y))
     proba = ours.predict_proba(X)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
-    assert ours[-1].history_[-1] <= ours[-1].history_[0]
 
 
 def test_multiclass_is_one_vs_rest_at_epsilon_over_k():
     X, y = blobs(600, classes=3)
     budget = dp.PrivacyBudget(3.0)
-    model = dp.PrivateLogisticRegression(epsilon=1.5, n_iter=50, accountant=budget, random_state=0).fit(X, y)
+    model = dp.PrivateLogisticRegression(epsilon=1.5, n_iter=50, accountant=budget, random_state=0,
+                                         data_norm=5.0, classes=[0, 1, 2]).fit(X, y)
     assert model.coef_.shape == (3, 4)
     assert [c.epsilon for c in budget.ledger] == pytest.approx([0.5, 0.5, 0.5])
     assert model.privacy_spent_ == pytest.approx((1.5, 0.0))
-    exact = dp.PrivateLogisticRegression(method="dp-nag", epsilon=math.inf, n_iter=300).fit(X, y)
+    exact = dp.PrivateLogisticRegression(method="dp-nag", epsilon=math.inf, n_iter=300, data_norm=5.0,
+                                         classes=[0, 1, 2]).fit(X, y)
     assert model.score(X, y) > exact.score(X, y) - 0.1 > 0.5  # chance is 1/3
 
 
-def test_privacy_spent_and_history_after_a_private_fit():
+def test_privacy_spent_after_a_private_fit_and_no_nonprivate_history_by_default():
     X, y = blobs()
     model = dp.PrivateLogisticRegression(method="dp-sgdws-gauss", epsilon=1.0, delta=1e-5, batch_size=20,
-                                         n_iter=100, random_state=0).fit(X, y)
+                                         n_iter=100, random_state=0, data_norm=5.0, classes=[0, 1]).fit(X, y)
     assert model.privacy_spent_ == pytest.approx((1.0, 1e-5))
-    assert model.history_.shape == (101,) and model.n_iter_ == 100
+    assert model.n_iter_ == 100 and model.results_[0].nonprivate_history is None
+    assert not hasattr(model, "history_")
     assert model.score(X, y) > 0.7
+
+
+def test_public_classes_fix_the_shape_and_labels_outside_them_are_refused_without_naming_them():
+    X, y = blobs(300, classes=3)
+    two = y.copy()
+    two[two == 2] = 0  # labels 0, 1 only, but the public label set has 3: still 3 one-vs-rest fits
+    model = dp.PrivateLogisticRegression(epsilon=1.0, n_iter=5, data_norm=5.0, classes=[0, 1, 2],
+                                         random_state=0).fit(X, two)
+    assert model.coef_.shape == (3, 4) and list(model.classes_) == [0, 1, 2]
+    assert [r.privacy_spent.epsilon for r in model.results_] == pytest.approx([1 / 3] * 3)
+    odd = y.copy()
+    odd[0] = 7
+    with pytest.raises(ValueError, match=r"outside classes=\[0, 1, 2\]$") as info:
+        dp.PrivateLogisticRegression(n_iter=5, data_norm=5.0, classes=[0, 1, 2]).fit(X, odd)
+    assert "7" not in str(info.value)
+    with pytest.raises(ValueError, match="at least 2 distinct"):
+        dp.PrivateLogisticRegression(classes=[1]).fit(X, y)
+
+
+def test_missing_classes_and_data_norm_warn_from_the_arguments_alone():
+    X, y = blobs(200)
+    with pytest.warns(dp.PrivacyLeakWarning) as record:
+        dp.PrivateLogisticRegression(n_iter=5, random_state=0).fit(X, y)
+    messages = sorted(str(w.message) for w in record if issubclass(w.category, dp.PrivacyLeakWarning))
+    assert len(messages) == 2 and "classes was not given" in messages[0] and "data_norm" in messages[1]
+    with pytest.warns(dp.PrivacyLeakWarning) as other:  # other data, same words
+        dp.PrivateLogisticRegression(n_iter=5, random_state=0).fit(3 * X[:50], 1 - y[:50])
+    assert sorted(str(w.message) for w in other if issubclass(w.category, dp.PrivacyLeakWarning)) == messages
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dp.PrivacyLeakWarning)
+        dp.PrivateLogisticRegression(n_iter=5, data_norm=5.0, classes=[0, 1], random_state=0).fit(X, y)
+
+
+def test_defaults_beat_the_majority_class_on_a_small_data_set():
+    # breast cancer, standardized and rows scaled to norm <= 1, as the goal; epsilon 1, 5 seeds
+    from sklearn.datasets import load_breast_cancer
+
+    raw = load_breast_cancer()
+    X = (raw.data - raw.data.mean(0)) / raw.data.std(0)
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
+    majority = max(np.mean(raw.target), 1 - np.mean(raw.target))
+    scores = [dp.PrivateLogisticRegression(epsilon=1.0, data_norm=1.0, classes=[0, 1], random_state=seed)
+              .fit(X, raw.target).score(X, raw.target) for seed in range(5)]
+    assert majority < 0.63 and np.mean(scores) > 0.88 and min(scores) > majority

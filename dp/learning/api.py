@@ -11,13 +11,14 @@ import numpy as np
 from dp._random import as_random_bits
 from dp.budget import PrivacyBudget
 from dp.learning.accounting import PrivacyCost
+from dp.learning.defaults import default_batch_size, default_plan, default_reg, public_bounds
 from dp.learning.baselines import dp_gd, dp_hb, dp_nag, m_asg, m_asg_star
 from dp.learning.dpsgd import dp_sgd
 from dp.learning.gdws import dp_gdws
 from dp.learning.iterations import run_stages
 from dp.learning.mag import dp_mag
 from dp.learning.online import dp_online_gdws
-from dp.learning.problems import make_problem
+from dp.learning.problems import loss_problem, make_problem
 from dp.learning.settings import RunSettings
 from dp.learning.sgdws import dp_sgdws
 from dp.learning.smag import dp_smag
@@ -49,15 +50,17 @@ ALL_METHODS = {**METHODS, **GAUSSIAN_VARIANTS}
 class PrivateMinimizeResult:
     """The outcome of a private run (scipy.optimize.OptimizeResult habits)."""
 
-    x: np.ndarray  # the last iterate
-    history: np.ndarray  # f(x_t), t = 0..T (every history_every-th), without noise (for plots; not private)
+    x: np.ndarray  # the last iterate: the private output
     method: str
     n_iter: int
     privacy_spent: PrivacyCost
-    noise_scales: list[float]  # Laplace b / Gaussian sigma per stage, on the mean gradient
-    step_sizes: list[float]  # the first step of each stage
-    status: str  # "completed" or "diverged"
-    message: str
+    noise_scales: list[float]  # Laplace b / Gaussian sigma per stage, on the mean gradient (public)
+    step_sizes: list[float]  # the first step of each stage (public: from n, d, epsilon, T, clip, R, reg)
+    reg: float  # the L2 penalty lambda used (given, or default_reg of public numbers)
+    status: str  # "completed" or "diverged" (a non-finite iterate: public, from the releases)
+    message: str  # data-independent
+    # f(x_t) on the private data without noise, only when history_every is given: NOT private
+    nonprivate_history: np.ndarray | None = None
 
     @property
     def success(self) -> bool:
@@ -72,9 +75,7 @@ def _check_int(value, name: str, low: int = 1) -> int:
 
 def _batch_size(method: str, needs: str, batch_size, n: int) -> int:
     if batch_size is None:
-        if needs == "yes":
-            raise ValueError(f"method {method!r} needs a batch_size (the sample or bucket size)")
-        return n
+        return default_batch_size(n) if needs == "yes" else n
     if needs == "no":
         raise ValueError(f"method {method!r} uses full gradients; drop batch_size "
                          "(its stochastic version is the one with an 's')")
@@ -94,41 +95,56 @@ def _budget(accountant, epsilon: float, delta: float):
     return None if math.isinf(epsilon) else PrivacyBudget(epsilon, delta)
 
 
-def minimize_private(X, y, method: str = "dp-gdws", epsilon: float = 1.0, delta: float = 0.0,
-                     n_iter: int = 1000, beta: float = 0.1, batch_size: int | None = None,
-                     clip: float = 2.0, reg: float = 0.01, loss: str = "logistic", accountant=None,
-                     random_state=None, history_every: int = 1) -> PrivateMinimizeResult:
+def minimize_private(X, y, method: str | None = None, epsilon: float = 1.0, delta: float = 0.0,
+                     n_iter: int | None = None, beta: float = 0.1, batch_size: int | None = None,
+                     clip: float | None = None, data_norm: float | None = None, reg: float | None = None,
+                     loss: str = "logistic", accountant=None, random_state=None,
+                     history_every: int | None = None) -> PrivateMinimizeResult:
     """Return the result of `method` on min_x mean_i loss_i(x) + reg |x|^2, (epsilon, delta)-DP.
 
-    Neighbouring data sets differ in one record (replace-one). The whole run is charged to
-    `accountant` (a dp.PrivacyBudget, shared; a fresh one of (epsilon, delta) if None) before
-    any noise is drawn. epsilon = math.inf runs the method without noise (the non-private limit)
-    and charges nothing. `history` evaluates f on the private data and is for study, not release;
-    it holds f(x_t) for t = 0, k, 2k, ... and T with k = history_every.
+    Neighbouring data sets differ in one record (replace-one); n, d and every argument are public.
+    Rows are scaled to L2 norm <= data_norm (R) and per-record loss gradients clipped to `clip`
+    (default R); both bounds, not the data, set every step size, momentum, stage plan and noise
+    scale (dp.learning.problems). data_norm=None warns (dp.PrivacyLeakWarning) and takes R = 1.
+    method=None / n_iter=None / reg=None: chosen from (n, d, epsilon, delta, clip, R) by
+    dp.learning.defaults (default_plan, default_reg; the plan's T is for full gradients); the
+    stochastic methods default to batch_size = ceil(sqrt(n)) and n_iter = one pass, ceil(n / m).
+    The whole run is charged to `accountant` (a dp.PrivacyBudget, shared; a fresh one of
+    (epsilon, delta) if None) before any noise is drawn. epsilon = math.inf runs the method
+    without noise (the non-private limit) and charges nothing. history_every = k records f(x_t)
+    on the private data at t = 0, k, 2k, ... and T in `nonprivate_history`: a diagnostic for
+    study, NOT private; off by default.
     """
+    epsilon = math.inf if epsilon == math.inf else check_epsilon(epsilon)
+    delta = check_delta(delta)
+    clip, data_norm = public_bounds(clip, data_norm, stacklevel=3)
+    n_rows, n_features = np.shape(X) if np.ndim(X) == 2 else (0, 0)
+    reg = default_reg(n_rows, n_features, epsilon) if reg is None else reg
+    plan = default_plan(n_rows, n_features, epsilon, delta, clip, data_norm, reg, loss_problem(loss).curvature)
+    method = plan.method if method is None else method
     if method not in ALL_METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {sorted(ALL_METHODS)}")
     builder, noise, needs = ALL_METHODS[method]
-    epsilon = math.inf if epsilon == math.inf else check_epsilon(epsilon)
-    delta = check_delta(delta)
-    n_iter = _check_int(n_iter, "n_iter")
     if not (isinstance(beta, numbers.Real) and 0 < beta <= 1):
         raise ValueError(f"beta must lie in (0, 1], got {beta!r}")
-    check_positive(clip, "clip")
-    problem = make_problem(loss, X, y, reg, clip, clip_norm=1 if noise == "laplace" else 2)
+    problem = make_problem(loss, X, y, reg, clip, clip_norm=1 if noise == "laplace" else 2, data_norm=data_norm)
+    batch_size = _batch_size(method, needs, batch_size, problem.n)
+    if n_iter is None:  # full gradients: the plan's T; samples: one pass over the data, ceil(n / m)
+        n_iter = plan.n_iter if batch_size == problem.n else math.ceil(problem.n / batch_size)
+    n_iter = _check_int(n_iter, "n_iter")
     bits = as_random_bits(random_state)
     settings = RunSettings(
         problem=problem, epsilon=epsilon, delta=delta, n_iter=n_iter, beta=float(beta),
-        batch_size=_batch_size(method, needs, batch_size, problem.n), noise=noise, bits=bits,
+        batch_size=batch_size, noise=noise, bits=bits,
         rng=np.random.default_rng(int(bits.words(1)[0])), budget=_budget(accountant, epsilon, delta),
         method=method,
     )
     stages, batches, cost = builder(settings)
-    trajectory = run_stages(problem, stages, batches, np.zeros(problem.d),
-                            _check_int(history_every, "history_every"))
+    every = None if history_every is None else _check_int(history_every, "history_every")
+    trajectory = run_stages(problem, stages, batches, np.zeros(problem.d), every)
     return PrivateMinimizeResult(
-        x=trajectory.x, history=trajectory.history, method=method,
-        n_iter=trajectory.n_iter, privacy_spent=cost,
+        x=trajectory.x, method=method, n_iter=trajectory.n_iter, privacy_spent=cost,
         noise_scales=[s.stream.noise_scale for s in stages], step_sizes=[float(s.steps[0]) for s in stages],
-        status=trajectory.status, message=trajectory.message,
+        reg=problem.reg, status=trajectory.status, message=trajectory.message,
+        nonprivate_history=trajectory.nonprivate_history,
     )

@@ -7,7 +7,7 @@ M-ASG*: M-ASG whose first stage length uses the noise variance and the initial g
 al.'s variant does: n_1 = ceil(sqrt(kappa) log(Delta L / (sigma^2 sqrt(kappa)))), which balances the
 two terms of (4.39); Delta = f(0) - f* is bounded publicly (log 2 for logistic regression).
 With a batch size they are the stochastic versions (SGD, SHB, SNAG, stocMASG, stocMASG*), the
-noise amplified by sampling as for DP-SGDwS.
+noise amplified by sampling as for DP-SGDwS. L is everywhere the public bound curvature R^2 + 2 reg.
 """
 
 from __future__ import annotations
@@ -42,19 +42,19 @@ def dp_hb(settings: RunSettings):
     """Return the run of DP-HB (4.5) with the thesis' classical parameters."""
     kappa = condition_number(settings)
     momentum = nesterov_momentum(kappa) ** 2
-    return _uniform_noise_stages(settings, [settings.n_iter], [1.0 / settings.problem.lipschitz()],
+    return _uniform_noise_stages(settings, [settings.n_iter], [1.0 / settings.problem.smoothness_bound()],
                                  [momentum], False)
 
 
 def dp_nag(settings: RunSettings):
     """Return the run of DP-NAG (4.6) with the thesis' classical parameters."""
     kappa = condition_number(settings)
-    return _uniform_noise_stages(settings, [settings.n_iter], [1.0 / settings.problem.lipschitz()],
+    return _uniform_noise_stages(settings, [settings.n_iter], [1.0 / settings.problem.smoothness_bound()],
                                  [nesterov_momentum(kappa)], True)
 
 
 def _masg(settings: RunSettings, first: int | None):
-    lipschitz, mu = settings.problem.lipschitz(), settings.problem.strong_convexity()
+    lipschitz, mu = settings.problem.smoothness_bound(), settings.problem.strong_convexity()
     lengths = stage_lengths(lipschitz / mu, settings.n_iter, first=first)
     steps = [1.0 / lipschitz] + [1.0 / (2 ** (2 * k) * lipschitz) for k in range(2, len(lengths) + 1)]
     momenta = [(1 - math.sqrt(mu * a)) / (1 + math.sqrt(mu * a)) for a in steps]
@@ -72,6 +72,6 @@ def m_asg_star(settings: RunSettings):
     levels, _ = calibrate(settings, [ReleaseGroup(settings.n_iter, 1.0)])
     d = settings.problem.d
     sigma2 = d * (noise_variance(settings, levels[0], 1.0) + settings.sampling_variance())
-    ratio = settings.problem.initial_gap_bound() * settings.problem.lipschitz() / (sigma2 * math.sqrt(kappa))
+    ratio = settings.problem.initial_gap_bound() * settings.problem.smoothness_bound() / (sigma2 * math.sqrt(kappa))
     first = math.ceil(math.sqrt(kappa) * math.log(max(ratio, math.e))) if sigma2 > 0 else settings.n_iter
     return _masg(settings, first=first)

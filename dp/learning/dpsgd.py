@@ -33,5 +33,5 @@ def dp_sgd(settings: RunSettings):
         charge(settings.budget, cost, f"{settings.method}: {T} noisy gradient releases ({cost.accounting})")
         # add/remove-one sensitivity of the sum of clipped gradients is C; the release is sum / (q n)
         stream = gaussian_stream(problem.clip / batches.divisor, z, problem.d, T, settings.bits)
-    stage = Stage(np.full(T, 1.0 / problem.lipschitz()), 0.0, False, 1.0, stream)
+    stage = Stage(np.full(T, 1.0 / problem.smoothness_bound()), 0.0, False, 1.0, stream)
     return [stage], batches, cost

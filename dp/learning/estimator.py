@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from scipy.special import expit
@@ -13,22 +14,28 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from dp._random import as_random_bits
 from dp.budget import PrivacyBudget
 from dp.learning.api import minimize_private
-from dp.validation import check_delta, check_epsilon
+from dp.learning.defaults import public_bounds
+from dp.validation import PrivacyLeakWarning, check_delta, check_epsilon
 
 
 class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
     """L2-regularized logistic regression trained by a private gradient method (thesis ch. 4).
 
+    `classes` is the public label set (as diffprivlib's): classes_, the shape of coef_, the number
+    of one-vs-rest runs and every per-class epsilon come from it alone, and a label outside it is
+    refused. classes=None takes the labels from the data, which is not private (one record with a
+    new label changes all of the above): it warns with dp.PrivacyLeakWarning, as diffprivlib does.
     Two classes: one private run. K > 2 classes: one-vs-rest, K runs at (epsilon/K, delta/K) each,
     so the fit is (epsilon, delta)-DP by sequential composition (the thesis treats MNIST as one
     class vs the rest). No intercept (as the thesis' model): add a constant column if you need one.
-    `accountant` is a dp.PrivacyBudget shared across clones and refits (each fit charges it); None
-    gives every fit a fresh budget of (epsilon, delta). `history_` is f at each iterate of the
-    (first) run, computed on the training data without noise: for plots and f - f*, not release.
+    data_norm (R), clip, method=None, n_iter=None and reg=None as in dp.minimize_private (defaults
+    chosen from n, d, epsilon and delta by dp.learning.defaults; K > 2 classes: at epsilon / K). `accountant` is a dp.PrivacyBudget
+    shared across clones and refits (each fit charges it); None gives every fit a fresh budget of
+    (epsilon, delta). Fitted: coef_, classes_, privacy_spent_, n_iter_, results_ (per class).
     """
 
-    def __init__(self, method="dp-gdws", epsilon=1.0, delta=None, beta=0.1, n_iter=1000,
-                 batch_size=None, clip=2.0, reg=0.01, accountant=None, random_state=None):
+    def __init__(self, method=None, epsilon=1.0, delta=None, beta=0.1, n_iter=None, batch_size=None,
+                 clip=None, data_norm=None, reg=None, classes=None, accountant=None, random_state=None):
         self.method = method
         self.epsilon = epsilon
         self.delta = delta
@@ -36,20 +43,45 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         self.n_iter = n_iter
         self.batch_size = batch_size
         self.clip = clip
+        self.data_norm = data_norm
         self.reg = reg
+        self.classes = classes
         self.accountant = accountant
         self.random_state = random_state
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # noise at epsilon / K per class is meant to cost accuracy: sklearn's 0.83 training bar does not apply
+        tags.classifier_tags.poor_score = True
+        return tags
+
+    def _public_classes(self, y) -> np.ndarray:
+        """Return the label set: `classes` (labels outside it refused) or, with a warning, y's own."""
+        if self.classes is None:
+            warnings.warn("classes was not given: the label set is taken from the training labels, which "
+                          "is not private; pass classes=[...] (the labels known without looking at the data)",
+                          PrivacyLeakWarning, stacklevel=3)
+            classes = np.unique(y)
+            if len(classes) < 2:
+                raise ValueError(f"need samples of at least 2 classes; got {len(classes)} class")
+            return classes
+        classes = np.unique(np.asarray(self.classes))
+        if len(classes) < 2 or len(classes) != len(self.classes):
+            raise ValueError(f"classes must list at least 2 distinct labels, got {self.classes!r}")
+        if not np.all(np.isin(y, classes)):
+            # names the public classes only: which record or label is outside would be a release
+            raise ValueError(f"y holds a label outside classes={classes.tolist()!r}")
+        return classes
+
     def fit(self, X, y):
-        """Fit on (X, y); sets coef_, classes_, history_, privacy_spent_, n_iter_ and returns self."""
+        """Fit on (X, y); sets coef_, classes_, privacy_spent_, n_iter_, results_ and returns self."""
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
-        self.classes_ = np.unique(y)
-        if len(self.classes_) < 2:
-            raise ValueError(f"need samples of at least 2 classes; got {len(self.classes_)} class")
+        self.classes_ = self._public_classes(y)
         targets = self.classes_[1:] if len(self.classes_) == 2 else self.classes_
         epsilon = self.epsilon if self.epsilon == math.inf else check_epsilon(self.epsilon)
         delta = 0.0 if self.delta is None else check_delta(self.delta)
+        clip, data_norm = public_bounds(self.clip, self.data_norm, stacklevel=3)
         budget = self.accountant
         if budget is None and epsilon != math.inf:
             budget = PrivacyBudget(epsilon, delta)
@@ -58,13 +90,13 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             minimize_private(
                 X, np.where(y == target, 1.0, -1.0), method=self.method, epsilon=epsilon / len(targets),
                 delta=delta / len(targets), n_iter=self.n_iter, beta=self.beta, batch_size=self.batch_size,
-                clip=self.clip, reg=self.reg, loss="logistic", accountant=budget, random_state=bits,
+                clip=clip, data_norm=data_norm, reg=self.reg, loss="logistic", accountant=budget,
+                random_state=bits,
             )
             for target in targets
         ]
         self.coef_ = np.vstack([r.x for r in results])
         self.intercept_ = np.zeros(len(targets))
-        self.history_ = results[0].history
         self.n_iter_ = results[0].n_iter
         self.privacy_spent_ = (sum(r.privacy_spent.epsilon for r in results),
                                sum(r.privacy_spent.delta for r in results))

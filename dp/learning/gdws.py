@@ -17,12 +17,13 @@ def smoothed_step_size(settings: RunSettings, noise_var: float, n_iter: int) -> 
     alpha = ([sampling variance + Var(eta) / beta^2] beta / (2 - beta))^(-1/2) * 0.25 / sqrt(T + 1),
     per coordinate, where Var(eta) = 2 sigma_t^2 for the Laplace noise of (4.17)/(4.52). Capped at
     1 / (beta L), the stability limit of the equivalent heavy ball (alpha beta <= 1/L), which only
-    binds when there is almost no noise (large epsilon).
+    binds when there is almost no noise (large epsilon). L is the public bound curvature R^2 + 2 reg
+    (RegularizedProblem.smoothness_bound), never a value computed from the private rows.
     """
     beta = settings.beta
     spread = (settings.sampling_variance() + noise_var / beta**2) * beta / (2 - beta)
     alpha = 0.25 / (math.sqrt(spread) * math.sqrt(n_iter + 1))
-    return min(alpha, 1.0 / (beta * settings.problem.lipschitz()))
+    return min(alpha, 1.0 / (beta * settings.problem.smoothness_bound()))
 
 
 def smoothed_descent(settings: RunSettings, n_iter: int, disjoint: bool = False) -> tuple[list[Stage], PrivacyCost]:

@@ -35,42 +35,60 @@ class Stage:
 
 @dataclass
 class Trajectory:
-    """The iterates' objective values and how the loop ended."""
+    """The last iterate, how the loop ended and, when asked for, f along the way."""
 
     x: np.ndarray
-    history: np.ndarray  # f(x_t) at t = 0, k, 2k, ... and T, evaluated without noise
     n_iter: int  # iterations run
     status: str  # "completed" or "diverged"
     message: str
+    # f(x_t) at t = 0, k, 2k, ... and T on the private data without noise: NOT private; None unless asked
+    nonprivate_history: np.ndarray | None = None
+
+
+def check_exact_range(stages: list[Stage], clip: float, batches) -> None:
+    """Refuse, before any release, a run whose releases could leave the exact grid range.
+
+    Each release is w * (sum of at most n clipped loss gradients) / divisor, every coordinate at most
+    w * clip (n / divisor for a fixed divisor, as DP-SGD's q n) whatever the data: checked on that
+    public bound and the pre-drawn noise, the loop can never stop on a private value (a
+    data-dependent stop would itself be a release).
+    """
+    reach = 1.0 if batches.divisor is None else batches.n / batches.divisor
+    for stage in stages:
+        if not stage.stream.fits_exactly(stage.gradient_weight * clip * reach):
+            raise ValueError("epsilon is too large for an exact release at this n and n_iter "
+                             "(the noise is below the float64 grid); use epsilon=math.inf for the non-private run")
 
 
 def run_stages(problem: RegularizedProblem, stages: list[Stage], batches, x0: np.ndarray,
-               history_every: int = 1) -> Trajectory:
+               history_every: int | None = None) -> Trajectory:
     """Return the trajectory of the momentum loop over `stages`, reading records from `batches`.
 
-    f is recorded every `history_every` iterations and at the last one (benchmarks thin it out:
-    evaluating f on all records can cost more than a stochastic step).
+    Only the clipped mean loss gradient goes through the noise; the regularizer's 2 reg y is public
+    (y is computed from earlier releases) and is added after. The loop stops early only on a
+    non-finite iterate, a function of the releases alone. With `history_every` = k, f is also
+    evaluated on the private data every k iterations and at the last one: a non-private diagnostic.
     """
+    check_exact_range(stages, problem.clip, batches)
     total = sum(stage.n_iter for stage in stages)
     x = np.array(x0, dtype=np.float64)
-    history = [problem.objective(x)]
+    history = None if history_every is None else [problem.objective(x)]
     t_global = 0
     for k, stage in enumerate(stages):
         x_prev = x.copy()  # restart: x_0^k = x_1^k (Alg. 5 line 6)
         for t in range(stage.n_iter):
             velocity = stage.momentum * (x - x_prev)
             y = x + velocity if stage.extrapolate else x
-            gradient = problem.clipped_gradient(y, batches.rows(t_global), batches.divisor)
-            try:
-                noisy = stage.stream.release(t, stage.gradient_weight * gradient)
-            except ValueError as exc:  # the gradient outgrew the exact grid: the run blew up
-                return Trajectory(x, np.array(history), t_global, "diverged",
-                                  f"diverged at iteration {t_global + 1} (stage {k + 1}): {exc}")
+            loss_gradient = problem.clipped_loss_gradient(y, batches.rows(t_global), batches.divisor)
+            noisy = stage.stream.release(t, stage.gradient_weight * loss_gradient)
+            noisy = noisy + stage.gradient_weight * problem.regularizer_gradient(y)
             x_prev, x = x, x + velocity - stage.steps[t] * noisy
             t_global += 1
-            if t_global % history_every == 0 or t_global == total:
+            if history is not None and (t_global % history_every == 0 or t_global == total):
                 history.append(problem.objective(x))
-            if not (np.isfinite(history[-1]) and np.all(np.isfinite(x))):
-                return Trajectory(x_prev, np.array(history), t_global, "diverged",
-                                  f"diverged at iteration {t_global} (stage {k + 1}): f is not finite")
-    return Trajectory(x, np.array(history), t_global, "completed", f"completed {t_global} iterations")
+            if not np.all(np.isfinite(x)):
+                return Trajectory(x_prev, t_global, "diverged",
+                                  f"diverged at iteration {t_global} (stage {k + 1}): the iterate is not finite",
+                                  None if history is None else np.array(history))
+    return Trajectory(x, t_global, "completed", f"completed {t_global} iterations",
+                      None if history is None else np.array(history))

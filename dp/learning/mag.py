@@ -22,15 +22,21 @@ from dp.learning.settings import RunSettings, make_streams
 
 
 def condition_number(settings: RunSettings) -> float:
-    """Return kappa = L / mu of the problem."""
-    return settings.problem.lipschitz() / settings.problem.strong_convexity()
+    """Return kappa = L / mu from the public bound L = curvature R^2 + 2 reg and mu = 2 reg."""
+    return settings.problem.smoothness_bound() / settings.problem.strong_convexity()
+
+
+def first_stage_length(kappa: float) -> int:
+    """Return n_1 = ceil(2 sqrt(kappa) log sqrt(kappa)) of (4.38) (1 when kappa <= 1)."""
+    root = math.sqrt(kappa)
+    return max(1, math.ceil(2 * root * math.log(root))) if kappa > 1 else 1
 
 
 def stage_lengths(kappa: float, n_iter: int, first: int | None = None, p: int = 1) -> list[int]:
     """Return the stage lengths n_1..n_K of (4.38), the last one cut so that they sum to n_iter."""
     root = math.sqrt(kappa)
     if first is None:
-        first = math.ceil(2 * root * math.log(root)) if kappa > 1 else 1
+        first = first_stage_length(kappa)
     lengths = [min(max(first, 1), n_iter)]
     k = 2
     while sum(lengths) < n_iter:
@@ -47,7 +53,7 @@ def nesterov_momentum(kappa: float) -> float:
 
 def mag_step(settings: RunSettings, k: int, noise_var: float, momentum: float) -> float:
     """Return the stage-k step of (4.43) (full gradients) / (4.59) (samples), capped at 1/L."""
-    lipschitz = settings.problem.lipschitz()
+    lipschitz = settings.problem.smoothness_bound()
     spread = (settings.sampling_variance() + noise_var) / (1 - momentum**2)
     alpha = 1.0 / (2 ** (2 * (k + 1)) * 2 * lipschitz * math.sqrt(spread))
     return min(alpha, 1.0 / lipschitz)

@@ -34,6 +34,18 @@ class NoiseStream:
             return values
         return _from_grid(_to_grid(values, self.granularity), self.draws[t], self.granularity)
 
+    def fits_exactly(self, value_bound: float) -> bool:
+        """Return whether every release of values bounded by `value_bound` stays on the exact grid,
+        asking dp.mechanisms' own range checks with the public bound and the largest noise draw."""
+        if self.draws is None:
+            return True
+        try:
+            _from_grid(_to_grid(np.array([value_bound]), self.granularity),
+                       np.array([np.abs(self.draws).max()]), self.granularity)
+        except ValueError:
+            return False
+        return True
+
     @property
     def variance(self) -> float:
         """Return the per-coordinate noise variance (2 b^2 for Laplace, sigma^2 for Gaussian)."""

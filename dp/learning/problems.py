@@ -7,17 +7,26 @@ section 4.4, after Abadi et al.); the regularizer's gradient 2 reg x is the same
 and carries no information about the data. Replacing one record of a batch of m moves the clipped
 mean gradient by at most 2 clip / m in the clipping norm: that is the sensitivity S / m with
 S = 2 clip (thesis (4.61): S1 = 2 sup |z|_1, S2 = 2 sup |z|_2, here after clipping).
+
+Every row is also scaled to L2 norm <= `data_norm` = R, a public radius (as diffprivlib's
+`data_norm`). The step rules need the smoothness constant L of f; lambda_max of the private X'X/n
+would be a release, so they use the public bound of `smoothness_bound` instead: the Hessian is
+X' W X / n + 2 reg I with 0 <= W_ii <= curvature, and lambda_max(X'X/n) <= max_i |x_i|^2 <= R^2
+(the operator norm of a mean of rank-one x_i x_i' is at most the mean of their norms), so
+L <= curvature R^2 + 2 reg.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 from scipy import optimize
 from scipy.special import expit
 
+from dp.covariance import clip_rows
 from dp.validation import DataError, check_positive
 
 
@@ -30,11 +39,15 @@ class RegularizedProblem:
     reg: float
     clip: float
     clip_norm: int = 2  # 1 for the Laplace methods (L1 sensitivity), 2 for the Gaussian ones
-    curvature: float = field(init=False, default=1.0)  # sup of the loss' second derivative
+    data_norm: float = 1.0  # public radius R: every row is scaled to L2 norm <= R
+    curvature: ClassVar[float] = 1.0  # sup of the loss' second derivative along the margin
     _row_norms: np.ndarray | None = field(init=False, default=None, repr=False)
 
     def __post_init__(self):
         check_positive(self.clip, "clip")
+        check_positive(self.data_norm, "data_norm")
+        # scaled rows change the data; how many were scaled is private and is not kept
+        self.X = clip_rows(self.X, self.data_norm)[0]
         if not (self.reg > 0 and math.isfinite(self.reg)):
             raise ValueError(f"reg must be a finite number > 0 (strong convexity), got {self.reg!r}")
         if self.clip_norm not in (1, 2):
@@ -67,7 +80,7 @@ class RegularizedProblem:
 
     def gradient(self, x: np.ndarray) -> np.ndarray:
         """Return the exact (unclipped) gradient of f."""
-        return self.X.T @ self.loss_slopes(x, slice(None)) / self.n + 2 * self.reg * x
+        return self.X.T @ self.loss_slopes(x, slice(None)) / self.n + self.regularizer_gradient(x)
 
     def hessian(self, x: np.ndarray) -> np.ndarray:
         """Return the Hessian of f."""
@@ -87,12 +100,20 @@ class RegularizedProblem:
         slopes = self.loss_slopes(x, rows)
         return self.X[rows] * (slopes * self._clip_factors(slopes, rows))[:, None]
 
-    def clipped_gradient(self, x: np.ndarray, rows, divisor: float | None = None) -> np.ndarray:
-        """Return sum of clipped loss gradients over `rows` / divisor + 2 reg x (default divisor: |rows|)."""
+    def clipped_loss_gradient(self, x: np.ndarray, rows, divisor: float | None = None) -> np.ndarray:
+        """Return the sum of clipped loss gradients over `rows` / divisor (default divisor: |rows|)."""
         slopes = self.loss_slopes(x, rows)
         weights = slopes * self._clip_factors(slopes, rows)
         count = weights.shape[0] if divisor is None else divisor
-        return self.X[rows].T @ weights / count + 2 * self.reg * x
+        return self.X[rows].T @ weights / count
+
+    def regularizer_gradient(self, x: np.ndarray) -> np.ndarray:
+        """Return 2 reg x, the same for every record: it carries nothing about the data."""
+        return 2 * self.reg * x
+
+    def clipped_gradient(self, x: np.ndarray, rows, divisor: float | None = None) -> np.ndarray:
+        """Return the clipped mean loss gradient over `rows` plus 2 reg x."""
+        return self.clipped_loss_gradient(x, rows, divisor) + self.regularizer_gradient(x)
 
     def sensitivity(self, norm: int, batch_size: float) -> float:
         """Return the replace-one sensitivity, in the given norm, of the clipped mean over a batch."""
@@ -102,13 +123,9 @@ class RegularizedProblem:
         return per_record / batch_size
 
     # --- public constants the step rules use -------------------------------------------------
-    def lipschitz(self) -> float:
-        """Return L, the smoothness constant of f: curvature * lambda_max(X^T X / n) + 2 reg.
-
-        Computed from the data and treated as public, as the thesis' step rules do.
-        """
-        top = np.linalg.eigvalsh(self.X.T @ self.X / self.n)[-1]
-        return float(self.curvature * top + 2 * self.reg)
+    def smoothness_bound(self) -> float:
+        """Return the public bound L = curvature R^2 + 2 reg on the smoothness of f (module docstring)."""
+        return float(self.curvature * self.data_norm**2 + 2 * self.reg)
 
     def strong_convexity(self) -> float:
         """Return mu = 2 reg, a data-independent lower bound on the curvature of f."""
@@ -134,11 +151,12 @@ class RegularizedProblem:
 class LogisticProblem(RegularizedProblem):
     """L2-regularized logistic regression, labels z in {-1, +1} (thesis (4.60))."""
 
+    curvature: ClassVar[float] = 0.25  # sigma'(m) = p (1 - p) <= 1/4
+
     def __post_init__(self):
         super().__post_init__()
         if not np.all(np.isin(self.y, (-1.0, 1.0))):
             raise DataError("logistic regression needs labels in {-1, +1}")
-        self.curvature = 0.25
 
     def losses(self, x):
         return np.logaddexp(0.0, -self.y * (self.X @ x))
@@ -180,14 +198,21 @@ class LeastSquaresProblem(RegularizedProblem):
 PROBLEMS = {"logistic": LogisticProblem, "least-squares": LeastSquaresProblem}
 
 
-def make_problem(loss: str, X, y, reg: float, clip: float, clip_norm: int) -> RegularizedProblem:
-    """Return the problem for `loss` ('logistic' or 'least-squares') on float64 copies of X, y."""
+def loss_problem(loss: str) -> type[RegularizedProblem]:
+    """Return the problem class of `loss` ('logistic' or 'least-squares')."""
     if loss not in PROBLEMS:
         raise ValueError(f"loss must be one of {sorted(PROBLEMS)}, got {loss!r}")
+    return PROBLEMS[loss]
+
+
+def make_problem(loss: str, X, y, reg: float, clip: float, clip_norm: int, data_norm: float) -> RegularizedProblem:
+    """Return the problem for `loss` ('logistic' or 'least-squares') on float64 copies of X, y,
+    the rows of X scaled to L2 norm <= data_norm."""
+    problem_type = loss_problem(loss)
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64).ravel()
     if X.ndim != 2 or y.shape[0] != X.shape[0]:
         raise DataError(f"X must be 2-D with one target per row, got X {X.shape} and y {y.shape}")
     if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
         raise DataError("X and y must be finite")
-    return PROBLEMS[loss](X, y, float(reg), float(clip), clip_norm)
+    return problem_type(X, y, float(reg), float(clip), clip_norm, float(data_norm))

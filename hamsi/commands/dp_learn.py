@@ -15,29 +15,67 @@ def register(subparsers) -> None:
         help="differentially private logistic regression (DP-GDwS, DP-MAG, DP-SGDwS, ...)",
         description=(
             "Fit L2-regularized logistic regression on DATA.csv (numeric columns, header row "
-            "optional) with a private gradient method; the --target column must hold two distinct "
-            "values. Per-record gradients are clipped to --clip; the run is epsilon-DP (Laplace "
-            "methods) or (epsilon, delta)-DP (the -gauss variants and dp-sgd) for replace-one "
-            "neighbours. Prints the training accuracy, f - f* (f* from a non-private solve to 1e-10) "
-            "and the privacy spent."
+            "optional) with a private gradient method and print the private coefficients and the "
+            "privacy spent. Rows are scaled to L2 norm <= --data-norm and per-record gradients "
+            "clipped to --clip; the run is epsilon-DP (Laplace methods) or (epsilon, delta)-DP (the "
+            "-gauss variants and dp-sgd) for replace-one neighbours, --classes public. "
+            "--nonprivate-diagnostics adds training accuracy and f - f* computed on the data "
+            "without noise (NOT private: for study, not for publication)."
         ),
     )
     p.add_argument("data", metavar="DATA.csv", help="numeric CSV, one record per row")
     p.add_argument("--target", required=True, help="label column: its header name or 1-based number")
-    p.add_argument("--method", default="dp-gdws",
-                   help="dp-gdws (default), dp-mag, dp-sgdws, dp-onlinegdws, dp-smag, their -gauss variants, "
+    p.add_argument("--classes", default=None, metavar="NEG,POS",
+                   help="the two label values, public (without it they are read from the data, with a warning)")
+    p.add_argument("--method", default=None,
+                   help="default: chosen from n, d, epsilon, delta (dp-mag, or dp-mag-gauss with --delta); "
+                        "dp-gdws, dp-mag, dp-sgdws, dp-onlinegdws, dp-smag, their -gauss variants, "
                         "dp-gd, dp-hb, dp-nag, m-asg, m-asg*, dp-sgd")
     p.add_argument("--epsilon", type=float, required=True, help="privacy budget epsilon (> 0; 'inf' = no noise)")
     p.add_argument("--delta", type=float, default=0.0, help="privacy delta (> 0 for the Gaussian methods)")
-    p.add_argument("--n-iter", type=int, default=1000, help="iterations T (default 1000)")
+    p.add_argument("--n-iter", type=int, default=None, help="iterations T (default: chosen from n, d, epsilon)")
     p.add_argument("--beta", type=float, default=0.1, help="smoothing weight in (0, 1] (default 0.1)")
-    p.add_argument("--batch-size", type=int, default=None, help="sample / bucket size of the stochastic methods")
-    p.add_argument("--clip", type=float, default=2.0, help="per-record gradient norm bound C (default 2)")
-    p.add_argument("--reg", type=float, default=0.01, help="L2 penalty lambda (default 0.01)")
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="sample / bucket size of the stochastic methods (default ceil(sqrt(n)))")
+    p.add_argument("--data-norm", type=float, default=None,
+                   help="public bound R on a row's L2 norm; rows are scaled to it (default 1, with a warning)")
+    p.add_argument("--clip", type=float, default=None, help="per-record gradient norm bound C (default R)")
+    p.add_argument("--reg", type=float, default=None,
+                   help="L2 penalty lambda (default sqrt(d) / (n epsilon) within [3e-3, 1e-2])")
     p.add_argument("--seed", type=int, default=None,
                    help="seed the noise (reproducible, NOT secure); default: os.urandom")
-    p.add_argument("--plot", default=None, metavar="gap.png", help="draw f - f* per iteration")
+    p.add_argument("--nonprivate-diagnostics", action="store_true",
+                   help="also print training accuracy and f - f* on the private data (NOT private)")
+    p.add_argument("--plot", default=None, metavar="gap.png",
+                   help="draw f - f* per iteration (NOT private; needs --nonprivate-diagnostics)")
     p.set_defaults(run=run)
+
+
+def _labels(labels, classes_arg: str | None, path: str):
+    """Return (y in {-1, +1}, (negative, positive)): from --classes (public) or, with a warning, the data."""
+    import warnings
+
+    import numpy as np
+
+    from dp import PrivacyLeakWarning
+
+    if classes_arg is None:
+        warnings.warn("--classes not given: the two label values are read from the data, which is not "
+                      "private; pass --classes NEG,POS", PrivacyLeakWarning, stacklevel=2)
+        classes = np.unique(labels)
+        if len(classes) != 2:
+            raise InputError(f"{path}: --target column must hold exactly 2 distinct values, got {len(classes)}")
+    else:
+        try:
+            classes = np.array([float(v) for v in classes_arg.split(",")])
+        except ValueError:
+            raise InputError(f"--classes {classes_arg!r}: give two numbers, NEG,POS") from None
+        if len(classes) != 2 or classes[0] == classes[1]:
+            raise InputError(f"--classes {classes_arg!r}: give two distinct numbers, NEG,POS")
+        if not np.all(np.isin(labels, classes)):
+            # names the public classes only: which row holds another value would be a release
+            raise InputError(f"{path}: the --target column holds a value outside --classes {classes_arg}")
+    return np.where(labels == classes[1], 1.0, -1.0), (classes[0], classes[1])
 
 
 def _target_column(target: str, header, n_columns: int, path: str) -> int:
@@ -67,45 +105,77 @@ def _draw_gap(gap, title: str, handle) -> None:
     plt.close(fig)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the private method, print accuracy, f - f* and the privacy spent; return 0."""
+def _print_nonprivate_diagnostics(args, X, y, result) -> None:
+    """Print training accuracy and f - f* on the private data (and draw the plot): NOT private."""
     import os
 
     import numpy as np
 
-    from dp.learning import make_problem, minimize_private
+    from dp.learning import make_problem
     from hamsi.atomic import atomic_output
-    from hamsi.commands.glasso import read_numeric_csv
 
-    values, header = read_numeric_csv(args.data)
-    column = _target_column(args.target, header, values.shape[1], args.data)
-    labels = values[:, column]
-    X = np.delete(values, column, axis=1)
-    classes = np.unique(labels)
-    if len(classes) != 2:
-        raise InputError(f"{args.data}: --target column must hold exactly 2 distinct values, got {len(classes)}")
-    if X.shape[1] == 0:
-        raise InputError(f"{args.data}: no feature columns besides the target")
-    y = np.where(labels == classes[1], 1.0, -1.0)
-    result = minimize_private(X, y, method=args.method, epsilon=args.epsilon, delta=args.delta,
-                              n_iter=args.n_iter, beta=args.beta, batch_size=args.batch_size,
-                              clip=args.clip, reg=args.reg, random_state=args.seed)
-    _, f_star = make_problem("logistic", X, y, args.reg, args.clip, 2).solve()
-    gap = result.history - f_star
-    accuracy = float(np.mean(np.where(X @ result.x > 0, 1.0, -1.0) == y))
+    problem = make_problem("logistic", X, y, result.reg, args.clip, 2, data_norm=args.data_norm)
+    _, f_star = problem.solve()
+    gap = result.nonprivate_history - f_star
+    accuracy = float(np.mean(np.where(problem.X @ result.x > 0, 1.0, -1.0) == y))
     if args.plot:
         with atomic_output(args.plot, "wb") as handle:
-            _draw_gap(gap, f"{args.method} on {os.path.basename(args.data)}, epsilon={args.epsilon:g}", handle)
+            _draw_gap(gap, f"{result.method} on {os.path.basename(args.data)}, epsilon={args.epsilon:g} "
+                           "(NOT private)", handle)
+    print("NON-PRIVATE diagnostics (computed on the training data without noise; do not publish):")
+    print(f"  training accuracy: {accuracy:.4f}")
+    print(f"  f - f*: {gap[-1]:.4g}  (f = {result.nonprivate_history[-1]:.6g}, f* = {f_star:.6g})")
+    if args.plot:
+        print(f"  wrote plot: {args.plot}")
+
+
+def _warn_in_one_line(message, category, filename, lineno, file=None, line=None) -> None:
+    import sys
+
+    print(f"warning ({category.__name__}): {message}", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the private method, print the coefficients and the privacy spent (and diagnostics if asked)."""
+    import warnings
+
+    from dp import PrivacyLeakWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", PrivacyLeakWarning)  # every run says it, not only the first
+        warnings.showwarning = _warn_in_one_line
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from dp.learning import minimize_private
+    from dp.learning.defaults import public_bounds
+    from hamsi.commands.glasso import read_numeric_csv
+
+    if args.plot and not args.nonprivate_diagnostics:
+        raise InputError("--plot draws f on the private data without noise: add --nonprivate-diagnostics")
+    values, header = read_numeric_csv(args.data)
+    column = _target_column(args.target, header, values.shape[1], args.data)
+    X = np.delete(values, column, axis=1)
+    if X.shape[1] == 0:
+        raise InputError(f"{args.data}: no feature columns besides the target")
+    y, (negative, positive) = _labels(values[:, column], args.classes, args.data)
+    args.clip, args.data_norm = public_bounds(args.clip, args.data_norm)
+    result = minimize_private(X, y, method=args.method, epsilon=args.epsilon, delta=args.delta,
+                              n_iter=args.n_iter, beta=args.beta, batch_size=args.batch_size,
+                              clip=args.clip, data_norm=args.data_norm, reg=args.reg, random_state=args.seed,
+                              history_every=1 if args.nonprivate_diagnostics else None)
     spent = result.privacy_spent
-    print(f"method: {args.method}  rows: {X.shape[0]}  features: {X.shape[1]}  iterations: {result.n_iter} "
-          f"({result.message})")
-    print(f"training accuracy: {accuracy:.4f}  (class {classes[1]:g} vs {classes[0]:g})")
-    print(f"f - f*: {gap[-1]:.4g}  (f = {result.history[-1]:.6g}, f* = {f_star:.6g} non-private)")
+    print(f"method: {result.method}  rows: {X.shape[0]}  features: {X.shape[1]}  iterations: {result.n_iter} "
+          f"({result.message})  lambda: {result.reg:.4g}")
+    print(f"coefficients (class {positive:g} vs {negative:g}): " + " ".join(f"{v:.6g}" for v in result.x))
     if math.isinf(spent.epsilon):
-        print("privacy: none (epsilon = inf: the iterates are NOT private)")
+        print("privacy: none (epsilon = inf: the coefficients are NOT private)")
     else:
         rho = f", rho={spent.rho:.4g} zCDP" if spent.rho is not None else ""
         print(f"privacy spent: epsilon={spent.epsilon:g} delta={spent.delta:g}{rho} ({spent.accounting})")
-    if args.plot:
-        print(f"wrote plot: {args.plot}")
+    if args.nonprivate_diagnostics:
+        _print_nonprivate_diagnostics(args, X, y, result)
     return 1 if result.status == "diverged" else 0
