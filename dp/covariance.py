@@ -116,6 +116,20 @@ def _symmetric_from_triangle(values: np.ndarray, p: int) -> np.ndarray:
     return out + np.triu(out, 1).T
 
 
+def _check_divisor_options(public_n, count_fraction, neighbouring: str) -> None:
+    """Refuse a public_n that is not a positive integer or comes with replace-one, and a count_fraction outside (0, 1)."""
+    if public_n is not None:
+        if isinstance(public_n, bool) or not isinstance(public_n, numbers.Integral) or public_n < 1:
+            raise PrivacyParameterError(f"public_n must be a positive integer, got {public_n!r}")
+        if neighbouring == "replace-one":
+            raise PrivacyParameterError(
+                "public_n is for add-remove neighbours; under replace-one the row count is public "
+                "already (every neighbour has as many rows) and is the divisor"
+            )
+    if not (isinstance(count_fraction, numbers.Real) and 0.0 < count_fraction < 1.0):
+        raise PrivacyParameterError(f"count_fraction must lie in (0, 1), got {count_fraction!r}")
+
+
 def private_covariance(
     X,
     epsilon: float | None,
@@ -158,16 +172,7 @@ def private_covariance(
     warn_implicit_clip(clip)
     clip = check_positive(clip, "clip")
     neighbouring = resolve_neighbouring(neighbouring, budget)
-    if public_n is not None:
-        if isinstance(public_n, bool) or not isinstance(public_n, numbers.Integral) or public_n < 1:
-            raise PrivacyParameterError(f"public_n must be a positive integer, got {public_n!r}")
-        if neighbouring == "replace-one":
-            raise PrivacyParameterError(
-                "public_n is for add-remove neighbours; under replace-one the row count is public "
-                "already (every neighbour has as many rows) and is the divisor"
-            )
-    if not (isinstance(count_fraction, numbers.Real) and 0.0 < count_fraction < 1.0):
-        raise PrivacyParameterError(f"count_fraction must lie in (0, 1), got {count_fraction!r}")
+    _check_divisor_options(public_n, count_fraction, neighbouring)
     X = check_data(X, private=True)
     n, p = X.shape
     clipped, _ = clip_rows(X, clip)
