@@ -40,7 +40,7 @@ def test_factorize_writes_trace_factors_and_plot(data_file, tmp_path, capsys):
 
 def test_mbgd_and_stoc(data_file, tmp_path):
     trace = tmp_path / "t.csv"
-    assert main(["factorize", str(data_file), "--workers", "0", "--rank", "2", "--algorithm", "mbgd", "--schedule", "stoc",
+    assert main(["factorize", str(data_file), "--workers", "0", "--rank", "2", "--reg", "1", "--algorithm", "mbgd", "--schedule", "stoc",
                  "--blocks", "2", "--threads", "1", "--max-epochs", "3", "--trace", str(trace), "-q"]) == 0
     assert len(trace.read_text().splitlines()) == 5
 
