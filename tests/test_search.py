@@ -134,3 +134,40 @@ def test_the_cli_prints_the_search_and_the_chosen_values(ratings, tmp_path, caps
     chosen = next(line for line in out.splitlines() if line.endswith("<- chosen")).split()
     assert f"rank {chosen[2]}, reg {float(chosen[4]):.4g} ({chosen[3]})" in out
     assert "; test RMSE " in out
+
+
+@pytest.mark.cluster
+def test_on_dask_the_trials_run_as_tasks_and_choose_the_in_process_model(ratings):
+    from distributed import Client, LocalCluster, get_task_stream
+
+    from cluster import DaskMatrixFactorizer
+
+    in_process = MatrixFactorizer(**FAST).fit(ratings)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=":0") as local, Client(local) as client:
+        with get_task_stream(client) as stream:
+            on_dask = DaskMatrixFactorizer(**FAST, client=client).fit(ratings)
+    trials = [event for event in stream.data if "fit_trial" in str(event["key"])]
+    assert len(trials) == len(on_dask.search_results_["rung"])  # one task per trial
+    assert len({event["worker"] for event in trials}) == 2  # spread over both workers
+    assert without_seconds(on_dask.search_results_) == without_seconds(in_process.search_results_)
+    assert (on_dask.rank_, on_dask.reg_, on_dask.reg_weighting_) == (in_process.rank_, in_process.reg_,
+                                                                     in_process.reg_weighting_)
+    np.testing.assert_allclose(on_dask.user_factors_, in_process.user_factors_, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.cluster
+def test_dask_estimator_reuses_one_local_cluster_and_warns_on_workers(ratings):
+    from cluster import DaskMatrixFactorizer
+    from cluster import estimator as dask_estimator
+
+    options = dict(rank=2, reg=1.0, reg_weighting="uniform", blocks=2, max_epochs=2, random_state=0)
+    try:
+        DaskMatrixFactorizer(**options, n_workers=1).fit(ratings)
+        first = dask_estimator._LOCAL_CLUSTERS[(1, 1)][0]
+        with pytest.warns(FutureWarning, match="n_workers"):
+            DaskMatrixFactorizer(**options, workers=1).fit(ratings)
+        assert dask_estimator._LOCAL_CLUSTERS[(1, 1)][0] is first and len(dask_estimator._LOCAL_CLUSTERS) == 1
+    finally:
+        dask_estimator.close_local_clusters()
+    assert not dask_estimator._LOCAL_CLUSTERS and first.status == "closed"
