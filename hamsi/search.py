@@ -103,8 +103,8 @@ def choose_by_validation(grid: list[dict], run_rung, *, min_cycles: int = MIN_CY
                          factor: int = HALVING_FACTOR, time_budget: float | None = None):
     """Return (winner's parameters, cycles for the refit, search_results dict) by successive halving.
 
-    The refit's cycles are the winner's best cycle (0 when no cycle beat the bias start; the
-    whole budget when every trial diverged).
+    The refit's cycles are the winner's best cycle (at least 1, also when no cycle beat the bias
+    start; the whole budget when every trial diverged).
 
     run_rung(trials: list[Trial]) -> list of dicts with validation_rmse (the clipped RMSE of the
     trial's best cycle; NaN when it diverged), best_epoch and seconds, in the order of `trials`.
@@ -134,7 +134,8 @@ def choose_by_validation(grid: list[dict], run_rung, *, min_cycles: int = MIN_CY
     results["chosen"] = [_same(row, grid[best]) and row is last for row in rows]
     results["finished"] = finished
     # when every trial diverged the refit runs the whole budget, so it diverges too and says so
-    cycles = last["best_epoch"] if math.isfinite(scores[best][0]) else last["cycles"]
+    # at least one cycle: the Dask driver's trace has no row for a run of 0 cycles
+    cycles = max(1, last["best_epoch"]) if math.isfinite(scores[best][0]) else last["cycles"]
     return dict(grid[best]), cycles, results
 
 

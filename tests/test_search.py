@@ -137,6 +137,7 @@ def test_the_cli_prints_the_search_and_the_chosen_values(ratings, tmp_path, caps
 
 
 @pytest.mark.cluster
+@pytest.mark.slow
 def test_on_dask_the_trials_run_as_tasks_and_choose_the_in_process_model(ratings):
     from distributed import Client, LocalCluster, get_task_stream
 
@@ -157,6 +158,7 @@ def test_on_dask_the_trials_run_as_tasks_and_choose_the_in_process_model(ratings
 
 
 @pytest.mark.cluster
+@pytest.mark.slow
 def test_dask_estimator_reuses_one_local_cluster_and_warns_on_workers(ratings):
     from cluster import DaskMatrixFactorizer
     from cluster import estimator as dask_estimator
