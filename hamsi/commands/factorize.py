@@ -26,24 +26,21 @@ def flag_name(parameter: str) -> str:
     return FLAG_NAMES.get(parameter, "--" + parameter.replace("_", "-"))
 
 
-def auto_or_float(text: str):
-    """Parse a number or the word 'auto' (argparse type)."""
-    if text == "auto":
-        return text
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
+def auto_or(number, what: str):
+    """Return an argparse type that parses `number` (int or float) or the word 'auto'."""
+    def parse(text: str):
+        if text == "auto":
+            return text
+        try:
+            return number(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} or 'auto', got {text!r}") from None
+
+    return parse
 
 
-def auto_or_int(text: str):
-    """Parse an integer or the word 'auto' (argparse type)."""
-    if text == "auto":
-        return text
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer or 'auto', got {text!r}") from None
+auto_or_float = auto_or(float, "a number")
+auto_or_int = auto_or(int, "an integer")
 
 
 def register(subparsers) -> None:
