@@ -10,8 +10,8 @@ def plot_convergence(traces: dict, path, title: str = "", heldout: str = "test",
 
     Each trace's first row is its start, the bias baseline (factors near 0, biases at their
     penalized fit): a dotted line marks its held-out RMSE, so a run that ends above it is seen to
-    be worse than biases alone. stop_epoch (the kept cycle of early stopping) is marked on every
-    trace. The y-axis is linear with plain decimal ticks.
+    be worse than biases alone. stop_epoch (the kept cycle of early stopping, or the cycles the
+    search chose) is marked on every trace. The y-axis is linear with plain decimal ticks.
     """
     import matplotlib
 
@@ -35,7 +35,7 @@ def plot_convergence(traces: dict, path, title: str = "", heldout: str = "test",
         if stop_epoch is not None and np.any(epochs == stop_epoch):
             at = int(np.flatnonzero(epochs == stop_epoch)[0])
             axis.plot(seconds[at], test[at], marker="o", color=color, linestyle="none",
-                      label=f"{label} kept cycle {stop_epoch} ({test[at]:.4f})")
+                      label=f"{label} chosen stop, cycle {stop_epoch} ({test[at]:.4f})")
     axis.set_xlabel("optimization time (s)")
     axis.set_ylabel("RMSE")
     axis.yaxis.set_major_locator(MaxNLocator(nbins=8))

@@ -117,3 +117,22 @@ def test_duplicates_flag_merges_and_the_error_names_it(tmp_path, capsys):
     assert model._seen_items.size == 6  # the repeated (1, 1) merged into one rating
     assert main(["data", "info", str(path), "--duplicates", "keep-last"]) == 0
     assert "duplicates 1 merged" in capsys.readouterr().out
+
+
+def test_plot_marks_the_bias_baseline_and_the_chosen_stop(data_file, tmp_path, monkeypatch):
+    import hamsi.plots
+
+    drawn = {}
+    original = hamsi.plots.plot_convergence
+
+    def spy(traces, path, **kwargs):
+        drawn.update(kwargs, traces=traces)
+        return original(traces, path, **kwargs)
+
+    monkeypatch.setattr(hamsi.plots, "plot_convergence", spy)
+    plot = tmp_path / "c.png"
+    assert main(["factorize", str(data_file), "--workers", "0", "--rank", "2", "--max-epochs", "6", "--threads", "1",
+                 "--test-fraction", "0.2", "--plot", str(plot), "-q"]) == 0
+    (trace,) = drawn["traces"].values()
+    assert drawn["stop_epoch"] == trace.rows[-1][0] and drawn["heldout"] == "test"
+    assert plot.read_bytes()[:4] == b"\x89PNG"

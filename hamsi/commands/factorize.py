@@ -211,8 +211,11 @@ def write_outputs(args, model) -> None:
 
         title = f"{os.path.basename(os.path.normpath(args.data))}, rank {model.rank_}"
         heldout = "validation" if args.patience is not None else "test"
-        plot_convergence({args.algorithm: model.trace_}, path, title=title, heldout=heldout,
-                         stop_epoch=model.best_epoch_ if args.patience is not None else None)
+        if args.patience is not None:
+            stop = model.best_epoch_
+        else:  # the cycles the search chose on validation, or none
+            stop = model.result_.n_cycles if model.search_results_ is not None else None
+        plot_convergence({args.algorithm: model.trace_}, path, title=title, heldout=heldout, stop_epoch=stop)
 
     writers = {"--trace": model.trace_.write_csv, "--out": model.save, "--plot": plot}
     for flag, path in output_paths(args):
