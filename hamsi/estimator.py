@@ -467,6 +467,7 @@ class MatrixFactorizer(BaseEstimator):
         model = cls(**{name: value for name, value in params.items() if name in accepted})
         for name in MODEL_SCALARS:
             setattr(model, name, fitted.get(name))
+        model.search_results_ = None  # the search's table is not saved
         for key, attribute in MODEL_ARRAYS.items():
             setattr(model, attribute, arrays.get(key))
         model._set_trace(Trace([(int(row[0]), int(row[1]), *map(float, row[2:])) for row in arrays["trace"]]))

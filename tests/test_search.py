@@ -169,7 +169,17 @@ def test_dask_estimator_reuses_one_local_cluster_and_warns_on_workers(ratings):
         first = dask_estimator._LOCAL_CLUSTERS[(1, 1)][0]
         with pytest.warns(FutureWarning, match="n_workers"):
             DaskMatrixFactorizer(**options, workers=1).fit(ratings)
-        assert dask_estimator._LOCAL_CLUSTERS[(1, 1)][0] is first and len(dask_estimator._LOCAL_CLUSTERS) == 1
+        assert dask_estimator._LOCAL_CLUSTERS[(1, 1)][0] is first
     finally:
         dask_estimator.close_local_clusters()
     assert not dask_estimator._LOCAL_CLUSTERS and first.status == "closed"
+
+
+@pytest.mark.cluster
+def test_the_cli_closes_the_local_cluster_it_opened(ratings, tmp_path):
+    from cluster import estimator as dask_estimator
+
+    path = write_ratings(ratings, tmp_path / "r.csv")
+    assert main(["factorize", str(path), "--workers", "1", "--rank", "2", "--reg", "1", "--max-epochs", "2",
+                 "-q"]) == 0
+    assert not dask_estimator._LOCAL_CLUSTERS

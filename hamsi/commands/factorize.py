@@ -174,6 +174,7 @@ def run(args) -> int:
     """Fit the model described by args, showing progress; write the outputs; return the exit code."""
     import hamsi
     from hamsi.commands.progress import Progress
+    from hamsi.estimator import MatrixFactorizer
 
     _check_args(args)
     model = build_model(args)
@@ -191,6 +192,11 @@ def run(args) -> int:
     finally:
         if progress is not None:
             progress.close()
+        if type(model) is not MatrixFactorizer:
+            # the command is one run: close the LocalCluster the Dask estimator opened for it
+            from cluster.estimator import close_local_clusters
+
+            close_local_clusters()
     for warning in caught:
         if issubclass(warning.category, UserWarning):
             print(f"hamsi factorize: warning: {warning.message}", file=sys.stderr)
