@@ -104,7 +104,8 @@ def choose_by_validation(grid: list[dict], run_rung, *, min_cycles: int = MIN_CY
     """Return (winner's parameters, cycles for the refit, search_results dict) by successive halving.
 
     The refit's cycles are the winner's best cycle (at least 1, also when no cycle beat the bias
-    start; the whole budget when every trial diverged).
+    start); max_cycles when its validation RMSE was still falling at the end of a trial shorter
+    than max_cycles (the time budget ended the search early); the trial's when every one diverged.
 
     run_rung(trials: list[Trial]) -> list of dicts with validation_rmse (the clipped RMSE of the
     trial's best cycle; NaN when it diverged), best_epoch and seconds, in the order of `trials`.
@@ -134,8 +135,14 @@ def choose_by_validation(grid: list[dict], run_rung, *, min_cycles: int = MIN_CY
     results["chosen"] = [_same(row, grid[best]) and row is last for row in rows]
     results["finished"] = finished
     # when every trial diverged the refit runs the whole budget, so it diverges too and says so
-    # at least one cycle: the Dask driver's trace has no row for a run of 0 cycles
-    cycles = max(1, last["best_epoch"]) if math.isfinite(scores[best][0]) else last["cycles"]
+    # at least one cycle: the Dask driver's trace has no row for a run of 0 cycles. A winner whose
+    # validation RMSE was still falling at its trial's last cycle (a rung the budget cut short)
+    # has shown no stopping point: the refit takes the whole budget, max_cycles.
+    still_falling = last["best_epoch"] >= last["cycles"] and last["cycles"] < max_cycles
+    if not math.isfinite(scores[best][0]):
+        cycles = last["cycles"]
+    else:
+        cycles = max_cycles if still_falling else max(1, last["best_epoch"])
     return dict(grid[best]), cycles, results
 
 

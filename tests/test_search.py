@@ -81,6 +81,21 @@ def test_successive_halving_keeps_the_best_third_against_brute_force():
     assert search.rung_cycles(10, 100, 3, 3) == [(3, 100)]
 
 
+def test_a_search_cut_short_while_validation_still_falls_refits_for_the_whole_budget(monkeypatch):
+    grid = [{"rank": 1, "reg_weighting": "uniform", "reg": float(g)} for g in range(6)]
+    clock = iter(range(100))
+
+    def run_rung(trials):
+        return [{"validation_rmse": 1.0 + t.candidate, "best_epoch": t.cycles, "seconds": 0.0} for t in trials]
+
+    monkeypatch.setattr(search.time, "perf_counter", lambda: float(next(clock)) * 10.0)  # a rung "takes" 10 s
+    chosen, cycles, results = search.choose_by_validation(grid, run_rung, min_cycles=5, max_cycles=50, factor=3,
+                                                          time_budget=5.0)
+    monkeypatch.undo()
+    assert results["finished"] is False and set(results["rung"]) == {0}
+    assert chosen == grid[0] and cycles == 50
+
+
 def test_a_diverging_candidate_is_never_chosen():
     grid = [{"rank": 1, "reg_weighting": "uniform", "reg": float(g)} for g in range(4)]
 
