@@ -32,8 +32,8 @@ AUTO = "auto"
 MODEL_ARRAYS = {"user_ids": "user_ids_", "item_ids": "item_ids_", "user_factors": "user_factors_",
                 "item_factors": "item_factors_", "user_bias": "user_bias_", "item_bias": "item_bias_",
                 "seen_indptr": "_seen_indptr", "seen_items": "_seen_items"}
-MODEL_SCALARS = ("rank_", "reg_weighting_", "reg_", "eta_", "eta_gd_", "init_scale_", "global_mean_", "rating_min_", "rating_max_", "n_iter_", "best_epoch_",
-                 "overfitting_")
+MODEL_SCALARS = ("rank_", "reg_weighting_", "reg_", "eta_", "eta_gd_", "init_scale_", "global_mean_", "rating_min_",
+                 "rating_max_", "n_iter_", "best_epoch_", "overfitting_")
 
 
 def available_cores() -> int:

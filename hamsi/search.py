@@ -1,13 +1,13 @@
 """Hyper-parameters chosen by validation: successive halving over the `auto` ones (issue 20).
 
-``choose_by_validation(train, fixed, run_rung, ...)`` cuts a seeded per-user validation split
-from the training ratings (`validation_split`: every user keeps training ratings), builds the
-grid of the parameters left `auto` (`candidate_grid`; an explicit value is never searched) and
-runs successive halving (Jamieson & Talwalkar 2016; Li et al. 2018, Hyperband's inner loop):
-every candidate gets `min_cycles` cycles, the best 1/`factor` (by the clipped validation RMSE
-of its best cycle: the engine keeps the best-validation iterate) get `factor` times more, until
-one is left or `max_cycles` is reached. The winner's best cycle is the number of cycles the
-refit on all training ratings runs.
+`validation_split(train)` cuts a seeded per-user validation split from the training ratings
+(every user keeps training ratings), `candidate_grid(fixed, sd)` builds the grid of the
+parameters left `auto` (an explicit value is never searched) and `choose_by_validation(grid,
+run_rung)` runs successive halving (Jamieson & Talwalkar 2016; Li et al. 2018, Hyperband's
+inner loop): every candidate gets `min_cycles` cycles, the best 1/`factor` (by the clipped
+validation RMSE of its best cycle: the engine keeps the best-validation iterate) get `factor`
+times more, until at most `factor` are left, which run `max_cycles`. The winner's best cycle is
+the number of cycles the refit on all training ratings runs.
 
 Each trial starts from scratch: no warm start, because the engine's step 1/(eta t)^gamma and its
 L-BFGS memory restart with the run, so a resumed trial would take the first, large steps again
@@ -34,9 +34,10 @@ SEARCHED = ("rank", "reg_weighting", "reg")
 # of every candidate over 150 cycles, seed 0), and each candidate costs a third of the search.
 RANKS = (10, 50)
 # reg per weighting. uniform: multiples of the ratings' sd (hamsi.defaults.REG_PER_SD = 7; 14 never
-# came near the best on ml-100k-like or long-tail-like); count (ALS-WR): absolute, because every rating carries the penalty itself and the
-# best value barely moves with the scale of the data (0.05-0.24 on the presets, 0.12-0.15 by hand
-# on the real files of issue 20).
+# came near the best on ml-100k-like or long-tail-like); count (ALS-WR): absolute, because every
+# rating carries the penalty itself and the best value barely moves with the scale of the data
+# (0.05-0.24 on the presets, 0.12-0.15 by hand on the real files of issue 20; 0.3-1.0 only worse
+# on long-tail-like).
 UNIFORM_REG_PER_SD = (3.5, 7.0)
 COUNT_REGS = (0.05, 0.1, 0.2)
 VALIDATION_SHARE = 0.1
