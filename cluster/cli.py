@@ -26,7 +26,7 @@ def estimator_for(args, params: dict):
     every = args.checkpoint_every
     if args.checkpoint and every is None:
         every = DEFAULT_CHECKPOINT_EVERY
-    return DaskMatrixFactorizer(**params, scheduler=args.scheduler, workers=args.workers or None,
+    return DaskMatrixFactorizer(**params, scheduler=args.scheduler, n_workers=args.workers or None,
                                 threads_per_worker=args.threads_per_worker, checkpoint=args.checkpoint,
                                 checkpoint_every=every, resume=args.resume)
 

@@ -7,15 +7,46 @@ defaults, early stopping, predictions, recommend and save/load are MatrixFactori
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import warnings
+
 from hamsi.defaults import VALIDATION_FRACTION
-from hamsi.estimator import AUTO, MatrixFactorizer, supported_options
+from hamsi.estimator import AUTO, MatrixFactorizer
+
+# One LocalCluster per process and size, opened by the first fit without client or scheduler and
+# reused by every later one (starting one costs 10-20 s); closed by close_local_clusters() or at exit.
+_LOCAL_CLUSTERS: dict = {}
+
+
+def local_client(n_workers, threads_per_worker):
+    """Return the Client of this process's LocalCluster of that size, starting it on first use."""
+    from cluster.connect import connect
+
+    key = (n_workers, int(threads_per_worker))
+    if key not in _LOCAL_CLUSTERS:
+        stack = contextlib.ExitStack()
+        client = stack.enter_context(connect(n_workers=n_workers, threads_per_worker=threads_per_worker))
+        _LOCAL_CLUSTERS[key] = (client, stack)
+    return _LOCAL_CLUSTERS[key][0]
+
+
+def close_local_clusters() -> None:
+    """Close the LocalClusters that DaskMatrixFactorizer fits opened in this process (also run at exit)."""
+    while _LOCAL_CLUSTERS:
+        _, (_, stack) = _LOCAL_CLUSTERS.popitem()
+        stack.close()
+
+
+atexit.register(close_local_clusters)
 
 
 class DaskMatrixFactorizer(MatrixFactorizer):
     """MatrixFactorizer whose fit runs cluster.fit_distributed (one row shard per block on the workers).
 
     Extra parameters: client (a distributed.Client, left open), scheduler ("tcp://host:port"),
-    workers (LocalCluster size when neither is given; default: cores), threads_per_worker,
+    n_workers (LocalCluster size when neither is given; default: cores; `workers` is its
+    deprecated alias), threads_per_worker,
     chunk_epochs (cycles per client round trip), checkpoint / checkpoint_every / resume.
     blocks defaults to the number of workers; with the same partition and random_state the fit
     gives the in-process estimator's factors (bitwise for strata and strata-b).
@@ -23,21 +54,29 @@ class DaskMatrixFactorizer(MatrixFactorizer):
     The client is shared, not copied: sklearn's clone (GridSearchCV, cross_val_score) hands the
     same Client object to every copy, so all fits run on the cluster it is connected to. It is
     not saved by save().
+
+    Without client or scheduler, the first fit starts a LocalCluster on loopback and every later
+    fit in the process with the same n_workers and threads_per_worker reuses it; it closes at
+    interpreter exit, or earlier with cluster.estimator.close_local_clusters().
+
+    The hyper-parameter search (hamsi.search) runs its trials as Dask tasks, one per worker, each
+    an in-process fit there (cluster.search); the refit of the winner runs on the cluster.
     """
 
     _shared_params = ("client",)
 
-    def __init__(self, rank=10, algorithm="hamsi", partitioner="strata-b", blocks=None, subsets=None,
-                 schedule="det", reg=AUTO, reg_weighting="uniform", biases=True, eta=AUTO, gamma=0.51,
+    def __init__(self, rank=AUTO, algorithm="hamsi", partitioner="strata-b", blocks=None, subsets=None,
+                 schedule="det", reg=AUTO, reg_weighting=AUTO, biases=True, eta=AUTO, gamma=0.51,
                  memory=5, init_scale=AUTO, max_time=None, max_epochs=100, tol=0.0, patience=None,
                  validation_fraction=VALIDATION_FRACTION, safeguard=True, threads=None, random_state=None,
                  on_divergence="raise", user_col="user", item_col="item", rating_col="rating", client=None,
-                 scheduler=None, workers=None, threads_per_worker=1, chunk_epochs=10, checkpoint=None,
-                 checkpoint_every=None, resume=None):
+                 scheduler=None, n_workers=None, threads_per_worker=1, chunk_epochs=10, checkpoint=None,
+                 checkpoint_every=None, resume=None, workers=None):
         base = {name: value for name, value in locals().items() if name in MatrixFactorizer._get_param_names()}
         super().__init__(**base)
         self.client = client
         self.scheduler = scheduler
+        self.n_workers = n_workers
         self.workers = workers
         self.threads_per_worker = threads_per_worker
         self.chunk_epochs = chunk_epochs
@@ -45,15 +84,52 @@ class DaskMatrixFactorizer(MatrixFactorizer):
         self.checkpoint_every = checkpoint_every
         self.resume = resume
 
-    def _minimize(self, train, validation, callback):
+    def _worker_count(self):
+        """Return n_workers, or the deprecated `workers` with a FutureWarning."""
+        if self.workers is not None:
+            warnings.warn("DaskMatrixFactorizer(workers=...) is deprecated and will be removed in the next "
+                          "release; use n_workers=", FutureWarning, stacklevel=4)
+            if self.n_workers is None:
+                return self.workers
+        return self.n_workers
+
+    @contextlib.contextmanager
+    def _client(self):
+        """Yield the client to fit with: the given one, the scheduler's, or this process's LocalCluster."""
+        from cluster.connect import connect
+
+        if self.client is None and self.scheduler is None:
+            yield local_client(self._worker_count(), self.threads_per_worker)
+            return
+        with connect(client=self.client, scheduler=self.scheduler) as client:
+            yield client
+
+    def _run_trials(self, trials, fit_part, validation):
+        """Return the outcomes of one rung's trials, run as Dask tasks (cluster.search)."""
+        from cluster.search import DaskTrialRunner
+
+        if self._trial_runner is None:
+            self._trial_runner = DaskTrialRunner(self._active_client, self._trial_params(), fit_part, validation,
+                                                 self.threads_per_worker)
+        return self._trial_runner(trials)
+
+    def fit(self, X, y=None, *, validation=None, callback=None):
+        """Fit on the cluster (MatrixFactorizer.fit; the search's trials run as Dask tasks) and return self."""
+        with self._client() as client:
+            self._active_client, self._trial_runner = client, None
+            try:
+                return super().fit(X, y, validation=validation, callback=callback)
+            finally:
+                self._active_client = self._trial_runner = None
+
+    def _minimize(self, train, validation, callback, max_time):
         """Return (problem, OptimizeResult) of the Dask engine on `train` (MatrixFactorizer._solve)."""
         from cluster import driver
-        from cluster.connect import connect, worker_addresses
+        from cluster.connect import worker_addresses
 
-        with connect(client=self.client, scheduler=self.scheduler, n_workers=self.workers,
-                     threads_per_worker=self.threads_per_worker) as client:
-            n_workers = len(worker_addresses(client, minimum=self.workers or 1))
-            self.partition_ = self._partition(train, n_workers)
-            where = dict(client=client, chunk_epochs=self.chunk_epochs, checkpoint=self.checkpoint,
-                         checkpoint_every=self.checkpoint_every, resume=self.resume, method=self.algorithm)
-            return self._solve(driver.minimize_hamsi, train, validation, callback, **where)
+        client = self._active_client
+        n_workers = len(worker_addresses(client, minimum=self._worker_count() or 1))
+        self.partition_ = self._partition(train, n_workers)
+        where = dict(client=client, chunk_epochs=self.chunk_epochs, checkpoint=self.checkpoint,
+                     checkpoint_every=self.checkpoint_every, resume=self.resume, method=self.algorithm)
+        return self._solve(driver.minimize_hamsi, train, validation, callback, max_time, **where)

@@ -1,5 +1,13 @@
 """Default hyper-parameters of a rating factorization, chosen from the data (issue 9, item 2).
 
+Since issue 20 the estimators choose rank, reg and reg_weighting by validation when they are
+"auto" (hamsi.search: successive halving on a split of the training ratings); this module gives
+every other value (the start, the steps, eta) for the rank and reg so chosen, and its REG_PER_SD
+is the middle of the search's grid for the uniform penalty. The study below chose the fixed
+defaults before the search; on ml-100k-like the search picks the same (rank 10, uniform, 7 sd),
+on long-tail-like, where every factor model overfits, it picks the bias start
+(benchmarks/bench_accuracy.py, docs/accuracy.md).
+
 ``choose_hyperparameters(ratings, rank) -> dict`` is the one place that decides them; the
 estimators and the CLI take its values for every parameter the user leaves unset. Split the
 dict with ``problem_options`` (keywords of `hamsi.problems.MatrixFactorization`) and

@@ -12,12 +12,13 @@ import inspect
 import math
 import numbers
 import os
+import time
 import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 
-from hamsi import defaults, model_io
+from hamsi import defaults, model_io, search
 from hamsi.errors import DivergenceError, InputError
 from hamsi.optimizer import minimize_hamsi, minimize_mbgd
 from hamsi.problems import MatrixFactorization
@@ -31,8 +32,8 @@ AUTO = "auto"
 MODEL_ARRAYS = {"user_ids": "user_ids_", "item_ids": "item_ids_", "user_factors": "user_factors_",
                 "item_factors": "item_factors_", "user_bias": "user_bias_", "item_bias": "item_bias_",
                 "seen_indptr": "_seen_indptr", "seen_items": "_seen_items"}
-MODEL_SCALARS = ("reg_", "eta_", "eta_gd_", "init_scale_", "global_mean_", "rating_min_", "rating_max_", "n_iter_", "best_epoch_",
-                 "overfitting_")
+MODEL_SCALARS = ("rank_", "reg_weighting_", "reg_", "eta_", "eta_gd_", "init_scale_", "global_mean_", "rating_min_",
+                 "rating_max_", "n_iter_", "best_epoch_", "overfitting_")
 
 
 def available_cores() -> int:
@@ -64,8 +65,8 @@ class MatrixFactorizer(BaseEstimator):
 
     Parameters
     ----------
-    rank : int
-        Number of latent factors k.
+    rank : int or "auto"
+        Number of latent factors k. "auto" (default) is chosen by validation (see below).
     algorithm : {"hamsi", "mbgd"}
     partitioner : str
         A `partition` scheme: "strata-b" (default), "strata", "color", "color-b", "hogwild".
@@ -75,12 +76,17 @@ class MatrixFactorizer(BaseEstimator):
     schedule : {"det", "stoc"}
         Subset order per cycle (thesis sec. 3.4).
     reg : float or "auto"
-        L2 weight. "auto" chooses it from the training ratings at fit time (attribute reg_;
-        hamsi.defaults.choose_hyperparameters: 7 x the ratings' standard deviation).
-    reg_weighting : {"uniform", "count"}
-        "uniform" (default): the thesis objective (SSE + reg (|U|^2 + |V|^2)) / 2|I|; "count"
-        (ALS-WR): every rating carries reg (|U_a|^2 + |V_b|^2). The uniform penalty fitted
-        better on every preset tried (see hamsi.defaults).
+        L2 weight; "auto" (default) is chosen by validation.
+    reg_weighting : {"uniform", "count", "auto"}
+        "uniform": the thesis objective (SSE + reg (|U|^2 + |V|^2)) / 2|I|; "count" (ALS-WR):
+        every rating carries reg (|U_a|^2 + |V_b|^2); "auto" (default): chosen by validation, or
+        "uniform" when reg is a number (a reg's scale belongs to its weighting).
+
+        When any of rank, reg, reg_weighting is "auto", fit cuts a seeded per-user validation
+        split from the training ratings, runs successive halving over the auto ones (hamsi.search;
+        an explicit value is never searched), then refits the winner on all the training ratings
+        for the number of cycles validation chose (at most max_epochs). With max_time the search
+        stops launching rungs after 70 % of it. search_results_ lists every trial.
     biases : bool
         Learn user and item biases around the training mean (default on).
     eta, gamma : float or "auto", float
@@ -116,16 +122,17 @@ class MatrixFactorizer(BaseEstimator):
     ----------
     user_ids_, item_ids_ : raw ids; row a of user_factors_ (m, rank) is user user_ids_[a].
     user_factors_, item_factors_, user_bias_, item_bias_ (None without biases), global_mean_,
-    rating_min_, rating_max_ (the clipping range), reg_, eta_, eta_gd_, init_scale_ (the values
-    used), n_iter_,
+    rating_min_, rating_max_ (the clipping range), rank_, reg_weighting_, reg_, eta_, eta_gd_,
+    init_scale_ (the values used), search_results_ (dict of lists, one entry per trial, like
+    GridSearchCV.cv_results_; None when nothing was searched), n_iter_,
     best_epoch_, overfitting_ (from the engine; None when it does not report them), n_unknown_
     (pairs of the last predict call that fell back), trace_, result_ and partition_ (after fit).
     """
 
     _shared_params: tuple = ()  # parameters clone hands over as the same object (see __sklearn_clone__)
 
-    def __init__(self, rank=10, algorithm="hamsi", partitioner="strata-b", blocks=None, subsets=None,
-                 schedule="det", reg=AUTO, reg_weighting="uniform", biases=True, eta=AUTO, gamma=0.51,
+    def __init__(self, rank=AUTO, algorithm="hamsi", partitioner="strata-b", blocks=None, subsets=None,
+                 schedule="det", reg=AUTO, reg_weighting=AUTO, biases=True, eta=AUTO, gamma=0.51,
                  memory=5, init_scale=AUTO, max_time=None, max_epochs=100, tol=0.0, patience=None,
                  validation_fraction=defaults.VALIDATION_FRACTION, safeguard=True, threads=None,
                  random_state=None, on_divergence="raise", user_col="user", item_col="item",
@@ -165,9 +172,9 @@ class MatrixFactorizer(BaseEstimator):
     # ------------------------------------------------------------------ validation
     def validate_params(self, name=lambda parameter: parameter) -> None:
         """Raise InputError on a bad hyper-parameter; name(parameter) is how messages call it (CLI: flag)."""
-        def integer(parameter, minimum=1, allow_none=False):
+        def integer(parameter, minimum=1, allow_none=False, allow_auto=False):
             value = getattr(self, parameter)
-            if value is None and allow_none:
+            if (value is None and allow_none) or (allow_auto and value == AUTO):
                 return
             if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
                 raise InputError(f"{name(parameter)} must be an integer >= {minimum}; got {value!r}")
@@ -182,7 +189,7 @@ class MatrixFactorizer(BaseEstimator):
                 raise InputError(f"{name(parameter)} must be a finite number {bound}"
                                  + (" or 'auto'" if allow_auto else "") + f"; got {value!r}")
 
-        integer("rank")
+        integer("rank", allow_auto=True)
         integer("memory")
         for parameter in ("blocks", "subsets", "threads", "max_epochs", "patience"):
             integer(parameter, allow_none=True)
@@ -194,7 +201,7 @@ class MatrixFactorizer(BaseEstimator):
         number("gamma")
         number("validation_fraction", below=1.0)
         self._check_choice(name, "algorithm", ALGORITHMS)
-        self._check_choice(name, "reg_weighting", REG_WEIGHTINGS)
+        self._check_choice(name, "reg_weighting", REG_WEIGHTINGS + (AUTO,))
         self._check_choice(name, "schedule", ("det", "stoc"))
         self._check_choice(name, "on_divergence", ("raise", "warn"))
         import partition
@@ -232,8 +239,63 @@ class MatrixFactorizer(BaseEstimator):
             if not self.validation_fraction:
                 raise InputError("patience needs validation ratings: pass validation= or validation_fraction > 0")
             train, validation = train.split(self.validation_fraction, seed=self.random_state)
-        problem, result = self._minimize(train, validation, callback)
+        started = time.perf_counter()
+        self._choose(train)
+        problem, result = self._minimize(train, validation, callback, self._remaining(started))
         return self._set_fitted(train, problem, result)
+
+    def _fixed(self) -> dict:
+        """Return rank, reg_weighting and reg as given; an explicit reg with reg_weighting "auto" is uniform.
+
+        A reg's scale belongs to its weighting (7.9 uniform is 0.1 count-weighted on MovieLens), so
+        a number given for reg is read as the default uniform penalty's, never searched across both.
+        """
+        fixed = {name: getattr(self, name) for name in search.SEARCHED}
+        if fixed["reg"] != AUTO and fixed["reg_weighting"] == AUTO:
+            fixed["reg_weighting"] = "uniform"
+        return fixed
+
+    def _searched(self) -> tuple:
+        """Return the names of the hyper-parameters left to the search (value "auto")."""
+        return tuple(name for name, value in self._fixed().items() if value == AUTO)
+
+    def _choose(self, train) -> None:
+        """Set _chosen (rank, reg_weighting, reg, cycles) and search_results_: the search, or the explicit values.
+
+        The search reads only `train` (a validation split cut from it; hamsi.search module doc).
+        """
+        fixed = self._fixed()
+        self.search_results_ = None
+        if not self._searched():
+            self._chosen = dict(fixed, reg=None if self.reg == AUTO else self.reg, cycles=self.max_epochs)
+            return
+        fit_part, validation = search.validation_split(train, seed=self.random_state)
+        grid = search.candidate_grid(fixed, search.spread_of(train))
+        budget = None if self.max_time is None else search.SEARCH_TIME_SHARE * float(self.max_time)
+        max_cycles = 100 if self.max_epochs is None else max(1, int(self.max_epochs))
+        chosen, cycles, self.search_results_ = search.choose_by_validation(
+            grid, lambda trials: self._run_trials(trials, fit_part, validation), max_cycles=max_cycles,
+            time_budget=budget)
+        self._chosen = dict(chosen, cycles=cycles)
+
+    def _trial_params(self) -> dict:
+        """Return the parameters every trial shares: this model's, without the search and the clock."""
+        params = {name: value for name, value in self.get_params(deep=False).items()
+                  if name in MatrixFactorizer._get_param_names()}
+        params.update(max_time=None, patience=search.TRIAL_PATIENCE, on_divergence="warn")
+        return params
+
+    def _run_trials(self, trials, fit_part, validation) -> list[dict]:
+        """Return the outcomes of one rung's trials, fitted one after the other in this process."""
+        base = self._trial_params()
+        return [search.fit_trial(MatrixFactorizer, base, trial, fit_part, validation) for trial in trials]
+
+    def _remaining(self, started: float):
+        """Return the refit's max_time: what the search left of max_time (at least 1 - SEARCH_TIME_SHARE of it)."""
+        if self.max_time is None:
+            return None
+        spent = time.perf_counter() - started
+        return max(float(self.max_time) - spent, (1.0 - search.SEARCH_TIME_SHARE) * float(self.max_time))
 
     @staticmethod
     def _aligned(validation, train):
@@ -257,32 +319,34 @@ class MatrixFactorizer(BaseEstimator):
         except partition.PartitionError as exc:
             raise InputError(str(exc)) from exc
 
-    def _minimize(self, train, validation, callback):
+    def _minimize(self, train, validation, callback, max_time):
         """Return (problem, OptimizeResult) of the in-process engine on `train`."""
         cores = available_cores()
         self.partition_ = self._partition(train, cores)
         minimize = minimize_hamsi if self.algorithm == "hamsi" else minimize_mbgd
-        return self._solve(minimize, train, validation, callback, threads=self.threads or cores)
+        return self._solve(minimize, train, validation, callback, max_time, threads=self.threads or cores)
 
-    def _solve(self, minimize, train, validation, callback, **where):
+    def _solve(self, minimize, train, validation, callback, max_time, **where):
         """Return (problem, result) of minimize(problem, partition_, ...) with the auto values resolved.
 
         The one place that turns the parameters into a problem and engine options (both engines);
         `where` adds the engine's own keywords (threads, or the Dask client and chunking).
         """
+        picked = self._chosen
         chosen = defaults.choose_hyperparameters(
-            train, self.rank, subsets=self.partition_.n_subsets, reg=None if self.reg == AUTO else self.reg,
-            reg_weighting=self.reg_weighting)
+            train, picked["rank"], subsets=self.partition_.n_subsets, reg=picked["reg"],
+            reg_weighting=picked["reg_weighting"])
         auto_eta = chosen["eta"] if self.algorithm == "hamsi" else chosen["eta_gd"]
         chosen.update(biases=self.biases, gamma=self.gamma, memory=self.memory,
                       eta=float(auto_eta if self.eta in (AUTO, None) else self.eta))
         if self.init_scale != AUTO:  # a chosen start is the reference's kind: N(0, s^2), biases 0
             chosen.update(init_scale=float(self.init_scale), init_biases=False)
+        self.rank_, self.reg_weighting_ = int(picked["rank"]), picked["reg_weighting"]
         self.reg_, self.eta_, self.eta_gd_, self.init_scale_ = (
             float(chosen[key]) for key in ("reg", "eta", "eta_gd", "init_scale"))
-        problem = MatrixFactorization(train, self.rank, **defaults.problem_options(chosen))
+        problem = MatrixFactorization(train, self.rank_, **defaults.problem_options(chosen))
         options = dict(defaults.optimizer_options(chosen), schedule=self.schedule, random_state=self.random_state,
-                       max_epochs=self.max_epochs, max_time=self.max_time, tol=self.tol, patience=self.patience,
+                       max_epochs=picked["cycles"], max_time=max_time, tol=self.tol, patience=self.patience,
                        heldout=validation, callback=callback, safeguard=self.safeguard, **where)
         return problem, minimize(problem, self.partition_, **supported_options(minimize, **options))
 
@@ -290,10 +354,11 @@ class MatrixFactorizer(BaseEstimator):
         """Set the fitted attributes from an optimizer result; raise or warn if it diverged; return self."""
         self.result_ = result
         U, V = problem.factors(result.x)
-        self.user_factors_ = U[:, :self.rank].copy()
-        self.item_factors_ = V[:, :self.rank].copy()
-        self.user_bias_ = U[:, self.rank].copy() if self.biases else None
-        self.item_bias_ = V[:, self.rank].copy() if self.biases else None
+        rank = self.rank_
+        self.user_factors_ = U[:, :rank].copy()
+        self.item_factors_ = V[:, :rank].copy()
+        self.user_bias_ = U[:, rank].copy() if self.biases else None
+        self.item_bias_ = V[:, rank].copy() if self.biases else None
         self.global_mean_ = problem.offset if self.biases else float(train.values.mean())
         self.rating_min_, self.rating_max_ = float(train.values.min()), float(train.values.max())
         self.user_ids_, self.item_ids_ = np.asarray(train.user_ids), np.asarray(train.item_ids)
@@ -402,6 +467,7 @@ class MatrixFactorizer(BaseEstimator):
         model = cls(**{name: value for name, value in params.items() if name in accepted})
         for name in MODEL_SCALARS:
             setattr(model, name, fitted.get(name))
+        model.search_results_ = None  # the search's table is not saved
         for key, attribute in MODEL_ARRAYS.items():
             setattr(model, attribute, arrays.get(key))
         model._set_trace(Trace([(int(row[0]), int(row[1]), *map(float, row[2:])) for row in arrays["trace"]]))

@@ -11,6 +11,7 @@ The recommender habits of scikit-surprise and implicit, on the arrays of a fitte
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -116,6 +117,24 @@ def _as_float(values, what: str) -> np.ndarray:
         raise InputError(f"ratings in {what} must be numbers") from None
 
 
+def integer_ids(raw: np.ndarray) -> np.ndarray:
+    """Return string ids as integers where the string is one's decimal form ("196"), -1 elsewhere.
+
+    A model fitted on integer ids asked about "196" means 196; "0196", "1e2" or "abc" are not
+    written like any integer id, so they stay unknown, and a UserWarning says how many.
+    """
+    text = np.char.strip(raw.astype(str))
+    digits = np.char.isdigit(text) & ((np.char.str_len(text) == 1) | ~np.char.startswith(text, "0"))
+    converted = np.full(raw.shape, -1, dtype=np.int64)
+    converted[digits] = text[digits].astype(np.int64)
+    if not digits.all():
+        example = str(raw[np.flatnonzero(~digits)[0]])
+        warnings.warn(f"{np.count_nonzero(~digits)} string id(s) such as {example!r} are not integers written "
+                      "plainly, and the model was fitted on integer ids: they are treated as unknown", UserWarning,
+                      stacklevel=4)
+    return converted
+
+
 class IdIndex:
     """Map raw ids to positions in `ids` (-1 for an id not among them) by binary search."""
 
@@ -128,8 +147,8 @@ class IdIndex:
         """Return the int64 position of every raw id, -1 where it is unknown."""
         raw = _ids(np.atleast_1d(np.asarray(raw)))
         if (raw.dtype.kind == "U") != (self._sorted.dtype.kind == "U"):
-            if self._sorted.dtype.kind != "U":  # integer model ids never equal strings
-                return np.full(raw.shape, -1, dtype=np.int64)
+            if self._sorted.dtype.kind != "U":
+                return self.lookup(integer_ids(raw))
             raw = raw.astype(str)
         if self._sorted.size == 0:
             return np.full(raw.shape, -1, dtype=np.int64)

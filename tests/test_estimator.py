@@ -69,7 +69,7 @@ def test_same_random_state_same_factors(ratings):
 
 
 def test_mbgd_algorithm(ratings):
-    model = MatrixFactorizer(rank=3, algorithm="mbgd", blocks=2, threads=1, max_epochs=5, random_state=0)
+    model = MatrixFactorizer(rank=3, reg=1.0, algorithm="mbgd", blocks=2, threads=1, max_epochs=5, random_state=0)
     model.fit(ratings)
     assert model.n_iter_ == 10  # K = 2 subsets per epoch
 

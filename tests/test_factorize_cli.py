@@ -40,7 +40,7 @@ def test_factorize_writes_trace_factors_and_plot(data_file, tmp_path, capsys):
 
 def test_mbgd_and_stoc(data_file, tmp_path):
     trace = tmp_path / "t.csv"
-    assert main(["factorize", str(data_file), "--workers", "0", "--rank", "2", "--algorithm", "mbgd", "--schedule", "stoc",
+    assert main(["factorize", str(data_file), "--workers", "0", "--rank", "2", "--reg", "1", "--algorithm", "mbgd", "--schedule", "stoc",
                  "--blocks", "2", "--threads", "1", "--max-epochs", "3", "--trace", str(trace), "-q"]) == 0
     assert len(trace.read_text().splitlines()) == 5
 
@@ -97,3 +97,42 @@ def test_unwritable_output_fails_before_the_fit_naming_the_users_path(data_file,
     assert code == 2 and f"{flag} {target}: cannot write there" in err and ".part" not in err
     assert main(["factorize", str(data_file), "--workers", "0", flag, str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
+
+
+def test_duplicates_flag_merges_and_the_error_names_it(tmp_path, capsys):
+    path = tmp_path / "dup.csv"
+    path.write_text("user,item,rating\n1,1,4\n1,2,3\n2,1,5\n2,2,2\n1,1,2\n3,1,1\n3,2,4\n")
+    assert main(["factorize", str(path), "--workers", "0", "--rank", "1", "--reg", "1", "--max-epochs", "2",
+                 "--threads", "1", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "dup.csv:6:" in err and "--duplicates keep-last" in err and "duplicates='" not in err
+    assert main(["data", "info", str(path)]) == 2
+    assert "--duplicates keep-last" in capsys.readouterr().err
+    model_path = tmp_path / "m.npz"
+    assert main(["factorize", str(path), "--workers", "0", "--rank", "1", "--reg", "1", "--max-epochs", "2",
+                 "--threads", "1", "-q", "--duplicates", "mean", "--out", str(model_path)]) == 0
+    from hamsi import MatrixFactorizer
+
+    model = MatrixFactorizer.load(model_path)
+    assert model._seen_items.size == 6  # the repeated (1, 1) merged into one rating
+    assert main(["data", "info", str(path), "--duplicates", "keep-last"]) == 0
+    assert "duplicates 1 merged" in capsys.readouterr().out
+
+
+def test_plot_marks_the_bias_baseline_and_the_chosen_stop(data_file, tmp_path, monkeypatch):
+    import hamsi.plots
+
+    drawn = {}
+    original = hamsi.plots.plot_convergence
+
+    def spy(traces, path, **kwargs):
+        drawn.update(kwargs, traces=traces)
+        return original(traces, path, **kwargs)
+
+    monkeypatch.setattr(hamsi.plots, "plot_convergence", spy)
+    plot = tmp_path / "c.png"
+    assert main(["factorize", str(data_file), "--workers", "0", "--rank", "2", "--max-epochs", "6", "--threads", "1",
+                 "--test-fraction", "0.2", "--plot", str(plot), "-q"]) == 0
+    (trace,) = drawn["traces"].values()
+    assert drawn["stop_epoch"] == trace.rows[-1][0] and drawn["heldout"] == "test"
+    assert plot.read_bytes()[:4] == b"\x89PNG"

@@ -174,3 +174,16 @@ def test_grid_search_on_a_dataframe(frame):
     train_index, test_index = next(KFold(3, shuffle=True, random_state=0).split(frame))
     fold = MatrixFactorizer(**dict(FAST, max_epochs=5, reg=0.5, rank=2)).fit(frame.iloc[train_index])
     assert search.cv_results_["split0_test_score"][0] == pytest.approx(-fold.rmse(frame.iloc[test_index]))
+
+
+def test_string_ids_on_an_integer_id_model_are_converted_when_unambiguous():
+    ratings = make_ratings(users=30, items=40, ratings=600, rank=2, seed=8)
+    model = MatrixFactorizer(rank=2, reg=1.0, max_epochs=3, threads=1, blocks=2, random_state=0).fit(ratings)
+    users, items = ratings.user_ids[ratings.rows[:5]], ratings.item_ids[ratings.cols[:5]]
+    as_text = model.predict([str(u) for u in users], [str(i) for i in items])
+    np.testing.assert_array_equal(as_text, model.predict(users, items))
+    assert model.n_unknown_ == 0
+    np.testing.assert_array_equal(model.recommend(str(users[0]))[0], model.recommend(int(users[0]))[0])
+    with pytest.warns(UserWarning, match="'07'.*treated as unknown"):
+        model.predict(["07", "abc"], [str(items[0]), str(items[1])])
+    assert model.n_unknown_ == 2

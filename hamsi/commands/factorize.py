@@ -26,14 +26,21 @@ def flag_name(parameter: str) -> str:
     return FLAG_NAMES.get(parameter, "--" + parameter.replace("_", "-"))
 
 
-def auto_or_float(text: str):
-    """Parse a number or the word 'auto' (argparse type)."""
-    if text == "auto":
-        return text
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
+def auto_or(number, what: str):
+    """Return an argparse type that parses `number` (int or float) or the word 'auto'."""
+    def parse(text: str):
+        if text == "auto":
+            return text
+        try:
+            return number(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what} or 'auto', got {text!r}") from None
+
+    return parse
+
+
+auto_or_float = auto_or(float, "a number")
+auto_or_int = auto_or(int, "an integer")
 
 
 def register(subparsers) -> None:
@@ -46,16 +53,18 @@ def register(subparsers) -> None:
                     "convergence plot.",
     )
     parser.add_argument("data", metavar="DATA", help="rating file or MovieLens directory (see `hamsi data`)")
-    parser.add_argument("--rank", "-k", type=int, default=10, help="number of latent factors (default 10)")
+    parser.add_argument("--rank", "-k", type=auto_or_int, default="auto",
+                        help="number of latent factors, or 'auto' (default): chosen by validation")
     parser.add_argument("--algorithm", choices=("hamsi", "mbgd"), default="hamsi")
     parser.add_argument("--partitioner", default="strata-b", help="partition scheme (default strata-b)")
     parser.add_argument("--blocks", "-B", type=int, default=None, help="blocks per subset (default: cores)")
     parser.add_argument("--subsets", "-K", type=int, default=None, help="number of subsets (color, hogwild)")
     parser.add_argument("--schedule", choices=("det", "stoc"), default="det")
     parser.add_argument("--reg", type=auto_or_float, default="auto",
-                        help="L2 weight, or 'auto' (default): chosen from the ratings")
-    parser.add_argument("--reg-weighting", choices=("uniform", "count"), default="uniform",
-                        help="uniform (default): reg (|U|^2 + |V|^2) as in the thesis; count (ALS-WR): reg per rating")
+                        help="L2 weight, or 'auto' (default): chosen by validation")
+    parser.add_argument("--reg-weighting", choices=("auto", "uniform", "count"), default="auto",
+                        help="uniform: reg (|U|^2 + |V|^2) as in the thesis; count (ALS-WR): reg per rating; "
+                             "auto (default): chosen by validation (uniform when --reg is a number)")
     parser.add_argument("--biases", action=argparse.BooleanOptionalAction, default=True,
                         help="learn user and item biases (default on)")
     parser.add_argument("--eta", type=auto_or_float, default="auto",
@@ -70,14 +79,16 @@ def register(subparsers) -> None:
     parser.add_argument("--max-epochs", type=int, default=100, help="maximum cycles (default 100)")
     parser.add_argument("--tol", type=float, default=0.0, help="stop on relative objective change <= tol")
     parser.add_argument("--patience", type=int, default=None,
-                        help="stop after N cycles without a better validation RMSE (on the test set if "
-                             "--test-fraction is given, else on --validation-fraction of the training data)")
+                        help="stop after N cycles without a better validation RMSE, on --validation-fraction "
+                             "of the training ratings (never on the test set)")
     parser.add_argument("--validation-fraction", type=float, default=VALIDATION_FRACTION,
-                        help=f"share of the training ratings held out for --patience without a test set "
+                        help=f"share of the training ratings held out for --patience "
                              f"(default {VALIDATION_FRACTION:g})")
     parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     parser.add_argument("--test-fraction", type=float, default=0.0,
-                        help="hold out this fraction of ratings for the test RMSE (default 0)")
+                        help="hold out this fraction of ratings; their RMSE is reported once, at the end (default 0)")
+    parser.add_argument("--duplicates", default="error", choices=("error", "keep-last", "mean"),
+                        help="what to do with repeated (user, item) pairs in DATA (default error)")
     parser.add_argument("--trace", metavar="CSV", default=None, help="write the per-cycle trace")
     parser.add_argument("--out", metavar="NPZ", default=None,
                         help="write the model (ids, factors, biases, parameters; read by `hamsi recommend`)")
@@ -169,10 +180,11 @@ def run(args) -> int:
     """Fit the model described by args, showing progress; write the outputs; return the exit code."""
     import hamsi
     from hamsi.commands.progress import Progress
+    from hamsi.estimator import MatrixFactorizer
 
     _check_args(args)
     model = build_model(args)
-    ratings = hamsi.load_ratings(args.data)
+    ratings = hamsi.load_ratings(args.data, duplicates=args.duplicates)
     if ratings.nnz == 0:
         raise InputError(f"{args.data}: no ratings")
     train, test = ratings.split(args.test_fraction, seed=args.seed) if args.test_fraction > 0 else (ratings, None)
@@ -180,15 +192,27 @@ def run(args) -> int:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
-            model.fit(train, validation=test, callback=progress)
+            # test ratings only fill the trace's held-out column when nothing selects on it (no
+            # --patience; the search reads its own split of train); --patience reads a split of train
+            model.fit(train, validation=test if args.patience is None else None, callback=progress)
     finally:
         if progress is not None:
             progress.close()
+        if type(model) is not MatrixFactorizer:
+            # the command is one run: close the LocalCluster the Dask estimator opened for it
+            from cluster.estimator import close_local_clusters
+
+            close_local_clusters()
     for warning in caught:
         if issubclass(warning.category, UserWarning):
             print(f"hamsi factorize: warning: {warning.message}", file=sys.stderr)
     write_outputs(args, model)
-    print(summary(args, model, test is not None))
+    if model.search_results_ is not None:
+        from hamsi.search import format_results
+
+        print("hyper-parameter search (validation split of the training ratings):")
+        print(format_results(model.search_results_))
+    print(summary(args, model, test))
     return 0
 
 
@@ -197,8 +221,13 @@ def write_outputs(args, model) -> None:
     def plot(path):
         from hamsi.plots import plot_convergence
 
-        title = f"{os.path.basename(os.path.normpath(args.data))}, rank {args.rank}"
-        plot_convergence({args.algorithm: model.trace_}, path, title=title)
+        title = f"{os.path.basename(os.path.normpath(args.data))}, rank {model.rank_}"
+        heldout = "validation" if args.patience is not None else "test"
+        if args.patience is not None:
+            stop = model.best_epoch_
+        else:  # the cycles the search chose on validation, or none
+            stop = model.result_.n_cycles if model.search_results_ is not None else None
+        plot_convergence({args.algorithm: model.trace_}, path, title=title, heldout=heldout, stop_epoch=stop)
 
     writers = {"--trace": model.trace_.write_csv, "--out": model.save, "--plot": plot}
     for flag, path in output_paths(args):
@@ -208,16 +237,21 @@ def write_outputs(args, model) -> None:
             raise OSError(f"{flag} {path}: cannot write ({exc.strerror or exc})") from None
 
 
-def summary(args, model, has_test: bool) -> str:
-    """Return the closing line: why the run stopped, its size and time, the RMSEs and fitted values."""
+def summary(args, model, test) -> str:
+    """Return the closing line: why the run stopped, its size and time, the RMSEs and the values used.
+
+    Validation figures come from the split of the training ratings; the test RMSE (of the clipped
+    predictions the model serves, as score() computes it) is computed once, here.
+    """
     result = model.result_
     last = model.trace_.rows[-1]
-    heldout = "test" if has_test else "validation"
     text = (f"{args.algorithm}: {result.message}; {result.n_cycles} cycles, {result.nit} inner iterations, "
             f"{result.time:.3f} s, train RMSE {last[3]:.4f}")
-    if math.isfinite(last[4]):
-        text += f", {heldout} RMSE {last[4]:.4f}"
+    if math.isfinite(last[4]) and args.patience is not None:
+        text += f", validation RMSE {last[4]:.4f}"
     if model.best_epoch_ is not None and args.patience is not None:
         best = next(row for row in model.trace_.rows if row[0] == model.best_epoch_)
-        text += f"; kept cycle {model.best_epoch_} ({heldout} RMSE {best[4]:.4f})"
-    return text + f"; reg {model.reg_:.4g} ({args.reg_weighting}), eta {model.eta_:.4g}"
+        text += f"; kept cycle {model.best_epoch_} (validation RMSE {best[4]:.4f})"
+    if test is not None:
+        text += f"; test RMSE {model.rmse(test):.4f}"
+    return text + (f"; rank {model.rank_}, reg {model.reg_:.4g} ({model.reg_weighting_}), eta {model.eta_:.4g}")

@@ -282,7 +282,8 @@ def _resolve_duplicates(rows, cols, values, shape, policy, where, user_of, item_
         repeats = order[~starts_group]
         k = int(repeats.min())  # the earliest record that repeats an earlier pair
         raise InputError(f"{where(k)}: duplicate (user, item) pair ({user_of(k)}, {item_of(k)}); "
-                         "pass duplicates='keep-last' or 'mean' to merge")
+                         "merge repeated pairs with --duplicates keep-last or --duplicates mean "
+                         "(hamsi factorize, hamsi data info/convert; the duplicates= argument in Python)")
     group = np.cumsum(starts_group) - 1
     if policy == "keep-last":
         ends_group = np.concatenate((starts_group[1:], [True]))

@@ -24,6 +24,12 @@ global mean 1.13-1.14 (real 1.130), regularized user + item biases 0.95-0.96 (re
 best biased matrix factorization 0.91-0.92 (real: Spark ALS 0.922, Surprise SVD 0.939), over
 seeds 0 and 1 (benchmarks/bench_accuracy.py prints these baselines). ml-1m-like uses the same
 model with ML-1M's size (6040 x 3706, 1,000,209 ratings, every user >= 20, mean about 3.58).
+
+long-tail-like has the statistics of the second real set of issue 20 (a MovieLens "latest-small"
+release): 672 x 9,066, 100,020 half-star ratings 0.5..5 with its shares (mean 3.54, sd 1.06),
+every user >= 16; users from a lognormal law (median about 72, max about 2,400: real 71 / 2,391)
+and items from gamma 0.26 (median 3, 47 % with <= 2 ratings; max about 190 against the real
+343, the one figure it misses). It reuses MOVIELENS_MODEL's difficulty.
 """
 
 from __future__ import annotations
@@ -65,6 +71,8 @@ class Preset:
     item_activity_shape: float
     shares: dict
     model: RatingModel
+    min_user_ratings: int = 20  # MovieLens keeps users with >= 20 ratings
+    user_activity_law: str = "gamma"  # or "lognormal": the user shape is then the log's standard deviation
 
     def __iter__(self):
         """Unpack as (users, items, ratings), the tuple a preset used to be."""
@@ -74,6 +82,9 @@ class Preset:
 # Star shares of MovieLens 100K and 1M (1..5) and a half-star grid (1, 1.5, ..., 5) shaped like ML-20M.
 STAR_SHARES = {1.0: 0.061, 2.0: 0.114, 3.0: 0.271, 4.0: 0.341, 5.0: 0.213}
 STAR_SHARES_1M = {1.0: 0.056, 2.0: 0.108, 3.0: 0.261, 4.0: 0.349, 5.0: 0.226}
+# The second real set of issue 20 (672 x 9,066, half stars 0.5..5, a long item tail).
+LONG_TAIL_SHARES = {0.5: 0.011, 1.0: 0.033, 1.5: 0.017, 2.0: 0.073, 2.5: 0.044, 3.0: 0.201, 3.5: 0.105,
+                    4.0: 0.288, 4.5: 0.077, 5.0: 0.151}
 HALF_STAR_SHARES = {1.0: 0.04, 1.5: 0.02, 2.0: 0.09, 2.5: 0.05, 3.0: 0.22, 3.5: 0.12,
                     4.0: 0.27, 4.5: 0.07, 5.0: 0.12}
 # Calibrated so that a random 80/20 split of ml-100k-like scores as real MovieLens-100K does
@@ -90,6 +101,8 @@ PRESETS = {
     "ml-1m-like": Preset(6040, 3706, 1_000_209, 0.50, 0.42, STAR_SHARES_1M, MOVIELENS_MODEL),
     "ml-10m-like": Preset(69878, 10677, 10_000_054, 0.26, 0.22, STAR_SHARES, MOVIELENS_MODEL),
     "ml-20m-like": Preset(138493, 26744, 20_000_263, 0.25, 0.13, STAR_SHARES, MOVIELENS_MODEL),
+    "long-tail-like": Preset(672, 9066, 100_020, 1.4, 0.26, LONG_TAIL_SHARES, MOVIELENS_MODEL,
+                             min_user_ratings=16, user_activity_law="lognormal"),
 }
 DEFAULT_ACTIVITY_SHAPE = 0.7
 MIN_RATINGS_PER_USER = 20
@@ -106,7 +119,7 @@ def make_ratings(preset: str | None = None, users: int | None = None, items: int
 
     Parameters
     ----------
-    preset : {"ml-100k-like", "ml-1m-like", "ml-10m-like", "ml-20m-like"}, optional
+    preset : {"ml-100k-like", "ml-1m-like", "ml-10m-like", "ml-20m-like", "long-tail-like"}, optional
         Shape, size, star shares and difficulty of the MovieLens release (MOVIELENS_MODEL);
         explicit users/items/ratings override the size.
     users, items, ratings : int
@@ -138,11 +151,11 @@ def make_ratings(preset: str | None = None, users: int | None = None, items: int
         raise InputError(f"noise must be >= 0, got {noise}")
 
     rng = np.random.default_rng(seed)
-    user_weights = capped(activity_weights(n_users, spec.user_activity_shape, rng),
+    user_weights = capped(activity_weights(n_users, spec.user_activity_shape, rng, spec.user_activity_law),
                           MAX_FILL * n_items / n_ratings)
     item_weights = capped(activity_weights(n_items, spec.item_activity_shape, rng),
                           MAX_FILL * n_users / n_ratings)
-    keys = _sample_pairs(rng, n_users, n_items, n_ratings, user_weights, item_weights)
+    keys = _sample_pairs(rng, n_users, n_items, n_ratings, user_weights, item_weights, spec.min_user_ratings)
     rows = (keys // n_items).astype(np.int32)
     cols = (keys % n_items).astype(np.int32)
     del keys
@@ -176,7 +189,7 @@ def _resolve_shape(preset, users, items, ratings) -> Preset:
         if users is None or items is None or ratings is None:
             raise InputError("give a preset or all of users, items and ratings")
         return Preset(int(users), int(items), int(ratings), DEFAULT_ACTIVITY_SHAPE,
-                      DEFAULT_ACTIVITY_SHAPE, STAR_SHARES, PLANTED_MODEL)
+                      DEFAULT_ACTIVITY_SHAPE, STAR_SHARES, PLANTED_MODEL, MIN_RATINGS_PER_USER)
     if preset not in PRESETS:
         raise InputError(f"unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
     spec = PRESETS[preset]
@@ -185,13 +198,17 @@ def _resolve_shape(preset, users, items, ratings) -> Preset:
                    ratings=int(spec.ratings if ratings is None else ratings))
 
 
-def activity_weights(count: int, shape: float, rng: np.random.Generator) -> np.ndarray:
+def activity_weights(count: int, shape: float, rng: np.random.Generator, law: str = "gamma") -> np.ndarray:
     """Return probabilities proportional to the gamma(shape) quantiles at (k - 1/2)/count, shuffled.
 
     Quantiles instead of draws fix the extremes (the busiest user is not left to chance); a
-    gamma shape below 1 gives MovieLens's many light and few very heavy raters.
+    gamma shape below 1 gives MovieLens's many light and few very heavy raters. law="lognormal"
+    takes the quantiles of exp(shape * N(0, 1)) instead: a heavier top for the same median
+    (the long-tail set's busiest user rates 34x the median one, beyond any gamma shape).
     """
-    weights = gamma_distribution.ppf((np.arange(count) + 0.5) / count, shape)
+    levels = (np.arange(count) + 0.5) / count
+    weights = (np.exp(shape * ndtri(levels)) if law == "lognormal"
+               else gamma_distribution.ppf(levels, shape))
     rng.shuffle(weights)
     return weights / weights.sum()
 
@@ -230,9 +247,9 @@ def stars_from_scores(scores: np.ndarray, shares: dict[float, float]) -> np.ndar
     return levels[np.searchsorted(ndtri(cumulative), standardized)]
 
 
-def _sample_pairs(rng, n_users, n_items, n_ratings, user_weights, item_weights) -> np.ndarray:
+def _sample_pairs(rng, n_users, n_items, n_ratings, user_weights, item_weights, min_user_ratings) -> np.ndarray:
     """Return exactly n_ratings sorted distinct keys user * n_items + item (see module doc)."""
-    user_floor = min(MIN_RATINGS_PER_USER, n_items, n_ratings // n_users)
+    user_floor = min(min_user_ratings, n_items, n_ratings // n_users)
     keys = _fill_user_floor(rng, n_users, n_items, user_floor, item_weights)
     rated = np.zeros(n_items, dtype=bool)
     rated[keys % n_items] = True

@@ -1,0 +1,200 @@
+"""hamsi.search and MatrixFactorizer's `auto` hyper-parameters: chosen by validation cut from train."""
+
+import math
+
+import numpy as np
+import pytest
+
+from hamsi import MatrixFactorizer, search
+from hamsi.cli import main
+from hamsi.data import Ratings
+from hamsi.data.synth import make_ratings
+from hamsi.data.writers import write_ratings
+
+FAST = dict(blocks=2, threads=1, max_epochs=9, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def ratings():
+    return make_ratings(users=60, items=80, ratings=1500, rank=3, seed=3)
+
+
+def without_seconds(results):
+    return {key: value for key, value in results.items() if key != "seconds"}
+
+
+def test_the_search_is_deterministic_under_random_state(ratings):
+    first = MatrixFactorizer(**FAST).fit(ratings)
+    second = MatrixFactorizer(**FAST).fit(ratings)
+    assert without_seconds(first.search_results_) == without_seconds(second.search_results_)
+    np.testing.assert_array_equal(first.user_factors_, second.user_factors_)
+    assert (first.rank_, first.reg_, first.reg_weighting_) == (second.rank_, second.reg_, second.reg_weighting_)
+
+
+def test_an_explicit_hyper_parameter_is_never_searched(ratings):
+    model = MatrixFactorizer(rank=3, **FAST).fit(ratings)
+    assert set(model.search_results_["rank"]) == {3} and model.rank_ == 3
+    assert set(model.search_results_["reg_weighting"]) == {"uniform", "count"}
+    model = MatrixFactorizer(reg=0.3, reg_weighting="count", **FAST).fit(ratings)
+    assert set(model.search_results_["reg"]) == {0.3} and set(model.search_results_["reg_weighting"]) == {"count"}
+    assert model.reg_ == 0.3 and model.reg_weighting_ == "count"
+    # a number for reg reads as the uniform penalty's: the weighting is not searched across it
+    model = MatrixFactorizer(reg=2.0, **FAST).fit(ratings)
+    assert set(model.search_results_["reg_weighting"]) == {"uniform"}
+    model = MatrixFactorizer(rank=3, reg=2.0, reg_weighting="uniform", **FAST).fit(ratings)
+    assert model.search_results_ is None and model.n_iter_ > 0 and model.result_.n_cycles == 9
+
+
+def test_search_results_list_every_trial(ratings):
+    model = MatrixFactorizer(**FAST).fit(ratings)
+    results = model.search_results_
+    grid = search.candidate_grid(dict.fromkeys(search.SEARCHED, "auto"), float(ratings.values.std()))
+    rungs = search.rung_cycles(search.MIN_CYCLES, 9, search.HALVING_FACTOR, len(grid))
+    assert len(results["rung"]) == sum(kept for kept, _ in rungs)
+    first = [(results["rank"][k], results["reg_weighting"][k], results["reg"][k])
+             for k in range(len(results["rung"])) if results["rung"][k] == 0]
+    assert first == [(c["rank"], c["reg_weighting"], c["reg"]) for c in grid]
+    assert sum(results["chosen"]) == 1
+    chosen = results["chosen"].index(True)
+    assert (results["rank"][chosen], results["reg"][chosen]) == (model.rank_, model.reg_)
+    last = [k for k in range(len(results["rung"])) if results["rung"][k] == results["rung"][-1]]
+    assert results["validation_rmse"][chosen] == min(results["validation_rmse"][k] for k in last)
+    assert model.result_.n_cycles == results["best_epoch"][chosen]  # the refit runs the chosen cycles
+
+
+def test_successive_halving_keeps_the_best_third_against_brute_force():
+    grid = [{"rank": r, "reg_weighting": "uniform", "reg": float(g)} for r in (1, 2, 3) for g in range(6)]
+    rng = np.random.default_rng(0)
+    quality = dict(enumerate(rng.permutation(len(grid)).astype(float)))
+
+    def run_rung(trials):
+        # validation RMSE falls with the cycles; its order among candidates is `quality`
+        return [{"validation_rmse": 1.0 + quality[t.candidate] / (1 + t.cycles), "best_epoch": t.cycles,
+                 "seconds": 0.0} for t in trials]
+
+    chosen, cycles, results = search.choose_by_validation(grid, run_rung, min_cycles=2, max_cycles=40, factor=3)
+    assert chosen == grid[min(quality, key=quality.get)] and cycles == 40
+    rung1 = [(results["rank"][k], results["reg"][k]) for k in range(len(results["rung"])) if results["rung"][k] == 1]
+    best6 = sorted(quality, key=quality.get)[:6]
+    assert sorted(rung1) == sorted((grid[i]["rank"], grid[i]["reg"]) for i in best6)
+    assert search.rung_cycles(2, 40, 3, 18) == [(18, 2), (6, 6), (2, 40)]
+    assert search.rung_cycles(10, 100, 3, 3) == [(3, 100)]
+
+
+def test_a_search_cut_short_while_validation_still_falls_refits_for_the_whole_budget(monkeypatch):
+    grid = [{"rank": 1, "reg_weighting": "uniform", "reg": float(g)} for g in range(6)]
+    clock = iter(range(100))
+
+    def run_rung(trials):
+        return [{"validation_rmse": 1.0 + t.candidate, "best_epoch": t.cycles, "seconds": 0.0} for t in trials]
+
+    monkeypatch.setattr(search.time, "perf_counter", lambda: float(next(clock)) * 10.0)  # a rung "takes" 10 s
+    chosen, cycles, results = search.choose_by_validation(grid, run_rung, min_cycles=5, max_cycles=50, factor=3,
+                                                          time_budget=5.0)
+    monkeypatch.undo()
+    assert results["finished"] is False and set(results["rung"]) == {0}
+    assert chosen == grid[0] and cycles == 50
+
+
+def test_a_diverging_candidate_is_never_chosen():
+    grid = [{"rank": 1, "reg_weighting": "uniform", "reg": float(g)} for g in range(4)]
+
+    def run_rung(trials):
+        return [{"validation_rmse": math.nan if t.candidate == 0 else 1.0 + t.candidate, "best_epoch": 1,
+                 "seconds": 0.0} for t in trials]
+
+    chosen, _, _ = search.choose_by_validation(grid, run_rung, min_cycles=1, max_cycles=3, factor=2)
+    assert chosen == grid[1]
+
+
+def test_the_validation_split_leaves_every_user_with_training_ratings():
+    rows = np.repeat(np.arange(5), [1, 2, 3, 10, 40])
+    cols = np.concatenate([np.arange(n) for n in (1, 2, 3, 10, 40)])
+    ratings = Ratings(rows, cols, np.ones(rows.size), (5, 40))
+    fit_part, validation = search.validation_split(ratings, share=0.5, seed=0)
+    assert np.all(np.bincount(fit_part.rows, minlength=5) >= 1)
+    assert fit_part.nnz + validation.nnz == ratings.nnz
+    keys = lambda r: set(zip(r.rows.tolist(), r.cols.tolist()))  # noqa: E731
+    assert keys(fit_part) | keys(validation) == keys(ratings) and not keys(fit_part) & keys(validation)
+    np.testing.assert_array_equal(np.bincount(validation.rows, minlength=5), [0, 1, 1, 5, 20])
+
+
+def test_the_search_reads_only_training_ratings_and_the_refit_all_of_them(ratings, monkeypatch):
+    train, test = ratings.split(0.2, seed=1)
+    seen = []
+    original = search.fit_trial
+
+    def recording(cls, base, trial, fit_part, validation):
+        seen.append((fit_part.nnz, validation.nnz, fit_part.rows.copy(), fit_part.cols.copy()))
+        return original(cls, base, trial, fit_part, validation)
+
+    monkeypatch.setattr(search, "fit_trial", recording)
+    with_test = MatrixFactorizer(**FAST).fit(train, validation=test)
+    without_test = MatrixFactorizer(**FAST).fit(train)
+    # the test ratings passed as validation= change nothing the search decides
+    assert without_seconds(with_test.search_results_) == without_seconds(without_test.search_results_)
+    train_keys = set(zip(train.rows.tolist(), train.cols.tolist()))
+    for fit_n, validation_n, rows, cols in seen:
+        assert fit_n + validation_n == train.nnz and set(zip(rows.tolist(), cols.tolist())) <= train_keys
+    # the refit saw every training rating: its seen lists are train's
+    assert with_test._seen_items.size == train.nnz
+
+
+def test_the_cli_prints_the_search_and_the_chosen_values(ratings, tmp_path, capsys):
+    path = write_ratings(ratings, tmp_path / "r.csv")
+    assert main(["factorize", str(path), "--workers", "0", "--threads", "1", "--blocks", "2", "--max-epochs", "9",
+                 "--test-fraction", "0.2", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "hyper-parameter search" in out and "<- chosen" in out
+    chosen = next(line for line in out.splitlines() if line.endswith("<- chosen")).split()
+    assert f"rank {chosen[2]}, reg {float(chosen[4]):.4g} ({chosen[3]})" in out
+    assert "; test RMSE " in out
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_on_dask_the_trials_run_as_tasks_and_choose_the_in_process_model(ratings):
+    from distributed import Client, LocalCluster, get_task_stream
+
+    from cluster import DaskMatrixFactorizer
+
+    in_process = MatrixFactorizer(**FAST).fit(ratings)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=":0") as local, Client(local) as client:
+        with get_task_stream(client) as stream:
+            on_dask = DaskMatrixFactorizer(**FAST, client=client).fit(ratings)
+    trials = [event for event in stream.data if "fit_trial" in str(event["key"])]
+    assert len(trials) == len(on_dask.search_results_["rung"])  # one task per trial
+    assert len({event["worker"] for event in trials}) == 2  # spread over both workers
+    assert without_seconds(on_dask.search_results_) == without_seconds(in_process.search_results_)
+    assert (on_dask.rank_, on_dask.reg_, on_dask.reg_weighting_) == (in_process.rank_, in_process.reg_,
+                                                                     in_process.reg_weighting_)
+    np.testing.assert_allclose(on_dask.user_factors_, in_process.user_factors_, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.cluster
+@pytest.mark.slow
+def test_dask_estimator_reuses_one_local_cluster_and_warns_on_workers(ratings):
+    from cluster import DaskMatrixFactorizer
+    from cluster import estimator as dask_estimator
+
+    options = dict(rank=2, reg=1.0, reg_weighting="uniform", blocks=2, max_epochs=2, random_state=0)
+    try:
+        DaskMatrixFactorizer(**options, n_workers=1).fit(ratings)
+        first = dask_estimator._LOCAL_CLUSTERS[(1, 1)][0]
+        with pytest.warns(FutureWarning, match="n_workers"):
+            DaskMatrixFactorizer(**options, workers=1).fit(ratings)
+        assert dask_estimator._LOCAL_CLUSTERS[(1, 1)][0] is first
+    finally:
+        dask_estimator.close_local_clusters()
+    assert not dask_estimator._LOCAL_CLUSTERS and first.status == "closed"
+
+
+@pytest.mark.cluster
+def test_the_cli_closes_the_local_cluster_it_opened(ratings, tmp_path):
+    from cluster import estimator as dask_estimator
+
+    path = write_ratings(ratings, tmp_path / "r.csv")
+    assert main(["factorize", str(path), "--workers", "1", "--rank", "2", "--reg", "1", "--max-epochs", "2",
+                 "-q"]) == 0
+    assert not dask_estimator._LOCAL_CLUSTERS
