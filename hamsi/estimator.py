@@ -231,7 +231,8 @@ class MatrixFactorizer(BaseEstimator):
         elif self.patience is not None:
             if not self.validation_fraction:
                 raise InputError("patience needs validation ratings: pass validation= or validation_fraction > 0")
-            train, validation = train.split(self.validation_fraction, seed=self.random_state)
+            # a hash of the pairs, as the Dask data path splits its partitions (cluster.dataset)
+            train, validation = train.split_by_hash(self.validation_fraction, seed=self.random_state)
         problem, result = self._minimize(train, validation, callback)
         return self._set_fitted(train, problem, result)
 
