@@ -7,8 +7,12 @@ defaults, early stopping, predictions, recommend and save/load are MatrixFactori
 
 from __future__ import annotations
 
+import numpy as np
+
 from hamsi.defaults import VALIDATION_FRACTION
+from hamsi.errors import InputError
 from hamsi.estimator import AUTO, MatrixFactorizer, supported_options
+from hamsi.recommender import DEFAULT_COLUMNS
 
 
 class DaskMatrixFactorizer(MatrixFactorizer):
@@ -19,6 +23,13 @@ class DaskMatrixFactorizer(MatrixFactorizer):
     chunk_epochs (cycles per client round trip), checkpoint / checkpoint_every / resume.
     blocks defaults to the number of workers; with the same partition and random_state the fit
     gives the in-process estimator's factors (bitwise for strata and strata-b).
+
+    X may also live on the cluster: a Dask DataFrame, or a path, directory or glob of Parquet / CSV
+    files. It is then read, indexed, split (validation: a seeded hash of the pairs, the rule the
+    in-memory fit uses) and routed to its row shards on the workers and never collected
+    (cluster.dataset; partitioner strata or strata-b); the same ratings in a pandas DataFrame give
+    the same factors. Such a model keeps no list of the items each user rated (that is O(ratings)):
+    recommend with exclude_seen=False. Score on the workers with `cluster.scoring`.
 
     The client is shared, not copied: sklearn's clone (GridSearchCV, cross_val_score) hands the
     same Client object to every copy, so all fits run on the cluster it is connected to. It is
@@ -57,3 +68,58 @@ class DaskMatrixFactorizer(MatrixFactorizer):
             where = dict(client=client, chunk_epochs=self.chunk_epochs, checkpoint=self.checkpoint,
                          checkpoint_every=self.checkpoint_every, resume=self.resume, method=self.algorithm)
             return self._solve(driver.minimize_hamsi, train, validation, callback, **where)
+
+    def fit(self, X, y=None, *, validation=None, callback=None):
+        """Fit on X and return self; X on the cluster (Dask DataFrame, Parquet/CSV glob) stays there."""
+        from cluster.dataset import is_distributed_source
+
+        if not is_distributed_source(X):
+            return super().fit(X, y, validation=validation, callback=callback)
+        self.validate_params()
+        if validation is not None:
+            raise InputError("validation= is not taken with ratings on the workers; the validation split is "
+                             "validation_fraction of the pairs, by a seeded hash (set patience)")
+        if self.patience is not None and not self.validation_fraction:
+            raise InputError("patience needs validation ratings: validation_fraction > 0")
+        return self._fit_on_workers(X, callback)
+
+    def _fit_on_workers(self, source, callback):
+        from cluster import driver
+        from cluster.connect import connect, worker_addresses
+        from cluster.dataset import WorkerRatings
+
+        columns = None if self._columns() == DEFAULT_COLUMNS else self._columns()
+        fraction = self.validation_fraction if self.patience is not None else 0.0
+        with connect(client=self.client, scheduler=self.scheduler, n_workers=self.workers,
+                     threads_per_worker=self.threads_per_worker) as client:
+            workers = worker_addresses(client, minimum=self.workers or 1)
+            train = WorkerRatings(client, source, columns=columns, scheme=str(self.partitioner).lower(),
+                                  n_blocks=self.blocks or len(workers), heldout_fraction=fraction,
+                                  seed=self.random_state, workers=workers)
+            self.partition_ = train.cover
+            where = dict(client=client, chunk_epochs=self.chunk_epochs, checkpoint=self.checkpoint,
+                         checkpoint_every=self.checkpoint_every, resume=self.resume, method=self.algorithm)
+            problem, result = self._solve(driver.minimize_hamsi, train, train if train.n_test else None, callback,
+                                          **where)
+        return self._set_fitted(train, problem, result)
+
+    def _problem(self, train, options: dict):
+        """Return the ShardedFactorization of ratings on the workers, else MatrixFactorization."""
+        from cluster.dataset import WorkerRatings
+
+        if isinstance(train, WorkerRatings):
+            return train.problem(self.rank, **options)
+        return super()._problem(train, options)
+
+    def _set_training_facts(self, train):
+        """As MatrixFactorizer, from the counts the workers reduced when the ratings stayed there."""
+        from cluster.dataset import WorkerRatings
+
+        if not isinstance(train, WorkerRatings):
+            self._item_known = None
+            return super()._set_training_facts(train)
+        self.rating_min_, self.rating_max_ = float(train.rating_min), float(train.rating_max)
+        self.user_ids_, self.item_ids_ = np.asarray(train.user_ids), np.asarray(train.item_ids)
+        self._seen_indptr = np.concatenate([[0], np.cumsum(train.row_counts)]).astype(np.int64)
+        self._seen_items = None
+        self._item_known = train.col_counts > 0

@@ -30,7 +30,7 @@ AUTO = "auto"
 # Arrays of a fitted model: saved-file key -> attribute (None-valued ones are not written).
 MODEL_ARRAYS = {"user_ids": "user_ids_", "item_ids": "item_ids_", "user_factors": "user_factors_",
                 "item_factors": "item_factors_", "user_bias": "user_bias_", "item_bias": "item_bias_",
-                "seen_indptr": "_seen_indptr", "seen_items": "_seen_items"}
+                "seen_indptr": "_seen_indptr", "seen_items": "_seen_items", "item_known": "_item_known"}
 MODEL_SCALARS = ("reg_", "eta_", "eta_gd_", "init_scale_", "global_mean_", "rating_min_", "rating_max_", "n_iter_", "best_epoch_",
                  "overfitting_")
 
@@ -123,6 +123,7 @@ class MatrixFactorizer(BaseEstimator):
     """
 
     _shared_params: tuple = ()  # parameters clone hands over as the same object (see __sklearn_clone__)
+    _item_known = None  # items with training ratings, kept only when the seen lists are not (Dask data path)
 
     def __init__(self, rank=10, algorithm="hamsi", partitioner="strata-b", blocks=None, subsets=None,
                  schedule="det", reg=AUTO, reg_weighting="uniform", biases=True, eta=AUTO, gamma=0.51,
@@ -272,7 +273,7 @@ class MatrixFactorizer(BaseEstimator):
         `where` adds the engine's own keywords (threads, or the Dask client and chunking).
         """
         chosen = defaults.choose_hyperparameters(
-            train, self.rank, subsets=self.partition_.n_subsets, reg=None if self.reg == AUTO else self.reg,
+            getattr(train, "statistics", train), self.rank, subsets=self.partition_.n_subsets, reg=None if self.reg == AUTO else self.reg,
             reg_weighting=self.reg_weighting)
         auto_eta = chosen["eta"] if self.algorithm == "hamsi" else chosen["eta_gd"]
         chosen.update(biases=self.biases, gamma=self.gamma, memory=self.memory,
@@ -281,11 +282,15 @@ class MatrixFactorizer(BaseEstimator):
             chosen.update(init_scale=float(self.init_scale), init_biases=False)
         self.reg_, self.eta_, self.eta_gd_, self.init_scale_ = (
             float(chosen[key]) for key in ("reg", "eta", "eta_gd", "init_scale"))
-        problem = MatrixFactorization(train, self.rank, **defaults.problem_options(chosen))
+        problem = self._problem(train, defaults.problem_options(chosen))
         options = dict(defaults.optimizer_options(chosen), schedule=self.schedule, random_state=self.random_state,
                        max_epochs=self.max_epochs, max_time=self.max_time, tol=self.tol, patience=self.patience,
                        heldout=validation, callback=callback, safeguard=self.safeguard, **where)
         return problem, minimize(problem, self.partition_, **supported_options(minimize, **options))
+
+    def _problem(self, train, options: dict):
+        """Return the problem `_solve` minimizes: MatrixFactorization of `train` (options: problem_options)."""
+        return MatrixFactorization(train, self.rank, **options)
 
     def _set_fitted(self, train, problem, result):
         """Set the fitted attributes from an optimizer result; raise or warn if it diverged; return self."""
@@ -296,9 +301,7 @@ class MatrixFactorizer(BaseEstimator):
         self.user_bias_ = U[:, self.rank].copy() if self.biases else None
         self.item_bias_ = V[:, self.rank].copy() if self.biases else None
         self.global_mean_ = problem.offset if self.biases else float(train.values.mean())
-        self.rating_min_, self.rating_max_ = float(train.values.min()), float(train.values.max())
-        self.user_ids_, self.item_ids_ = np.asarray(train.user_ids), np.asarray(train.item_ids)
-        self._seen_indptr, self._seen_items = seen_lists(train.rows, train.cols, train.shape[0])
+        self._set_training_facts(train)
         self.n_iter_ = result.nit
         self.best_epoch_ = result.get("best_epoch")
         self.overfitting_ = result.get("overfitting")
@@ -315,6 +318,12 @@ class MatrixFactorizer(BaseEstimator):
                           UserWarning, stacklevel=3)
         return self
 
+    def _set_training_facts(self, train):
+        """Set the rating range, the raw ids and the items every user rated (recommend leaves them out)."""
+        self.rating_min_, self.rating_max_ = float(train.values.min()), float(train.values.max())
+        self.user_ids_, self.item_ids_ = np.asarray(train.user_ids), np.asarray(train.item_ids)
+        self._seen_indptr, self._seen_items = seen_lists(train.rows, train.cols, train.shape[0])
+
     def _set_trace(self, trace):
         """Set trace_ and the lookup structures that predict and recommend use."""
         self.trace_ = trace
@@ -324,7 +333,8 @@ class MatrixFactorizer(BaseEstimator):
             self.user_factors_, self.item_factors_, self.user_bias_, self.item_bias_,
             offset=self.global_mean_ if biases else 0.0, global_mean=self.global_mean_,
             user_known=np.diff(self._seen_indptr) > 0,
-            item_known=np.bincount(self._seen_items, minlength=self.item_ids_.size) > 0)
+            item_known=(np.bincount(self._seen_items, minlength=self.item_ids_.size) > 0
+                        if self._seen_items is not None else self._item_known))
 
     def _check_fitted(self):
         if not hasattr(self, "user_factors_"):
@@ -366,6 +376,9 @@ class MatrixFactorizer(BaseEstimator):
         cols = np.arange(self.item_ids_.size)
         scores, _ = pair_scores(self._arrays, np.full(cols.size, row), cols)
         excluded = [np.flatnonzero(~self._arrays.item_known)]
+        if exclude_seen and row >= 0 and self._seen_items is None:
+            raise InputError("this model was fitted on ratings that stayed on the workers and holds no list of "
+                             "the items each user rated; pass exclude_seen=False")
         if exclude_seen and row >= 0:
             excluded.append(self._seen_items[self._seen_indptr[row]:self._seen_indptr[row + 1]])
         best = top_items(scores, int(n), np.concatenate(excluded))
