@@ -22,7 +22,7 @@ from hamsi.errors import DivergenceError, InputError
 from hamsi.optimizer import minimize_hamsi, minimize_mbgd
 from hamsi.problems import MatrixFactorization
 from hamsi.problems.matrix_factorization import REG_WEIGHTINGS
-from hamsi.recommender import FactorArrays, IdIndex, as_pairs, as_ratings, pair_scores, seen_lists, top_items
+from hamsi.recommender import FactorArrays, IdIndex, as_pairs, as_ratings, best_items, pair_scores, seen_lists
 from hamsi.trace import Trace
 
 ALGORITHMS = ("hamsi", "mbgd")
@@ -373,16 +373,16 @@ class MatrixFactorizer(BaseEstimator):
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             raise InputError(f"n must be a positive integer; got {n!r}")
         row = int(self._user_index.lookup([user])[0])
-        cols = np.arange(self.item_ids_.size)
-        scores, _ = pair_scores(self._arrays, np.full(cols.size, row), cols)
-        excluded = [np.flatnonzero(~self._arrays.item_known)]
-        if exclude_seen and row >= 0 and self._seen_items is None:
+        seen = self.seen_items(row) if exclude_seen and row >= 0 else None
+        best, scores = best_items(self._arrays, row, int(n), seen)
+        return self.item_ids_[best], np.clip(scores, self.rating_min_, self.rating_max_)
+
+    def seen_items(self, row: int) -> np.ndarray:
+        """Return the item positions model row `row` rated in training (InputError if the model keeps none)."""
+        if self._seen_items is None:
             raise InputError("this model was fitted on ratings that stayed on the workers and holds no list of "
                              "the items each user rated; pass exclude_seen=False")
-        if exclude_seen and row >= 0:
-            excluded.append(self._seen_items[self._seen_indptr[row]:self._seen_indptr[row + 1]])
-        best = top_items(scores, int(n), np.concatenate(excluded))
-        return self.item_ids_[best], np.clip(scores[best], self.rating_min_, self.rating_max_)
+        return self._seen_items[self._seen_indptr[row]:self._seen_indptr[row + 1]]
 
     def rmse(self, X, y=None) -> float:
         """Return the root mean squared error of the (clipped) predictions on the ratings in X (or y)."""

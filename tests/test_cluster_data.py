@@ -181,3 +181,37 @@ def test_bad_input_on_the_workers_is_one_clear_error(client, frame, tmp_path):
         fit_distributed(str(twice), **options)
     with pytest.raises(InputError, match="no column 'stars'"):
         fit_distributed(dask_frame(frame), columns=("user", "item", "stars"), **options)
+
+
+@pytest.fixture(scope="module")
+def fitted(frame):
+    from hamsi import MatrixFactorizer
+
+    return MatrixFactorizer(rank=3, max_epochs=3, random_state=0, threads=1).fit(frame)
+
+
+def test_predict_on_workers_equals_predict(client, frame, fitted):
+    from cluster import scoring
+
+    pairs = pd.concat([frame[["user", "item"]], pd.DataFrame({"user": [-7, 4], "item": [5, -3]})],
+                      ignore_index=True)  # two pairs with unknown ids take the fallback
+    series = scoring.predict(fitted, dask_frame(pairs, 5))
+    assert type(series).__module__.startswith("dask")
+    got = series.compute()
+    assert np.array_equal(got.to_numpy(), fitted.predict(pairs["user"].to_numpy(), pairs["item"].to_numpy()))
+    assert got.index.equals(pairs.index)
+
+
+def test_recommend_all_equals_per_user_recommend(client, fitted):
+    from cluster import scoring
+
+    top = scoring.recommend_all(fitted, n=4, users_per_task=7).compute()
+    assert sorted(top["user"].unique()) == sorted(fitted.user_ids_)
+    for user, rows in top.groupby("user"):
+        items, ratings = fitted.recommend(user, n=4)
+        assert np.array_equal(rows.sort_values("rank")["item"].to_numpy(), items)
+        assert np.array_equal(rows.sort_values("rank")["rating"].to_numpy(), ratings)
+    everything = scoring.recommend_all(fitted, n=2, exclude_seen=False).compute()
+    user = fitted.user_ids_[5]
+    assert np.array_equal(everything[everything["user"] == user]["item"].to_numpy(),
+                          fitted.recommend(user, n=2, exclude_seen=False)[0])
