@@ -215,3 +215,45 @@ def test_recommend_all_equals_per_user_recommend(client, fitted):
     user = fitted.user_ids_[5]
     assert np.array_equal(everything[everything["user"] == user]["item"].to_numpy(),
                           fitted.recommend(user, n=2, exclude_seen=False)[0])
+
+
+@pytest.mark.slow
+def test_a_worker_killed_in_the_shuffle_or_the_fit_ends_in_the_undisturbed_result(frame, tmp_path):
+    import signal
+
+    import dask.dataframe as dd
+
+    from cluster import fit_distributed
+    from cluster.connect import connect
+
+    files = [str(p) for p in write_files(tmp_path, [frame.iloc[i::5] for i in range(5)])]
+    marker, armed = tmp_path / "killed", tmp_path / "armed"
+
+    def read_or_die(path):
+        # the first read of part 3 kills its worker: the shuffle loses a worker mid-way
+        if path.endswith("ratings-3.parquet") and os.path.exists(armed) and not os.path.exists(marker):
+            open(marker, "w").close()
+            os._exit(1)
+        return pd.read_parquet(path)
+
+    options = dict(rank=3, blocks=4, random_state=1, max_epochs=6, chunk_epochs=2, quiet=True, biases=True,
+                   reg=0.5, heldout_fraction=0.1)
+    with connect(n_workers=2, quiet=True) as dask_client:
+        ratings = dd.from_map(read_or_die, files, meta=frame.iloc[:0])
+        undisturbed = fit_distributed(ratings, client=dask_client, **options)
+        armed.touch()
+        in_shuffle = fit_distributed(ratings, client=dask_client, **options)
+        assert marker.exists(), "no worker was killed"
+        assert np.array_equal(in_shuffle.x, undisturbed.x)
+        for kill_in_chunk in (0, 1):
+            dask_client.wait_for_workers(2, timeout=60)  # the nanny restarts the killed worker
+            killed = []
+
+            def kill_second_worker(info):
+                if info["chunk"] == kill_in_chunk and not killed:
+                    killed.append(info["workers"][1])
+                    os.kill(dask_client.run(os.getpid, workers=[killed[0]])[killed[0]], signal.SIGKILL)
+
+            recovered = fit_distributed(ratings, client=dask_client, on_chunk=kill_second_worker, **options)
+            assert recovered.recoveries, "the kill was not noticed"
+            assert np.array_equal(recovered.x, undisturbed.x), f"killed in chunk {kill_in_chunk}"
