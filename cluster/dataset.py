@@ -376,7 +376,7 @@ def _common_start(start: "StartSpec", col_bias, memory: int) -> CommonState:
 
 @dataclass(frozen=True)
 class StartSpec:
-    """What a host needs to draw its start rows: the engine's init rng (hamsi.stepper.engine_rngs), shape, rank, width, scale."""
+    """What a host needs to draw its start rows: the engine's init rng (stepper.engine_rngs), shape, rank, scale."""
 
     init_rng: object
     shape: tuple

@@ -125,3 +125,25 @@ def recommend_all(model, n: int = 10, *, exclude_seen: bool = True, users_per_ta
                          "item": pd.Series([], dtype=scorer.item_ids.dtype), "rating": pd.Series([], dtype=float),
                          "score": pd.Series([], dtype=float)})
     return dd.from_delayed(parts, meta=meta, verify_meta=False)
+
+
+def write_parquet(frame, path) -> None:
+    """Write a Dask DataFrame to the Parquet directory `path` from the workers, all or nothing.
+
+    The parts go to a temporary directory beside `path`, renamed over it only when every part is
+    written: a failed run leaves no partial output.
+    """
+    import os
+    import shutil
+    import tempfile
+
+    parent = os.path.dirname(os.path.abspath(path))
+    staging = tempfile.mkdtemp(dir=parent, prefix=".hamsi-parquet-")
+    try:
+        frame.to_parquet(staging, write_index=False)
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        os.replace(staging, path)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise

@@ -380,8 +380,9 @@ class MatrixFactorizer(BaseEstimator):
     def seen_items(self, row: int) -> np.ndarray:
         """Return the item positions model row `row` rated in training (InputError if the model keeps none)."""
         if self._seen_items is None:
-            raise InputError("this model was fitted on ratings that stayed on the workers and holds no list of "
-                             "the items each user rated; pass exclude_seen=False")
+            raise InputError("this model was fitted on ratings that stayed on the workers and holds no list of the "
+                             "items each user rated; rank all items (exclude_seen=False; hamsi recommend "
+                             "--include-seen)")
         return self._seen_items[self._seen_indptr[row]:self._seen_indptr[row + 1]]
 
     def rmse(self, X, y=None) -> float:

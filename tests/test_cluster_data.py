@@ -257,3 +257,30 @@ def test_a_worker_killed_in_the_shuffle_or_the_fit_ends_in_the_undisturbed_resul
             recovered = fit_distributed(ratings, client=dask_client, on_chunk=kill_second_worker, **options)
             assert recovered.recoveries, "the kill was not noticed"
             assert np.array_equal(recovered.x, undisturbed.x), f"killed in chunk {kill_in_chunk}"
+
+
+def test_cli_factorizes_a_parquet_glob_and_writes_every_users_top_n(client, frame, tmp_path):
+    from hamsi import MatrixFactorizer
+    from hamsi.cli import main
+
+    renamed = frame.rename(columns={"user": "u", "item": "i", "rating": "stars"})
+    data = tmp_path / "ratings"
+    data.mkdir()
+    write_files(data, [renamed.iloc[:1500], renamed.iloc[1500:]])
+    address = client.scheduler.address
+    model_file, top_dir = tmp_path / "model.npz", tmp_path / "top.parquet"
+    assert main(["factorize", str(data / "*.parquet"), "--columns", "u,i,stars", "--scheduler", address,
+                 "--rank", "2", "--max-epochs", "2", "--quiet", "--out", str(model_file)]) == 0
+    model = MatrixFactorizer.load(model_file)
+    assert model.user_ids_.size == frame["user"].nunique()
+    # a model fitted on the workers keeps no seen lists: --all without --include-seen says so
+    assert main(["recommend", str(model_file), "--all", "-n", "3", "--out", str(top_dir),
+                 "--scheduler", address]) == 2
+    assert not top_dir.exists()  # nothing half-written
+    assert main(["recommend", str(model_file), "--all", "-n", "3", "--out", str(top_dir), "--include-seen",
+                 "--scheduler", address]) == 0
+    top = pd.read_parquet(top_dir)
+    user = model.user_ids_[7]
+    mine = top[top["user"] == user].sort_values("rank")
+    assert np.array_equal(mine["item"].to_numpy(), model.recommend(user, n=3, exclude_seen=False)[0])
+    assert len(top) == 3 * model.user_ids_.size
