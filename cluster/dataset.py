@@ -205,6 +205,7 @@ def _cut_by_shard(part, row_bounds) -> list:
 
 
 def _piece(pieces: list, shard: int):
+    """Return one shard's piece of a cut partition (a small task, next to the cut)."""
     return pieces[shard]
 
 
@@ -401,6 +402,7 @@ class GridCover:
 
     @property
     def n_subsets(self) -> int:
+        """K = B subsets of B blocks each."""
         return self.row_bounds.size - 1
 
 
@@ -479,6 +481,7 @@ class WorkerRatings:
 
 
 def _name(source) -> str:
+    """Return how error messages call the source."""
     return os.fspath(source) if isinstance(source, (str, os.PathLike)) else "Dask DataFrame"
 
 
@@ -532,6 +535,7 @@ class ShardedFactorization:
         return x[:split].reshape(self.shape[0], self.width), x[split:].reshape(self.shape[1], self.width)
 
     def worker_layout(self, bounds) -> "WorkerLayout":
+        """Return the driver's layout of this problem (cluster.layout.layout_for asks for it)."""
         return WorkerLayout(self, bounds)
 
 
@@ -563,6 +567,7 @@ class WorkerLayout(FactorLayout):
             v_bounds=v_bounds, n_shards=self.n_shards)
 
     def sizes(self) -> list:
+        """Training ratings per shard (placement balances them; the memory check reads them)."""
         return list(self.ratings.sizes)
 
     def place(self, client, shard: int, host: str):
