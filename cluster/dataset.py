@@ -310,18 +310,22 @@ def _squares(data: ShardRatings, mean: float) -> np.ndarray:
     return squared_deviation_sums(rows, vals, data.row_hi - data.row_lo, mean)
 
 
-def _bias_shard(data: ShardRatings, offset: float, row_bias):
-    """Return the shard's BiasShard in position order, as MatrixFactorization.ridge_biases builds it."""
+def _bias_shard(data: ShardRatings, offset: float) -> BiasShard:
+    """Return the shard's BiasShard in position order, as MatrixFactorization.ridge_biases builds it.
+
+    Built once per shard for the sweeps; the sweep tasks take shallow copies (tasks never mutate
+    their inputs).
+    """
     rows, cols, vals = data.in_position_order()
-    shard = BiasShard(rows, cols, vals - offset, data.row_hi - data.row_lo)
+    return BiasShard(rows, cols, vals - offset, data.row_hi - data.row_lo)
+
+
+def _col_partial(base: BiasShard, row_bias, n_items):
+    """Return one sweep's item sums of this shard (BiasShard.col_partial on its host)."""
+    shard = copy.copy(base)
     if row_bias is not None:
         shard.row_bias = row_bias
-    return shard
-
-
-def _col_partial(data, offset, row_bias, n_items):
-    """Return one sweep's item sums of this shard (BiasShard.col_partial on its host)."""
-    return _bias_shard(data, offset, row_bias).col_partial(n_items)
+    return shard.col_partial(n_items)
 
 
 def _item_bias(col_counts, reg, reg_weighting, *partials):
@@ -331,9 +335,9 @@ def _item_bias(col_counts, reg, reg_weighting, *partials):
     return np.divide(col_sums, weight, out=np.zeros(col_sums.size), where=col_counts > 0)
 
 
-def _row_bias(data, offset, col_bias, reg, reg_weighting):
+def _row_bias(base: BiasShard, col_bias, reg, reg_weighting):
     """Return the shard's user biases given the item biases (BiasShard.solve_rows on its host)."""
-    return _bias_shard(data, offset, None).solve_rows(col_bias, reg, reg_weighting)
+    return copy.copy(base).solve_rows(col_bias, reg, reg_weighting)
 
 
 def _shard_data(data: ShardRatings, homes: list, col_bounds, reg: float, reg_weighting: str) -> ShardData:
@@ -609,14 +613,16 @@ class WorkerLayout(FactorLayout):
         if not problem.init_biases:
             return None, None
         counts = ratings.col_counts.astype(np.float64)
+        bases = [client.submit(_bias_shard, ratings.shards[p], problem.offset, workers=[ratings.owner[p]],
+                               allow_other_workers=True, pure=False) for p in range(self.n_shards)]
         row_bias = [None] * self.n_shards
         col_bias = None
         for _ in range(BIAS_SWEEPS):
-            partials = [client.submit(_col_partial, ratings.shards[p], problem.offset, row_bias[p], problem.shape[1],
-                                      pure=False) for p in range(self.n_shards)]
+            partials = [client.submit(_col_partial, bases[p], row_bias[p], problem.shape[1], pure=False)
+                        for p in range(self.n_shards)]
             col_bias = client.submit(_item_bias, counts, problem.reg, problem.reg_weighting, *partials, pure=False)
-            row_bias = [client.submit(_row_bias, ratings.shards[p], problem.offset, col_bias, problem.reg,
-                                      problem.reg_weighting, pure=False) for p in range(self.n_shards)]
+            row_bias = [client.submit(_row_bias, bases[p], col_bias, problem.reg, problem.reg_weighting, pure=False)
+                        for p in range(self.n_shards)]
         return row_bias, col_bias
 
 
