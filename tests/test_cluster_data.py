@@ -284,3 +284,22 @@ def test_cli_factorizes_a_parquet_glob_and_writes_every_users_top_n(client, fram
     mine = top[top["user"] == user].sort_values("rank")
     assert np.array_equal(mine["item"].to_numpy(), model.recommend(user, n=3, exclude_seen=False)[0])
     assert len(top) == 3 * model.user_ids_.size
+
+
+def test_the_reductions_both_paths_share_agree_with_numpy():
+    import partition
+    from hamsi.data.moments import rating_mean, rating_spread
+    from hamsi.problems.matrix_factorization import MatrixFactorization
+    from partition.strata import balanced_bounds, balanced_bounds_of_counts
+
+    r = make_ratings(users=50, items=40, ratings=900, rank=2, seed=4)
+    assert rating_mean(r.rows, r.values, 50) == pytest.approx(r.values.mean(), rel=1e-14)
+    assert rating_spread(r.rows, r.values, 50) == pytest.approx(r.values.std(), rel=1e-12)
+    counts = np.bincount(r.rows, minlength=50)
+    assert np.array_equal(balanced_bounds_of_counts(counts, 3), balanced_bounds(r.rows, 50, 3))
+    # the bias start reduced over 3 row shards is the one-shard start up to rounding
+    one, three = (MatrixFactorization(r, 2, reg=2.0, biases=True) for _ in range(2))
+    one.arrange(partition.make("strata-b", r, blocks=1))
+    three.arrange(partition.make("strata-b", r, blocks=3))
+    for a, b in zip(one.ridge_biases(), three.ridge_biases()):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
