@@ -159,18 +159,39 @@ def fit_distributed(ratings, *, rank: int = 10, method: str = "hamsi", scheme: s
                     blocks: int | None = None, subsets: int | None = None, partition=None,
                     reg: float = 0.0, biases: bool = False, client=None, scheduler: str | None = None,
                     n_workers: int | None = None, threads_per_worker: int = 1, random_state=None,
-                    quiet: bool = False, safeguard: bool = True, security=None, **options):
+                    quiet: bool = False, safeguard: bool = True, security=None, columns=None,
+                    heldout_fraction: float = 0.0, **options):
     """Return the OptimizeResult of matrix factorization by HAMSI (or mb-GD) on Dask: the MF convenience.
 
     Builds MatrixFactorization(ratings, rank, reg, biases) and the cover (`partition`, else
     partition.make(scheme, ratings, blocks=B, subsets=K, seed=random_state or 0) with B = the
     number of workers), then runs `minimize_hamsi` (same keywords in **options; security as there).
+
+    `ratings` may also live on the cluster: a Dask DataFrame, or a path, directory or glob of
+    Parquet / CSV files (`columns` picks the user, item and rating columns). They are then read,
+    indexed and routed to their row shards by tasks on the workers (cluster.dataset; STRATA or
+    STRATA-B), never collected; `heldout_fraction` holds out that share of the pairs by a seeded
+    hash (the trace's test RMSE). The result then carries user_ids and item_ids (row a of U is
+    user user_ids[a]).
     """
     import partition as partitions
+
+    from cluster.dataset import WorkerRatings, is_distributed_source
 
     with connect(client=client, scheduler=scheduler, n_workers=n_workers,
                  threads_per_worker=threads_per_worker, quiet=quiet, security=security) as dask_client:
         workers = worker_addresses(dask_client, minimum=n_workers or 1)
+        if is_distributed_source(ratings):
+            if partition is not None:
+                raise ValueError("ratings on the workers take scheme= (strata or strata-b), not a partition")
+            data = WorkerRatings(dask_client, ratings, columns=columns, scheme=scheme,
+                                 n_blocks=blocks or len(workers), heldout_fraction=heldout_fraction,
+                                 seed=random_state, workers=workers)
+            result = minimize_hamsi(data.problem(rank, reg=reg, biases=biases), data.cover, client=dask_client,
+                                    method=method, random_state=random_state, quiet=quiet, safeguard=safeguard,
+                                    heldout=data if data.n_test else None, **options)
+            result.user_ids, result.item_ids = data.user_ids, data.item_ids
+            return result
         if partition is None:
             # the estimator's convention: partition seed 0 when random_state is None
             partition = partitions.make(scheme, ratings, blocks=blocks or len(workers), subsets=subsets,
@@ -216,7 +237,7 @@ class _DistributedRun:
         total, largest = 0, 0
         for p in shards:
             rows = int(self.layout.row_bounds[p + 1] - self.layout.row_bounds[p])
-            data = self.layout.datas[p].n_ratings * 16
+            data = self.layout.sizes()[p] * 16
             total += data + rows * w * 8 * (2 * M + 8) + n * w * 8
             largest = max(largest, data)
         return total + largest + 2 * n * w * 8 * (2 * M + 8)
@@ -249,15 +270,25 @@ class _DistributedRun:
             if held is not None and self._data_host.get(key) == host:
                 futures[key] = held
             else:
-                data = self.layout.datas[key] if self.layout.n_shards else self.layout.datas[0]
-                futures[key] = self.client.scatter(data, workers=[host], hash=False)
+                futures[key] = self.layout.place(self.client, key, host)
         self.data_futures, self._data_host = futures, hosts
 
     def _initial_states(self, full: dict, stepper, stop, time_used: float, cycles_done: int, started: bool):
-        """Scatter shard states and one CommonState per worker from full vectors (start or resume)."""
+        """Scatter shard states and one CommonState per worker from full vectors (start or resume).
+
+        full None: the layout builds the start on the workers (cluster.dataset: the ratings never
+        reach the client); the decisions are then added to each worker's CommonState there.
+        """
+        decisions = dict(stepper=stepper, stop=stop, time_used=time_used, cycles_done=cycles_done, started=started)
+        if full is None:
+            self.state_futures, commons = self.layout.start_futures(self.client, self.owner, self.used,
+                                                                    self.memory_size, self.random_state)
+            self.common_futures = {a: self.client.submit(_with_decisions, commons[a], decisions, workers=[a],
+                                                         pure=False) for a in self.used}
+            self.backups = {}
+            return
         states, common = self.layout.split(full, self.memory_size)
-        common.stepper, common.stop = stepper, stop
-        common.time_used, common.cycles_done, common.started = time_used, cycles_done, started
+        common = _with_decisions(common, decisions)
         self.state_futures = {p: self.client.scatter(s, workers=[self.owner[p]], hash=False)
                               for p, s in states.items()}
         self.common_futures = {a: self.client.scatter(common, workers=[a], hash=False) for a in self.used}
@@ -433,6 +464,9 @@ class _DistributedRun:
             for name in ("best_heldout", "best_epoch", "new_best", "without_gain", "previous_objective"):
                 setattr(stop, name, getattr(saved_stop, name))
             return full, meta["stepper"], stop, meta["time_used"], meta["cycles_done"], True
+        self.random_state = random_state
+        if x0 is None and getattr(self.layout, "builds_start", False):
+            return None, stepper, stop, 0.0, 0, False
         n, M = self.problem.n_params, self.memory_size
         x = (self.problem.initial_point(steps.engine_rngs(random_state)[0]) if x0 is None
              else np.array(x0, dtype=np.float64, copy=True))
@@ -554,6 +588,13 @@ class _DistributedRun:
     def release(self):
         """Drop every future of the run (the workers free the shards)."""
         self.state_futures = self.common_futures = self.backups = self.data_futures = {}
+
+
+def _with_decisions(common, decisions: dict):
+    """Return the CommonState with the run's decisions (stepper, stop rules, clocks) set."""
+    for name, value in decisions.items():
+        setattr(common, name, value)
+    return common
 
 
 def _state_whole(state):

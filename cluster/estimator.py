@@ -11,8 +11,12 @@ import atexit
 import contextlib
 import warnings
 
+import numpy as np
+
 from hamsi.defaults import VALIDATION_FRACTION
+from hamsi.errors import InputError
 from hamsi.estimator import AUTO, MatrixFactorizer
+from hamsi.recommender import DEFAULT_COLUMNS
 
 # One LocalCluster per process and size, opened by the first fit without client or scheduler and
 # reused by every later one (starting one costs 10-20 s); closed by close_local_clusters() or at exit.
@@ -50,6 +54,13 @@ class DaskMatrixFactorizer(MatrixFactorizer):
     chunk_epochs (cycles per client round trip), checkpoint / checkpoint_every / resume.
     blocks defaults to the number of workers; with the same partition and random_state the fit
     gives the in-process estimator's factors (bitwise for strata and strata-b).
+
+    X may also live on the cluster: a Dask DataFrame, or a path, directory or glob of Parquet / CSV
+    files. It is then read, indexed, split (validation: a seeded hash of the pairs, the rule the
+    in-memory fit uses) and routed to its row shards on the workers and never collected
+    (cluster.dataset; partitioner strata or strata-b); the same ratings in a pandas DataFrame give
+    the same factors. Such a model keeps no list of the items each user rated (that is O(ratings)):
+    recommend with exclude_seen=False. Score on the workers with `cluster.scoring`.
 
     The client is shared, not copied: sklearn's clone (GridSearchCV, cross_val_score) hands the
     same Client object to every copy, so all fits run on the cluster it is connected to. It is
@@ -114,10 +125,17 @@ class DaskMatrixFactorizer(MatrixFactorizer):
         return self._trial_runner(trials)
 
     def fit(self, X, y=None, *, validation=None, callback=None):
-        """Fit on the cluster (MatrixFactorizer.fit; the search's trials run as Dask tasks) and return self."""
+        """Fit on the cluster and return self (MatrixFactorizer.fit; the search's trials run as Dask tasks).
+
+        X on the cluster (a Dask DataFrame, a Parquet/CSV path or glob) stays there (cluster.dataset).
+        """
+        from cluster.dataset import is_distributed_source
+
         with self._client() as client:
             self._active_client, self._trial_runner = client, None
             try:
+                if is_distributed_source(X):
+                    return self._fit_on_workers(X, validation, callback)
                 return super().fit(X, y, validation=validation, callback=callback)
             finally:
                 self._active_client = self._trial_runner = None
@@ -133,3 +151,55 @@ class DaskMatrixFactorizer(MatrixFactorizer):
         where = dict(client=client, chunk_epochs=self.chunk_epochs, checkpoint=self.checkpoint,
                      checkpoint_every=self.checkpoint_every, resume=self.resume, method=self.algorithm)
         return self._solve(driver.minimize_hamsi, train, validation, callback, max_time, **where)
+
+    def _fit_on_workers(self, source, validation, callback):
+        """Fit on ratings that stay on the workers (cluster.dataset) and return self.
+
+        The search needs every trial's ratings in one process, so it does not run here: `auto`
+        takes the values the search starts from (hamsi.search.UNSEARCHED), reg from the data.
+        """
+        from cluster import driver
+        from cluster.connect import worker_addresses
+        from cluster.dataset import WorkerRatings
+
+        self.validate_params()
+        if validation is not None:
+            raise InputError("validation= is not taken with ratings on the workers; the validation split is "
+                             "validation_fraction of the pairs, by a seeded hash (set patience)")
+        if self.patience is not None and not self.validation_fraction:
+            raise InputError("patience needs validation ratings: validation_fraction > 0")
+        client = self._active_client
+        columns = None if self._columns() == DEFAULT_COLUMNS else self._columns()
+        fraction = self.validation_fraction if self.patience is not None else 0.0
+        workers = worker_addresses(client, minimum=self._worker_count() or 1)
+        train = WorkerRatings(client, source, columns=columns, scheme=str(self.partitioner).lower(),
+                              n_blocks=self.blocks or len(workers), heldout_fraction=fraction,
+                              seed=self.random_state, workers=workers)
+        self.partition_ = train.cover
+        self._choose_unsearched()
+        where = dict(client=client, chunk_epochs=self.chunk_epochs, checkpoint=self.checkpoint,
+                     checkpoint_every=self.checkpoint_every, resume=self.resume, method=self.algorithm)
+        problem, result = self._solve(driver.minimize_hamsi, train, train if train.n_test else None, callback,
+                                      self.max_time, **where)
+        return self._set_fitted(train, problem, result)
+
+    def _problem(self, train, options: dict):
+        """Return the ShardedFactorization of ratings on the workers, else MatrixFactorization."""
+        from cluster.dataset import WorkerRatings
+
+        if isinstance(train, WorkerRatings):
+            return train.problem(self.rank_, **options)
+        return super()._problem(train, options)
+
+    def _set_training_facts(self, train):
+        """As MatrixFactorizer, from the counts the workers reduced when the ratings stayed there."""
+        from cluster.dataset import WorkerRatings
+
+        if not isinstance(train, WorkerRatings):
+            self._item_known = None
+            return super()._set_training_facts(train)
+        self.rating_min_, self.rating_max_ = float(train.rating_min), float(train.rating_max)
+        self.user_ids_, self.item_ids_ = np.asarray(train.user_ids), np.asarray(train.item_ids)
+        self._seen_indptr = np.concatenate([[0], np.cumsum(train.row_counts)]).astype(np.int64)
+        self._seen_items = None
+        self._item_known = train.col_counts > 0

@@ -19,7 +19,12 @@ VECTORS = ("x_start", "g_start")
 
 
 def layout_for(problem, partition, bounds, heldout):
-    """Return the layout of `problem` on workers (FactorLayout for matrix factorization)."""
+    """Return the layout of `problem` on workers (FactorLayout for matrix factorization).
+
+    A problem whose ratings already live on the workers (cluster.dataset) brings its own layout.
+    """
+    if hasattr(problem, "worker_layout"):
+        return problem.worker_layout(bounds)
     if isinstance(problem, MatrixFactorization):
         return FactorLayout(problem, bounds, heldout)
     return ReplicatedLayout(problem, bounds, heldout)
@@ -51,6 +56,10 @@ class FactorLayout:
     def sizes(self) -> list:
         """Ratings per shard (placement balances them)."""
         return [d.n_ratings for d in self.datas]
+
+    def place(self, client, shard: int, host: str):
+        """Return a future of shard `shard`'s data on `host` (scattered from the client: in-memory data)."""
+        return client.scatter(self.datas[shard], workers=[host], hash=False)
 
     def split(self, full: dict, memory_size: int):
         """Return ({shard: ShardState}, CommonState without decisions) from full vectors."""
@@ -95,6 +104,10 @@ class ReplicatedLayout:
 
     def sizes(self) -> list:
         return []
+
+    def place(self, client, key, host: str):
+        """Return a future of the (problem, heldout) pair on `host`."""
+        return client.scatter(self.datas[0], workers=[host], hash=False)
 
     def split(self, full: dict, memory_size: int):
         common = CommonState(full["x"].copy(), full["S"].copy(), full["Y"].copy(), full["x_start"].copy(),

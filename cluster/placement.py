@@ -137,16 +137,37 @@ def assign_v_homes(datas: list[ShardData], col_bounds: np.ndarray) -> None:
     ratings touch V_j's items and those ratings touch no other item shard: STRATA/-B blocks. Its
     touched rows become V_j's full interval, so its partial gV there is exactly the assembled gV.
     """
-    n_v = len(col_bounds) - 1
-    n_subsets = len(datas[0].cols) if datas else 0
-    v_of_col = np.repeat(np.arange(n_v), np.diff(col_bounds))
-    for d in datas:
-        d.v_home = [-1] * n_subsets
+    homes = v_homes([touched_v_shards(d.cols, col_bounds) for d in datas], len(col_bounds) - 1)
+    for d, mine in zip(datas, homes):
+        set_v_homes(d, mine, col_bounds)
+
+
+def touched_v_shards(cols_per_subset: list, col_bounds: np.ndarray) -> list:
+    """Return, per subset, the item shards V_j a row shard's ratings touch (sorted)."""
+    v_of_col = np.repeat(np.arange(len(col_bounds) - 1), np.diff(col_bounds))
+    return [np.unique(v_of_col[cols]) for cols in cols_per_subset]
+
+
+def v_homes(touching: list, n_v: int) -> list:
+    """Return homes[p][k]: j when row shard p alone touches V_j in subset k and nothing else, else -1.
+
+    touching[p][k]: the item shards shard p's subset-k ratings touch (`touched_v_shards`); the Dask
+    data path gathers these small lists from the shards' hosts.
+    """
+    n_subsets = len(touching[0]) if touching else 0
+    homes = [[-1] * n_subsets for _ in touching]
     for k in range(n_subsets):
-        touching = [np.unique(v_of_col[d.cols[k]]) for d in datas]
-        counts = np.bincount(np.concatenate(touching), minlength=n_v) if touching else np.zeros(n_v, int)
-        for d, js in zip(datas, touching):
+        sets = [t[k] for t in touching]
+        counts = np.bincount(np.concatenate(sets).astype(np.int64), minlength=n_v) if sets else np.zeros(n_v, int)
+        for p, js in enumerate(sets):
             if js.size == 1 and counts[js[0]] == 1:
-                j = int(js[0])
-                d.v_home[k] = j
-                d.touched[k] = (int(col_bounds[j]), int(col_bounds[j + 1]))
+                homes[p][k] = int(js[0])
+    return homes
+
+
+def set_v_homes(data: ShardData, homes: list, col_bounds: np.ndarray) -> None:
+    """Set data.v_home and widen touched[k] to V_j's interval where the shard is V_j's home."""
+    data.v_home = list(homes)
+    for k, j in enumerate(homes):
+        if j >= 0:
+            data.touched[k] = (int(col_bounds[j]), int(col_bounds[j + 1]))

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hamsi.data.moments import RatingStatistics, rating_statistics
 from hamsi.errors import InputError
 
 REG_PER_SD = 7.0
@@ -82,16 +83,17 @@ def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float |
     early stopping) and validation_fraction (float, the share of the training ratings to hold
     out for early stopping when no validation set is given).
 
-    `ratings` is a hamsi.Ratings (anything with rows, cols, values); `subsets` is the number K
+    `ratings` is a hamsi.Ratings (anything with rows, cols, values) or the RatingStatistics the Dask
+    data path reduces on the workers (hamsi.data.moments); `subsets` is the number K
     of subsets of the cover. A `reg` (and `reg_weighting`) the user chose is kept, and the
     gradient step is fitted to it, so any reg >= 0 gets a stable start.
     """
-    values = np.asarray(ratings.values, dtype=np.float64)
-    if values.size == 0:
+    stats = ratings if isinstance(ratings, RatingStatistics) else rating_statistics(ratings)
+    if stats.n_ratings == 0:
         raise InputError("cannot choose hyper-parameters for empty ratings (0 entries)")
     if isinstance(rank, bool) or int(rank) != rank or rank < 1:
         raise InputError(f"rank must be a positive integer; got {rank!r}")
-    spread = float(values.std())
+    spread = stats.spread
     scale = spread if spread > 0 else 1.0
     reg = REG_PER_SD * scale if reg is None else float(reg)
     return {
@@ -101,7 +103,7 @@ def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float |
         "init_scale": float(np.sqrt(INIT_SPREAD * scale / np.sqrt(rank))),
         "init_biases": True,
         "eta": HAMSI_ETA_DEFAULT,
-        "eta_gd": gradient_eta(ratings, reg, reg_weighting, max(1, int(subsets)), GAMMA_DEFAULT),
+        "eta_gd": gradient_eta(stats, reg, reg_weighting, max(1, int(subsets)), GAMMA_DEFAULT),
         "gamma": GAMMA_DEFAULT,
         "memory": MEMORY_DEFAULT,
         "patience": PATIENCE_DEFAULT,
@@ -109,23 +111,21 @@ def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float |
     }
 
 
-def gradient_eta(ratings, reg: float, reg_weighting: str, subsets: int, gamma: float) -> float:
+def gradient_eta(stats, reg: float, reg_weighting: str, subsets: int, gamma: float) -> float:
     """Return eta_GD whose first gradient step 1/eta_GD^gamma is 1/L (module doc).
 
     L is the largest curvature of the objective in one bias coordinate within one subset:
     (n_a / K)(1 + reg) / |I| with the count-weighted penalty, (n_a + reg) / (K |I|) with the
     uniform one (each of a's ratings carries reg / n_a), over every user and item a (n_a
-    ratings, spread over K subsets).
+    ratings, spread over K subsets): the largest count decides it. `stats`: RatingStatistics or Ratings.
     """
-    rows = np.asarray(ratings.rows)
-    cols = np.asarray(ratings.cols)
-    counts = np.concatenate((np.bincount(rows), np.bincount(cols))).astype(np.float64)
-    counts = counts[counts > 0]
+    stats = stats if isinstance(stats, RatingStatistics) else rating_statistics(stats)
+    count = float(stats.max_count)
     if reg_weighting == "count":
-        curvature = counts / subsets * (1.0 + reg)
+        curvature = count / subsets * (1.0 + reg)
     else:
-        curvature = (counts + reg) / subsets
-    return float((curvature.max() / rows.size) ** (1.0 / gamma))
+        curvature = (count + reg) / subsets
+    return float((curvature / stats.n_ratings) ** (1.0 / gamma))
 
 
 def problem_options(params: dict) -> dict:

@@ -23,7 +23,7 @@ from hamsi.errors import DivergenceError, InputError
 from hamsi.optimizer import minimize_hamsi, minimize_mbgd
 from hamsi.problems import MatrixFactorization
 from hamsi.problems.matrix_factorization import REG_WEIGHTINGS
-from hamsi.recommender import FactorArrays, IdIndex, as_pairs, as_ratings, pair_scores, seen_lists, top_items
+from hamsi.recommender import FactorArrays, IdIndex, as_pairs, as_ratings, best_items, pair_scores, seen_lists
 from hamsi.trace import Trace
 
 ALGORITHMS = ("hamsi", "mbgd")
@@ -31,7 +31,7 @@ AUTO = "auto"
 # Arrays of a fitted model: saved-file key -> attribute (None-valued ones are not written).
 MODEL_ARRAYS = {"user_ids": "user_ids_", "item_ids": "item_ids_", "user_factors": "user_factors_",
                 "item_factors": "item_factors_", "user_bias": "user_bias_", "item_bias": "item_bias_",
-                "seen_indptr": "_seen_indptr", "seen_items": "_seen_items"}
+                "seen_indptr": "_seen_indptr", "seen_items": "_seen_items", "item_known": "_item_known"}
 MODEL_SCALARS = ("rank_", "reg_weighting_", "reg_", "eta_", "eta_gd_", "init_scale_", "global_mean_", "rating_min_",
                  "rating_max_", "n_iter_", "best_epoch_", "overfitting_")
 
@@ -130,6 +130,7 @@ class MatrixFactorizer(BaseEstimator):
     """
 
     _shared_params: tuple = ()  # parameters clone hands over as the same object (see __sklearn_clone__)
+    _item_known = None  # items with training ratings, kept only when the seen lists are not (Dask data path)
 
     def __init__(self, rank=AUTO, algorithm="hamsi", partitioner="strata-b", blocks=None, subsets=None,
                  schedule="det", reg=AUTO, reg_weighting=AUTO, biases=True, eta=AUTO, gamma=0.51,
@@ -238,7 +239,8 @@ class MatrixFactorizer(BaseEstimator):
         elif self.patience is not None:
             if not self.validation_fraction:
                 raise InputError("patience needs validation ratings: pass validation= or validation_fraction > 0")
-            train, validation = train.split(self.validation_fraction, seed=self.random_state)
+            # a hash of the pairs, as the Dask data path splits its partitions (cluster.dataset)
+            train, validation = train.split_by_hash(self.validation_fraction, seed=self.random_state)
         started = time.perf_counter()
         self._choose(train)
         problem, result = self._minimize(train, validation, callback, self._remaining(started))
@@ -277,6 +279,13 @@ class MatrixFactorizer(BaseEstimator):
             grid, lambda trials: self._run_trials(trials, fit_part, validation), max_cycles=max_cycles,
             time_budget=budget)
         self._chosen = dict(chosen, cycles=cycles)
+
+    def _choose_unsearched(self) -> None:
+        """Set _chosen without a search: explicit values as given, `auto` ones from search.UNSEARCHED."""
+        fixed = {name: search.UNSEARCHED.get(name, value) if value == AUTO else value
+                 for name, value in self._fixed().items()}
+        self._chosen = dict(fixed, reg=None if fixed["reg"] == AUTO else fixed["reg"], cycles=self.max_epochs)
+        self.search_results_ = None
 
     def _trial_params(self) -> dict:
         """Return the parameters every trial shares: this model's, without the search and the clock."""
@@ -334,7 +343,7 @@ class MatrixFactorizer(BaseEstimator):
         """
         picked = self._chosen
         chosen = defaults.choose_hyperparameters(
-            train, picked["rank"], subsets=self.partition_.n_subsets, reg=picked["reg"],
+            getattr(train, "statistics", train), picked["rank"], subsets=self.partition_.n_subsets, reg=picked["reg"],
             reg_weighting=picked["reg_weighting"])
         auto_eta = chosen["eta"] if self.algorithm == "hamsi" else chosen["eta_gd"]
         chosen.update(biases=self.biases, gamma=self.gamma, memory=self.memory,
@@ -344,11 +353,15 @@ class MatrixFactorizer(BaseEstimator):
         self.rank_, self.reg_weighting_ = int(picked["rank"]), picked["reg_weighting"]
         self.reg_, self.eta_, self.eta_gd_, self.init_scale_ = (
             float(chosen[key]) for key in ("reg", "eta", "eta_gd", "init_scale"))
-        problem = MatrixFactorization(train, self.rank_, **defaults.problem_options(chosen))
+        problem = self._problem(train, defaults.problem_options(chosen))
         options = dict(defaults.optimizer_options(chosen), schedule=self.schedule, random_state=self.random_state,
                        max_epochs=picked["cycles"], max_time=max_time, tol=self.tol, patience=self.patience,
                        heldout=validation, callback=callback, safeguard=self.safeguard, **where)
         return problem, minimize(problem, self.partition_, **supported_options(minimize, **options))
+
+    def _problem(self, train, options: dict):
+        """Return the problem `_solve` minimizes: MatrixFactorization of `train` (options: problem_options)."""
+        return MatrixFactorization(train, self.rank_, **options)
 
     def _set_fitted(self, train, problem, result):
         """Set the fitted attributes from an optimizer result; raise or warn if it diverged; return self."""
@@ -360,9 +373,7 @@ class MatrixFactorizer(BaseEstimator):
         self.user_bias_ = U[:, rank].copy() if self.biases else None
         self.item_bias_ = V[:, rank].copy() if self.biases else None
         self.global_mean_ = problem.offset if self.biases else float(train.values.mean())
-        self.rating_min_, self.rating_max_ = float(train.values.min()), float(train.values.max())
-        self.user_ids_, self.item_ids_ = np.asarray(train.user_ids), np.asarray(train.item_ids)
-        self._seen_indptr, self._seen_items = seen_lists(train.rows, train.cols, train.shape[0])
+        self._set_training_facts(train)
         self.n_iter_ = result.nit
         self.best_epoch_ = result.get("best_epoch")
         self.overfitting_ = result.get("overfitting")
@@ -379,6 +390,12 @@ class MatrixFactorizer(BaseEstimator):
                           UserWarning, stacklevel=3)
         return self
 
+    def _set_training_facts(self, train):
+        """Set the rating range, the raw ids and the items every user rated (recommend leaves them out)."""
+        self.rating_min_, self.rating_max_ = float(train.values.min()), float(train.values.max())
+        self.user_ids_, self.item_ids_ = np.asarray(train.user_ids), np.asarray(train.item_ids)
+        self._seen_indptr, self._seen_items = seen_lists(train.rows, train.cols, train.shape[0])
+
     def _set_trace(self, trace):
         """Set trace_ and the lookup structures that predict and recommend use."""
         self.trace_ = trace
@@ -388,7 +405,8 @@ class MatrixFactorizer(BaseEstimator):
             self.user_factors_, self.item_factors_, self.user_bias_, self.item_bias_,
             offset=self.global_mean_ if biases else 0.0, global_mean=self.global_mean_,
             user_known=np.diff(self._seen_indptr) > 0,
-            item_known=np.bincount(self._seen_items, minlength=self.item_ids_.size) > 0)
+            item_known=(np.bincount(self._seen_items, minlength=self.item_ids_.size) > 0
+                        if self._seen_items is not None else self._item_known))
 
     def _check_fitted(self):
         if not hasattr(self, "user_factors_"):
@@ -427,13 +445,17 @@ class MatrixFactorizer(BaseEstimator):
         if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 1:
             raise InputError(f"n must be a positive integer; got {n!r}")
         row = int(self._user_index.lookup([user])[0])
-        cols = np.arange(self.item_ids_.size)
-        scores, _ = pair_scores(self._arrays, np.full(cols.size, row), cols)
-        excluded = [np.flatnonzero(~self._arrays.item_known)]
-        if exclude_seen and row >= 0:
-            excluded.append(self._seen_items[self._seen_indptr[row]:self._seen_indptr[row + 1]])
-        best = top_items(scores, int(n), np.concatenate(excluded))
-        return self.item_ids_[best], np.clip(scores[best], self.rating_min_, self.rating_max_)
+        seen = self.seen_items(row) if exclude_seen and row >= 0 else None
+        best, scores = best_items(self._arrays, row, int(n), seen)
+        return self.item_ids_[best], np.clip(scores, self.rating_min_, self.rating_max_)
+
+    def seen_items(self, row: int) -> np.ndarray:
+        """Return the item positions model row `row` rated in training (InputError if the model keeps none)."""
+        if self._seen_items is None:
+            raise InputError("this model was fitted on ratings that stayed on the workers and holds no list of the "
+                             "items each user rated; rank all items (exclude_seen=False; hamsi recommend "
+                             "--include-seen)")
+        return self._seen_items[self._seen_indptr[row]:self._seen_indptr[row + 1]]
 
     def rmse(self, X, y=None) -> float:
         """Return the root mean squared error of the (clipped) predictions on the ratings in X (or y)."""

@@ -207,6 +207,21 @@ def top_items(scores: np.ndarray, n: int, excluded: np.ndarray | None = None) ->
     return kept[:n]
 
 
+def best_items(model: FactorArrays, row: int, n: int, seen: np.ndarray | None = None) -> tuple:
+    """Return (item positions, unclipped scores) of the n best items for model row `row` (-1: unknown user).
+
+    Items without training ratings are never ranked; `seen` (the user's rated items) are left out.
+    One implementation for `MatrixFactorizer.recommend` and the workers' `cluster.scoring.recommend_all`.
+    """
+    cols = np.arange(model.item_known.size)
+    scores, _ = pair_scores(model, np.full(cols.size, row), cols)
+    excluded = [np.flatnonzero(~model.item_known)]
+    if seen is not None:
+        excluded.append(seen)
+    best = top_items(scores, int(n), np.concatenate(excluded))
+    return best, scores[best]
+
+
 def seen_lists(rows: np.ndarray, cols: np.ndarray, n_users: int) -> tuple[np.ndarray, np.ndarray]:
     """Return (indptr, items) in CSR form: the items user a rated are items[indptr[a]:indptr[a + 1]]."""
     order = np.argsort(rows, kind="stable")

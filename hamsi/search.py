@@ -40,6 +40,10 @@ RANKS = (10, 50)
 # on long-tail-like).
 UNIFORM_REG_PER_SD = (3.5, 7.0)
 COUNT_REGS = (0.05, 0.1, 0.2)
+# What `auto` means where no search runs (ratings kept on the Dask workers: a trial needs its
+# ratings in one process): the candidates every search starts from; reg then comes from the data
+# (hamsi.defaults.choose_hyperparameters).
+UNSEARCHED = {"rank": RANKS[0], "reg_weighting": "uniform"}
 VALIDATION_SHARE = 0.1
 # The first rung runs 30 cycles: HAMSI's validation RMSE is not monotone early (it rises while the
 # factors grow out of the small start), and at 10 cycles the eventual winner on ml-100k-like

@@ -28,8 +28,15 @@ def balanced_bounds(index: np.ndarray, length: int, n_intervals: int) -> np.ndar
     greedy pass accumulates. Every interval keeps at least one index, which needs
     n_intervals <= length.
     """
-    cumulative = np.cumsum(np.bincount(index, minlength=length), dtype=np.int64)
-    targets = np.arange(1, n_intervals, dtype=np.float64) * (index.shape[0] / n_intervals)
+    return balanced_bounds_of_counts(np.bincount(index, minlength=length), n_intervals)
+
+
+def balanced_bounds_of_counts(counts: np.ndarray, n_intervals: int) -> np.ndarray:
+    """Return `balanced_bounds` from the entries per position (what the Dask data path reduces on workers)."""
+    length = counts.shape[0]
+    cumulative = np.cumsum(counts, dtype=np.int64)
+    total = int(cumulative[-1]) if length else 0
+    targets = np.arange(1, n_intervals, dtype=np.float64) * (total / n_intervals)
     first_reaching = np.searchsorted(cumulative, targets, side="left")  # cumulative[c] >= target
     below = np.where(first_reaching > 0, cumulative[np.maximum(first_reaching - 1, 0)], 0)
     above = cumulative[np.minimum(first_reaching, length - 1)]

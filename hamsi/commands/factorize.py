@@ -112,6 +112,8 @@ def register(subparsers) -> None:
     tls.add_argument("--tls-ca-file", metavar="PEM", default=None, help="the CA certificate the cluster trusts")
     tls.add_argument("--tls-cert", metavar="PEM", default=None, help="this client's certificate (signed by the CA)")
     tls.add_argument("--tls-key", metavar="PEM", default=None, help="its private key (if not inside --tls-cert)")
+    parser.add_argument("--columns", metavar="USER,ITEM,RATING", default=None,
+                        help="the user, item and rating columns of a CSV/Parquet input, by name")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     parser.set_defaults(run=run)
 
@@ -179,15 +181,47 @@ def build_model(args):
 def run(args) -> int:
     """Fit the model described by args, showing progress; write the outputs; return the exit code."""
     import hamsi
-    from hamsi.commands.progress import Progress
-    from hamsi.estimator import MatrixFactorizer
 
     _check_args(args)
     model = build_model(args)
-    ratings = hamsi.load_ratings(args.data, duplicates=args.duplicates)
-    if ratings.nnz == 0:
-        raise InputError(f"{args.data}: no ratings")
-    train, test = ratings.split(args.test_fraction, seed=args.seed) if args.test_fraction > 0 else (ratings, None)
+    columns = rating_columns(args.columns)
+    if _on_workers(args):  # a directory or glob of Parquet/CSV files: read on the workers (cluster.dataset)
+        if args.test_fraction > 0:
+            raise InputError("--test-fraction needs the ratings in this process; with ratings read on the "
+                             "workers use --patience (a --validation-fraction of the pairs, split there)")
+        if columns is not None:
+            model.set_params(user_col=columns[0], item_col=columns[1], rating_col=columns[2])
+        train, test = args.data, None
+    else:
+        ratings = hamsi.load_ratings(args.data, columns=columns, duplicates=args.duplicates)
+        if ratings.nnz == 0:
+            raise InputError(f"{args.data}: no ratings")
+        train, test = ratings.split(args.test_fraction, seed=args.seed) if args.test_fraction > 0 else (ratings, None)
+    _fit_with_progress(args, model, train, test)
+    write_outputs(args, model)
+    if model.search_results_ is not None:
+        from hamsi.search import format_results
+
+        print("hyper-parameter search (validation split of the training ratings):")
+        print(format_results(model.search_results_))
+    print(summary(args, model, test))
+    return 0
+
+
+def _on_workers(args) -> bool:
+    """True when the Dask engine runs and the data is a directory or glob of Parquet/CSV files."""
+    if args.workers == 0 and args.scheduler is None:
+        return False
+    from cluster.dataset import is_distributed_source
+
+    return is_distributed_source(args.data)
+
+
+def _fit_with_progress(args, model, train, test) -> None:
+    """Fit, showing progress; print the UserWarnings (overfitting) as one line each."""
+    from hamsi.commands.progress import Progress
+    from hamsi.estimator import MatrixFactorizer
+
     progress = None if args.quiet else Progress(args.max_epochs, args.max_time)
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -206,14 +240,16 @@ def run(args) -> int:
     for warning in caught:
         if issubclass(warning.category, UserWarning):
             print(f"hamsi factorize: warning: {warning.message}", file=sys.stderr)
-    write_outputs(args, model)
-    if model.search_results_ is not None:
-        from hamsi.search import format_results
 
-        print("hyper-parameter search (validation split of the training ratings):")
-        print(format_results(model.search_results_))
-    print(summary(args, model, test))
-    return 0
+
+def rating_columns(text):
+    """Return --columns as a (user, item, rating) tuple of names, or None."""
+    if text is None:
+        return None
+    names = [name.strip() for name in text.split(",")]
+    if len(names) != 3 or not all(names):
+        raise InputError(f"--columns must name 3 columns, user,item,rating; got {text!r}")
+    return tuple(names)
 
 
 def write_outputs(args, model) -> None:

@@ -18,7 +18,16 @@ def register(subparsers) -> None:
                     "not seen gets the items with the largest global mean + item bias.",
     )
     parser.add_argument("model", metavar="MODEL", help="model file written by `hamsi factorize --out` or save()")
-    parser.add_argument("--user", required=True, help="the user's id, as in the rating file")
+    who = parser.add_mutually_exclusive_group(required=True)
+    who.add_argument("--user", help="the user's id, as in the rating file")
+    who.add_argument("--all", action="store_true",
+                     help="every user's top-N, ranked on Dask workers and written to --out (Parquet)")
+    parser.add_argument("--out", metavar="PARQUET", default=None,
+                        help="with --all: the Parquet directory of (user, rank, item, rating, score) rows")
+    parser.add_argument("--workers", type=int, default=None,
+                        help="with --all: workers of a local Dask cluster (default: one per core)")
+    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
+                        help="with --all: use the running Dask cluster at tcp://host:port")
     parser.add_argument("-n", type=int, default=10, help="how many items (default 10)")
     parser.add_argument("--include-seen", action="store_true", help="also rank the items the user rated")
     parser.add_argument("--json", action="store_true", help='print {"user", "items", "ratings", "scores"} as JSON')
@@ -41,6 +50,8 @@ def run(args) -> int:
 
     if args.n < 1:
         raise InputError(f"-n must be >= 1; got {args.n}")
+    if args.all:
+        return _run_all(args)
     model = MatrixFactorizer.load(args.model)
     user = parse_user(args.user, model.user_ids_)
     known = bool((model.user_ids_ == user).any())
@@ -57,4 +68,31 @@ def run(args) -> int:
     print(f"{'rank':>4}  {'item':>10}  {'rating':>6}  {'score':>6}")
     for position, (item, rating, score) in enumerate(zip(items, ratings, scores), start=1):
         print(f"{position:>4}  {item!s:>10}  {rating:6.3f}  {score:6.3f}")
+    return 0
+
+
+def _run_all(args) -> int:
+    """Write every user's top --n items, ranked on Dask workers (cluster.scoring), to --out; return the exit code."""
+    import os
+
+    from hamsi.commands.factorize import check_writable
+    from hamsi.estimator import MatrixFactorizer
+
+    if not args.out:
+        raise InputError("--all writes a Parquet directory: pass --out PATH")
+    if args.workers is not None and args.workers < 1:
+        raise InputError(f"--workers must be >= 1; got {args.workers}")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise InputError(f"--out {args.out}: exists and is not a directory")
+    check_writable("--out", os.path.join(args.out, "part.parquet") if os.path.isdir(args.out) else args.out)
+    model = MatrixFactorizer.load(args.model)
+    from cluster import scoring
+    from cluster.connect import connect
+
+    with connect(scheduler=args.scheduler, n_workers=args.workers, quiet=True) as client:
+        with client.as_current():
+            top = scoring.recommend_all(model, n=args.n, exclude_seen=not args.include_seen)
+            scoring.write_parquet(top, args.out)
+    print(f"hamsi recommend: top {args.n} items of {model.user_ids_.size} users written to {args.out}",
+          file=sys.stderr)
     return 0

@@ -144,6 +144,18 @@ class Ratings:
         in_test[rng.choice(self.nnz, size=n_test, replace=False)] = True
         return self.subset(np.flatnonzero(~in_test)), self.subset(np.flatnonzero(in_test))
 
+    def split_by_hash(self, test_fraction: float, seed=None) -> tuple["Ratings", "Ratings"]:
+        """Return (train, test): the pairs whose `heldout_mask` hash falls below test_fraction go to test.
+
+        Which pairs are held out depends only on their raw ids and the seed, never on the order or
+        the partitioning of the ratings: the Dask data path (cluster.dataset) applies the same rule
+        to each partition on the workers and holds out the same pairs.
+        """
+        if not 0.0 < float(test_fraction) < 1.0:
+            raise InputError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
+        in_test = heldout_mask(self.user_ids[self.rows], self.item_ids[self.cols], test_fraction, seed)
+        return self.subset(np.flatnonzero(~in_test)), self.subset(np.flatnonzero(in_test))
+
     def holdout_per_user(self, n_per_user: int | float = 1, seed=None) -> tuple["Ratings", "Ratings"]:
         """Return (train, test) with ratings of every user held out at random.
 
@@ -224,6 +236,39 @@ def rating_histogram(values: np.ndarray) -> dict:
         return {float(level) / 2.0: int(c) for level, c in enumerate(counts) if c}
     counts, edges = np.histogram(values, bins=10)
     return {f"[{edges[i]:.3g}, {edges[i + 1]:.3g})": int(c) for i, c in enumerate(counts)}
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """Return splitmix64's finalizer of uint64 x (Steele et al. 2014): a bijection that scrambles every bit."""
+    with np.errstate(over="ignore"):
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
+
+
+def _id_bits(ids) -> np.ndarray:
+    """Return raw ids as uint64: integers as their two's complement bits, anything else hashed by pandas."""
+    ids = np.asarray(ids)
+    if ids.dtype.kind in "iub":
+        return ids.astype(np.int64).view(np.uint64)
+    import pandas as pd
+
+    return pd.util.hash_array(ids.astype(object), categorize=False)
+
+
+def heldout_mask(users, items, fraction: float, seed=None) -> np.ndarray:
+    """Return a boolean mask: True for the (user, item) pairs held out, about `fraction` of them.
+
+    u = mix(mix(user ^ mix(seed)) + golden ^ item) / 2^64 is uniform in [0, 1) for every pair and
+    depends only on the raw ids and the seed (None means 0); the pair is held out when u < fraction.
+    """
+    seed_bits = _mix64(np.array([0 if seed is None else int(seed)], dtype=np.int64).view(np.uint64))[0]
+    with np.errstate(over="ignore"):
+        h = _mix64((_mix64(_id_bits(users) ^ seed_bits) + _GOLDEN) ^ _id_bits(items))
+    return (h >> np.uint64(11)).astype(np.float64) * 2.0 ** -53 < float(fraction)
 
 
 def dense_index(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

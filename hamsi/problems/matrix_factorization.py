@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from hamsi import kernels
+from hamsi.data.moments import rating_mean, sum_in_order
 from hamsi.problems.base import (BlockLayout, PartiallySeparableProblem, block_layout, equal_bounds,
                                  no_shared_entries)
 
@@ -48,29 +49,15 @@ class MatrixFactorization(PartiallySeparableProblem):
         self.n_functions = int(self.rows.shape[0])
         self.n_params = (self.shape[0] + self.shape[1]) * self.width
         self.scale = 1.0 / self.n_functions
-        self.offset = float(self.vals.mean()) if self.biases else 0.0
+        # the mean as the Dask data path reduces it (hamsi.data.moments), so both agree to the bit
+        self.offset = rating_mean(self.rows, self.vals, self.shape[0]) if self.biases else 0.0
         row_counts = np.bincount(self.rows, minlength=self.shape[0]).astype(np.float64)
         col_counts = np.bincount(self.cols, minlength=self.shape[1]).astype(np.float64)
-        # the share of the penalty on |U_a|^2 carried by each of a's ratings: reg / n_a, or reg
-        # itself when the penalty is weighted by the count (then |U_a|^2 is weighted reg n_a)
-        count_weighted = reg_weighting == "count"
-        if self.reg > 0.0:
-            self.row_reg = self._per_rating_reg(row_counts, count_weighted)
-            self.col_reg = self._per_rating_reg(col_counts, count_weighted)
-        else:
-            self.row_reg = np.zeros(0)
-            self.col_reg = np.zeros(0)
-        # the objective's weights of |U_a|^2 and |V_b|^2 (the Dask layout reads them too)
-        self.row_norm_weight = self.reg * (row_counts if count_weighted else (row_counts > 0))
-        self.col_norm_weight = self.reg * (col_counts if count_weighted else (col_counts > 0))
+        self.row_reg, self.row_norm_weight = penalty_weights(self.reg, row_counts, reg_weighting)
+        self.col_reg, self.col_norm_weight = penalty_weights(self.reg, col_counts, reg_weighting)
         self.layout = None
+        self._row_bounds = np.array([0, self.shape[0]], dtype=np.int64)
         self._block_bounds = np.array([0, self.n_functions], dtype=np.int64)
-
-    def _per_rating_reg(self, counts: np.ndarray, count_weighted: bool) -> np.ndarray:
-        """Return reg / n (uniform penalty) or reg (count-weighted penalty), 0 where n = 0."""
-        if count_weighted:
-            return self.reg * (counts > 0)
-        return np.divide(self.reg, counts, out=np.zeros_like(counts), where=counts > 0)
 
     def factors(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Return the views (U, V) of x, shapes (m, w) and (n, w)."""
@@ -93,13 +80,19 @@ class MatrixFactorization(PartiallySeparableProblem):
         layout = block_layout(partition.subsets, touches_disjoint)
         self.rows, self.cols, self.vals = (np.ascontiguousarray(a[layout.order]) for a in self._source)
         self.layout = layout
+        self._row_bounds = self.shard_bounds(partition)[:self.n_row_shards(partition) + 1] // self.width
         self._block_bounds = layout.block_bounds
         return layout
+
+    @staticmethod
+    def n_row_shards(partition) -> int:
+        """Return B, the number of row shards U_0..U_{B-1} (the largest subset's block count)."""
+        return max(len(blocks) for blocks in partition.subsets)
 
     def shard_bounds(self, partition) -> np.ndarray:
         """Return offsets of U_0..U_{B-1}, V_0..V_{B-1} in x (row_bounds/col_bounds, else B equal)."""
         m, n = self.shape
-        n_blocks = max(len(blocks) for blocks in partition.subsets)
+        n_blocks = self.n_row_shards(partition)
         row_bounds = (np.asarray(partition.row_bounds, dtype=np.int64) if partition.row_bounds is not None
                       else equal_bounds(m, n_blocks))
         col_bounds = (np.asarray(partition.col_bounds, dtype=np.int64) if partition.col_bounds is not None
@@ -123,27 +116,25 @@ class MatrixFactorization(PartiallySeparableProblem):
         return x
 
     def ridge_biases(self, sweeps: int = BIAS_SWEEPS) -> tuple[np.ndarray, np.ndarray]:
-        """Return (user, item) biases minimizing F with the factors at 0, by alternating exact steps.
+        """Return (user, item) biases minimizing F with the factors at 0 (`ridge_bias_sweeps`).
 
-        Each step solves for one side in closed form: b_a = sum_i (v_i - mu - c_b) / w_a with
-        w_a = n_a (1 + reg) for the count-weighted penalty and n_a + reg for the uniform one
-        (a user or item without ratings keeps 0). O(|I|) per sweep.
+        The ratings are reduced row shard by row shard (those of `arrange`), in the caller's order
+        within a shard, as the Dask data path reduces them on the shards' hosts (cluster.dataset).
         """
         m, n = self.shape
-        row_counts = np.bincount(self.rows, minlength=m).astype(np.float64)
-        col_counts = np.bincount(self.cols, minlength=n).astype(np.float64)
-        if self.reg_weighting == "count":
-            row_weight, col_weight = row_counts * (1.0 + self.reg), col_counts * (1.0 + self.reg)
-        else:
-            row_weight, col_weight = row_counts + self.reg, col_counts + self.reg
-        residual = self.vals - self.offset
-        row_bias, col_bias = np.zeros(m), np.zeros(n)
-        for _ in range(sweeps):
-            col_sums = np.bincount(self.cols, residual - row_bias[self.rows], minlength=n)
-            col_bias = np.divide(col_sums, col_weight, out=np.zeros(n), where=col_counts > 0)
-            row_sums = np.bincount(self.rows, residual - col_bias[self.cols], minlength=m)
-            row_bias = np.divide(row_sums, row_weight, out=np.zeros(m), where=row_counts > 0)
-        return row_bias, col_bias
+        rows, cols, vals = self._source
+        shard_of_row = np.repeat(np.arange(self._row_bounds.size - 1), np.diff(self._row_bounds))
+        order = np.argsort(shard_of_row[rows], kind="stable")
+        cuts = np.searchsorted(shard_of_row[rows][order], np.arange(self._row_bounds.size))
+        shards = []
+        for p in range(self._row_bounds.size - 1):
+            take = order[cuts[p]:cuts[p + 1]]
+            lo, hi = int(self._row_bounds[p]), int(self._row_bounds[p + 1])
+            shards.append(BiasShard(rows[take] - lo, cols[take], vals[take] - self.offset, hi - lo))
+        col_counts = np.bincount(cols, minlength=n).astype(np.float64)
+        row_biases, col_bias = ridge_bias_sweeps(shards, col_counts, self.reg, self.reg_weighting, sweeps,
+                                                 sum_in_order)
+        return (np.concatenate(row_biases) if row_biases else np.zeros(m)), col_bias
 
     def add_subset_gradient(self, x: np.ndarray, g: np.ndarray, subset: int) -> None:
         """Add the gradient of subset `subset`'s blocks into g, in parallel when they are disjoint."""
@@ -192,3 +183,63 @@ class MatrixFactorization(PartiallySeparableProblem):
         if self.biases:
             values += U[rows, self.rank] + V[cols, self.rank]
         return values
+
+
+def penalty_weights(reg: float, counts: np.ndarray, reg_weighting: str) -> tuple[np.ndarray, np.ndarray]:
+    """Return (per-rating penalty weights, the objective's weights of |U_a|^2) for `counts` ratings per row.
+
+    The share of the penalty on |U_a|^2 carried by each of a's ratings is reg / n_a, or reg itself
+    when the penalty is weighted by the count (then |U_a|^2 is weighted reg n_a); 0 where n_a = 0.
+    Empty per-rating weights for reg 0 (the kernels skip the penalty).
+    """
+    count_weighted = reg_weighting == "count"
+    if reg > 0.0:
+        per_rating = (reg * (counts > 0) if count_weighted
+                      else np.divide(reg, counts, out=np.zeros_like(counts), where=counts > 0))
+    else:
+        per_rating = np.zeros(0)
+    return per_rating, reg * (counts if count_weighted else (counts > 0))
+
+
+class BiasShard:
+    """One row shard's ratings for the bias fit: local rows, cols, residuals v - mu, the shard's row count."""
+
+    def __init__(self, rows, cols, residual, n_rows):
+        self.rows, self.cols, self.residual, self.n_rows = rows, cols, residual, int(n_rows)
+        self.row_counts = np.bincount(rows, minlength=self.n_rows).astype(np.float64)
+        self.row_bias = np.zeros(self.n_rows)
+
+    def col_partial(self, n_items: int) -> np.ndarray:
+        """Return this shard's item sums of v - mu - b_a (one sweep's item half, before the reduction)."""
+        return np.bincount(self.cols, self.residual - self.row_bias[self.rows], minlength=n_items)
+
+    def solve_rows(self, col_bias: np.ndarray, reg: float, reg_weighting: str) -> np.ndarray:
+        """Set and return the shard's user biases given the item biases (one sweep's user half)."""
+        weight = bias_weight(self.row_counts, reg, reg_weighting)
+        sums = np.bincount(self.rows, self.residual - col_bias[self.cols], minlength=self.n_rows)
+        self.row_bias = np.divide(sums, weight, out=np.zeros(self.n_rows), where=self.row_counts > 0)
+        return self.row_bias
+
+
+def bias_weight(counts: np.ndarray, reg: float, reg_weighting: str) -> np.ndarray:
+    """Return w_a of the closed-form bias step: n_a (1 + reg) (count-weighted penalty) or n_a + reg."""
+    return counts * (1.0 + reg) if reg_weighting == "count" else counts + reg
+
+
+def ridge_bias_sweeps(shards, col_counts, reg, reg_weighting, sweeps, reduce):
+    """Return ([user biases per shard], item biases) minimizing F with the factors at 0.
+
+    Alternating exact steps: b_a = sum_i (v_i - mu - c_b) / w_a, w_a as `bias_weight` (a user or
+    item without ratings keeps 0); O(|I|) per sweep. The item sums are every shard's partial
+    reduced by `reduce` in shard order (in process: `sum_in_order`; on Dask the same function on a
+    worker, with the shards on their hosts), so both engines get the same bits.
+    """
+    n = col_counts.size
+    col_weight = bias_weight(col_counts, reg, reg_weighting)
+    col_bias = np.zeros(n)
+    for _ in range(sweeps):
+        col_sums = reduce([shard.col_partial(n) for shard in shards])
+        col_bias = np.divide(col_sums, col_weight, out=np.zeros(n), where=col_counts > 0)
+        for shard in shards:
+            shard.solve_rows(col_bias, reg, reg_weighting)
+    return [shard.row_bias for shard in shards], col_bias
