@@ -80,7 +80,7 @@ class DaskMatrixFactorizer(MatrixFactorizer):
                  schedule="det", reg=AUTO, reg_weighting=AUTO, biases=True, eta=AUTO, gamma=0.51,
                  memory=5, init_scale=AUTO, max_time=None, max_epochs=100, tol=0.0, patience=None,
                  validation_fraction=VALIDATION_FRACTION, safeguard=True, threads=None, random_state=None,
-                 on_divergence="raise", user_col="user", item_col="item", rating_col="rating", client=None,
+                 on_divergence="raise", user_col="user", item_col="item", rating_col="rating", search=True, client=None,
                  scheduler=None, n_workers=None, threads_per_worker=1, chunk_epochs=10, checkpoint=None,
                  checkpoint_every=None, resume=None, workers=None):
         base = {name: value for name, value in locals().items() if name in MatrixFactorizer._get_param_names()}
@@ -176,6 +176,10 @@ class DaskMatrixFactorizer(MatrixFactorizer):
                               n_blocks=self.blocks or len(workers), heldout_fraction=fraction,
                               seed=self.random_state, workers=workers)
         self.partition_ = train.cover
+        if self.search and self._searched():
+            warnings.warn(f"the hyper-parameter search does not run on ratings kept on the workers (a trial needs "
+                          f"its ratings in one process): {', '.join(self._searched())} take the unsearched "
+                          f"defaults; pass search=False to say so, or explicit values", UserWarning, stacklevel=3)
         self._choose_unsearched()
         where = dict(client=client, chunk_epochs=self.chunk_epochs, checkpoint=self.checkpoint,
                      checkpoint_every=self.checkpoint_every, resume=self.resume, method=self.algorithm)

@@ -87,6 +87,8 @@ class MatrixFactorizer(BaseEstimator):
         an explicit value is never searched), then refits the winner on all the training ratings
         for the number of cycles validation chose (at most max_epochs). With max_time the search
         stops launching rungs after 70 % of it. search_results_ lists every trial.
+        With search=False, "auto" takes the values the search starts from (rank 10, uniform) and
+        reg from the data (hamsi.defaults), without a search: a fit of one run instead of many.
     biases : bool
         Learn user and item biases around the training mean (default on).
     eta, gamma : float or "auto", float
@@ -117,6 +119,8 @@ class MatrixFactorizer(BaseEstimator):
     user_col, item_col, rating_col : str
         Column names read from a DataFrame X (with the defaults, MovieLens names such as
         userId / movieId are recognised too).
+    search : bool
+        Choose the "auto" hyper-parameters by validation (default True; see reg_weighting).
 
     Attributes
     ----------
@@ -137,7 +141,7 @@ class MatrixFactorizer(BaseEstimator):
                  memory=5, init_scale=AUTO, max_time=None, max_epochs=100, tol=0.0, patience=None,
                  validation_fraction=defaults.VALIDATION_FRACTION, safeguard=True, threads=None,
                  random_state=None, on_divergence="raise", user_col="user", item_col="item",
-                 rating_col="rating"):
+                 rating_col="rating", search=True):
         self.rank = rank
         self.algorithm = algorithm
         self.partitioner = partitioner
@@ -163,6 +167,7 @@ class MatrixFactorizer(BaseEstimator):
         self.user_col = user_col
         self.item_col = item_col
         self.rating_col = rating_col
+        self.search = search
 
     def __sklearn_clone__(self):
         """Return an unfitted copy; parameters in _shared_params (a Dask client) stay the same object."""
@@ -267,9 +272,8 @@ class MatrixFactorizer(BaseEstimator):
         The search reads only `train` (a validation split cut from it; hamsi.search module doc).
         """
         fixed = self._fixed()
-        self.search_results_ = None
-        if not self._searched():
-            self._chosen = dict(fixed, reg=None if self.reg == AUTO else self.reg, cycles=self.max_epochs)
+        if not (self.search and self._searched()):
+            self._choose_unsearched()
             return
         fit_part, validation = search.validation_split(train, seed=self.random_state)
         grid = search.candidate_grid(fixed, search.spread_of(train))

@@ -45,6 +45,14 @@ def test_an_explicit_hyper_parameter_is_never_searched(ratings):
     assert model.search_results_ is None and model.n_iter_ > 0 and model.result_.n_cycles == 9
 
 
+def test_search_false_takes_the_unsearched_values_in_one_run(ratings):
+    model = MatrixFactorizer(search=False, **FAST).fit(ratings)
+    assert model.search_results_ is None and model.result_.n_cycles == 9
+    assert (model.rank_, model.reg_weighting_) == (search.UNSEARCHED["rank"], search.UNSEARCHED["reg_weighting"])
+    explicit = MatrixFactorizer(rank=10, reg_weighting="uniform", reg=model.reg_, search=False, **FAST).fit(ratings)
+    np.testing.assert_array_equal(model.user_factors_, explicit.user_factors_)  # auto reg is the data's default
+
+
 def test_search_results_list_every_trial(ratings):
     model = MatrixFactorizer(**FAST).fit(ratings)
     results = model.search_results_
