@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from hamsi.commands import seed_value
 from hamsi.errors import InputError
 
 
@@ -40,7 +41,7 @@ def register(subparsers) -> None:
     synth.add_argument("--items", type=int, help="number of items (overrides the preset)")
     synth.add_argument("--ratings", type=int, help="number of ratings (overrides the preset)")
     synth.add_argument("--rank", type=int, default=10, help="rank of the planted model (default 10)")
-    synth.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    synth.add_argument("--seed", type=seed_value, default=0, help="random seed (default 0)")
     synth.add_argument("--half-stars", action="store_true", help="ratings 1, 1.5, ..., 5")
     synth.add_argument("--out", required=True, help="output file")
     synth.set_defaults(run=run_synth)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from hamsi.commands import seed_value
 from hamsi.errors import InputError
 
 
@@ -34,7 +35,7 @@ def register(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=None, help="sample / bucket size of the stochastic methods")
     p.add_argument("--clip", type=float, default=2.0, help="per-record gradient norm bound C (default 2)")
     p.add_argument("--reg", type=float, default=0.01, help="L2 penalty lambda (default 0.01)")
-    p.add_argument("--seed", type=int, default=None,
+    p.add_argument("--seed", type=seed_value, default=None,
                    help="seed the noise (reproducible, NOT secure); default: os.urandom")
     p.add_argument("--plot", default=None, metavar="gap.png", help="draw f - f* per iteration")
     p.set_defaults(run=run)

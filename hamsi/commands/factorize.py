@@ -11,10 +11,10 @@ import argparse
 import math
 import os
 import sys
-import tempfile
 import warnings
 
 from hamsi.defaults import VALIDATION_FRACTION
+from hamsi.commands import check_writable, seed_value, write_as_set
 from hamsi.errors import InputError
 
 # Estimator parameters whose flag is not --<name with dashes>.
@@ -75,7 +75,7 @@ def register(subparsers) -> None:
     parser.add_argument("--validation-fraction", type=float, default=VALIDATION_FRACTION,
                         help=f"share of the training ratings held out for --patience without a test set "
                              f"(default {VALIDATION_FRACTION:g})")
-    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    parser.add_argument("--seed", type=seed_value, default=1, help="random seed (default 1)")
     parser.add_argument("--test-fraction", type=float, default=0.0,
                         help="hold out this fraction of ratings for the test RMSE (default 0)")
     parser.add_argument("--trace", metavar="CSV", default=None, help="write the per-cycle trace")
@@ -114,6 +114,8 @@ def _check_args(args) -> None:
         raise InputError(f"--checkpoint-every must be >= 1; got {args.checkpoint_every}")
     if not (math.isfinite(args.test_fraction) and 0.0 <= args.test_fraction < 1.0):
         raise InputError(f"--test-fraction must be in [0, 1); got {args.test_fraction}")
+    if not 0.0 <= args.gamma <= 1.0:  # beyond 1, (eta t)^gamma overflows to a zero step within a few cycles
+        raise InputError(f"--gamma must lie in [0, 1] (thesis eq. 3.8 takes gamma in (0.5, 1]); got {args.gamma:g}")
     for flag, path in output_paths(args):
         check_writable(flag, path)
 
@@ -122,20 +124,6 @@ def output_paths(args) -> list[tuple[str, str]]:
     """Return [(flag, path)] of the files this run writes."""
     return [(flag, path) for flag, path in (("--trace", args.trace), ("--out", args.out), ("--plot", args.plot))
             if path]
-
-
-def check_writable(flag: str, path) -> None:
-    """Raise InputError naming `flag` and `path` unless a file can be created where `path` goes."""
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        raise InputError(f"{flag} {path}: is a directory")
-    directory = os.path.dirname(os.path.abspath(path))
-    try:  # what atomic_output will do: create a file beside the target (root ignores permission bits)
-        handle, probe = tempfile.mkstemp(dir=directory, prefix=".hamsi-write-check-")
-    except OSError as exc:
-        raise InputError(f"{flag} {path}: cannot write there ({exc.strerror or exc}: {directory})") from None
-    os.close(handle)
-    os.unlink(probe)
 
 
 def build_model(args):
@@ -169,6 +157,7 @@ def run(args) -> int:
     ratings = hamsi.load_ratings(args.data)
     if ratings.nnz == 0:
         raise InputError(f"{args.data}: no ratings")
+    check_sizes(args, ratings)
     train, test = ratings.split(args.test_fraction, seed=args.seed) if args.test_fraction > 0 else (ratings, None)
     progress = None if args.quiet else Progress(args.max_epochs, args.max_time)
     try:
@@ -186,8 +175,22 @@ def run(args) -> int:
     return 0
 
 
+def check_sizes(args, ratings) -> None:
+    """Raise InputError when --rank or --memory cannot fit these ratings or this machine, before fitting."""
+    from hamsi.limits import refuse_unless_fits
+
+    users, items = ratings.shape
+    if args.rank > min(users, items):
+        raise InputError(f"--rank {args.rank} exceeds min(users, items) = {min(users, items)} of {args.data}: "
+                         "the product U V^T has no more than that rank")
+    parameters = (users + items) * (args.rank + 1)
+    # the iterate, gradient and step copies, the 2 M L-BFGS pairs and the M x M compact-form matrices
+    refuse_unless_fits(f"--rank {args.rank} with --memory {args.memory} on {users} users x {items} items",
+                       8.0 * (parameters * (2 * args.memory + 8) + 4 * args.memory ** 2))
+
+
 def write_outputs(args, model) -> None:
-    """Write the trace, the model and the plot; an OSError names the flag and the user's path."""
+    """Write the trace, the model and the plot as a set (all replaced, or none); errors name the flag."""
     def plot(path):
         from hamsi.plots import plot_convergence
 
@@ -195,11 +198,7 @@ def write_outputs(args, model) -> None:
         plot_convergence({args.algorithm: model.trace_}, path, title=title)
 
     writers = {"--trace": model.trace_.write_csv, "--out": model.save, "--plot": plot}
-    for flag, path in output_paths(args):
-        try:
-            writers[flag](path)
-        except OSError as exc:
-            raise OSError(f"{flag} {path}: cannot write ({exc.strerror or exc})") from None
+    write_as_set({flag: (path, writers[flag]) for flag, path in output_paths(args)})
 
 
 def summary(args, model, has_test: bool) -> str:

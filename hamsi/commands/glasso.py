@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from hamsi.commands import seed_value
 from hamsi.errors import InputError
 
 
@@ -32,7 +33,7 @@ def register(subparsers) -> None:
                         "add-remove treats the row count as public)")
     p.add_argument("--estimator", choices=["glasso", "ridge"], default="glasso")
     p.add_argument("--clip", type=float, default=1.0, help="L2 bound on each row (default 1)")
-    p.add_argument("--seed", type=int, default=None,
+    p.add_argument("--seed", type=seed_value, default=None,
                    help="seed the noise (reproducible, NOT secure); default: os.urandom")
     p.add_argument("--out", default=None, metavar="precision.npy", help="write the precision matrix")
     p.add_argument("--graph", default=None, metavar="graph.png", help="draw the estimated graph")
@@ -82,8 +83,12 @@ def read_numeric_csv(path: str):
     import numpy as np
     import pandas as pd
 
+    from hamsi.data.readers import decompression_errors, refuse_special_file
+
+    refuse_special_file(path)
     try:
-        raw = pd.read_csv(path, header=None, dtype=str, skip_blank_lines=True, keep_default_na=False)
+        with decompression_errors(path):
+            raw = pd.read_csv(path, header=None, dtype=str, skip_blank_lines=True, keep_default_na=False)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:

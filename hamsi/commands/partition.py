@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+from hamsi.commands import seed_value
 from hamsi.errors import InputError
 
 
@@ -24,7 +25,7 @@ def register(subparsers) -> None:
     parser.add_argument("--subsets", "-K", type=int, default=None,
                         help=f"number of subsets K (default: B for strata schemes, "
                              f"{partition.DEFAULT_SUBSETS} otherwise)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed for color-b and hogwild (default 0)")
+    parser.add_argument("--seed", type=seed_value, default=0, help="random seed for color-b and hogwild (default 0)")
     parser.add_argument("--json", action="store_true", help="print block sizes and imbalance as JSON")
     parser.add_argument("--plot", metavar="FILE", default=None, help="write a picture (Fig. 3.3/3.4 style)")
     parser.set_defaults(run=run)

@@ -6,6 +6,7 @@ import argparse
 import math
 import time
 
+from hamsi.commands import seed_value
 from hamsi.errors import InputError
 
 WORKLOADS = ("range", "discrete", "marginal", "related")
@@ -41,8 +42,8 @@ def register(subparsers) -> None:
     p.add_argument("--max-time", type=float, default=None,
                    help="COA, LRM: stop after this many seconds (LRM: Alg. 1 and the refinement each)")
     p.add_argument("--repeats", type=int, default=20, help="private releases for the empirical error (default 20)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the workload and the histogram (default 1)")
-    p.add_argument("--noise-seed", type=int, default=None,
+    p.add_argument("--seed", type=seed_value, default=1, help="seed of the workload and the histogram (default 1)")
+    p.add_argument("--noise-seed", type=seed_value, default=None,
                    help="seed the noise (reproducible, NOT secure); default: os.urandom")
     p.set_defaults(run=run)
 
