@@ -15,7 +15,7 @@ import warnings
 
 from hamsi.defaults import VALIDATION_FRACTION
 from hamsi.commands import check_writable, seed_value, write_as_set
-from hamsi.errors import InputError
+from hamsi.errors import DivergenceError, InputError
 
 # Estimator parameters whose flag is not --<name with dashes>.
 FLAG_NAMES = {"random_state": "--seed"}
@@ -170,6 +170,8 @@ def run(args) -> int:
     for warning in caught:
         if issubclass(warning.category, UserWarning):
             print(f"hamsi factorize: warning: {warning.message}", file=sys.stderr)
+    if not math.isfinite(model.trace_.rows[-1][3]):  # whichever engine ran: never write a NaN model
+        raise DivergenceError(f"diverged: the final train RMSE is {model.trace_.rows[-1][3]}; nothing written")
     write_outputs(args, model)
     print(summary(args, model, test is not None))
     return 0
@@ -177,8 +179,14 @@ def run(args) -> int:
 
 def check_sizes(args, ratings) -> None:
     """Raise InputError when --rank or --memory cannot fit these ratings or this machine, before fitting."""
+    import numpy as np
+
     from hamsi.limits import refuse_unless_fits
 
+    largest = float(np.max(np.abs(ratings.values)))
+    if not math.isfinite(largest * largest * ratings.nnz):
+        raise InputError(f"{args.data}: rating {largest:g} is too large: the sum of squared errors overflows "
+                         "float64; rescale the ratings")
     users, items = ratings.shape
     if args.rank > min(users, items):
         raise InputError(f"--rank {args.rank} exceeds min(users, items) = {min(users, items)} of {args.data}: "

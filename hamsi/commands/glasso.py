@@ -116,6 +116,12 @@ def read_numeric_csv(path: str):
     return values, header
 
 
+def _write_binary(path: str, write) -> None:
+    """Call write(handle) on `path` opened for binary writing (np.save on a name would append .npy)."""
+    with open(path, "wb") as handle:
+        write(handle)
+
+
 def _draw_graph(precision, labels, handle) -> None:
     import matplotlib
 
@@ -146,24 +152,31 @@ def run(args: argparse.Namespace) -> int:
 
     import dp
 
-    from hamsi.atomic import atomic_output
+    from hamsi.commands import check_writable, write_as_set
+    from hamsi.errors import DivergenceError
 
     alpha = _parse_alpha(args.alpha)
     _check_privacy_flags(args)
+    outputs = {flag: path for flag, path in (("--out", args.out), ("--graph", args.graph)) if path}
+    for flag, path in outputs.items():
+        check_writable(flag, path)
     X, header = read_numeric_csv(args.data)
     _refuse_constant_columns(args.data, X, header)
     cls = dp.PrivateGraphicalLasso if args.estimator == "glasso" else dp.PrivateRidgePrecision
     model = cls(alpha=alpha, epsilon=args.epsilon, delta=args.delta, mechanism=args.mechanism,
                 clip=args.clip, random_state=args.seed, neighbouring=args.neighbouring)
-    model.fit(X)
+    with np.errstate(all="ignore"):  # a non-finite estimate is reported below, in one line
+        model.fit(X)
     precision = model.precision_
-    if args.out:
-        with atomic_output(args.out, "wb") as handle:
-            np.save(handle, precision)
-    if args.graph:
-        labels = header if header else list(range(precision.shape[0]))
-        with atomic_output(args.graph, "wb") as handle:
-            _draw_graph(precision, labels, handle)
+    if not np.all(np.isfinite(precision)):  # post-processing of the (noisy) estimate: no new release
+        solver = f" ({model.solver_message_})" if args.estimator == "glasso" else ""
+        raise DivergenceError(f"{args.data}: the {args.estimator} estimate holds NaN or inf{solver}; nothing "
+                              "written: rescale the columns or raise --alpha")
+    labels = header if header else list(range(precision.shape[0]))
+    writers = {"--out": lambda temporary: _write_binary(temporary, lambda handle: np.save(handle, precision)),
+               "--graph": lambda temporary: _write_binary(temporary,
+                                                          lambda handle: _draw_graph(precision, labels, handle))}
+    write_as_set({flag: (path, writers[flag]) for flag, path in outputs.items()})
 
     n, p = X.shape
     edges = int(np.count_nonzero(np.triu(np.abs(precision) > 1e-10, 1)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from hamsi.commands import seed_value
+from hamsi.commands import check_writable, seed_value, write_as_set
 from hamsi.errors import InputError
 
 
@@ -36,6 +36,7 @@ def run(args) -> int:
     import hamsi
     import partition
 
+    plot_format = _plot_format(args.plot) if args.plot else None
     ratings = hamsi.load_ratings(args.data)
     started = time.perf_counter()
     try:
@@ -45,7 +46,9 @@ def run(args) -> int:
     seconds = time.perf_counter() - started
     stats = result.stats()
     if args.plot:
-        result.plot(args.plot)
+        from partition.plots import plot_partition
+
+        write_as_set({"--plot": (args.plot, lambda temporary: plot_partition(result, temporary, plot_format))})
     if args.json:
         report = {
             "scheme": result.scheme,
@@ -62,6 +65,24 @@ def run(args) -> int:
     if args.plot:
         print(f"picture written to {args.plot}")
     return 0
+
+
+def _plot_format(path: str) -> str:
+    """Return the picture format of --plot PATH (its extension; png without one), the path checked writable."""
+    import os
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    check_writable("--plot", path)
+    extension = os.path.splitext(path)[1].lstrip(".").lower()
+    supported = FigureCanvasBase.get_supported_filetypes()
+    if extension and extension not in supported:
+        raise InputError(f"--plot {path}: unknown picture format {extension!r}; use one of "
+                         f"{', '.join(sorted(supported))}")
+    return extension or "png"  # written to PATH itself, as named
 
 
 def _table(result, stats, ratings, seconds) -> str:
