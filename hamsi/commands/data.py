@@ -121,12 +121,18 @@ def run_info(args) -> int:
 
 def run_convert(args) -> int:
     """Convert a rating file to the format implied by the output extension."""
-    from hamsi.data.readers import load_ratings
+    from hamsi.data.readers import load_ratings, read_timestamps
     from hamsi.data.writers import format_for_path, write_ratings
 
     format_for_path(args.out)
     ratings = load_ratings(args.source, format=args.format, duplicates=args.duplicates)
-    print(f"wrote {ratings.nnz} ratings to {write_ratings(ratings, args.out)}")
+    timestamps = None
+    if ratings.notes.get("duplicates_merged"):  # a merged pair has no one time of its own
+        print(f"hamsi data convert: {args.source}: {ratings.notes['duplicates_merged']} duplicate pairs merged; "
+              f"their timestamps are not kept (synthetic times written)", file=sys.stderr)
+    else:
+        timestamps = read_timestamps(args.source, format=args.format)
+    print(f"wrote {ratings.nnz} ratings to {write_ratings(ratings, args.out, timestamps=timestamps)}")
     return 0
 
 

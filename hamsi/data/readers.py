@@ -25,6 +25,7 @@ import io
 import lzma
 import math
 import os
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -101,6 +102,24 @@ def load_ratings(source, format: str = "auto", *, duplicates: str = "error", sep
         "parquet": lambda: read_parquet(path, columns=columns, duplicates=duplicates),
     }
     return readers[format]()
+
+
+def read_timestamps(source, format: str = "auto") -> np.ndarray | None:
+    """Return the int64 timestamp column of a MovieLens file, in file order (None for other formats).
+
+    A second pass over the file, paid only by callers that keep the times (`hamsi data convert`);
+    load_ratings itself reads the three columns a factorization needs.
+    """
+    format = FORMAT_ALIASES.get(format, format)
+    path = _existing_path(source)
+    if format == "auto" or path.is_dir():
+        path, format, _ = _detect(path, None)
+    layouts = {"ml-100k": ("\t", 0), "ml-dat": ("::", 0), "ml-csv": (",", 1)}
+    if format not in layouts:
+        return None
+    sep, skip = layouts[format]
+    layout = _Layout(path, sep=sep, n_fields=4, use=(0, 1, 3), skip_lines=skip, label=format)
+    return _parse_layout(layout)[2].astype(np.int64)
 
 
 def detect_format(source) -> str:
@@ -194,7 +213,7 @@ def decompression_errors(path):
         raise
     except EOFError:
         raise InputError(f"{path}: truncated compressed file (it ends before the end-of-stream marker)") from None
-    except (lzma.LZMAError, OSError) as exc:  # gzip.BadGzipFile and bz2's errors are OSErrors
+    except (lzma.LZMAError, zlib.error, OSError) as exc:  # gzip.BadGzipFile and bz2's errors are OSErrors
         raise InputError(f"{path}: corrupt or unreadable data: {getattr(exc, 'strerror', None) or exc}") from None
 
 
