@@ -425,8 +425,11 @@ def _parse_chunk(chunk: bytes, layout: _Layout):
     used = [names[k] for k in layout.use]
     types = {used[0]: pa.int64(), used[1]: pa.int64(), used[2]: pa.float64()}
     try:
+        # An Arrow buffer, not io.BytesIO: Arrow's I/O threads would call back into Python to read
+        # a Python file object, and a thread still doing so when the interpreter exits right after
+        # an InputError is killed inside C++ (std::terminate: exit 134, issue 21).
         table = pacsv.read_csv(
-            io.BytesIO(chunk),
+            pa.BufferReader(chunk),
             read_options=pacsv.ReadOptions(column_names=names),
             parse_options=pacsv.ParseOptions(delimiter=sep),
             convert_options=pacsv.ConvertOptions(column_types=types, include_columns=used),
