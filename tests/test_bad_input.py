@@ -453,3 +453,30 @@ def test_subprocess_exit_code_and_one_line(folder, tmp_path, argv, names):
     done = subprocess.run([sys.executable, "-m", "hamsi", *argv], capture_output=True, text=True, timeout=90)
     assert done.returncode == 2, done.stderr
     assert_one_line(done.stderr, *names)
+
+
+@pytest.mark.parametrize("command,names", [
+    (["data", "synth", "--users", "20", "--items", "30", "--ratings", "200", "--out", "{target}"], ["--out {target}"]),
+    (["data", "convert", "{folder}/u.data", "{target}"], ["output {target}"]),
+])
+def test_rating_writers_on_a_full_disk_name_the_output(folder, tmp_path, capsys, monkeypatch, command, names):
+    def write_part(args, kwargs):
+        args[1].write(b"1,2,")
+    monkeypatch.setattr("hamsi.data.writers._write_text", fail_midway(write_part))
+    target = tmp_path / "ratings.csv"
+    target.write_text("old ratings\n")
+    argv = [part.format(folder=folder, target=target) for part in command]
+    refused(argv, capsys, *[name.format(target=target) for name in names], "No space left on device")
+    assert target.read_text() == "old ratings\n" and sorted(p.name for p in tmp_path.iterdir()) == ["ratings.csv"]
+
+
+def test_dp_learn_plot_on_a_full_disk_names_the_flag(folder, tmp_path, capsys, monkeypatch):
+    from matplotlib.figure import Figure
+
+    def write_part(args, kwargs):
+        args[1].write(b"\x89PNG half")
+    monkeypatch.setattr(Figure, "savefig", fail_midway(write_part))
+    target = tmp_path / "gap.png"
+    refused(["dp-learn", folder / "labelled.csv", "--target", "5", "--epsilon", "1", "--seed", "1", "--n-iter", "20",
+             "--plot", target], capsys, f"--plot {target}", "No space left on device")
+    assert not list(tmp_path.iterdir())

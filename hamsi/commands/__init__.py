@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 
 def seed_value(text: str) -> int:
@@ -47,7 +48,17 @@ def write_as_set(outputs: dict) -> None:
     with atomic_paths([outputs[flag][0] for flag in flags]) as temporaries:
         for flag, temporary in zip(flags, temporaries):
             path, writer = outputs[flag]
-            try:
+            with naming_output(flag, path):
                 writer(temporary)
-            except OSError as exc:
-                raise OSError(f"{flag} {path}: cannot write ({exc.strerror or exc})") from None
+
+
+@contextlib.contextmanager
+def naming_output(flag: str, path):
+    """Re-raise an OSError inside the block as one naming the flag and the user's path.
+
+    A bare "[Errno 28] No space left on device" names neither; temporary names are not the user's.
+    """
+    try:
+        yield
+    except OSError as exc:
+        raise OSError(f"{flag} {path}: cannot write ({exc.strerror or exc})") from None

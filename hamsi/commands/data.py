@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hamsi.commands import seed_value
+from hamsi.commands import naming_output, seed_value
 from hamsi.errors import InputError
 
 
@@ -105,7 +105,8 @@ def run_synth(args) -> int:
         raise InputError("give --preset or all of --users, --items and --ratings")
     ratings = make_ratings(args.preset, users=args.users, items=args.items, ratings=args.ratings,
                            rank=args.rank, seed=args.seed, half_stars=args.half_stars)
-    path = write_ratings(ratings, args.out)
+    with naming_output("--out", args.out):
+        path = write_ratings(ratings, args.out)
     print(f"wrote {ratings.nnz} ratings ({ratings.shape[0]} users x {ratings.shape[1]} items) to {path}")
     return 0
 
@@ -132,7 +133,9 @@ def run_convert(args) -> int:
               f"their timestamps are not kept (synthetic times written)", file=sys.stderr)
     else:
         timestamps = read_timestamps(args.source, format=args.format)
-    print(f"wrote {ratings.nnz} ratings to {write_ratings(ratings, args.out, timestamps=timestamps)}")
+    with naming_output("output", args.out):
+        path = write_ratings(ratings, args.out, timestamps=timestamps)
+    print(f"wrote {ratings.nnz} ratings to {path}")
     return 0
 
 

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
 
     from dp.learning import make_problem, minimize_private
     from hamsi.atomic import atomic_output
-    from hamsi.commands import check_writable
+    from hamsi.commands import check_writable, naming_output
     from hamsi.commands.glasso import read_numeric_csv
     from hamsi.limits import refuse_unless_fits
 
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     gap = result.history - f_star
     accuracy = float(np.mean(np.where(X @ result.x > 0, 1.0, -1.0) == y))
     if args.plot:
-        with atomic_output(args.plot, "wb") as handle:
+        with naming_output("--plot", args.plot), atomic_output(args.plot, "wb") as handle:
             _draw_gap(gap, f"{args.method} on {os.path.basename(args.data)}, epsilon={args.epsilon:g}", handle)
     spent = result.privacy_spent
     print(f"method: {args.method}  rows: {X.shape[0]}  features: {X.shape[1]}  iterations: {result.n_iter} "
