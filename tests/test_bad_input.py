@@ -480,3 +480,24 @@ def test_dp_learn_plot_on_a_full_disk_names_the_flag(folder, tmp_path, capsys, m
     refused(["dp-learn", folder / "labelled.csv", "--target", "5", "--epsilon", "1", "--seed", "1", "--n-iter", "20",
              "--plot", target], capsys, f"--plot {target}", "No space left on device")
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_inf_rating_exits_2_after_its_message_every_time(tmp_path):
+    """Issue 21: exit 134 ("terminate called without an active exception") after the right message in
+    3 of 30 runs. Arrow's I/O threads were still calling back into Python (an io.BytesIO chunk) when the
+    interpreter exited after the InputError; the readers now hand Arrow a buffer. Repeated because the
+    race was intermittent (1-5 % of runs at load 10-15), so this catches a regression only sometimes."""
+    from hamsi.data.writers import write_ratings
+
+    path = tmp_path / "ratings.csv"
+    write_ratings(make_ratings(users=900, items=1600, ratings=100_000, rank=3, seed=0), path)
+    lines = path.read_text().splitlines()
+    fields = lines[5000].split(",")
+    lines[5000] = ",".join(fields[:2] + ["inf"] + fields[3:])
+    path.write_text("\n".join(lines) + "\n")
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-m", "hamsi", "factorize", str(path), "--workers", "0", "-q"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert_one_line(done.stderr, f"{path}:5001", "inf")
