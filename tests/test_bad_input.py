@@ -113,6 +113,21 @@ def test_damaged_compressed_file_in_every_reader(folder, tmp_path, capsys, name,
         assert "truncated" in line
 
 
+@pytest.mark.parametrize("damage", ["truncated", "corrupt pages", "corrupt footer"])
+def test_damaged_parquet_file(tmp_path, capsys, damage):
+    path = tmp_path / "ratings.parquet"
+    write_ratings(make_ratings(users=300, items=400, ratings=20_000, rank=3, seed=2), path)
+    packed = bytearray(path.read_bytes())
+    if damage == "truncated":
+        packed = packed[: len(packed) // 2]
+    elif damage == "corrupt pages":
+        packed[100:4000] = bytes(b ^ 0x5A for b in packed[100:4000])
+    else:
+        packed[8:-8] = bytes(len(packed) - 16)
+    path.write_bytes(bytes(packed))
+    refused(["data", "info", path], capsys, path, "Parquet")
+
+
 @pytest.mark.parametrize("command", [
     ["factorize", "{data}", "--workers", "0", "-q"],
     ["partition", "{data}", "--scheme", "strata", "-B", "2"],

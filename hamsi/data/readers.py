@@ -495,17 +495,20 @@ def read_parquet(path, *, columns=None, duplicates: str = "error") -> Ratings:
     try:
         parquet = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(f"{path}: not a readable Parquet file: {exc}") from None
+        raise InputError(f"{path}: not a readable Parquet file: {str(exc).strip()}") from None
     names = parquet.schema_arrow.names
     use = [names[k] for k in _pick_columns(names, columns, str(path))]
     parts = [[], [], []]
-    for batch in parquet.iter_batches(columns=use, batch_size=1 << 20):
-        for k, name in enumerate(use):
-            column = batch.column(name)
-            if column.null_count:
-                parts[k].append(column.to_numpy(zero_copy_only=False).astype(np.float64))
-            else:
-                parts[k].append(column.to_numpy(zero_copy_only=False))
+    try:  # a damaged data page shows only here, e.g. "Corrupt snappy compressed data"
+        for batch in parquet.iter_batches(columns=use, batch_size=1 << 20):
+            for k, name in enumerate(use):
+                column = batch.column(name)
+                if column.null_count:
+                    parts[k].append(column.to_numpy(zero_copy_only=False).astype(np.float64))
+                else:
+                    parts[k].append(column.to_numpy(zero_copy_only=False))
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputError(f"{path}: corrupt Parquet data: {str(exc).strip()}") from None
     if not parts[0] or sum(len(p) for p in parts[0]) == 0:
         raise InputError(f"{path}: Parquet file holds no ratings")
     users, items, values = (np.concatenate(p) for p in parts)
