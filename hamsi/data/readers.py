@@ -425,11 +425,8 @@ def _parse_chunk(chunk: bytes, layout: _Layout):
     used = [names[k] for k in layout.use]
     types = {used[0]: pa.int64(), used[1]: pa.int64(), used[2]: pa.float64()}
     try:
-        # An Arrow buffer, not io.BytesIO: Arrow's I/O threads would call back into Python to read
-        # a Python file object, and a thread still doing so when the interpreter exits right after
-        # an InputError is killed inside C++ (std::terminate: exit 134, issue 21).
         table = pacsv.read_csv(
-            pa.BufferReader(chunk),
+            _arrow_owned_reader(chunk),
             read_options=pacsv.ReadOptions(column_names=names),
             parse_options=pacsv.ParseOptions(delimiter=sep),
             convert_options=pacsv.ConvertOptions(column_types=types, include_columns=used),
@@ -441,6 +438,23 @@ def _parse_chunk(chunk: bytes, layout: _Layout):
     if any(table.column(name).null_count for name in used):
         raise layout.fail("empty or 'nan' field")
     return tuple(table.column(name).to_numpy() for name in used)
+
+
+def _arrow_owned_reader(chunk: bytes):
+    """Return an Arrow reader over a copy of `chunk` in Arrow's own memory.
+
+    Arrow's threaded CSV reader drops its input on a worker thread, possibly after read_csv has
+    returned. Input that refers to a Python object (an io.BytesIO, or pa.py_buffer(bytes)) then
+    takes the GIL in its destructor; when the interpreter is already exiting (right after an
+    InputError), Python ends that thread inside C++ and the process aborts with "terminate called
+    without an active exception", exit 134 (issue 21; seen in core dumps of both inputs). A copy
+    owned by Arrow needs no GIL to free.
+    """
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    sink.write(chunk)
+    return pa.BufferReader(sink.getvalue())
 
 
 def _parse_chunk_whitespace(chunk: bytes, layout: _Layout, first_error: Exception):
