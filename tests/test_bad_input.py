@@ -500,9 +500,10 @@ def test_dp_learn_plot_on_a_full_disk_names_the_flag(folder, tmp_path, capsys, m
 @pytest.mark.slow
 def test_inf_rating_exits_2_after_its_message_every_time(tmp_path):
     """Issue 21: exit 134 ("terminate called without an active exception") after the right message in
-    3 of 30 runs. Arrow's I/O threads were still calling back into Python (an io.BytesIO chunk) when the
-    interpreter exited after the InputError; the readers now hand Arrow a buffer. Repeated because the
-    race was intermittent (1-5 % of runs at load 10-15), so this catches a regression only sometimes."""
+    3 of 30 runs. Core dumps: an Arrow worker freeing the CSV reader's input (an io.BytesIO, then a
+    pa.py_buffer of bytes) took the GIL while the interpreter was exiting after the InputError; the
+    readers now give Arrow a copy in its own memory. Repeated because the race was intermittent
+    (2-5 % of runs at load 10-15), so this catches a regression only sometimes."""
     from hamsi.data.writers import write_ratings
 
     path = tmp_path / "ratings.csv"
