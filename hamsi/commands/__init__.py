@@ -1,4 +1,4 @@
-"""The `hamsi` sub-commands (one module each) and what they share: the seed type and output handling.
+"""The `hamsi` sub-commands (one module each) and what they share: the seed type and output handling."""
 
 from __future__ import annotations
 
