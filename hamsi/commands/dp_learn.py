@@ -83,9 +83,9 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         check_writable("--plot", args.plot)
     values, header = read_numeric_csv(args.data)
-    # per iteration: the objective history and the noise of every coordinate (drawn in bulk)
-    refuse_unless_fits(f"--n-iter {args.n_iter} on {values.shape[1]} columns",
-                       8.0 * args.n_iter * (2 * values.shape[1] + 4))
+    if args.n_iter is not None:  # per iteration: the objective history and every coordinate's noise (drawn in bulk)
+        refuse_unless_fits(f"--n-iter {args.n_iter} on {values.shape[1]} columns",
+                           8.0 * args.n_iter * (2 * values.shape[1] + 4))
     column = _target_column(args.target, header, values.shape[1], args.data)
     labels = values[:, column]
     X = np.delete(values, column, axis=1)
