@@ -25,9 +25,17 @@ COMMAND_MODULES = [
 ]
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line naming the flag (sub-parsers inherit it)."""
+
+    def error(self, message):
+        """Print `prog: error: message` and a pointer to --help on one line; exit 2 as argparse does."""
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level parser with every sub-command registered."""
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="hamsi",
         description="Second-order incremental optimization (HAMSI) and private estimation on Dask.",
     )
@@ -64,6 +72,11 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"hamsi {args.command}: error: {exc}", file=sys.stderr)
         return 1 if isinstance(exc, DivergenceError) else 2
+    except MemoryError as exc:  # the size checks should refuse first; this is the last resort
+        if args.debug:
+            raise
+        print(f"hamsi {args.command}: error: out of memory ({exc}); try smaller sizes", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

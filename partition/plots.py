@@ -1,7 +1,9 @@
 """Pictures of a partition: color-set sizes (thesis Fig. 3.3) and the strata grid (Fig. 3.4).
 
 matplotlib is imported inside the functions with the Agg backend, so importing `partition`
-stays light and plotting works without a display.
+stays light and plotting works without a display. `format` (e.g. "png") is passed to savefig;
+without it matplotlib takes the format from the file name and appends ".png" to a name
+without an extension, so a caller that writes to a temporary name passes it.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ def _pyplot():
     return plt
 
 
-def plot_color_sets(partitions, path) -> str:
+def plot_color_sets(partitions, path, format=None) -> str:
     """Write one bar chart per coloring of the functions per color set (Fig. 3.3); return path.
 
     Pass COLOR and COLOR-B partitions of the same data to see first fit's front-loaded sets
@@ -34,12 +36,12 @@ def plot_color_sets(partitions, path) -> str:
         ax.set_xlabel("color")
         ax.set_ylabel("number of functions")
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, format=format)
     plt.close(fig)
     return str(path)
 
 
-def plot_strata(part, path) -> str:
+def plot_strata(part, path, format=None) -> str:
     """Write the strata grid, rectangles colored by subset with their counts (Fig. 3.4); return path."""
     plt = _pyplot()
     n_rows, n_cols = part.shape
@@ -59,12 +61,12 @@ def plot_strata(part, path) -> str:
     ax.set_ylabel("users (rows)")
     ax.set_title(f"{part.scheme.upper()}: {part.n_subsets} strata, imbalance {part.stats()['imbalance']:.2f}")
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, format=format)
     plt.close(fig)
     return str(path)
 
 
-def plot_block_sizes(part, path) -> str:
+def plot_block_sizes(part, path, format=None) -> str:
     """Write stacked bars of block sizes per subset (any scheme; overlaps in the title); return path."""
     plt = _pyplot()
     sizes = np.array(part.block_sizes(), dtype=float)
@@ -82,15 +84,15 @@ def plot_block_sizes(part, path) -> str:
     if sizes.shape[1] <= 10:
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, format=format)
     plt.close(fig)
     return str(path)
 
 
-def plot_partition(part, path) -> str:
+def plot_partition(part, path, format=None) -> str:
     """Write the picture that fits the scheme: Fig. 3.4 grid, Fig. 3.3 bars, or block sizes."""
     if part.block_intervals is not None:
-        return plot_strata(part, path)
+        return plot_strata(part, path, format)
     if "color_sizes" in part.info:
-        return plot_color_sets([part], path)
-    return plot_block_sizes(part, path)
+        return plot_color_sets([part], path, format)
+    return plot_block_sizes(part, path, format)

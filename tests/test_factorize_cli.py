@@ -49,7 +49,7 @@ def test_mbgd_and_stoc(data_file, tmp_path):
     (["--rank", "0"], "--rank must be an integer >= 1"),
     (["--rank", "2", "--partitioner", "zigzag"], "unknown --partitioner 'zigzag'"),
     (["--blocks", "0"], "--blocks must be an integer >= 1"),
-    (["--seed", "-1", "--patience", "0"], "--patience must be an integer >= 1"),
+    (["--patience", "0"], "--patience must be an integer >= 1"),
     (["--validation-fraction", "1.5"], "--validation-fraction must be a finite number in [0, 1)"),
     (["--reg", "-1"], "--reg must be a finite number >= 0 or 'auto'"),
     (["--rank", "2", "--max-time", "-3"], "--max-time"),

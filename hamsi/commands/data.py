@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from hamsi.commands import naming_output, seed_value
 from hamsi.errors import InputError
 
 
@@ -40,7 +41,7 @@ def register(subparsers) -> None:
     synth.add_argument("--items", type=int, help="number of items (overrides the preset)")
     synth.add_argument("--ratings", type=int, help="number of ratings (overrides the preset)")
     synth.add_argument("--rank", type=int, default=10, help="rank of the planted model (default 10)")
-    synth.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    synth.add_argument("--seed", type=seed_value, default=0, help="random seed (default 0)")
     synth.add_argument("--half-stars", action="store_true", help="ratings 1, 1.5, ..., 5")
     synth.add_argument("--out", required=True, help="output file")
     synth.set_defaults(run=run_synth)
@@ -104,7 +105,8 @@ def run_synth(args) -> int:
         raise InputError("give --preset or all of --users, --items and --ratings")
     ratings = make_ratings(args.preset, users=args.users, items=args.items, ratings=args.ratings,
                            rank=args.rank, seed=args.seed, half_stars=args.half_stars)
-    path = write_ratings(ratings, args.out)
+    with naming_output("--out", args.out):
+        path = write_ratings(ratings, args.out)
     print(f"wrote {ratings.nnz} ratings ({ratings.shape[0]} users x {ratings.shape[1]} items) to {path}")
     return 0
 
@@ -120,12 +122,20 @@ def run_info(args) -> int:
 
 def run_convert(args) -> int:
     """Convert a rating file to the format implied by the output extension."""
-    from hamsi.data.readers import load_ratings
+    from hamsi.data.readers import load_ratings, read_timestamps
     from hamsi.data.writers import format_for_path, write_ratings
 
     format_for_path(args.out)
     ratings = load_ratings(args.source, format=args.format, duplicates=args.duplicates)
-    print(f"wrote {ratings.nnz} ratings to {write_ratings(ratings, args.out)}")
+    timestamps = None
+    if ratings.notes.get("duplicates_merged"):  # a merged pair has no one time of its own
+        print(f"hamsi data convert: {args.source}: {ratings.notes['duplicates_merged']} duplicate pairs merged; "
+              f"their timestamps are not kept (synthetic times written)", file=sys.stderr)
+    else:
+        timestamps = read_timestamps(args.source, format=args.format)
+    with naming_output("output", args.out):
+        path = write_ratings(ratings, args.out, timestamps=timestamps)
+    print(f"wrote {ratings.nnz} ratings to {path}")
     return 0
 
 

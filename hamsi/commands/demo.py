@@ -10,6 +10,7 @@ import argparse
 import os
 import sys
 
+from hamsi.commands import seed_value
 from hamsi.commands.factorize import auto_or_float
 
 
@@ -32,7 +33,7 @@ def register(subparsers) -> None:
                         help="L2 weight (count-weighted, as ALS-WR) or 'auto' (default): chosen from the ratings")
     parser.add_argument("--eta", type=auto_or_float, default="auto",
                         help="step parameter or 'auto' (default); larger eta, smaller steps")
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--seed", type=seed_value, default=1)
     parser.set_defaults(run=run)
 
 

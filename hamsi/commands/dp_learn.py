@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from hamsi.commands import seed_value
 from hamsi.errors import InputError
 
 
@@ -42,7 +43,7 @@ def register(subparsers) -> None:
     p.add_argument("--clip", type=float, default=None, help="per-record gradient norm bound C (default R)")
     p.add_argument("--reg", type=float, default=None,
                    help="L2 penalty lambda (default sqrt(d) / (n epsilon) within [3e-3, 1e-2])")
-    p.add_argument("--seed", type=int, default=None,
+    p.add_argument("--seed", type=seed_value, default=None,
                    help="seed the noise (reproducible, NOT secure); default: os.urandom")
     p.add_argument("--nonprivate-diagnostics", action="store_true",
                    help="also print training accuracy and f - f* on the private data (NOT private)")
@@ -113,13 +114,14 @@ def _print_nonprivate_diagnostics(args, X, y, result) -> None:
 
     from dp.learning import make_problem
     from hamsi.atomic import atomic_output
+    from hamsi.commands import naming_output
 
     problem = make_problem("logistic", X, y, result.reg, args.clip, 2, data_norm=args.data_norm)
     _, f_star = problem.solve()
     gap = result.nonprivate_history - f_star
     accuracy = float(np.mean(np.where(problem.X @ result.x > 0, 1.0, -1.0) == y))
     if args.plot:
-        with atomic_output(args.plot, "wb") as handle:
+        with naming_output("--plot", args.plot), atomic_output(args.plot, "wb") as handle:
             _draw_gap(gap, f"{result.method} on {os.path.basename(args.data)}, epsilon={args.epsilon:g} "
                            "(NOT private)", handle)
     print("NON-PRIVATE diagnostics (computed on the training data without noise; do not publish):")
@@ -152,11 +154,18 @@ def _run(args: argparse.Namespace) -> int:
 
     from dp.learning import minimize_private
     from dp.learning.defaults import public_bounds
+    from hamsi.commands import check_writable
     from hamsi.commands.glasso import read_numeric_csv
+    from hamsi.limits import refuse_unless_fits
 
     if args.plot and not args.nonprivate_diagnostics:
         raise InputError("--plot draws f on the private data without noise: add --nonprivate-diagnostics")
+    if args.plot:
+        check_writable("--plot", args.plot)
     values, header = read_numeric_csv(args.data)
+    if args.n_iter is not None:  # per iteration: the objective history and every coordinate's noise (drawn in bulk)
+        refuse_unless_fits(f"--n-iter {args.n_iter} on {values.shape[1]} columns",
+                           8.0 * args.n_iter * (2 * values.shape[1] + 4))
     column = _target_column(args.target, header, values.shape[1], args.data)
     X = np.delete(values, column, axis=1)
     if X.shape[1] == 0:

@@ -11,11 +11,11 @@ import argparse
 import math
 import os
 import sys
-import tempfile
 import warnings
 
 from hamsi.defaults import VALIDATION_FRACTION
-from hamsi.errors import InputError
+from hamsi.commands import check_writable, seed_value, write_as_set
+from hamsi.errors import DivergenceError, InputError
 
 # Estimator parameters whose flag is not --<name with dashes>.
 FLAG_NAMES = {"random_state": "--seed"}
@@ -84,7 +84,7 @@ def register(subparsers) -> None:
     parser.add_argument("--validation-fraction", type=float, default=VALIDATION_FRACTION,
                         help=f"share of the training ratings held out for --patience "
                              f"(default {VALIDATION_FRACTION:g})")
-    parser.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    parser.add_argument("--seed", type=seed_value, default=1, help="random seed (default 1)")
     parser.add_argument("--test-fraction", type=float, default=0.0,
                         help="hold out this fraction of ratings; their RMSE is reported once, at the end (default 0)")
     parser.add_argument("--duplicates", default="error", choices=("error", "keep-last", "mean"),
@@ -133,6 +133,8 @@ def _check_args(args) -> None:
         raise InputError(f"--checkpoint-every must be >= 1; got {args.checkpoint_every}")
     if not (math.isfinite(args.test_fraction) and 0.0 <= args.test_fraction < 1.0):
         raise InputError(f"--test-fraction must be in [0, 1); got {args.test_fraction}")
+    if not 0.0 <= args.gamma <= 1.0:  # beyond 1, (eta t)^gamma overflows to a zero step within a few cycles
+        raise InputError(f"--gamma must lie in [0, 1] (thesis eq. 3.8 takes gamma in (0.5, 1]); got {args.gamma:g}")
     for flag, path in output_paths(args):
         check_writable(flag, path)
 
@@ -141,20 +143,6 @@ def output_paths(args) -> list[tuple[str, str]]:
     """Return [(flag, path)] of the files this run writes."""
     return [(flag, path) for flag, path in (("--trace", args.trace), ("--out", args.out), ("--plot", args.plot))
             if path]
-
-
-def check_writable(flag: str, path) -> None:
-    """Raise InputError naming `flag` and `path` unless a file can be created where `path` goes."""
-    path = os.fspath(path)
-    if os.path.isdir(path):
-        raise InputError(f"{flag} {path}: is a directory")
-    directory = os.path.dirname(os.path.abspath(path))
-    try:  # what atomic_output will do: create a file beside the target (root ignores permission bits)
-        handle, probe = tempfile.mkstemp(dir=directory, prefix=".hamsi-write-check-")
-    except OSError as exc:
-        raise InputError(f"{flag} {path}: cannot write there ({exc.strerror or exc}: {directory})") from None
-    os.close(handle)
-    os.unlink(probe)
 
 
 def build_model(args):
@@ -196,8 +184,11 @@ def run(args) -> int:
         ratings = hamsi.load_ratings(args.data, columns=columns, duplicates=args.duplicates)
         if ratings.nnz == 0:
             raise InputError(f"{args.data}: no ratings")
+        check_sizes(args, ratings)
         train, test = ratings.split(args.test_fraction, seed=args.seed) if args.test_fraction > 0 else (ratings, None)
     _fit_with_progress(args, model, train, test)
+    if not math.isfinite(model.trace_.rows[-1][3]):  # whichever engine ran: never write a NaN model
+        raise DivergenceError(f"diverged: the final train RMSE is {model.trace_.rows[-1][3]}; nothing written")
     write_outputs(args, model)
     if model.search_results_ is not None:
         from hamsi.search import format_results
@@ -252,8 +243,30 @@ def rating_columns(text):
     return tuple(names)
 
 
+def check_sizes(args, ratings) -> None:
+    """Raise InputError when --rank or --memory cannot fit these ratings or this machine, before fitting."""
+    import numpy as np
+
+    from hamsi import search
+    from hamsi.limits import refuse_unless_fits
+
+    largest = float(np.max(np.abs(ratings.values)))
+    if not math.isfinite(largest * largest * ratings.nnz):
+        raise InputError(f"{args.data}: rating {largest:g} is too large: the sum of squared errors overflows "
+                         "float64; rescale the ratings")
+    users, items = ratings.shape
+    if args.rank != "auto" and args.rank > min(users, items):
+        raise InputError(f"--rank {args.rank} exceeds min(users, items) = {min(users, items)} of {args.data}: "
+                         "the product U V^T has no more than that rank")
+    rank = max(search.RANKS) if args.rank == "auto" else args.rank  # auto: the largest rank it may try
+    parameters = (users + items) * (rank + 1)
+    # the iterate, gradient and step copies, the 2 M L-BFGS pairs and the M x M compact-form matrices
+    refuse_unless_fits(f"--rank {args.rank} with --memory {args.memory} on {users} users x {items} items",
+                       8.0 * (parameters * (2 * args.memory + 8) + 4 * args.memory ** 2))
+
+
 def write_outputs(args, model) -> None:
-    """Write the trace, the model and the plot; an OSError names the flag and the user's path."""
+    """Write the trace, the model and the plot as a set (all replaced, or none); errors name the flag."""
     def plot(path):
         from hamsi.plots import plot_convergence
 
@@ -266,11 +279,7 @@ def write_outputs(args, model) -> None:
         plot_convergence({args.algorithm: model.trace_}, path, title=title, heldout=heldout, stop_epoch=stop)
 
     writers = {"--trace": model.trace_.write_csv, "--out": model.save, "--plot": plot}
-    for flag, path in output_paths(args):
-        try:
-            writers[flag](path)
-        except OSError as exc:
-            raise OSError(f"{flag} {path}: cannot write ({exc.strerror or exc})") from None
+    write_as_set({flag: (path, writers[flag]) for flag, path in output_paths(args)})
 
 
 def summary(args, model, test) -> str:

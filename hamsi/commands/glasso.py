@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
+from hamsi.commands import seed_value
 from hamsi.errors import InputError
 
 
@@ -39,7 +40,7 @@ def register(subparsers) -> None:
     p.add_argument("--estimator", choices=["glasso", "ridge"], default="glasso")
     p.add_argument("--clip", type=float, default=None,
                    help="L2 bound on each row (default 1, with a warning: choose it from public knowledge)")
-    p.add_argument("--seed", type=int, default=None,
+    p.add_argument("--seed", type=seed_value, default=None,
                    help="seed the noise (reproducible, NOT secure); default: os.urandom")
     p.add_argument("--out", default=None, metavar="precision.npy", help="write the precision matrix")
     p.add_argument("--graph", default=None, metavar="graph.png", help="draw the estimated graph")
@@ -97,8 +98,12 @@ def read_numeric_csv(path: str):
     import numpy as np
     import pandas as pd
 
+    from hamsi.data.readers import decompression_errors, refuse_special_file
+
+    refuse_special_file(path)
     try:
-        raw = pd.read_csv(path, header=None, dtype=str, skip_blank_lines=True, keep_default_na=False)
+        with decompression_errors(path):
+            raw = pd.read_csv(path, header=None, dtype=str, skip_blank_lines=True, keep_default_na=False)
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
@@ -124,6 +129,12 @@ def read_numeric_csv(path: str):
             f"({int(bad.sum())} bad value(s) in total)"
         )
     return values, header
+
+
+def _write_binary(path: str, write) -> None:
+    """Call write(handle) on `path` opened for binary writing (np.save on a name would append .npy)."""
+    with open(path, "wb") as handle:
+        write(handle)
 
 
 def _draw_graph(precision, labels, handle) -> None:
@@ -156,7 +167,8 @@ def run(args: argparse.Namespace) -> int:
 
     import dp
 
-    from hamsi.atomic import atomic_output
+    from hamsi.commands import check_writable, write_as_set
+    from hamsi.errors import DivergenceError
 
     import sys
     import warnings
@@ -165,6 +177,9 @@ def run(args: argparse.Namespace) -> int:
 
     alpha = _parse_alpha(args.alpha)
     _check_privacy_flags(args)
+    outputs = {flag: path for flag, path in (("--out", args.out), ("--graph", args.graph)) if path}
+    for flag, path in outputs.items():
+        check_writable(flag, path)
     X, header = read_numeric_csv(args.data)
     private = args.epsilon is not None
     if not private:
@@ -178,20 +193,23 @@ def run(args: argparse.Namespace) -> int:
                 clip=clip, random_state=args.seed, budget=budget, public_n=args.public_n)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", dp.PrivacyLeakWarning)
-        model.fit(X)
+        with np.errstate(all="ignore"):  # a non-finite estimate is reported below, in one line
+            model.fit(X)
     for warning in caught:
         if issubclass(warning.category, dp.PrivacyLeakWarning):
             print(f"hamsi glasso: warning: {warning.message}", file=sys.stderr)
         else:
             warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     precision = model.precision_
-    if args.out:
-        with atomic_output(args.out, "wb") as handle:
-            np.save(handle, precision)
-    if args.graph:
-        labels = header if header else list(range(precision.shape[0]))
-        with atomic_output(args.graph, "wb") as handle:
-            _draw_graph(precision, labels, handle)
+    if not np.all(np.isfinite(precision)):  # post-processing of the (noisy) estimate: no new release
+        solver = f" ({model.solver_message_})" if args.estimator == "glasso" else ""
+        raise DivergenceError(f"{args.data}: the {args.estimator} estimate holds NaN or inf{solver}; nothing "
+                              "written: rescale the columns or raise --alpha")
+    labels = header if header else list(range(precision.shape[0]))
+    writers = {"--out": lambda temporary: _write_binary(temporary, lambda handle: np.save(handle, precision)),
+               "--graph": lambda temporary: _write_binary(temporary,
+                                                          lambda handle: _draw_graph(precision, labels, handle))}
+    write_as_set({flag: (path, writers[flag]) for flag, path in outputs.items()})
 
     n, p = X.shape
     edges = int(np.count_nonzero(np.triu(np.abs(precision) > 1e-10, 1)))

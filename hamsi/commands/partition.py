@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+from hamsi.commands import check_writable, seed_value, write_as_set
 from hamsi.errors import InputError
 
 
@@ -24,7 +25,7 @@ def register(subparsers) -> None:
     parser.add_argument("--subsets", "-K", type=int, default=None,
                         help=f"number of subsets K (default: B for strata schemes, "
                              f"{partition.DEFAULT_SUBSETS} otherwise)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed for color-b and hogwild (default 0)")
+    parser.add_argument("--seed", type=seed_value, default=0, help="random seed for color-b and hogwild (default 0)")
     parser.add_argument("--json", action="store_true", help="print block sizes and imbalance as JSON")
     parser.add_argument("--plot", metavar="FILE", default=None, help="write a picture (Fig. 3.3/3.4 style)")
     parser.set_defaults(run=run)
@@ -35,6 +36,7 @@ def run(args) -> int:
     import hamsi
     import partition
 
+    plot_format = _plot_format(args.plot) if args.plot else None
     ratings = hamsi.load_ratings(args.data)
     started = time.perf_counter()
     try:
@@ -44,7 +46,9 @@ def run(args) -> int:
     seconds = time.perf_counter() - started
     stats = result.stats()
     if args.plot:
-        result.plot(args.plot)
+        from partition.plots import plot_partition
+
+        write_as_set({"--plot": (args.plot, lambda temporary: plot_partition(result, temporary, plot_format))})
     if args.json:
         report = {
             "scheme": result.scheme,
@@ -61,6 +65,24 @@ def run(args) -> int:
     if args.plot:
         print(f"picture written to {args.plot}")
     return 0
+
+
+def _plot_format(path: str) -> str:
+    """Return the picture format of --plot PATH (its extension; png without one), the path checked writable."""
+    import os
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    check_writable("--plot", path)
+    extension = os.path.splitext(path)[1].lstrip(".").lower()
+    supported = FigureCanvasBase.get_supported_filetypes()
+    if extension and extension not in supported:
+        raise InputError(f"--plot {path}: unknown picture format {extension!r}; use one of "
+                         f"{', '.join(sorted(supported))}")
+    return extension or "png"  # written to PATH itself, as named
 
 
 def _table(result, stats, ratings, seconds) -> str:

@@ -6,9 +6,13 @@ import argparse
 import math
 import time
 
+from hamsi.commands import seed_value
 from hamsi.errors import InputError
 
 WORKLOADS = ("range", "discrete", "marginal", "related")
+# The empirical error is a mean over releases; its standard error falls as 1/sqrt(repeats), so
+# 10^5 releases pin it to 0.3 % of one release's spread (more only costs minutes of W x products).
+MAX_REPEATS = 100_000
 DATASETS = ("random", "power-law", "alternating", "laplace", "gaussian", "uniform")
 
 
@@ -44,8 +48,8 @@ def register(subparsers) -> None:
     p.add_argument("--max-time", type=float, default=None,
                    help="COA, LRM: stop after this many seconds (LRM: Alg. 1 and the refinement each)")
     p.add_argument("--repeats", type=int, default=20, help="private releases for the empirical error (default 20)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the workload and the histogram (default 1)")
-    p.add_argument("--noise-seed", type=int, default=None,
+    p.add_argument("--seed", type=seed_value, default=1, help="seed of the workload and the histogram (default 1)")
+    p.add_argument("--noise-seed", type=seed_value, default=None,
                    help="seed the noise (reproducible, NOT secure); default: os.urandom")
     p.set_defaults(run=run)
 
@@ -58,6 +62,9 @@ def _check_args(args: argparse.Namespace) -> None:
     for flag, value in (("-m", args.m), ("-n", args.n), ("--repeats", args.repeats)):
         if value < 1:
             raise InputError(f"{flag} must be an integer >= 1, got {value}")
+    if args.repeats > MAX_REPEATS:
+        raise InputError(f"--repeats must be at most {MAX_REPEATS} (the standard error of the mean falls as "
+                         f"1/sqrt(repeats)), got {args.repeats}")
     if args.s is not None and args.s < 1:
         raise InputError(f"-s must be an integer >= 1, got {args.s}")
     if not (args.epsilon > 0 and math.isfinite(args.epsilon)):
@@ -90,7 +97,12 @@ def run(args: argparse.Namespace) -> int:
 
     from dp import queries
 
+    from hamsi.limits import refuse_unless_fits
+
     _check_args(args)
+    # dense W (m x n) with its products, and strategy matrices of up to n x n and m x m (Gram, inverse, factors)
+    m, n = args.m, args.n
+    refuse_unless_fits(f"-m {m} -n {n}", 8.0 * (3 * m * n + 4 * n * n + 2 * m * m))
     extra = {"s": args.s} if args.workload == "related" and args.s is not None else {}
     W = queries.make_workload(args.workload, args.m, args.n, random_state=args.seed, **extra)
     x = _histogram(args)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
+
 from hamsi.errors import InputError
 
 
@@ -39,9 +41,14 @@ def parse_user(text: str, ids):
     if ids.dtype.kind == "U":
         return text
     try:
-        return int(text)
+        value = int(text)
     except ValueError:
         raise InputError(f"--user must be an integer id (the model's user ids are integers); got {text!r}") from None
+    bounds = np.iinfo(ids.dtype) if ids.dtype.kind in "iu" else np.iinfo(np.int64)
+    if not bounds.min <= value <= bounds.max:
+        raise InputError(f"--user {text} is outside the range of the model's integer ids "
+                         f"({bounds.min}..{bounds.max})")
+    return value
 
 
 def run(args) -> int:
@@ -56,6 +63,9 @@ def run(args) -> int:
     user = parse_user(args.user, model.user_ids_)
     known = bool((model.user_ids_ == user).any())
     items, ratings = model.recommend(user, n=args.n, exclude_seen=not args.include_seen)
+    if items.size == 0:
+        print(f"hamsi recommend: no items to rank for user {user}: the model's {model.item_ids_.size} items are "
+              f"all rated by this user (--include-seen ranks them too)", file=sys.stderr)
     if not known:
         print(f"hamsi recommend: user {user} is not in {args.model}; showing the items a new user would get "
               f"(global mean + item bias)", file=sys.stderr)

@@ -19,17 +19,20 @@ Formats (the `format` argument; "auto" detects from the name and the first line)
 from __future__ import annotations
 
 import bz2
+import contextlib
 import gzip
 import io
 import lzma
 import math
 import os
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from hamsi.data.ratings import Ratings
 from hamsi.errors import InputError
+from hamsi.limits import refuse_unless_fits
 
 CHUNK_BYTES = 64 << 20
 FORMATS = ("ml-100k", "ml-dat", "ml-csv", "hamsi", "csv", "tsv", "parquet", "dataframe")
@@ -47,6 +50,10 @@ ITEM_COLUMN_NAMES = ("movieid", "movie_id", "itemid", "item_id", "item", "movie"
 RATING_COLUMN_NAMES = ("rating", "ratings", "value", "score", "r", "v")
 # Files found inside a MovieLens directory (as unzipped by `hamsi data download`).
 MOVIELENS_RATING_FILES = ("u.data", "ratings.dat", "ratings.csv")
+# Detection reads the first lines; a longer "line" is not rating text (a binary file, /dev/zero).
+MAX_FIRST_LINE_BYTES = 1 << 20
+# Ratings hold dense int32 row and column indices.
+MAX_DIMENSION = np.iinfo(np.int32).max
 
 
 def load_ratings(source, format: str = "auto", *, duplicates: str = "error", sep: str | None = None,
@@ -97,6 +104,24 @@ def load_ratings(source, format: str = "auto", *, duplicates: str = "error", sep
     return readers[format]()
 
 
+def read_timestamps(source, format: str = "auto") -> np.ndarray | None:
+    """Return the int64 timestamp column of a MovieLens file, in file order (None for other formats).
+
+    A second pass over the file, paid only by callers that keep the times (`hamsi data convert`);
+    load_ratings itself reads the three columns a factorization needs.
+    """
+    format = FORMAT_ALIASES.get(format, format)
+    path = _existing_path(source)
+    if format == "auto" or path.is_dir():
+        path, format, _ = _detect(path, None)
+    layouts = {"ml-100k": ("\t", 0), "ml-dat": ("::", 0), "ml-csv": (",", 1)}
+    if format not in layouts:
+        return None
+    sep, skip = layouts[format]
+    layout = _Layout(path, sep=sep, n_fields=4, use=(0, 1, 3), skip_lines=skip, label=format)
+    return _parse_layout(layout)[2].astype(np.int64)
+
+
 def detect_format(source) -> str:
     """Return the format name load_ratings would use for `source`."""
     if _is_dataframe(source):
@@ -114,7 +139,19 @@ def _existing_path(source) -> Path:
                          "pass a path or a pandas/dask DataFrame") from None
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
+    refuse_special_file(path)
     return path
+
+
+def refuse_special_file(path) -> None:
+    """Raise InputError when an existing `path` is neither a regular file nor a directory.
+
+    A device such as /dev/zero never ends and a pipe is gone after one read (readers read twice).
+    """
+    path = Path(path)
+    if path.exists() and not (path.is_file() or path.is_dir()):
+        raise InputError(f"{path}: not a regular file or directory (a device, pipe or socket); "
+                         "save the data to a file first")
 
 
 def _detect(path: Path, header: bool | None) -> tuple[Path, str, bool | None]:
@@ -167,11 +204,27 @@ def _open_binary(path: Path):
         raise InputError(f"{path}: cannot open: {exc.strerror or exc}") from None
 
 
+@contextlib.contextmanager
+def decompression_errors(path):
+    """Turn a truncated or corrupt compressed stream (or a read error) into one InputError naming `path`."""
+    try:
+        yield
+    except FileNotFoundError:  # the callers name a missing file in their own words
+        raise
+    except EOFError:
+        raise InputError(f"{path}: truncated compressed file (it ends before the end-of-stream marker)") from None
+    except (lzma.LZMAError, zlib.error, OSError) as exc:  # gzip.BadGzipFile and bz2's errors are OSErrors
+        raise InputError(f"{path}: corrupt or unreadable data: {getattr(exc, 'strerror', None) or exc}") from None
+
+
 def _first_lines(path: Path, count: int) -> list[str | None]:
     """Return the first `count` non-empty lines of the file (None where the file ends)."""
     lines: list[str | None] = []
-    with _open_binary(path) as stream:
-        for raw in stream:
+    with _open_binary(path) as stream, decompression_errors(path):
+        for number, raw in enumerate(iter(lambda: stream.readline(MAX_FIRST_LINE_BYTES + 1), b""), start=1):
+            if len(raw) > MAX_FIRST_LINE_BYTES:
+                raise InputError(f"{path}:{number}: line longer than {MAX_FIRST_LINE_BYTES} bytes: "
+                                 "not a rating text file")
             text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             if text.strip():
                 lines.append(text)
@@ -255,6 +308,11 @@ def read_hamsi_text(path, *, duplicates: str = "error") -> Ratings:
     if order != 2 or n_rows < 0 or n_cols < 0 or nnz < 0:
         raise InputError(f"{path}:1: HAMSI header must be '2' / 'rows cols' / 'nnz' with "
                          f"non-negative sizes, found {head!r}")
+    if max(n_rows, n_cols) > MAX_DIMENSION:
+        raise InputError(f"{path}:2: header declares a {n_rows} x {n_cols} matrix; at most {MAX_DIMENSION} "
+                         "rows and columns are supported")
+    # the ids 1..rows and 1..cols are materialised (int64 each, and again as the model's ids)
+    refuse_unless_fits(f"{path}:2: the header's {n_rows} x {n_cols} matrix", 16 * (n_rows + n_cols))
     layout = _Layout(path, sep=" ", n_fields=3, use=(0, 1, 2), skip_lines=3, label="hamsi",
                      any_whitespace=True)
     users, items, values = _parse_layout(layout)
@@ -284,7 +342,7 @@ class _Layout:
 
     def records(self):
         """Yield (line number, text) of every non-empty data line, as the fast parser sees them."""
-        with _open_binary(self.path) as stream:
+        with _open_binary(self.path) as stream, decompression_errors(self.path):
             skipped = 0
             for number, raw in enumerate(stream, start=1):
                 text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
@@ -333,7 +391,7 @@ class _Layout:
 def _parse_layout(layout: _Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Return (user ids int64, item ids int64, ratings float64) parsed chunk by chunk."""
     parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    with _open_binary(layout.path) as stream:
+    with _open_binary(layout.path) as stream, decompression_errors(layout.path):
         skipped = 0
         while skipped < layout.skip_lines:
             line = stream.readline()
@@ -368,7 +426,7 @@ def _parse_chunk(chunk: bytes, layout: _Layout):
     types = {used[0]: pa.int64(), used[1]: pa.int64(), used[2]: pa.float64()}
     try:
         table = pacsv.read_csv(
-            io.BytesIO(chunk),
+            _arrow_owned_reader(chunk),
             read_options=pacsv.ReadOptions(column_names=names),
             parse_options=pacsv.ParseOptions(delimiter=sep),
             convert_options=pacsv.ConvertOptions(column_types=types, include_columns=used),
@@ -380,6 +438,23 @@ def _parse_chunk(chunk: bytes, layout: _Layout):
     if any(table.column(name).null_count for name in used):
         raise layout.fail("empty or 'nan' field")
     return tuple(table.column(name).to_numpy() for name in used)
+
+
+def _arrow_owned_reader(chunk: bytes):
+    """Return an Arrow reader over a copy of `chunk` in Arrow's own memory.
+
+    Arrow's threaded CSV reader drops its input on a worker thread, possibly after read_csv has
+    returned. Input that refers to a Python object (an io.BytesIO, or pa.py_buffer(bytes)) then
+    takes the GIL in its destructor; when the interpreter is already exiting (right after an
+    InputError), Python ends that thread inside C++ and the process aborts with "terminate called
+    without an active exception", exit 134 (issue 21; seen in core dumps of both inputs). A copy
+    owned by Arrow needs no GIL to free.
+    """
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    sink.write(chunk)
+    return pa.BufferReader(sink.getvalue())
 
 
 def _parse_chunk_whitespace(chunk: bytes, layout: _Layout, first_error: Exception):
@@ -434,17 +509,20 @@ def read_parquet(path, *, columns=None, duplicates: str = "error") -> Ratings:
     try:
         parquet = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(f"{path}: not a readable Parquet file: {exc}") from None
+        raise InputError(f"{path}: not a readable Parquet file: {str(exc).strip()}") from None
     names = parquet.schema_arrow.names
     use = [names[k] for k in _pick_columns(names, columns, str(path))]
     parts = [[], [], []]
-    for batch in parquet.iter_batches(columns=use, batch_size=1 << 20):
-        for k, name in enumerate(use):
-            column = batch.column(name)
-            if column.null_count:
-                parts[k].append(column.to_numpy(zero_copy_only=False).astype(np.float64))
-            else:
-                parts[k].append(column.to_numpy(zero_copy_only=False))
+    try:  # a damaged data page shows only here, e.g. "Corrupt snappy compressed data"
+        for batch in parquet.iter_batches(columns=use, batch_size=1 << 20):
+            for k, name in enumerate(use):
+                column = batch.column(name)
+                if column.null_count:
+                    parts[k].append(column.to_numpy(zero_copy_only=False).astype(np.float64))
+                else:
+                    parts[k].append(column.to_numpy(zero_copy_only=False))
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputError(f"{path}: corrupt Parquet data: {str(exc).strip()}") from None
     if not parts[0] or sum(len(p) for p in parts[0]) == 0:
         raise InputError(f"{path}: Parquet file holds no ratings")
     users, items, values = (np.concatenate(p) for p in parts)

@@ -42,6 +42,7 @@ from scipy.stats import gamma as gamma_distribution
 
 from hamsi.data.ratings import Ratings
 from hamsi.errors import InputError
+from hamsi.limits import refuse_unless_fits
 
 
 @dataclass(frozen=True)
@@ -146,6 +147,10 @@ def make_ratings(preset: str | None = None, users: int | None = None, items: int
                          f"{n_users}, {n_items}, {n_ratings}, {rank}")
     if n_ratings > n_users * n_items:
         raise InputError(f"{n_ratings} ratings do not fit in {n_users} x {n_items} distinct pairs")
+    # per rating: keys drawn with slack and sorted copies, rows, cols, score and value; per entity:
+    # weights, factors and biases
+    refuse_unless_fits(f"{n_users} users x {n_items} items with {n_ratings} ratings at rank {rank}",
+                       64.0 * n_ratings + 8.0 * (n_users + n_items) * (rank + 4))
     model = spec.model if noise is None else replace(spec.model, noise=float(noise))
     if not model.noise >= 0:
         raise InputError(f"noise must be >= 0, got {noise}")

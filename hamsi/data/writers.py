@@ -33,11 +33,13 @@ def format_for_path(path) -> str:
     return fmt
 
 
-def write_ratings(ratings: Ratings, path, format: str = "auto") -> Path:
+def write_ratings(ratings: Ratings, path, format: str = "auto", timestamps=None) -> Path:
     """Return the path written: `ratings` saved in `format` (by extension when "auto").
 
     Text formats store the original ids (user_ids/item_ids), except "hamsi", which stores
-    1-based dense indices and the shape. A ".gz" suffix compresses. The data go to a temporary
+    1-based dense indices and the shape. MovieLens formats write `timestamps` (one per rating,
+    e.g. the source's, hamsi.data.readers.read_timestamps) or, without them, synthetic ones
+    (SYNTHETIC_TIME_START + k). A ".gz" suffix compresses. The data go to a temporary
     file in the same directory that is renamed over `path` only when complete, so an
     interrupted write never leaves a half-written file.
     """
@@ -45,6 +47,8 @@ def write_ratings(ratings: Ratings, path, format: str = "auto") -> Path:
     fmt = format_for_path(path) if format == "auto" else format
     if fmt not in WRITE_FORMATS:
         raise InputError(f"unknown write format {fmt!r}; expected one of {WRITE_FORMATS}")
+    if timestamps is not None and len(timestamps) != ratings.nnz:
+        raise InputError(f"{path}: {len(timestamps)} timestamps for {ratings.nnz} ratings")
     if fmt == "parquet" and path.suffix.lower() == ".gz":
         raise InputError(f"{path}: Parquet is compressed internally; drop the .gz suffix")
     directory = path.parent if str(path.parent) else Path(".")
@@ -56,11 +60,11 @@ def write_ratings(ratings: Ratings, path, format: str = "auto") -> Path:
         else:
             opener = gzip.open if path.suffix.lower() == ".gz" else open
             with opener(temporary, "wb") as stream:
-                _write_text(ratings, stream, fmt)
+                _write_text(ratings, stream, fmt, timestamps)
     return path
 
 
-def _write_text(ratings: Ratings, stream, fmt: str) -> None:
+def _write_text(ratings: Ratings, stream, fmt: str, timestamps=None) -> None:
     """Write the rating lines of `fmt` to a binary stream, a chunk of rows at a time."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
@@ -80,7 +84,8 @@ def _write_text(ratings: Ratings, stream, fmt: str) -> None:
             columns = {"user": ratings.user_ids[rows], "item": ratings.item_ids[cols]}
         columns["rating"] = ratings.values[start:stop]
         if fmt != "hamsi":
-            columns["timestamp"] = np.arange(start, stop, dtype=np.int64) + SYNTHETIC_TIME_START
+            columns["timestamp"] = (np.asarray(timestamps[start:stop], dtype=np.int64) if timestamps is not None
+                                    else np.arange(start, stop, dtype=np.int64) + SYNTHETIC_TIME_START)
         buffer = io.BytesIO()
         pacsv.write_csv(pa.table(columns), buffer, write_options=options)
         text = buffer.getvalue()

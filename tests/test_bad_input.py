@@ -1,0 +1,519 @@
+"""The bad-input corpus of issue 21: every case exits 2 (1 for a diverged fit) with one line naming the
+file, flag or value, writes nothing, overwrites nothing, and ends in bounded time.
+
+Every file is generated here: truncated and corrupt compressed rating files in every reader, HAMSI
+headers declaring huge matrices, model files with missing or malformed entries and a zip bomb,
+absurd flags, devices, a full disk. CLI cases run in process through main() (argparse errors
+raise SystemExit, caught here); a few run in a subprocess to check the real exit code and stderr.
+"""
+
+from __future__ import annotations
+
+import bz2
+import errno
+import gzip
+import json
+import lzma
+import os
+import subprocess
+import sys
+import time
+import tracemalloc
+import zipfile
+
+import numpy as np
+import pytest
+
+from hamsi.cli import main
+from hamsi.data.synth import make_ratings
+from hamsi.data.writers import write_ratings
+
+pytestmark = pytest.mark.timeout(120)
+
+COMPRESSORS = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}
+
+
+def run(argv, capsys):
+    """Return (exit code, stdout, stderr) of the CLI run in process."""
+    try:
+        code = main([str(arg) for arg in argv])
+    except SystemExit as stop:
+        code = stop.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line(err: str, *names) -> str:
+    """Assert stderr is one line without a traceback that names every one of `names`; return it."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    for name in names:
+        assert str(name) in lines[0], (name, lines[0])
+    return lines[0]
+
+
+def refused(argv, capsys, *names, code=2) -> str:
+    """Run argv, assert it exits `code` with one line naming `names`; return the line."""
+    got, _, err = run(argv, capsys)
+    assert got == code, err
+    return assert_one_line(err, *names)
+
+
+@pytest.fixture(scope="module")
+def ratings():
+    return make_ratings(users=30, items=40, ratings=400, rank=3, seed=2)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory, ratings):
+    """Rating files in every format, a numeric CSV, a labelled CSV and a fitted model."""
+    folder = tmp_path_factory.mktemp("bad")
+    for name in ("u.data", "ratings.dat", "ratings.csv", "matrix.txt"):
+        write_ratings(ratings, folder / name)
+    rows = [f"{ratings.user_ids[r]},{ratings.item_ids[c]},{v:g}" for r, c, v in
+            zip(ratings.rows, ratings.cols, ratings.values)]
+    (folder / "plain.csv").write_text("user,item,rating\n" + "\n".join(rows) + "\n")
+    (folder / "plain.tsv").write_text("\n".join(row.replace(",", "\t") for row in rows) + "\n")
+    X = np.random.default_rng(0).standard_normal((60, 4))
+    np.savetxt(folder / "numeric.csv", X, delimiter=",")
+    labelled = np.column_stack([X, (X[:, 0] > 0).astype(float)])
+    np.savetxt(folder / "labelled.csv", labelled, delimiter=",")
+    assert main(["factorize", str(folder / "u.data"), "--workers", "0", "--rank", "2", "--blocks", "2",
+                 "--threads", "1", "--max-epochs", "3", "--out", str(folder / "model.npz"), "-q"]) == 0
+    return folder
+
+
+def damaged(folder, tmp_path, name: str, suffix: str, damage: str):
+    """Write folder/name compressed with `suffix`, then cut in half or with a flipped byte; return the path."""
+    packed = COMPRESSORS[suffix]((folder / name).read_bytes())
+    if damage == "truncated":
+        packed = packed[: len(packed) // 2]
+    else:
+        middle = bytearray(packed)
+        for k in range(len(middle) // 3, len(middle) // 3 + 8):
+            middle[k] ^= 0xA5
+        packed = bytes(middle)
+    path = tmp_path / f"{name}{suffix}"
+    path.write_bytes(packed)
+    return path
+
+
+# ------------------------------------------------------------------ damaged compressed files
+READER_FILES = ["u.data", "ratings.dat", "ratings.csv", "matrix.txt", "plain.csv", "plain.tsv"]
+DAMAGES = [(suffix, "truncated") for suffix in COMPRESSORS] + [(suffix, "corrupt") for suffix in COMPRESSORS]
+
+
+@pytest.mark.parametrize("name", READER_FILES)
+@pytest.mark.parametrize("suffix,damage", DAMAGES)
+def test_damaged_compressed_file_in_every_reader(folder, tmp_path, capsys, name, suffix, damage):
+    path = damaged(folder, tmp_path, name, suffix, damage)
+    line = refused(["data", "info", path], capsys, path)
+    if damage == "truncated":  # a corrupt block may also decode to garbage that the parser names
+        assert "truncated" in line
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt pages", "corrupt footer"])
+def test_damaged_parquet_file(tmp_path, capsys, damage):
+    path = tmp_path / "ratings.parquet"
+    write_ratings(make_ratings(users=300, items=400, ratings=20_000, rank=3, seed=2), path)
+    packed = bytearray(path.read_bytes())
+    if damage == "truncated":
+        packed = packed[: len(packed) // 2]
+    elif damage == "corrupt pages":
+        packed[100:4000] = bytes(b ^ 0x5A for b in packed[100:4000])
+    else:
+        packed[8:-8] = bytes(len(packed) - 16)
+    path.write_bytes(bytes(packed))
+    refused(["data", "info", path], capsys, path, "Parquet")
+
+
+@pytest.mark.parametrize("command", [
+    ["factorize", "{data}", "--workers", "0", "-q"],
+    ["partition", "{data}", "--scheme", "strata", "-B", "2"],
+    ["data", "convert", "{data}", "{out}"],
+])
+@pytest.mark.parametrize("suffix", list(COMPRESSORS))
+def test_truncated_file_in_every_command_leaves_outputs(folder, tmp_path, capsys, command, suffix):
+    path = damaged(folder, tmp_path, "u.data", suffix, "truncated")
+    out = tmp_path / "old.dat"
+    out.write_text("old contents\n")
+    refused([part.format(data=path, out=out) for part in command], capsys, path, "truncated")
+    assert out.read_text() == "old contents\n"
+
+
+@pytest.mark.parametrize("command", [["glasso", "{data}", "--alpha", "0.1", "--out", "{out}"],
+                                     ["dp-learn", "{data}", "--target", "5", "--epsilon", "1", "--seed", "1"]])
+@pytest.mark.parametrize("suffix,damage", DAMAGES)
+def test_damaged_compressed_csv_in_glasso_and_dp_learn(folder, tmp_path, capsys, command, suffix, damage):
+    source = "numeric.csv" if command[0] == "glasso" else "labelled.csv"
+    path = damaged(folder, tmp_path, source, suffix, damage)
+    out = tmp_path / "precision.npy"
+    refused([part.format(data=path, out=out) for part in command], capsys, path)
+    assert not out.exists()
+
+
+# ------------------------------------------------------------------ sizes declared by files and flags
+@pytest.mark.parametrize("header,says", [
+    ("2\n1000000000000 5\n1\n1 1 3\n", "1000000000000 x 5"),
+    ("2\n5 3000000000\n1\n1 1 3\n", "5 x 3000000000"),
+    ("2\n2000000000 2000000000\n1\n1 1 3\n", "needs about"),
+])
+def test_hamsi_header_declaring_a_huge_matrix(tmp_path, capsys, monkeypatch, header, says):
+    monkeypatch.setattr("hamsi.limits.available_bytes", lambda: 1 << 30)  # the same verdict on any machine
+    path = tmp_path / "huge.txt"
+    path.write_text(header)
+    started = time.perf_counter()
+    refused(["data", "info", path], capsys, path, says)
+    assert time.perf_counter() - started < 5
+
+
+@pytest.mark.parametrize("extra,names", [
+    (["--rank", "1000000"], ["--rank 1000000"]),
+    (["--rank", "1e6"], ["--rank", "1e6"]),
+    (["--memory", "1000000"], ["--memory 1000000"]),
+    (["--gamma", "1e9"], ["--gamma", "1e+09"]),
+    (["--seed", "-1"], ["--seed", "-1"]),
+    (["--seed", "x"], ["--seed", "'x'"]),
+])
+def test_absurd_factorize_flags(folder, tmp_path, capsys, extra, names):
+    out = tmp_path / "model.npz"
+    refused(["factorize", folder / "u.data", "--workers", "0", "-q", "--out", out] + extra, capsys, *names)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("argv,names", [
+    (["data", "synth", "--users", "1000000", "--items", "1000000", "--ratings", "1000000000000"],
+     ["1000000000000 ratings"]),
+    (["data", "synth", "--users", "1000000000000", "--items", "100", "--ratings", "1000"], ["1000000000000 users"]),
+    (["data", "synth", "--preset", "ml-100k-like", "--seed", "-1"], ["--seed", "-1"]),
+    (["queries", "-n", "10000000"], ["-n 10000000"]),
+    (["queries", "--repeats", "1000000000000"], ["--repeats", "1000000000000"]),
+    (["queries", "--noise-seed", "-3"], ["--noise-seed", "-3"]),
+    (["queries", "--seed", "-1"], ["--seed", "-1"]),
+    (["partition", "{folder}/u.data", "--scheme", "color-b", "-B", "2", "--seed", "-1"], ["--seed", "-1"]),
+    (["glasso", "{folder}/numeric.csv", "--alpha", "0.1", "--seed", "-1"], ["--seed", "-1"]),
+    (["dp-learn", "{folder}/labelled.csv", "--target", "5", "--epsilon", "1", "--n-iter", "1000000000000"],
+     ["--n-iter 1000000000000"]),
+    (["dp-learn", "{folder}/labelled.csv", "--target", "5", "--epsilon", "1", "--seed", "-1"], ["--seed", "-1"]),
+    (["recommend", "{folder}/model.npz", "--user", "1000000000000000000000000000000"],
+     ["--user 1000000000000000000000000000000"]),
+    (["recommend", "{folder}/model.npz", "--user", "10^30"], ["--user", "'10^30'"]),
+])
+def test_absurd_sizes_are_refused_before_starting(folder, tmp_path, capsys, argv, names):
+    out = tmp_path / "synthetic.csv"
+    argv = [part.format(folder=folder) for part in argv] + (["--out", out] if argv[:2] == ["data", "synth"] else [])
+    started = time.perf_counter()
+    refused(argv, capsys, *names)
+    assert time.perf_counter() - started < 20 and not out.exists()
+
+
+@pytest.mark.parametrize("command", [["data", "info", "/dev/zero"],
+                                     ["factorize", "/dev/zero", "--workers", "0"],
+                                     ["glasso", "/dev/zero", "--alpha", "0.1"]])
+def test_a_device_is_refused_not_read_forever(capsys, command):
+    refused(command, capsys, "/dev/zero", "not a regular file")
+
+
+def test_a_binary_file_without_newlines_is_refused(tmp_path, capsys):
+    path = tmp_path / "blob.data"
+    path.write_bytes(b"\x01" * (2 << 20))
+    refused(["data", "info", path], capsys, f"{path}:1", "line longer than")
+
+
+# ------------------------------------------------------------------ model files
+def model_contents(folder) -> dict:
+    with np.load(folder / "model.npz", allow_pickle=False) as npz:
+        return {name: npz[name] for name in npz.files}
+
+
+def malformed(contents: dict, name: str):
+    contents = dict(contents)
+    params = json.loads(str(contents["params"]))
+    if name == "missing user_ids":
+        del contents["user_ids"]
+    elif name == "missing item_factors":
+        del contents["item_factors"]
+    elif name == "missing seen_indptr":
+        del contents["seen_indptr"]
+    elif name == "missing params":
+        del contents["params"]
+    elif name == "user_factors shape":
+        contents["user_factors"] = contents["user_factors"][:, :1].copy()
+    elif name == "item_factors NaN":
+        contents["item_factors"] = contents["item_factors"].copy()
+        contents["item_factors"][0, 0] = np.nan
+    elif name == "user_bias strings":
+        contents["user_bias"] = contents["user_bias"].astype(str)
+    elif name == "params not JSON":
+        contents["params"] = np.array("{rank: 2")
+    elif name == "rank not an integer":
+        contents["params"] = np.array(json.dumps(dict(params, rank="two")))
+    elif name == "user_ids repeated":
+        contents["user_ids"] = np.zeros_like(contents["user_ids"])
+    elif name == "seen_items out of range":
+        contents["seen_items"] = contents["seen_items"] + 10_000
+    elif name == "format_version text":
+        contents["format_version"] = np.array("one")
+    elif name == "global_mean_ missing":
+        fitted = json.loads(str(contents["fitted"]))
+        del fitted["global_mean_"]
+        contents["fitted"] = np.array(json.dumps(fitted))
+    return contents
+
+
+MALFORMED = {"missing user_ids": "'user_ids'", "missing item_factors": "'item_factors'",
+             "missing seen_indptr": "'seen_indptr'", "missing params": "'params'",
+             "user_factors shape": "'user_factors'", "item_factors NaN": "'item_factors'",
+             "user_bias strings": "'user_bias'", "params not JSON": "'params'", "rank not an integer": "'rank'",
+             "user_ids repeated": "'user_ids'", "seen_items out of range": "'seen_items'",
+             "format_version text": "'format_version'", "global_mean_ missing": "'global_mean_'"}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_model_is_refused_naming_the_entry(folder, tmp_path, capsys, case):
+    path = tmp_path / "model.npz"
+    np.savez(path, **malformed(model_contents(folder), case))
+    line = refused(["recommend", path, "--user", "1"], capsys, path, MALFORMED[case])
+    assert "rank" in line or "malformed" in line
+
+
+def test_object_array_in_a_model_is_refused(folder, tmp_path, capsys):
+    path = tmp_path / "model.npz"
+    contents = model_contents(folder)
+    contents["user_ids"] = np.array([1, "a", None] + [0] * (contents["user_ids"].size - 3), dtype=object)
+    np.savez(path, **contents)  # saving objects pickles them; loading must not
+    refused(["recommend", path, "--user", "1"], capsys, path, "'user_ids'", "Python objects")
+
+
+def write_zero_member(archive: zipfile.ZipFile, name: str, shape: tuple, compression: int) -> None:
+    """Add name.npy: an npy header declaring float64 `shape` and that many zero bytes, streamed."""
+    header = {"descr": "<f8", "fortran_order": False, "shape": shape}
+    info = zipfile.ZipInfo(f"{name}.npy")
+    info.compress_type = compression
+    with archive.open(info, "w", force_zip64=True) as member:
+        np.lib.format.write_array_header_1_0(member, header)
+        chunk = bytes(1 << 22)
+        left = int(np.prod(shape)) * 8
+        while left:
+            member.write(chunk[: min(left, len(chunk))])
+            left -= min(left, len(chunk))
+
+
+def test_zip_bomb_model_is_refused_quickly_without_allocating(folder, tmp_path, capsys):
+    """A 120 MB all-zero user_factors deflated to about 120 KB (issue 21 item 4: 2.1 MB took 6.4 GB)."""
+    path = tmp_path / "bomb.npz"
+    contents = model_contents(folder)
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, value in contents.items():
+            if name != "user_factors":
+                with archive.open(f"{name}.npy", "w") as member:
+                    np.lib.format.write_array(member, value, allow_pickle=False)
+        write_zero_member(archive, "user_factors", (7_500_000, 2), zipfile.ZIP_DEFLATED)
+    assert path.stat().st_size < 2_000_000
+    tracemalloc.start()
+    started = time.perf_counter()
+    refused(["recommend", path, "--user", "1"], capsys, path, "'user_factors'", "zip bomb")
+    seconds = time.perf_counter() - started
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert seconds < 5 and peak < 20_000_000
+
+
+def test_stored_member_shorter_than_its_header_declares(folder, tmp_path, capsys):
+    path = tmp_path / "short.npz"
+    contents = model_contents(folder)
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, value in contents.items():
+            with archive.open(f"{name}.npy", "w") as member:
+                if name == "user_factors":  # a header claiming 10^9 x 2 over 16 bytes of data
+                    np.lib.format.write_array_header_1_0(
+                        member, {"descr": "<f8", "fortran_order": False, "shape": (10**9, 2)})
+                    member.write(bytes(16))
+                else:
+                    np.lib.format.write_array(member, value, allow_pickle=False)
+    refused(["recommend", path, "--user", "1"], capsys, path, "'user_factors'", "(1000000000, 2)")
+
+
+def test_consistent_model_larger_than_memory_is_refused(folder, tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("hamsi.limits.available_bytes", lambda: 1000)
+    refused(["recommend", folder / "model.npz", "--user", "1"], capsys, folder / "model.npz", "needs about")
+
+
+def test_valid_model_still_recommends(folder, capsys):
+    code, out, err = run(["recommend", folder / "model.npz", "--user", "1", "-n", "3", "--json"], capsys)
+    assert code == 0 and len(json.loads(out)["items"]) == 3
+
+
+# ------------------------------------------------------------------ non-finite values: detected, nothing written
+def test_huge_rating_is_refused_and_writes_nothing(folder, tmp_path, capsys):
+    data = tmp_path / "u.data"
+    data.write_text("1\t1\t1e308\t0\n" + (folder / "u.data").read_text())
+    out = tmp_path / "model.npz"
+    out.write_bytes(b"old model")
+    refused(["factorize", data, "--workers", "0", "-q", "--out", out], capsys, data, "1e+308")
+    assert out.read_bytes() == b"old model"
+
+
+def test_huge_init_scale_diverges_with_exit_1_and_writes_nothing(folder, tmp_path, capsys):
+    out, trace = tmp_path / "model.npz", tmp_path / "trace.csv"
+    out.write_bytes(b"old model")
+    refused(["factorize", folder / "u.data", "--workers", "0", "-q", "--threads", "1", "--init-scale", "1e300",
+             "--out", out, "--trace", trace, "--max-epochs", "40"], capsys, "diverged", code=1)
+    assert out.read_bytes() == b"old model" and not trace.exists()
+
+
+def test_write_model_refuses_non_finite_factors(tmp_path):
+    from hamsi.errors import DivergenceError
+    from hamsi.model_io import write_model
+
+    with pytest.raises(DivergenceError, match="user_factors"):
+        write_model(tmp_path / "m.npz", {"rank": 1}, {}, {"user_factors": np.array([[np.nan]])})
+    assert not list(tmp_path.iterdir())
+
+
+def test_glasso_non_finite_estimate_exits_1_and_writes_nothing(folder, tmp_path, capsys):
+    data = tmp_path / "big.csv"
+    X = np.loadtxt(folder / "numeric.csv", delimiter=",")
+    X[0, 0] = 1e300
+    np.savetxt(data, X, delimiter=",")
+    out, graph = tmp_path / "precision.npy", tmp_path / "graph.png"
+    out.write_bytes(b"old")
+    refused(["glasso", data, "--alpha", "0.1", "--out", out, "--graph", graph], capsys, data, "NaN or inf", code=1)
+    assert out.read_bytes() == b"old" and not graph.exists()
+
+
+# ------------------------------------------------------------------ outputs: exact paths, replaced as a set
+def test_partition_plot_without_extension_writes_exactly_that_path(folder, tmp_path, capsys):
+    target = tmp_path / "picture"
+    code, out, err = run(["partition", folder / "u.data", "--scheme", "strata", "-B", "2", "--plot", target], capsys)
+    assert code == 0 and f"picture written to {target}\n" in out
+    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["picture"]
+
+
+@pytest.mark.parametrize("target,says", [("{tmp}", "is a directory"), ("{tmp}/p.xyz", "unknown picture format"),
+                                         ("{tmp}/missing/p.png", "cannot write there")])
+def test_partition_plot_refuses_directories_and_unknown_formats(folder, tmp_path, capsys, target, says):
+    target = target.format(tmp=tmp_path)
+    refused(["partition", folder / "u.data", "--scheme", "strata", "-B", "2", "--plot", target], capsys,
+            f"--plot {target}", says)
+    assert not list(tmp_path.glob("*.png"))
+
+
+def fail_midway(write_part):
+    """Return a writer that writes some bytes with write_part(target) and then hits a full disk."""
+    def writer(*args, **kwargs):
+        write_part(args, kwargs)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return writer
+
+
+def test_partition_plot_on_a_full_disk_keeps_the_old_picture(folder, tmp_path, capsys, monkeypatch):
+    from matplotlib.figure import Figure
+
+    def write_part(args, kwargs):
+        with open(args[1], "wb") as handle:
+            handle.write(b"\x89PNG half")
+    monkeypatch.setattr(Figure, "savefig", fail_midway(write_part))
+    target = tmp_path / "p.png"
+    target.write_bytes(b"old picture")
+    refused(["partition", folder / "u.data", "--scheme", "strata", "-B", "2", "--plot", target], capsys,
+            f"--plot {target}", "No space left on device")
+    assert target.read_bytes() == b"old picture" and sorted(p.name for p in tmp_path.iterdir()) == ["p.png"]
+
+
+def test_factorize_replaces_its_outputs_as_a_set(folder, tmp_path, capsys, monkeypatch):
+    """The trace is written first; --out then fails on a full disk: the old trace must survive."""
+    def write_part(args, kwargs):
+        args[0].write(b"PK half")
+    monkeypatch.setattr(np, "savez", fail_midway(write_part))
+    trace, out, plot = tmp_path / "trace.csv", tmp_path / "model.npz", tmp_path / "run.png"
+    for path in (trace, out, plot):
+        path.write_bytes(b"old " + path.name.encode())
+    refused(["factorize", folder / "u.data", "--workers", "0", "-q", "--rank", "2", "--threads", "1",
+             "--max-epochs", "2", "--trace", trace, "--out", out, "--plot", plot], capsys,
+            f"--out {out}", "No space left on device")
+    for path in (trace, out, plot):
+        assert path.read_bytes() == b"old " + path.name.encode()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.npz", "run.png", "trace.csv"]
+
+
+def test_data_convert_keeps_real_timestamps(folder, tmp_path, capsys):
+    source = tmp_path / "u.data"
+    lines = [line.split("\t") for line in (folder / "u.data").read_text().splitlines()]
+    times = [str(978300760 + 37 * k * k) for k in range(len(lines))]
+    source.write_text("".join(f"{u}\t{i}\t{r}\t{t}\n" for (u, i, r, _), t in zip(lines, times)))
+    target = tmp_path / "ratings.csv"
+    code, _, err = run(["data", "convert", source, target], capsys)
+    assert code == 0 and err == ""
+    written = [line.split(",") for line in target.read_text().splitlines()[1:]]
+    assert [row[3] for row in written] == times
+    assert [row[:2] for row in written] == [[u, i] for u, i, _, _ in lines]
+
+
+# ------------------------------------------------------------------ for real: exit codes and stderr of the process
+@pytest.mark.parametrize("argv,names", [
+    (["data", "info", "/dev/zero"], ["/dev/zero"]),
+    (["factorize", "--workers", "0", "--seed", "-1", "{folder}/u.data"], ["--seed"]),
+    (["recommend", "{tmp}/bomb.npz", "--user", "1"], ["bomb.npz", "'user_factors'"]),
+    (["factorize", "--workers", "0", "{tmp}/u.data.gz"], ["u.data.gz", "truncated"]),
+])
+def test_subprocess_exit_code_and_one_line(folder, tmp_path, argv, names):
+    damaged(folder, tmp_path, "u.data", ".gz", "truncated")
+    contents = model_contents(folder)
+    contents["user_factors"] = np.zeros((10**6, 2))  # stored: consistent sizes, wrong shape for 30 users
+    np.savez(tmp_path / "bomb.npz", **contents)
+    argv = [part.format(folder=folder, tmp=tmp_path) for part in argv]
+    done = subprocess.run([sys.executable, "-m", "hamsi", *argv], capture_output=True, text=True, timeout=90)
+    assert done.returncode == 2, done.stderr
+    assert_one_line(done.stderr, *names)
+
+
+@pytest.mark.parametrize("command,names", [
+    (["data", "synth", "--users", "20", "--items", "30", "--ratings", "200", "--out", "{target}"], ["--out {target}"]),
+    (["data", "convert", "{folder}/u.data", "{target}"], ["output {target}"]),
+])
+def test_rating_writers_on_a_full_disk_name_the_output(folder, tmp_path, capsys, monkeypatch, command, names):
+    def write_part(args, kwargs):
+        args[1].write(b"1,2,")
+    monkeypatch.setattr("hamsi.data.writers._write_text", fail_midway(write_part))
+    target = tmp_path / "ratings.csv"
+    target.write_text("old ratings\n")
+    argv = [part.format(folder=folder, target=target) for part in command]
+    refused(argv, capsys, *[name.format(target=target) for name in names], "No space left on device")
+    assert target.read_text() == "old ratings\n" and sorted(p.name for p in tmp_path.iterdir()) == ["ratings.csv"]
+
+
+def test_dp_learn_plot_on_a_full_disk_names_the_flag(folder, tmp_path, capsys, monkeypatch):
+    from matplotlib.figure import Figure
+
+    def write_part(args, kwargs):
+        args[1].write(b"\x89PNG half")
+    monkeypatch.setattr(Figure, "savefig", fail_midway(write_part))
+    target = tmp_path / "gap.png"
+    refused(["dp-learn", folder / "labelled.csv", "--target", "5", "--epsilon", "1", "--seed", "1", "--n-iter", "20",
+             "--plot", target], capsys, f"--plot {target}", "No space left on device")
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.slow
+def test_inf_rating_exits_2_after_its_message_every_time(tmp_path):
+    """Issue 21: exit 134 ("terminate called without an active exception") after the right message in
+    3 of 30 runs. Core dumps: an Arrow worker freeing the CSV reader's input (an io.BytesIO, then a
+    pa.py_buffer of bytes) took the GIL while the interpreter was exiting after the InputError; the
+    readers now give Arrow a copy in its own memory. Repeated because the race was intermittent
+    (2-5 % of runs at load 10-15), so this catches a regression only sometimes."""
+    from hamsi.data.writers import write_ratings
+
+    path = tmp_path / "ratings.csv"
+    write_ratings(make_ratings(users=900, items=1600, ratings=100_000, rank=3, seed=0), path)
+    lines = path.read_text().splitlines()
+    fields = lines[5000].split(",")
+    lines[5000] = ",".join(fields[:2] + ["inf"] + fields[3:])
+    path.write_text("\n".join(lines) + "\n")
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-m", "hamsi", "factorize", str(path), "--workers", "0", "-q"],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 2, done.stderr
+        assert_one_line(done.stderr, f"{path}:5001", "inf")
