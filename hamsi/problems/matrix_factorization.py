@@ -65,6 +65,7 @@ class MatrixFactorization(PartiallySeparableProblem):
         self.col_norm_weight = self.reg * (col_counts if count_weighted else (col_counts > 0))
         self.layout = None
         self._block_bounds = np.array([0, self.n_functions], dtype=np.int64)
+        self._row_bounds = np.array([0, self.shape[0]], dtype=np.int64)  # U's row shards (arrange)
 
     def _per_rating_reg(self, counts: np.ndarray, count_weighted: bool) -> np.ndarray:
         """Return reg / n (uniform penalty) or reg (count-weighted penalty), 0 where n = 0."""
@@ -94,17 +95,24 @@ class MatrixFactorization(PartiallySeparableProblem):
         self.rows, self.cols, self.vals = (np.ascontiguousarray(a[layout.order]) for a in self._source)
         self.layout = layout
         self._block_bounds = layout.block_bounds
+        self._row_bounds = self._factor_bounds(partition)[0]
         return layout
 
-    def shard_bounds(self, partition) -> np.ndarray:
-        """Return offsets of U_0..U_{B-1}, V_0..V_{B-1} in x (row_bounds/col_bounds, else B equal)."""
+    def _factor_bounds(self, partition) -> tuple[np.ndarray, np.ndarray]:
+        """Return the row intervals of U_0..U_{B-1} and of V_0..V_{B-1} (row_bounds/col_bounds, else B equal)."""
         m, n = self.shape
         n_blocks = max(len(blocks) for blocks in partition.subsets)
         row_bounds = (np.asarray(partition.row_bounds, dtype=np.int64) if partition.row_bounds is not None
                       else equal_bounds(m, n_blocks))
         col_bounds = (np.asarray(partition.col_bounds, dtype=np.int64) if partition.col_bounds is not None
                       else equal_bounds(n, n_blocks))
-        return np.concatenate([row_bounds * self.width, (m + col_bounds[1:]) * self.width]).astype(np.int64)
+        return row_bounds.astype(np.int64), col_bounds.astype(np.int64)
+
+    def shard_bounds(self, partition) -> np.ndarray:
+        """Return offsets of U_0..U_{B-1}, V_0..V_{B-1} in x (row_bounds/col_bounds, else B equal)."""
+        row_bounds, col_bounds = self._factor_bounds(partition)
+        return np.concatenate([row_bounds * self.width, (self.shape[0] + col_bounds[1:]) * self.width]
+                              ).astype(np.int64)
 
     def initial_point(self, rng: np.random.Generator) -> np.ndarray:
         """Return x with N(0, init_scale^2) factors, U row-major then V; biases 0 or fitted.
@@ -162,13 +170,18 @@ class MatrixFactorization(PartiallySeparableProblem):
                                                 self.offset, self._block_bounds)
 
     def evaluate(self, x: np.ndarray) -> tuple[float, float]:
-        """Return (train RMSE, objective F(x) = (SSE + penalty) / 2|I|), penalty as reg_weighting says."""
+        """Return (train RMSE, objective F(x) = (SSE + penalty) / 2|I|), penalty as reg_weighting says.
+
+        |U|^2 is summed per row shard of the arranged partition, then the shards in order
+        (`kernels.regularizer_in_order`): the Dask engine forms the same partials on its workers.
+        """
         sse = self.squared_error(x)
         objective = sse
         if self.reg > 0.0:
             U, V = self.factors(x)
-            objective += (kernels.weighted_row_norms(U, self.row_norm_weight)
-                          + kernels.weighted_row_norms(V, self.col_norm_weight))
+            row_partials = np.empty(self._row_bounds.size - 1)
+            kernels.row_shard_norms(U, self.row_norm_weight, self._row_bounds, row_partials)
+            objective += kernels.regularizer_in_order(row_partials, V, self.col_norm_weight)
         return float(np.sqrt(sse / self.n_functions)), float(0.5 * self.scale * objective)
 
     def heldout_error(self, x: np.ndarray, data) -> float:
