@@ -63,10 +63,10 @@ def test_strata_iterates_are_bitwise_the_in_process_ones(ratings, client, scheme
     assert got.nit == ref.nit
 
 
-@pytest.mark.parametrize("shared", [None, False])
-def test_regularized_objective_is_bitwise_the_in_process_one(ratings, client, shared):
+@pytest.mark.parametrize("scheme,blocks,shared", [("strata-b", 2, None), ("strata-b", 2, False), ("strata", 3, False)])
+def test_regularized_objective_is_bitwise_the_in_process_one(ratings, client, scheme, blocks, shared):
     """reg > 0 with biases and the safeguard: the penalty's |U|^2 is summed per row shard on both sides."""
-    part = partition.make("strata-b", ratings, blocks=2, seed=1)
+    part = partition.make(scheme, ratings, blocks=blocks, seed=1)
     problem = MatrixFactorization(ratings, RANK, reg=1.0, biases=True)
     ref = minimize_hamsi(problem, part, random_state=1, threads=2, max_epochs=6, safeguard=True)
     got = fit_distributed(ratings, rank=RANK, reg=1.0, biases=True, partition=part, random_state=1,
