@@ -64,8 +64,8 @@ class MatrixFactorization(PartiallySeparableProblem):
         self.row_norm_weight = self.reg * (row_counts if count_weighted else (row_counts > 0))
         self.col_norm_weight = self.reg * (col_counts if count_weighted else (col_counts > 0))
         self.layout = None
+        self._row_bounds = np.array([0, self.shape[0]], dtype=np.int64)
         self._block_bounds = np.array([0, self.n_functions], dtype=np.int64)
-        self._row_bounds = np.array([0, self.shape[0]], dtype=np.int64)  # U's row shards (arrange)
 
     def _per_rating_reg(self, counts: np.ndarray, count_weighted: bool) -> np.ndarray:
         """Return reg / n (uniform penalty) or reg (count-weighted penalty), 0 where n = 0."""
@@ -94,25 +94,24 @@ class MatrixFactorization(PartiallySeparableProblem):
         layout = block_layout(partition.subsets, touches_disjoint)
         self.rows, self.cols, self.vals = (np.ascontiguousarray(a[layout.order]) for a in self._source)
         self.layout = layout
+        self._row_bounds = self.shard_bounds(partition)[:self.n_row_shards(partition) + 1] // self.width
         self._block_bounds = layout.block_bounds
-        self._row_bounds = self._factor_bounds(partition)[0]
         return layout
 
-    def _factor_bounds(self, partition) -> tuple[np.ndarray, np.ndarray]:
-        """Return the row intervals of U_0..U_{B-1} and of V_0..V_{B-1} (row_bounds/col_bounds, else B equal)."""
+    @staticmethod
+    def n_row_shards(partition) -> int:
+        """Return B, the number of row shards U_0..U_{B-1} (the largest subset's block count)."""
+        return max(len(blocks) for blocks in partition.subsets)
+
+    def shard_bounds(self, partition) -> np.ndarray:
+        """Return offsets of U_0..U_{B-1}, V_0..V_{B-1} in x (row_bounds/col_bounds, else B equal)."""
         m, n = self.shape
-        n_blocks = max(len(blocks) for blocks in partition.subsets)
+        n_blocks = self.n_row_shards(partition)
         row_bounds = (np.asarray(partition.row_bounds, dtype=np.int64) if partition.row_bounds is not None
                       else equal_bounds(m, n_blocks))
         col_bounds = (np.asarray(partition.col_bounds, dtype=np.int64) if partition.col_bounds is not None
                       else equal_bounds(n, n_blocks))
-        return row_bounds.astype(np.int64), col_bounds.astype(np.int64)
-
-    def shard_bounds(self, partition) -> np.ndarray:
-        """Return offsets of U_0..U_{B-1}, V_0..V_{B-1} in x (row_bounds/col_bounds, else B equal)."""
-        row_bounds, col_bounds = self._factor_bounds(partition)
-        return np.concatenate([row_bounds * self.width, (self.shape[0] + col_bounds[1:]) * self.width]
-                              ).astype(np.int64)
+        return np.concatenate([row_bounds * self.width, (m + col_bounds[1:]) * self.width]).astype(np.int64)
 
     def initial_point(self, rng: np.random.Generator) -> np.ndarray:
         """Return x with N(0, init_scale^2) factors, U row-major then V; biases 0 or fitted.
