@@ -190,9 +190,9 @@ class FactorWork(_Common):
         for k in range(cfg.n_subsets):
             for e in parts:
                 sse += e.sse[k]
-        norm = sum(e.norm for e in parts)
-        if cfg.reg > 0.0:
-            norm += float(kernels.weighted_row_norms(self.V, cfg.col_norm_weight))
+        norm = 0.0
+        if cfg.reg > 0.0:  # the engine's order: |U|^2 per row shard (parts are in shard order), then |V|^2
+            norm = kernels.regularizer_in_order(np.array([e.norm for e in parts]), self.V, cfg.col_norm_weight)
         test = sum(e.test for e in parts)
         heldout = float(np.sqrt(test / cfg.n_test)) if cfg.n_test else float("nan")
         return float(np.sqrt(sse / cfg.n_ratings)), float(0.5 * cfg.scale * (sse + norm)), heldout

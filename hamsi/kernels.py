@@ -173,6 +173,31 @@ def weighted_row_norms(X, weights):
     return total
 
 
+@njit(nogil=True, cache=True)
+def row_shard_norms(X, weights, row_bounds, out):
+    """Write out[p] = weighted_row_norms of X's row shard p (rows row_bounds[p]:row_bounds[p + 1]).
+
+    The per-shard partials of the |U|^2 term of F: a Dask worker forms those of its row shards.
+    """
+    for p in range(row_bounds.shape[0] - 1):
+        lo = row_bounds[p]
+        hi = row_bounds[p + 1]
+        out[p] = weighted_row_norms(X[lo:hi], weights[lo:hi])
+
+
+@njit(nogil=True, cache=True)
+def regularizer_in_order(row_partials, V, col_weights):
+    """Return sum_p row_partials[p] (shard order) + weighted_row_norms(V, col_weights): F's penalty.
+
+    The one place both engines add the penalty up, so the objective (which the safeguard's
+    fallback compares) has the same bits in one process and on Dask.
+    """
+    total = 0.0
+    for p in range(row_partials.shape[0]):
+        total += row_partials[p]
+    return total + weighted_row_norms(V, col_weights)
+
+
 # ---------------------------------------------------------------- per-shard vector algebra
 
 
@@ -473,6 +498,9 @@ def warm_up() -> None:
         mf_subset_gradient_sequential(rows, rows, vals, starts, ends, U, V, gU, gV, 2, 0.5, 0.0, reg, reg)
     mf_squared_error_chunked(rows, rows, vals, U, V, 2, 0.0, np.array([0, 2], dtype=np.int64))
     weighted_row_norms(U, np.ones(2))
+    norms = np.zeros(1)
+    row_shard_norms(U, np.ones(2), np.array([0, 2], dtype=np.int64), norms)
+    regularizer_in_order(norms, U, np.ones(2))
     bounds = np.array([0, 4, 8], dtype=np.int64)
     S = np.zeros((1, 8))
     partials = np.zeros((2, 4))

@@ -27,6 +27,13 @@ guards against the divergence the plain method shows on real rating data (large 
    the last good iterate is restored, the memory cleared and every later step scaled by SHRINK;
    after MAX_FALLBACKS the run stops as diverged.
 With safeguard=False the steps are bit for bit those of thesis Alg. 3 as above.
+
+The fallback's objective is F at the cycle's end point, from the evaluation that makes the
+cycle's trace row (run with or without the safeguard; only with it does its time count on the
+clock). It is not folded into the gradient pass: a cycle's gradients are taken at the points
+before each of its steps, so the losses known there add up to F along the way, not at the end
+point, and the last step's effect would show one cycle late, after its end point had been kept
+as the good iterate the fallback restores.
 """
 
 from __future__ import annotations

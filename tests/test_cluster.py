@@ -63,6 +63,19 @@ def test_strata_iterates_are_bitwise_the_in_process_ones(ratings, client, scheme
     assert got.nit == ref.nit
 
 
+@pytest.mark.parametrize("scheme,blocks,shared", [("strata-b", 2, None), ("strata-b", 2, False), ("strata", 3, False)])
+def test_regularized_objective_is_bitwise_the_in_process_one(ratings, client, scheme, blocks, shared):
+    """reg > 0 with biases and the safeguard: the penalty's |U|^2 is summed per row shard on both sides."""
+    part = partition.make(scheme, ratings, blocks=blocks, seed=1)
+    problem = MatrixFactorization(ratings, RANK, reg=1.0, biases=True)
+    ref = minimize_hamsi(problem, part, random_state=1, threads=2, max_epochs=6, safeguard=True)
+    got = fit_distributed(ratings, rank=RANK, reg=1.0, biases=True, partition=part, random_state=1,
+                          max_epochs=6, client=client, chunk_epochs=3, safeguard=True, shared_memory=shared)
+    assert got.reason == ref.reason == "epoch_limit"
+    np.testing.assert_array_equal(without_time(got.trace), without_time(ref.trace))
+    assert np.array_equal(got.x, ref.x)
+
+
 @pytest.mark.parametrize("scheme", ["hogwild", "color", "color-b"])
 def test_overlapping_schemes_match_in_process_to_rounding(ratings, client, scheme):
     # gV partials of blocks spanning several row shards are summed in shard order, not rating order

@@ -279,3 +279,25 @@ def test_overlapping_hogwild_blocks_run_deterministically(ratings):
     _, second = run(ratings, scheme="hogwild", blocks=2, subsets=4, max_epochs=8, threads=2)
     np.testing.assert_array_equal(first.x, second.x)
     assert np.isfinite(first.x).all()
+
+
+def test_regularizer_sums_row_shards_in_order_and_matches_the_closed_form(ratings):
+    """F's penalty: |U|^2 per row shard of the arranged cover, added in shard order, then |V|^2."""
+    part = partition.make("strata", ratings, blocks=3, seed=1)
+    problem = MatrixFactorization(ratings, 4, reg=0.7, biases=True, reg_weighting="count")
+    problem.arrange(part)
+    x = problem.initial_point(np.random.default_rng(3))
+    U, V = problem.factors(x)
+    row_bounds = np.asarray(part.row_bounds, dtype=np.int64)
+    partials = np.empty(3)
+    kernels.row_shard_norms(U, problem.row_norm_weight, row_bounds, partials)
+    for p in range(3):
+        lo, hi = row_bounds[p], row_bounds[p + 1]
+        assert partials[p] == pytest.approx(problem.row_norm_weight[lo:hi] @ (U[lo:hi] ** 2).sum(axis=1), rel=1e-13)
+    # the shard order fixes the bits: a Python sum of the partials then |V|^2 gives exactly the kernel's
+    penalty = kernels.regularizer_in_order(partials, V, problem.col_norm_weight)
+    assert penalty == (partials[0] + partials[1] + partials[2]) + kernels.weighted_row_norms(V, problem.col_norm_weight)
+    sse = problem.squared_error(x)
+    assert problem.evaluate(x)[1] == 0.5 * problem.scale * (sse + penalty)
+    closed_form = (problem.row_norm_weight @ (U ** 2).sum(axis=1) + problem.col_norm_weight @ (V ** 2).sum(axis=1))
+    assert penalty == pytest.approx(closed_form, rel=1e-13)

@@ -153,13 +153,18 @@ class MatrixFactorization(PartiallySeparableProblem):
                                                 self.offset, self._block_bounds)
 
     def evaluate(self, x: np.ndarray) -> tuple[float, float]:
-        """Return (train RMSE, objective F(x) = (SSE + penalty) / 2|I|), penalty as reg_weighting says."""
+        """Return (train RMSE, objective F(x) = (SSE + penalty) / 2|I|), penalty as reg_weighting says.
+
+        |U|^2 is summed per row shard of the arranged partition, then the shards in order
+        (`kernels.regularizer_in_order`): the Dask engine forms the same partials on its workers.
+        """
         sse = self.squared_error(x)
         objective = sse
         if self.reg > 0.0:
             U, V = self.factors(x)
-            objective += (kernels.weighted_row_norms(U, self.row_norm_weight)
-                          + kernels.weighted_row_norms(V, self.col_norm_weight))
+            row_partials = np.empty(self._row_bounds.size - 1)
+            kernels.row_shard_norms(U, self.row_norm_weight, self._row_bounds, row_partials)
+            objective += kernels.regularizer_in_order(row_partials, V, self.col_norm_weight)
         return float(np.sqrt(sse / self.n_functions)), float(0.5 * self.scale * objective)
 
     def heldout_error(self, x: np.ndarray, data) -> float:
