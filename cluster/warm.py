@@ -21,6 +21,9 @@ def warm_up(width: int = 3, memory: int = 2) -> bool:
     kernels.mf_block_gradient(rows, rows, vals, U, U, g, g.copy(), width, 1.0, 0.0, np.zeros(0), np.zeros(0))
     kernels.mf_squared_error(rows, rows, vals, U, U, width, 0.0)
     kernels.weighted_row_norms(U, np.ones(2))
+    norms = np.zeros(1)
+    kernels.row_shard_norms(U, np.ones(2), np.array([0, 2], dtype=np.int64), norms)
+    kernels.regularizer_in_order(norms, U, np.ones(2))  # the objective's penalty, reduced in shard order
     flat = U.reshape(-1)
     full = np.ones((memory, flat.size))
     # a shard's memory rows are a whole array (U shards) or a column slice (V shards): two layouts
