@@ -331,8 +331,8 @@ class _DistributedRun:
         """Return when every chunk task finished; raise PeerLost when a task failed or a worker died or hung.
 
         A hung worker (stopped, swapping) still looks alive to the scheduler: its peers' rounds time
-        out after peer_timeout and fail; a worker whose task then neither finishes nor fails within
-        HUNG_GRACE of the abort is declared lost for the rest of the run.
+        out after peer_timeout and fail; when no worker died, a worker whose task then neither
+        finishes nor fails within HUNG_GRACE of the abort is declared lost for the rest of the run.
         """
         import threading
 
@@ -345,7 +345,9 @@ class _DistributedRun:
             lost = [a for a in self.used if a not in alive]
             if failed or lost:
                 self._abort(futures, plan, [a for a in self.used if a in alive], cancel=False)
-                hung = self._unresponsive(futures, lost, min(self.peer_timeout, HUNG_GRACE)) if failed else []
+                # only when no worker died: a stopped worker still looks alive, and its peers' timeouts
+                # are the failures; after a death the survivors are merely slow to report their abort
+                hung = self._unresponsive(futures, lost, min(self.peer_timeout, HUNG_GRACE)) if failed and not lost else []
                 for f in futures.values():
                     f.cancel()
                 self.unresponsive.update(hung)

@@ -59,7 +59,7 @@ def read_model(path) -> tuple[dict, dict, dict]:
             headers = _member_headers(archive, path)
             header = {name: _read_member(archive, headers, name) for name in HEADER_ENTRIES if name in headers}
             params, fitted = _check_header(path, header, headers)
-            _check_declared_shapes(path, params, headers)
+            _check_declared_shapes(path, params, fitted, headers)
             arrays = {name: _read_member(archive, headers, name) for name in headers if name not in HEADER_ENTRIES}
     except FileNotFoundError:
         raise InputError(f"{path}: no such model file") from None
@@ -141,13 +141,19 @@ def _check_header(path, header: dict, headers: dict) -> tuple[dict, dict]:
     return decoded[0], decoded[1]
 
 
-def _check_declared_shapes(path, params: dict, headers: dict) -> None:
-    """Raise InputError unless every array's declared shape and dtype fit the ids and params['rank']."""
-    rank, biases = params.get("rank"), params.get("biases", True)
+def _check_declared_shapes(path, params: dict, fitted: dict, headers: dict) -> None:
+    """Raise InputError unless every array's declared shape and dtype fit the ids and the fitted rank.
+
+    The rank is fitted['rank_'] (params['rank'] may be "auto"); a model fitted on ratings kept on
+    Dask workers has `item_known` in place of the `seen_items` list.
+    """
+    rank, biases = fitted.get("rank_", params.get("rank")), params.get("biases", True)
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
-        raise InputError(f"{path}: malformed model: params 'rank' is {rank!r}, not an integer >= 1")
-    required = ["user_ids", "item_ids", "user_factors", "item_factors", "seen_indptr", "seen_items", "trace"]
+        entry = "fitted 'rank_'" if "rank_" in fitted else "params 'rank'"
+        raise InputError(f"{path}: malformed model: {entry} is {rank!r}, not an integer >= 1")
+    required = ["user_ids", "item_ids", "user_factors", "item_factors", "seen_indptr", "trace"]
     required += ["user_bias", "item_bias"] if biases else []
+    required += [] if "item_known" in headers else ["seen_items"]
     missing = [name for name in required if name not in headers]
     if missing:
         raise InputError(f"{path}: malformed model: missing entr{'y' if len(missing) == 1 else 'ies'} "
@@ -156,7 +162,8 @@ def _check_declared_shapes(path, params: dict, headers: dict) -> None:
     expected = {"user_ids": ((users,), "iuU"), "item_ids": ((items,), "iuU"),
                 "user_factors": ((users, rank), "f"), "item_factors": ((items, rank), "f"),
                 "user_bias": ((users,), "f"), "item_bias": ((items,), "f"),
-                "seen_indptr": ((users + 1,), "iu"), "seen_items": (None, "iu"), "trace": (None, "f")}
+                "seen_indptr": ((users + 1,), "iu"), "seen_items": (None, "iu"), "trace": (None, "f"),
+                "item_known": ((items,), "b")}
     for name, (shape, kinds) in expected.items():
         if name not in headers:
             continue
@@ -184,6 +191,8 @@ def _check_values(path, fitted: dict, arrays: dict) -> None:
     for name in ("user_ids", "item_ids"):
         if np.unique(arrays[name]).size != arrays[name].size:
             raise InputError(f"{path}: malformed model: entry {name!r} repeats an id")
+    if "seen_items" not in arrays:  # a model of ratings kept on the workers: item_known instead
+        return
     indptr, seen = arrays["seen_indptr"], arrays["seen_items"]
     if indptr[0] != 0 or indptr[-1] != seen.size or np.any(np.diff(indptr) < 0):
         raise InputError(f"{path}: malformed model: entry 'seen_indptr' is not a CSR index of the "

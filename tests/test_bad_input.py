@@ -247,8 +247,9 @@ def malformed(contents: dict, name: str):
         contents["user_bias"] = contents["user_bias"].astype(str)
     elif name == "params not JSON":
         contents["params"] = np.array("{rank: 2")
-    elif name == "rank not an integer":
-        contents["params"] = np.array(json.dumps(dict(params, rank="two")))
+    elif name == "rank not an integer":  # the fitted rank_ sizes the arrays (params' rank may be "auto")
+        fitted = json.loads(str(contents["fitted"]))
+        contents["fitted"] = np.array(json.dumps(dict(fitted, rank_="two")))
     elif name == "user_ids repeated":
         contents["user_ids"] = np.zeros_like(contents["user_ids"])
     elif name == "seen_items out of range":
@@ -265,7 +266,7 @@ def malformed(contents: dict, name: str):
 MALFORMED = {"missing user_ids": "'user_ids'", "missing item_factors": "'item_factors'",
              "missing seen_indptr": "'seen_indptr'", "missing params": "'params'",
              "user_factors shape": "'user_factors'", "item_factors NaN": "'item_factors'",
-             "user_bias strings": "'user_bias'", "params not JSON": "'params'", "rank not an integer": "'rank'",
+             "user_bias strings": "'user_bias'", "params not JSON": "'params'", "rank not an integer": "'rank_'",
              "user_ids repeated": "'user_ids'", "seen_items out of range": "'seen_items'",
              "format_version text": "'format_version'", "global_mean_ missing": "'global_mean_'"}
 
@@ -493,7 +494,7 @@ def test_dp_learn_plot_on_a_full_disk_names_the_flag(folder, tmp_path, capsys, m
     monkeypatch.setattr(Figure, "savefig", fail_midway(write_part))
     target = tmp_path / "gap.png"
     refused(["dp-learn", folder / "labelled.csv", "--target", "5", "--epsilon", "1", "--seed", "1", "--n-iter", "20",
-             "--plot", target], capsys, f"--plot {target}", "No space left on device")
+             "--classes", "0,1", "--data-norm", "4", "--nonprivate-diagnostics", "--plot", target], capsys, f"--plot {target}", "No space left on device")
     assert not list(tmp_path.iterdir())
 
 
