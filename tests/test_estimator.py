@@ -98,6 +98,7 @@ def test_divergence_raises_by_default_and_warns_on_request(ratings):
     ({"reg": "large"}, "reg must be a finite number >= 0 or 'auto'"),
     ({"validation_fraction": 1.0}, "validation_fraction"),
     ({"patience": 0}, "patience"),
+    ({"gamma": 1e9}, r"gamma must lie in \[0, 1\]"),
 ])
 def test_bad_parameters(ratings, params, message):
     with pytest.raises(InputError, match=message):
