@@ -207,7 +207,7 @@ class MatrixFactorizer(BaseEstimator):
         number("gamma")
         if self.gamma > 1.0:  # beyond 1, (eta t)^gamma overflows to a zero step within a few cycles
             raise InputError(f"{name('gamma')} must lie in [0, 1] (thesis eq. 3.8 takes gamma in (0.5, 1]); "
-                             f"got {self.gamma!r}")
+                             f"got {self.gamma:g}")
         number("validation_fraction", below=1.0)
         self._check_choice(name, "algorithm", ALGORITHMS)
         self._check_choice(name, "reg_weighting", REG_WEIGHTINGS + (AUTO,))
