@@ -113,8 +113,9 @@ def default_plan(n: int, d: int, epsilon: float, delta: float, clip: float, data
     and at most the first stage of (4.38), ceil(2 sqrt(kappa) log sqrt(kappa)), with the public
     kappa = (curvature R^2 + 2 reg) / (2 reg) (curvature 1/4 for the logistic loss): within it
     DP-MAG is Nesterov's method at the step min((4.43), 1/L); further stages split epsilon again. The noise of each release grows with
-    T (T / epsilon for Laplace), so at small n epsilon few steps win: breast cancer (n = 569, d = 30)
-    gets T = 2 at epsilon 0.5, 4 at 1, 11 at 4 (benchmarks/bench_dp_learning.py --sections defaults).
+    T (T / epsilon for Laplace), so at small n epsilon few steps win: breast cancer (n = 569, d = 30,
+    with the intercept column d = 31 and R = 1.118) gets T = 2 at epsilon 0.5, 4 at 1, 10 at 4
+    (benchmarks/bench_dp_learning.py --sections defaults).
     """
     method = "dp-mag-gauss" if delta > 0 else "dp-mag"
     first_stage = first_stage_length((curvature * data_norm**2 + 2 * reg) / (2 * reg))  # L / mu
