@@ -65,6 +65,32 @@ def test_public_step_sizes_and_noise_scales_are_the_same_on_both_neighbours(meth
     assert (runs[0].n_iter, runs[0].status, runs[0].message) == (runs[1].n_iter, runs[1].status, runs[1].message)
 
 
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("method", ["dp-mag", "dp-gdws-gauss", "dp-sgdws"])
+def test_the_estimators_public_steps_and_noise_scales_are_the_same_on_both_neighbours(method, fit_intercept):
+    X, y, X_prime, y_prime = outlier_neighbours(n=400)
+    delta = 1e-5 if ALL_METHODS[method][1] == "gaussian" else 0.0
+    runs = [dp.PrivateLogisticRegression(method=method, epsilon=EPSILON, delta=delta, n_iter=40, data_norm=1.0,
+                                         classes=[-1.0, 1.0], fit_intercept=fit_intercept, random_state=0)
+            .fit(A, b).results_[0] for A, b in ((X, y), (X_prime, y_prime))]
+    assert runs[0].step_sizes == runs[1].step_sizes and runs[0].noise_scales == runs[1].noise_scales
+    assert (runs[0].n_iter, runs[0].status, runs[0].message) == (runs[1].n_iter, runs[1].status, runs[1].message)
+
+
+def test_the_intercept_column_raises_every_bound_from_r_to_sqrt_r2_plus_b2():
+    # b = R / 2: rows (x, b) have norm <= sqrt(1.25) R, the clip C defaults to it, L = curvature 1.25 R^2 + 2 reg
+    X, y, _, _ = outlier_neighbours(n=400)
+    R, reg, beta, T = 2.0, 0.01, 0.5, 20
+    common = dict(method="dp-gdws", n_iter=T, beta=beta, reg=reg, data_norm=R, classes=[-1.0, 1.0], random_state=0)
+    noisy = dp.PrivateLogisticRegression(epsilon=EPSILON, **common).fit(X, y).results_[0]
+    # (4.17) with C = sqrt(1.25) R, equal up to the sampler's grid
+    assert noisy.noise_scales[0] == pytest.approx(beta * 2 * np.sqrt(1.25) * R / len(y) * T / EPSILON, rel=1e-6)
+    exact = dp.PrivateLogisticRegression(epsilon=np.inf, **common).fit(X, y).results_[0]
+    assert exact.step_sizes[0] == pytest.approx(1 / (beta * (0.25 * 1.25 * R**2 + 2 * reg)), rel=1e-12)
+    without = dp.PrivateLogisticRegression(epsilon=EPSILON, fit_intercept=False, **common).fit(X, y).results_[0]
+    assert without.noise_scales[0] == pytest.approx(noisy.noise_scales[0] / np.sqrt(1.25), rel=1e-6)
+
+
 def test_a_record_with_a_new_label_changes_no_shape_and_stays_within_epsilon():
     rng = np.random.default_rng(1)
     X = rng.standard_normal((200, 3)) / 3

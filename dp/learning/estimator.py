@@ -14,7 +14,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from dp._random import as_random_bits
 from dp.budget import PrivacyBudget
 from dp.learning.api import minimize_private
-from dp.learning.defaults import public_bounds
+from dp.learning.defaults import public_bounds, with_intercept_column
 from dp.validation import PrivacyLeakWarning, check_delta, check_epsilon
 
 
@@ -27,15 +27,22 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
     new label changes all of the above): it warns with dp.PrivacyLeakWarning, as diffprivlib does.
     Two classes: one private run. K > 2 classes: one-vs-rest, K runs at (epsilon/K, delta/K) each,
     so the fit is (epsilon, delta)-DP by sequential composition (the thesis treats MNIST as one
-    class vs the rest). No intercept (as the thesis' model): add a constant column if you need one.
+    class vs the rest). fit_intercept=True (the default, as scikit-learn's and diffprivlib's)
+    appends the public constant b = R / 2 to every row scaled to norm <= R
+    (dp.learning.defaults.with_intercept_column, which says why R / 2): the privacy analysis is
+    unchanged but for the row bound sqrt(R^2 + b^2) = 1.118 R, which then sets the default clip,
+    the smoothness bound and every noise scale. The intercept b w_b is penalized like the other
+    weights (as liblinear's): the objective stays 2 reg-strongly convex in every coordinate, which
+    DP-MAG's kappa and stage plan need. fit_intercept=False is the thesis' model.
     data_norm (R), clip, method=None, n_iter=None and reg=None as in dp.minimize_private (defaults
     chosen from n, d, epsilon and delta by dp.learning.defaults; K > 2 classes: at epsilon / K). `accountant` is a dp.PrivacyBudget
     shared across clones and refits (each fit charges it); None gives every fit a fresh budget of
-    (epsilon, delta). Fitted: coef_, classes_, privacy_spent_, n_iter_, results_ (per class).
+    (epsilon, delta). Fitted: coef_, intercept_, classes_, privacy_spent_, n_iter_, results_ (per class).
     """
 
     def __init__(self, method=None, epsilon=1.0, delta=None, beta=0.1, n_iter=None, batch_size=None,
-                 clip=None, data_norm=None, reg=None, classes=None, accountant=None, random_state=None):
+                 clip=None, data_norm=None, reg=None, classes=None, fit_intercept=True, accountant=None,
+                 random_state=None):
         self.method = method
         self.epsilon = epsilon
         self.delta = delta
@@ -46,6 +53,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         self.data_norm = data_norm
         self.reg = reg
         self.classes = classes
+        self.fit_intercept = fit_intercept
         self.accountant = accountant
         self.random_state = random_state
 
@@ -74,14 +82,16 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         return classes
 
     def fit(self, X, y):
-        """Fit on (X, y); sets coef_, classes_, privacy_spent_, n_iter_, results_ and returns self."""
+        """Fit on (X, y); sets coef_, intercept_, classes_, privacy_spent_, n_iter_, results_ and returns self."""
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
         self.classes_ = self._public_classes(y)
         targets = self.classes_[1:] if len(self.classes_) == 2 else self.classes_
         epsilon = self.epsilon if self.epsilon == math.inf else check_epsilon(self.epsilon)
         delta = 0.0 if self.delta is None else check_delta(self.delta)
-        clip, data_norm = public_bounds(self.clip, self.data_norm, stacklevel=3)
+        data_norm = public_bounds(self.clip, self.data_norm, stacklevel=3)[1]
+        if self.fit_intercept:
+            X, constant, data_norm = with_intercept_column(X, data_norm)
         budget = self.accountant
         if budget is None and epsilon != math.inf:
             budget = PrivacyBudget(epsilon, delta)
@@ -90,13 +100,15 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
             minimize_private(
                 X, np.where(y == target, 1.0, -1.0), method=self.method, epsilon=epsilon / len(targets),
                 delta=delta / len(targets), n_iter=self.n_iter, beta=self.beta, batch_size=self.batch_size,
-                clip=clip, data_norm=data_norm, reg=self.reg, loss="logistic", accountant=budget,
+                clip=self.clip, data_norm=data_norm, reg=self.reg, loss="logistic", accountant=budget,
                 random_state=bits,
             )
             for target in targets
         ]
-        self.coef_ = np.vstack([r.x for r in results])
-        self.intercept_ = np.zeros(len(targets))
+        weights = np.vstack([r.x for r in results])
+        self.coef_ = weights[:, :self.n_features_in_]
+        self.intercept_ = (constant * weights[:, -1] if self.fit_intercept
+                           else np.zeros(len(targets)))
         self.n_iter_ = results[0].n_iter
         self.privacy_spent_ = (sum(r.privacy_spent.epsilon for r in results),
                                sum(r.privacy_spent.delta for r in results))
@@ -104,10 +116,10 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         return self
 
     def decision_function(self, X):
-        """Return X @ coef_.T (one column per class for K > 2, a vector for two classes)."""
+        """Return X @ coef_.T + intercept_ (one column per class for K > 2, a vector for two classes)."""
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        scores = X @ self.coef_.T
+        scores = X @ self.coef_.T + self.intercept_
         return scores[:, 0] if scores.shape[1] == 1 else scores
 
     def predict_proba(self, X):
