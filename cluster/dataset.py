@@ -41,7 +41,7 @@ from hamsi.data.moments import (RatingStatistics, mean_of, squared_deviation_sum
                                 user_sums)
 from hamsi.data.ratings import _LOOKUP_SLACK, _as_integer_ids, dense_index, heldout_mask
 from hamsi.errors import InputError
-from hamsi.problems.matrix_factorization import BiasShard, bias_weight, penalty_weights
+from hamsi.problems.matrix_factorization import BiasShard, bias_weight, heldout_range, penalty_weights
 from cluster.layout import FactorLayout
 from cluster.placement import ShardData, assign_shards, set_v_homes, touched_items, touched_v_shards, v_homes
 from cluster.plan import FactorConfig
@@ -496,10 +496,11 @@ class WorkerRatings:
                                            int(max(row_counts.max(), col_counts.max())))
 
     def problem(self, rank: int, *, reg: float = 0.0, biases: bool = False, reg_weighting: str = "uniform",
-                init_scale: float = 1.0, init_biases: bool = False) -> "ShardedFactorization":
+                init_scale: float = 1.0, init_biases: bool = False,
+                clip_heldout: bool = True) -> "ShardedFactorization":
         """Return the MatrixFactorization of these ratings with the data on the workers (same keywords)."""
         return ShardedFactorization(self, rank, reg=reg, biases=biases, reg_weighting=reg_weighting,
-                                    init_scale=init_scale, init_biases=init_biases)
+                                    init_scale=init_scale, init_biases=init_biases, clip_heldout=clip_heldout)
 
 
 def _name(source) -> str:
@@ -525,7 +526,8 @@ class ShardedFactorization:
 
     metric = "rmse"
 
-    def __init__(self, ratings: WorkerRatings, rank, *, reg, biases, reg_weighting, init_scale, init_biases):
+    def __init__(self, ratings: WorkerRatings, rank, *, reg, biases, reg_weighting, init_scale, init_biases,
+                 clip_heldout: bool = True):
         self.ratings = ratings
         self.shape = ratings.shape
         self.rank, self.reg, self.biases = int(rank), float(reg), bool(biases)
@@ -536,6 +538,8 @@ class ShardedFactorization:
         self.n_params = (self.shape[0] + self.shape[1]) * self.width
         self.scale = 1.0 / self.n_functions
         self.offset = ratings.mean if self.biases else 0.0
+        self.rating_range = (ratings.rating_min, ratings.rating_max)  # the workers' reduced training range
+        self.heldout_range = heldout_range(self.rating_range, clip_heldout)
         self.col_reg, self.col_norm_weight = penalty_weights(self.reg, ratings.col_counts.astype(np.float64),
                                                              reg_weighting)
         self.layout = None
@@ -586,7 +590,7 @@ class WorkerLayout(FactorLayout):
             rank=problem.rank, width=self.width, n_items=problem.shape[1], n_ratings=problem.n_functions,
             n_test=ratings.n_test, scale=problem.scale, offset=problem.offset, reg=problem.reg,
             col_reg=problem.col_reg, col_norm_weight=problem.col_norm_weight, n_subsets=ratings.cover.n_subsets,
-            v_bounds=v_bounds, n_shards=self.n_shards)
+            v_bounds=v_bounds, n_shards=self.n_shards, heldout_range=problem.heldout_range)
 
     def sizes(self) -> list:
         """Training ratings per shard (placement balances them; the memory check reads them)."""

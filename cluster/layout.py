@@ -51,7 +51,8 @@ class FactorLayout:
             n_test=0 if heldout is None else int(heldout.nnz), scale=problem.scale, offset=problem.offset,
             reg=problem.reg, col_reg=problem.col_reg,
             col_norm_weight=problem.col_norm_weight,
-            n_subsets=problem.layout.n_subsets, v_bounds=v_bounds, n_shards=self.n_shards)
+            n_subsets=problem.layout.n_subsets, v_bounds=v_bounds, n_shards=self.n_shards,
+            heldout_range=problem.heldout_range)
 
     def sizes(self) -> list:
         """Ratings per shard (placement balances them)."""

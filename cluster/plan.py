@@ -12,7 +12,8 @@ class FactorConfig:
     """Constants of a matrix-factorization run, identical on every worker (copied from the problem).
 
     n_shards: B row shards U_0..U_{B-1} (shards 0..B-1 of the engine), V_0..V_{B-1} are shards
-    B..2B-1; v_bounds: offsets of V's shards inside V's flat buffer.
+    B..2B-1; v_bounds: offsets of V's shards inside V's flat buffer; heldout_range: the (lo, hi)
+    the test predictions are clipped to (the problem's, hamsi.problems.matrix_factorization.heldout_range).
     """
 
     rank: int
@@ -28,6 +29,7 @@ class FactorConfig:
     n_subsets: int
     v_bounds: np.ndarray
     n_shards: int
+    heldout_range: tuple
 
 
 @dataclass(frozen=True)

@@ -177,8 +177,9 @@ class FactorWork(_Common):
             sse = [float(kernels.mf_squared_error(d.rows[k], d.cols[k], d.vals[k], U, self.V, cfg.rank,
                                                   cfg.offset)) for k in range(len(d.vals))]
             norm = float(kernels.weighted_row_norms(U, d.row_norm_weight)) if cfg.reg > 0.0 else 0.0
-            test = (float(kernels.mf_squared_error(d.test_rows, d.test_cols, d.test_vals, U, self.V, cfg.rank,
-                                                   cfg.offset)) if d.test_vals.size else 0.0)
+            test = (float(kernels.mf_clipped_squared_error(d.test_rows, d.test_cols, d.test_vals, U, self.V,
+                                                           cfg.rank, cfg.offset, *cfg.heldout_range))
+                    if d.test_vals.size else 0.0)
             out.append(EvaluationPart(d.shard, sse, norm, test))
         return out
 

@@ -134,26 +134,42 @@ def mf_subset_gradient_sequential(rows, cols, vals, starts, ends, U, V, gU, gV, 
 
 @njit(nogil=True, cache=True)
 def mf_squared_error(rows, cols, vals, U, V, rank, offset):
-    """Return sum_i (v_i - pred_i)^2 over the given ratings, summed in index order (RMSE part)."""
+    """Return sum_i (v_i - pred_i)^2 over the given ratings, summed in index order (the training SSE)."""
+    return mf_clipped_squared_error(rows, cols, vals, U, V, rank, offset, -np.inf, np.inf)
+
+
+@njit(nogil=True, cache=True)
+def mf_clipped_squared_error(rows, cols, vals, U, V, rank, offset, lo, hi):
+    """Return sum_i (v_i - clip(pred_i, lo, hi))^2 in index order: the held-out SSE of served predictions.
+
+    The predictions the model serves are clipped to the training rating range; (-inf, inf) leaves
+    them as they are, bit for bit. Comparisons, not min/max, so a NaN prediction stays NaN.
+    """
     total = 0.0
     for i in range(rows.shape[0]):
-        e = vals[i] - predict_one(U, V, rows[i], cols[i], rank, offset)
+        p = predict_one(U, V, rows[i], cols[i], rank, offset)
+        if p < lo:
+            p = lo
+        elif p > hi:
+            p = hi
+        e = vals[i] - p
         total += e * e
     return total
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def mf_squared_error_chunked(rows, cols, vals, U, V, rank, offset, chunk_bounds):
-    """Return sum_i (v_i - pred_i)^2, parallel over fixed chunks, partials added in chunk order.
+def mf_squared_error_chunked(rows, cols, vals, U, V, rank, offset, lo, hi, chunk_bounds):
+    """Return sum_i (v_i - clip(pred_i, lo, hi))^2, parallel over fixed chunks, partials added in chunk order.
 
-    chunk_bounds (C + 1 offsets) fixes the summation order independently of the thread count.
+    chunk_bounds (C + 1 offsets) fixes the summation order independently of the thread count;
+    lo, hi as `mf_clipped_squared_error` ((-inf, inf) for the training SSE).
     """
     n_chunks = chunk_bounds.shape[0] - 1
     partials = np.empty(n_chunks)
     for c in prange(n_chunks):
-        lo = chunk_bounds[c]
-        hi = chunk_bounds[c + 1]
-        partials[c] = mf_squared_error(rows[lo:hi], cols[lo:hi], vals[lo:hi], U, V, rank, offset)
+        a = chunk_bounds[c]
+        b = chunk_bounds[c + 1]
+        partials[c] = mf_clipped_squared_error(rows[a:b], cols[a:b], vals[a:b], U, V, rank, offset, lo, hi)
     total = 0.0
     for c in range(n_chunks):
         total += partials[c]
@@ -496,7 +512,7 @@ def warm_up() -> None:
     for reg in (np.zeros(0), np.ones(2)):
         mf_subset_gradient(rows, rows, vals, starts, ends, U, V, gU, gV, 2, 0.5, 0.0, reg, reg)
         mf_subset_gradient_sequential(rows, rows, vals, starts, ends, U, V, gU, gV, 2, 0.5, 0.0, reg, reg)
-    mf_squared_error_chunked(rows, rows, vals, U, V, 2, 0.0, np.array([0, 2], dtype=np.int64))
+    mf_squared_error_chunked(rows, rows, vals, U, V, 2, 0.0, -np.inf, np.inf, np.array([0, 2], dtype=np.int64))
     weighted_row_norms(U, np.ones(2))
     norms = np.zeros(1)
     row_shard_norms(U, np.ones(2), np.array([0, 2], dtype=np.int64), norms)

@@ -137,6 +137,24 @@ def test_dask_estimator_equals_in_process_estimator(ratings, client):
     assert model.rmse(ratings) == pytest.approx(ref.rmse(ratings), rel=1e-12)
 
 
+def test_dask_trace_test_rmse_is_the_score_of_the_served_predictions(ratings, client):
+    from cluster import DaskMatrixFactorizer
+    from hamsi.estimator import MatrixFactorizer
+
+    train, test = ratings.split(0.2, seed=3)
+    known = (np.bincount(train.rows, minlength=train.shape[0])[test.rows] > 0) & \
+        (np.bincount(train.cols, minlength=train.shape[1])[test.cols] > 0)
+    validation = test.subset(np.flatnonzero(known))  # pairs predict scores by the factors, as the engine does
+    options = dict(rank=RANK, biases=True, reg=0.0, max_epochs=4, random_state=1, search=False, patience=None)
+    model = DaskMatrixFactorizer(client=client, **options).fit(train, validation=validation)
+    ref = MatrixFactorizer(blocks=2, threads=2, **options).fit(train, validation=validation)
+    unclipped = model.predict(validation, clip=False)
+    assert np.any((unclipped < model.rating_min_) | (unclipped > model.rating_max_))  # clipping matters here
+    assert model.trace_.column("test_rmse")[-1] == pytest.approx(-model.score(validation), rel=1e-12)  # last cycle kept
+    assert model.trace_.column("test_rmse")[-1] < np.sqrt(np.mean((unclipped - validation.values) ** 2)) - 1e-4
+    np.testing.assert_allclose(model.trace_.column("test_rmse"), ref.trace_.column("test_rmse"), rtol=1e-12)
+
+
 @pytest.mark.parametrize("kill_in_chunk", [0, 1])
 def test_killed_worker_is_replaced_by_the_survivors(ratings, kill_in_chunk):
     # chunk 0 restarts from the client's starting point, later chunks from the buddy snapshots

@@ -31,6 +31,19 @@ def test_fit_predict_score(ratings):
     assert len(model.trace_) == 31
 
 
+def test_trace_test_rmse_is_the_score_of_the_served_predictions(ratings):
+    train, test = ratings.split(0.2, seed=1)
+    known = (np.bincount(train.rows, minlength=60)[test.rows] > 0) & (np.bincount(train.cols, minlength=80)[test.cols] > 0)
+    validation = test.subset(np.flatnonzero(known))  # pairs predict scores by the factors, as the engine does
+    model = MatrixFactorizer(rank=3, blocks=2, biases=True, reg=0.0, eta=0.2, threads=1, max_epochs=20,
+                             random_state=0).fit(train, validation=validation)
+    assert model.best_epoch_ == len(model.trace_) - 1  # the last cycle's factors are the model's
+    unclipped = model.predict(validation, clip=False)
+    assert np.any((unclipped < model.rating_min_) | (unclipped > model.rating_max_))  # clipping matters here
+    assert model.trace_.column("test_rmse")[-1] == pytest.approx(-model.score(validation), rel=1e-12)
+    assert model.trace_.column("test_rmse")[-1] < np.sqrt(np.mean((unclipped - validation.values) ** 2)) - 1e-4
+
+
 def test_biases_and_validation_column(ratings):
     train, test = ratings.split(0.2, seed=1)
     model = MatrixFactorizer(rank=3, blocks=2, biases=True, reg=0.5, eta=0.2, threads=1, max_epochs=20,
@@ -46,7 +59,8 @@ def test_biases_and_validation_column(ratings):
     by_factors = (np.sum(U[test.rows] * V[test.cols], axis=1) + model.global_mean_ + model.user_bias_[test.rows]
                   + model.item_bias_[test.cols])
     np.testing.assert_allclose(unclipped, by_factors[known], rtol=1e-12)
-    assert model.trace_.column("test_rmse")[-1] == pytest.approx(np.sqrt(np.mean((by_factors - test.values) ** 2)),
+    served = np.clip(by_factors, train.values.min(), train.values.max())  # the trace scores served predictions
+    assert model.trace_.column("test_rmse")[-1] == pytest.approx(np.sqrt(np.mean((served - test.values) ** 2)),
                                                                    rel=1e-9)
 
 

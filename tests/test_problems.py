@@ -47,6 +47,27 @@ def test_mf_objective_closed_form():
     np.testing.assert_allclose(problem.predict(x, ratings.rows, ratings.cols), prediction, rtol=1e-12)
 
 
+def test_heldout_error_scores_predictions_clipped_to_the_training_range_and_keeps_nan():
+    train, test = small_ratings(6, m=8, n=10, count=50), small_ratings(7, m=8, n=10, count=25)
+    train = Ratings(train.rows, train.cols, np.where(train.values < 2, 2.0, train.values), train.shape)  # 2..5
+    clipped, unclipped = (MatrixFactorization(train, rank=2, biases=True, clip_heldout=flag) for flag in (True, False))
+    assert clipped.rating_range == (2.0, 5.0) and unclipped.heldout_range == (-np.inf, np.inf)
+    x = 2.0 * clipped.initial_point(np.random.default_rng(0))  # spread predictions well outside 2..5
+    served = clipped.predict(x, test.rows, test.cols)
+    below, above = served < 2.0, served > 5.0
+    assert below.any() and above.any()
+    served[below], served[above] = 2.0, 5.0
+    assert clipped.heldout_error(x, test) == pytest.approx(np.sqrt(np.mean((test.values - served) ** 2)), rel=1e-12)
+    raw = unclipped.predict(x, test.rows, test.cols)
+    assert unclipped.heldout_error(x, test) == pytest.approx(np.sqrt(np.mean((test.values - raw) ** 2)), rel=1e-12)
+    # the training SSE (the optimizer's objective) stays unclipped
+    train_raw = clipped.predict(x, train.rows, train.cols)
+    assert clipped.evaluate(x)[0] == pytest.approx(np.sqrt(np.mean((train.values - train_raw) ** 2)), rel=1e-12)
+    U, _ = clipped.factors(x)
+    U[test.rows[0], 0] = np.nan  # a NaN prediction is not clipped into range: the divergence shows
+    assert np.isnan(clipped.heldout_error(x, test))
+
+
 def test_arrange_makes_blocks_contiguous_and_shards_follow_strata():
     ratings = small_ratings(4, m=12, n=15, count=80)
     cover = partition.make("strata-b", ratings, blocks=3)

@@ -31,7 +31,8 @@ class MatrixFactorization(PartiallySeparableProblem):
     """Low-rank completion of a Ratings matrix; x = [U (m x w), V (n x w)], w = rank (+1 with biases)."""
 
     def __init__(self, ratings, rank: int, reg: float = 0.0, biases: bool = False, *,
-                 reg_weighting: str = "uniform", init_scale: float = 1.0, init_biases: bool = False):
+                 reg_weighting: str = "uniform", init_scale: float = 1.0, init_biases: bool = False,
+                 clip_heldout: bool = True):
         if reg_weighting not in REG_WEIGHTINGS:
             raise ValueError(f"reg_weighting must be one of {REG_WEIGHTINGS}; got {reg_weighting!r}")
         self.shape = (int(ratings.shape[0]), int(ratings.shape[1]))
@@ -51,6 +52,9 @@ class MatrixFactorization(PartiallySeparableProblem):
         self.scale = 1.0 / self.n_functions
         # the mean as the Dask data path reduces it (hamsi.data.moments), so both agree to the bit
         self.offset = rating_mean(self.rows, self.vals, self.shape[0]) if self.biases else 0.0
+        self.rating_range = ((float(self.vals.min()), float(self.vals.max())) if self.vals.size
+                             else (-np.inf, np.inf))
+        self.heldout_range = heldout_range(self.rating_range, clip_heldout)
         row_counts = np.bincount(self.rows, minlength=self.shape[0]).astype(np.float64)
         col_counts = np.bincount(self.cols, minlength=self.shape[1]).astype(np.float64)
         self.row_reg, self.row_norm_weight = penalty_weights(self.reg, row_counts, reg_weighting)
@@ -150,7 +154,7 @@ class MatrixFactorization(PartiallySeparableProblem):
         """Return the training SSE, summed block by block in (subset, block) order."""
         U, V = self.factors(x)
         return kernels.mf_squared_error_chunked(self.rows, self.cols, self.vals, U, V, self.rank,
-                                                self.offset, self._block_bounds)
+                                                self.offset, -np.inf, np.inf, self._block_bounds)
 
     def evaluate(self, x: np.ndarray) -> tuple[float, float]:
         """Return (train RMSE, objective F(x) = (SSE + penalty) / 2|I|), penalty as reg_weighting says.
@@ -168,7 +172,11 @@ class MatrixFactorization(PartiallySeparableProblem):
         return float(np.sqrt(sse / self.n_functions)), float(0.5 * self.scale * objective)
 
     def heldout_error(self, x: np.ndarray, data) -> float:
-        """Return the RMSE of x on held-out Ratings `data` (same users and items)."""
+        """Return the RMSE of x on held-out Ratings `data` (same users and items).
+
+        The predictions are those the model serves, clipped to the training range (`heldout_range`),
+        so the trace's test RMSE is the estimator's score; unclipped with clip_heldout=False.
+        """
         rows = np.ascontiguousarray(data.rows, dtype=np.int32)
         cols = np.ascontiguousarray(data.cols, dtype=np.int32)
         vals = np.ascontiguousarray(data.values, dtype=np.float64)
@@ -176,7 +184,8 @@ class MatrixFactorization(PartiallySeparableProblem):
             return float("nan")
         U, V = self.factors(x)
         chunks = equal_bounds(rows.size, min(HELDOUT_CHUNKS, rows.size))
-        sse = kernels.mf_squared_error_chunked(rows, cols, vals, U, V, self.rank, self.offset, chunks)
+        sse = kernels.mf_squared_error_chunked(rows, cols, vals, U, V, self.rank, self.offset,
+                                               *self.heldout_range, chunks)
         return float(np.sqrt(sse / rows.size))
 
     def predict(self, x: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -188,6 +197,11 @@ class MatrixFactorization(PartiallySeparableProblem):
         if self.biases:
             values += U[rows, self.rank] + V[cols, self.rank]
         return values
+
+
+def heldout_range(rating_range: tuple, clip_heldout: bool) -> tuple[float, float]:
+    """Return the (lo, hi) held-out predictions are clipped to: the training range, or (-inf, inf) when off."""
+    return (float(rating_range[0]), float(rating_range[1])) if clip_heldout else (-np.inf, np.inf)
 
 
 def penalty_weights(reg: float, counts: np.ndarray, reg_weighting: str) -> tuple[np.ndarray, np.ndarray]:
