@@ -96,7 +96,7 @@ def source_files(source) -> tuple[list, str]:
     return files, kinds.pop()
 
 
-def read_rating_file(path: str, kind: str, columns) -> "pd.DataFrame":
+def read_rating_file(path: str, kind: str, columns) -> "pandas.DataFrame":
     """Return the checked (user, item, rating) frame of one Parquet or CSV file (a task on a worker)."""
     import pyarrow as pa
 

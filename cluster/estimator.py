@@ -148,9 +148,12 @@ class DaskMatrixFactorizer(MatrixFactorizer):
         client = self._active_client
         n_workers = len(worker_addresses(client, minimum=self._worker_count() or 1))
         self.partition_ = self._partition(train, n_workers)
-        where = dict(client=client, chunk_epochs=self.chunk_epochs, checkpoint=self.checkpoint,
-                     checkpoint_every=self.checkpoint_every, resume=self.resume, method=self.algorithm)
-        return self._solve(driver.minimize_hamsi, train, validation, callback, max_time, **where)
+        return self._solve(driver.minimize_hamsi, train, validation, callback, max_time, **self._engine_options())
+
+    def _engine_options(self) -> dict:
+        """Return the Dask engine's own keywords for cluster.driver.minimize_hamsi (both fit paths)."""
+        return dict(client=self._active_client, chunk_epochs=self.chunk_epochs, checkpoint=self.checkpoint,
+                    checkpoint_every=self.checkpoint_every, resume=self.resume, method=self.algorithm)
 
     def _fit_on_workers(self, source, validation, callback):
         """Fit on ratings that stay on the workers (cluster.dataset) and return self.
@@ -181,10 +184,8 @@ class DaskMatrixFactorizer(MatrixFactorizer):
                           f"its ratings in one process): {', '.join(self._searched())} take the unsearched "
                           f"defaults; pass search=False to say so, or explicit values", UserWarning, stacklevel=3)
         self._choose_unsearched()
-        where = dict(client=client, chunk_epochs=self.chunk_epochs, checkpoint=self.checkpoint,
-                     checkpoint_every=self.checkpoint_every, resume=self.resume, method=self.algorithm)
         problem, result = self._solve(driver.minimize_hamsi, train, train if train.n_test else None, callback,
-                                      self.max_time, **where)
+                                      self.max_time, **self._engine_options())
         return self._set_fitted(train, problem, result)
 
     def _problem(self, train, options: dict):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from hamsi.problems import MatrixFactorization
-from cluster.placement import assign_shards, assign_v_homes, split_by_row_shard
+from cluster.placement import assign_v_homes, split_by_row_shard
 from cluster.plan import FactorConfig, ReplicatedConfig
 from cluster.shard import CommonState, ShardState
 

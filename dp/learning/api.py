@@ -22,7 +22,7 @@ from dp.learning.problems import loss_problem, make_problem
 from dp.learning.settings import RunSettings
 from dp.learning.sgdws import dp_sgdws
 from dp.learning.smag import dp_smag
-from dp.validation import check_delta, check_epsilon, check_positive
+from dp.validation import check_delta, check_epsilon
 
 # name -> (builder, noise, needs a batch size: "yes" / "no" / "optional")
 METHODS = {
