@@ -61,8 +61,13 @@ def squared_deviation_sums(rows: np.ndarray, values: np.ndarray, n_users: int, m
 
 
 def sum_in_order(partials) -> np.ndarray:
-    """Return partials[0] + partials[1] + ... added one after the other (shard order)."""
-    total = np.array(partials[0], dtype=np.float64, copy=True)
-    for part in partials[1:]:
-        total += part
+    """Return partials[0] + partials[1] + ... added one after the other (shard order).
+
+    The engine's own reduction (kernels.sum_partials_in_order), on a list of equal-length vectors.
+    """
+    from hamsi import kernels
+
+    stacked = np.ascontiguousarray(np.stack([np.asarray(part, dtype=np.float64) for part in partials]))
+    total = np.empty(stacked.shape[1])
+    kernels.sum_partials_in_order(stacked, total)
     return total
