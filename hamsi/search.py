@@ -100,7 +100,10 @@ def rung_cycles(min_cycles: int, max_cycles: int, factor: int, n_candidates: int
     while kept > factor and cycles < max_cycles:
         rungs.append((kept, cycles))
         kept, cycles = math.ceil(kept / factor), cycles * factor
-    # the last <= factor candidates run the whole budget: the winner's best cycle is then the refit's
+        if cycles * factor > max_cycles:  # a rung within a factor of the budget: run the budget at once
+            break
+    # the last candidates run the whole budget: the winner's best cycle is then the refit's. A rung
+    # of 90 cycles followed by one of 100 would rerun its best from scratch for 10 more cycles.
     return rungs + [(kept, max_cycles)]
 
 

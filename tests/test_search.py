@@ -31,6 +31,26 @@ def test_the_search_is_deterministic_under_random_state(ratings):
     assert (first.rank_, first.reg_, first.reg_weighting_) == (second.rank_, second.reg_, second.reg_weighting_)
 
 
+def test_trials_side_by_side_on_threads_give_the_table_of_one_at_a_time(ratings, monkeypatch):
+    import hamsi.estimator
+
+    side_by_side = MatrixFactorizer(**dict(FAST, threads=2)).fit(ratings)
+    assert len(side_by_side.search_results_["rank"]) > 2  # rungs with several trials ran on the pool
+    calls = []
+    original = hamsi.estimator.ThreadPoolExecutor
+
+    def counting(*args, **kwargs):
+        calls.append(args)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(hamsi.estimator, "ThreadPoolExecutor", counting)
+    side_by_side_again = MatrixFactorizer(**dict(FAST, threads=2)).fit(ratings)
+    one_at_a_time = MatrixFactorizer(**FAST).fit(ratings)
+    assert calls and calls[0][0] == 2
+    assert without_seconds(side_by_side.search_results_) == without_seconds(one_at_a_time.search_results_)
+    assert without_seconds(side_by_side_again.search_results_) == without_seconds(one_at_a_time.search_results_)
+
+
 def test_an_explicit_hyper_parameter_is_never_searched(ratings):
     model = MatrixFactorizer(rank=3, **FAST).fit(ratings)
     assert set(model.search_results_["rank"]) == {3} and model.rank_ == 3
