@@ -318,7 +318,10 @@ class MatrixFactorizer(BaseEstimator):
 
         if workers == 1:
             return [fit(trial) for trial in trials]
-        with ThreadPoolExecutor(workers, thread_name_prefix="hamsi-trial") as pool:
+        # the warnings filters are one list for all threads: silence the trials' warnings (their
+        # overfitting is their score) here, around the pool, not only inside each trial's thread
+        with warnings.catch_warnings(), ThreadPoolExecutor(workers, thread_name_prefix="hamsi-trial") as pool:
+            warnings.simplefilter("ignore")
             return list(pool.map(fit, trials))
 
     def _remaining(self, started: float):

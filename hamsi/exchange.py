@@ -97,7 +97,7 @@ class Exchange(Protocol):
 
 
 class LocalExchange:
-    """All shards in this process: the sharded numba kernels, parallel over shards."""
+    """All shards in this process: the sharded numba kernels, parallel over shards (kernels.vector_kernels)."""
 
     def __init__(self, problem, bounds: np.ndarray, x: np.ndarray, memory: int, heldout, phases: PhaseTimes):
         self.problem, self.bounds, self.heldout, self.phases = problem, bounds, heldout, phases
@@ -111,6 +111,7 @@ class LocalExchange:
                                gram=np.zeros((n_shards, 2 * memory + 1)), wtg=np.zeros((n_shards, 2 * memory)),
                                norms=np.zeros((n_shards, 2)))
         self._saved: dict[str, np.ndarray] = {}
+        self.k = kernels.vector_kernels(n)  # created under the run's numba thread count
 
     def clock(self) -> float:
         return self.phases.total
@@ -119,11 +120,11 @@ class LocalExchange:
         if request.vote:
             return Reductions(stopped=True)
         start = time.perf_counter()
-        kernels.sharded_fill_zero(self.g, self.bounds)
+        self.k.sharded_fill_zero(self.g, self.bounds)
         self.problem.add_subset_gradient(self.x, self.g, request.subset)
         middle = time.perf_counter()
         out = self._out
-        kernels.sharded_iteration_partials(self.x, self.x_start, self.g, self.g_start, self.S, self.Y,
+        self.k.sharded_iteration_partials(self.x, self.x_start, self.g, self.g_start, self.S, self.Y,
                                            self.s_new, self.y_new, self.bounds, request.pair, request.wtg,
                                            request.gram, request.norms, out.pair, out.new_pair_g, out.gram,
                                            out.wtg, out.norms)
@@ -139,18 +140,18 @@ class LocalExchange:
                           norms=out.norms if request.norms else None)
 
     def store_pair(self, slot: int) -> None:
-        kernels.sharded_copy_row(self.s_new, self.S, slot, self.bounds)
-        kernels.sharded_copy_row(self.y_new, self.Y, slot, self.bounds)
+        self.k.sharded_copy_row(self.s_new, self.S, slot, self.bounds)
+        self.k.sharded_copy_row(self.y_new, self.Y, slot, self.bounds)
 
     def remember_start(self) -> None:
-        kernels.sharded_copy(self.x, self.x_start, self.bounds)
-        kernels.sharded_copy(self.g, self.g_start, self.bounds)
+        self.k.sharded_copy(self.x, self.x_start, self.bounds)
+        self.k.sharded_copy(self.g, self.g_start, self.bounds)
 
     def step(self, coef, sigma: float, inv_beta: float) -> None:
         if coef is None:
-            kernels.sharded_gradient_step(self.x, self.g, inv_beta, self.bounds)
+            self.k.sharded_gradient_step(self.x, self.g, inv_beta, self.bounds)
         else:
-            kernels.sharded_lbfgs_step(self.x, self.g, self.S, self.Y, coef, sigma, inv_beta, self.bounds)
+            self.k.sharded_lbfgs_step(self.x, self.g, self.S, self.Y, coef, sigma, inv_beta, self.bounds)
 
     def evaluate(self) -> Evaluation:
         clock = self.clock()
@@ -163,7 +164,7 @@ class LocalExchange:
 
     def save(self, name: str) -> None:
         kept = self._saved.setdefault(name, np.empty_like(self.x))
-        kernels.sharded_copy(self.x, kept, self.bounds)
+        self.k.sharded_copy(self.x, kept, self.bounds)
 
     def restore(self, name: str) -> None:
-        kernels.sharded_copy(self._saved[name], self.x, self.bounds)
+        self.k.sharded_copy(self._saved[name], self.x, self.bounds)

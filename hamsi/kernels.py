@@ -31,6 +31,9 @@ chronology).
 
 from __future__ import annotations
 
+import types
+
+import numba
 import numpy as np
 from numba import njit, prange
 
@@ -490,16 +493,52 @@ def all_finite(v):
     return True
 
 
-_WARM = False
+def _one_thread_twin(kernel):
+    """Return `kernel` compiled without parallel=True (prange runs as range), under its own name.
+
+    Every parallel kernel loops over independent shards or blocks, so the twin gives the same
+    bits; it compiles in a fraction of the time (no parfor lowering) and skips numba's fork-join.
+    """
+    f = kernel.py_func
+    twin = types.FunctionType(f.__code__, f.__globals__, f"{f.__name__}_one_thread", f.__defaults__,
+                              f.__closure__)
+    twin.__qualname__ = twin.__name__  # numba's cache files are named after it: no clash with `kernel`'s
+    twin.__doc__ = f.__doc__
+    return njit(nogil=True, cache=True)(twin)
 
 
-def warm_up() -> None:
-    """Compile (or load from numba's cache) every kernel once, on tiny arrays of the real dtypes.
+# The vector kernels of the engine (every one a loop over shards); the gradient and the SSE are
+# not among them: compiled with parallel=True they run about 1.5-2x faster even on one thread
+# (numba compiles a prange body with noalias arguments), so they are always the parallel ones.
+VECTOR_KERNELS = ("sharded_iteration_partials", "sharded_copy_row", "sharded_copy", "sharded_fill_zero",
+                  "sharded_gradient_step", "sharded_lbfgs_step")
+# Below this many parameters the vector kernels' fork-join costs more than it saves (ml-1m-like at
+# rank 50 has 0.5M): their one-thread twins run, and a small fit never compiles the parallel ones.
+PARALLEL_VECTOR_MIN = 1 << 20
+_PARALLEL = types.SimpleNamespace(**{name: globals()[name] for name in VECTOR_KERNELS})
+_ONE_THREAD = types.SimpleNamespace(**{name: _one_thread_twin(globals()[name]) for name in VECTOR_KERNELS})
+
+
+def vector_kernels(n_params: int):
+    """Return the engine's vector kernels for a vector of n_params: parallel ones, or their one-thread twins.
+
+    The twins run when numba runs one thread here (its thread count is per calling thread:
+    hamsi.optimizer.numba_threads) or the vector is shorter than PARALLEL_VECTOR_MIN. Same bits
+    either way; a new install's first fit compiles about half as much (issue 20).
+    """
+    return _PARALLEL if numba.get_num_threads() > 1 and n_params >= PARALLEL_VECTOR_MIN else _ONE_THREAD
+
+
+_WARM: list = []
+
+
+def warm_up(n_params: int = 0) -> None:
+    """Compile (or load from numba's cache) the kernels a run on n_params uses, on tiny arrays of the real dtypes.
 
     The drivers call this before their clock starts, so timings exclude JIT work.
     """
-    global _WARM
-    if _WARM:
+    k = vector_kernels(n_params)
+    if k in _WARM:
         return
     rows = np.zeros(2, dtype=np.int32)
     vals = np.ones(2)
@@ -513,26 +552,19 @@ def warm_up() -> None:
         mf_subset_gradient(rows, rows, vals, starts, ends, U, V, gU, gV, 2, 0.5, 0.0, reg, reg)
         mf_subset_gradient_sequential(rows, rows, vals, starts, ends, U, V, gU, gV, 2, 0.5, 0.0, reg, reg)
     mf_squared_error_chunked(rows, rows, vals, U, V, 2, 0.0, -np.inf, np.inf, np.array([0, 2], dtype=np.int64))
-    weighted_row_norms(U, np.ones(2))
     norms = np.zeros(1)
     row_shard_norms(U, np.ones(2), np.array([0, 2], dtype=np.int64), norms)
     regularizer_in_order(norms, U, np.ones(2))
     bounds = np.array([0, 4, 8], dtype=np.int64)
     S = np.zeros((1, 8))
-    partials = np.zeros((2, 4))
-    out = np.zeros(4)
-    sharded_wtg(g, S, S, bounds, partials[:, :2].copy(), out[:2])
-    sharded_pair_products(x, x, g, g, S, S, bounds, partials, out)
-    sharded_store_pair(x, x, g, g, S, S, 0, bounds)
-    sharded_iteration_partials(x, x, g, g, S, S, S.copy(), S.copy(), bounds, True, True, True, True,
-                               np.zeros((2, 4)), np.zeros((2, 2)), np.zeros((2, 3)), np.zeros((2, 2)),
-                               np.zeros((2, 2)))
-    sharded_copy_row(S, S.copy(), 0, bounds)
-    shard_gram_partials(x, x, S, S, np.zeros(3))
-    shard_norm_partials(x, g, np.zeros(2))
-    sharded_lbfgs_step(x, g, S, S, np.zeros(2), 1.0, 1.0, bounds)
-    sharded_gradient_step(x, g, 1.0, bounds)
-    sharded_copy(x, g, bounds)
-    sharded_fill_zero(g, bounds)
+    k.sharded_iteration_partials(x, x, g, g, S, S, S.copy(), S.copy(), bounds, True, True, True, True,
+                                 np.zeros((2, 4)), np.zeros((2, 2)), np.zeros((2, 3)), np.zeros((2, 2)),
+                                 np.zeros((2, 2)))
+    k.sharded_copy_row(S, S.copy(), 0, bounds)
+    k.sharded_lbfgs_step(x, g, S, S, np.zeros(2), 1.0, 1.0, bounds)
+    k.sharded_gradient_step(x, g, 1.0, bounds)
+    k.sharded_copy(x, g, bounds)
+    k.sharded_fill_zero(g, bounds)
     all_finite(x)
-    _WARM = True
+    sum_partials_in_order(np.ones((2, 3)), np.zeros(3))
+    _WARM.append(k)

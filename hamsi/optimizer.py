@@ -61,8 +61,6 @@ def finish_result(x, reason, message, trace, phases, stepper, stop, epoch, **ext
 def _minimize(problem, partition, *, method, schedule, eta, gamma, eta_gd, memory, x0, random_state,
               max_epochs, max_time, tol, target, patience, heldout, threads, callback, safeguard):
     """Run the loop with a LocalExchange and return the OptimizeResult (shared by both methods)."""
-    kernels.warm_up()  # compile (or load) every kernel before the clock starts
-    lbfgs.warm_up()
     layout = problem.arrange(partition)
     bounds = problem.shard_bounds(partition)
     x = (problem.initial_point(engine_rngs(random_state)[0]) if x0 is None
@@ -74,9 +72,11 @@ def _minimize(problem, partition, *, method, schedule, eta, gamma, eta_gd, memor
                      has_heldout=heldout is not None, eta=eta, safeguard=stepper.safeguard,
                      metric=problem.metric)
     phases = PhaseTimes()
-    exchange = LocalExchange(problem, bounds, x, memory, heldout, phases)
     trace = Trace()
     with numba_threads(threads):
+        kernels.warm_up(problem.n_params)  # compile (or load) the kernels this run uses before its clock starts
+        lbfgs.warm_up()
+        exchange = LocalExchange(problem, bounds, x, memory, heldout, phases)
         loop.start(stepper, exchange, stop, trace, callback)
         epochs = range(1, max_epochs + 1) if max_epochs is not None else _count_from(1)
         reason, message, epoch = loop.run_cycles(stepper, exchange, stop, trace, callback, epochs)

@@ -9,7 +9,7 @@ import partition
 from hamsi import kernels
 from hamsi.data.synth import make_ratings
 from hamsi.lbfgs import LBFGSMemory
-from hamsi.optimizer import beta_schedule, engine_rngs, minimize_hamsi, minimize_mbgd
+from hamsi.optimizer import beta_schedule, engine_rngs, minimize_hamsi, minimize_mbgd, numba_threads
 from hamsi.problems import MatrixFactorization
 from hamsi.schedules import hamsi_cycle
 from hamsi.trace import TRACE_COLUMNS
@@ -66,10 +66,22 @@ def test_same_seed_same_trace(ratings, schedule):
     assert not np.array_equal(first.x, other.x)
 
 
-def test_thread_count_does_not_change_the_iterates(ratings):
+@pytest.mark.parametrize("vector_min", [0, kernels.PARALLEL_VECTOR_MIN])
+def test_thread_count_does_not_change_the_iterates(ratings, monkeypatch, vector_min):
+    # vector_min 0: two threads run the parallel vector kernels, one thread their one-thread twins
+    monkeypatch.setattr(kernels, "PARALLEL_VECTOR_MIN", vector_min)
     _, one = run(ratings, blocks=2, max_epochs=12, threads=1)
     _, two = run(ratings, blocks=2, max_epochs=12, threads=2)
     np.testing.assert_array_equal(one.x, two.x)
+
+
+def test_the_vector_kernels_follow_the_thread_count_and_the_size():
+    with numba_threads(2):
+        assert kernels.vector_kernels(kernels.PARALLEL_VECTOR_MIN).sharded_copy is kernels.sharded_copy
+        assert kernels.vector_kernels(kernels.PARALLEL_VECTOR_MIN - 1).sharded_copy is not kernels.sharded_copy
+    with numba_threads(1):
+        twin = kernels.vector_kernels(kernels.PARALLEL_VECTOR_MIN).sharded_copy
+        assert twin is not kernels.sharded_copy and not twin.targetoptions.get("parallel")
 
 
 def shard_by_shard_hamsi(problem, cover, epochs, eta=0.06, gamma=0.51, memory=5, seed=0, schedule="det"):
