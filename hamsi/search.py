@@ -56,12 +56,17 @@ SEARCH_TIME_SHARE = 0.7  # of max_time; the refit gets the rest
 
 @dataclass(frozen=True)
 class Trial:
-    """One run of the search: candidate index, its parameters, the cycles it may run, its rung."""
+    """One run of the search: candidate index, its parameters, the cycles it may run, its rung.
+
+    deadline: the search's end in time.time() seconds (None: no time budget); a trial still
+    running then stops at the end of its cycle, so a max_time bounds the whole fit.
+    """
 
     candidate: int
     params: dict
     cycles: int
     rung: int
+    deadline: float | None = None
 
 
 def validation_split(train, share: float = VALIDATION_SHARE, seed=None):
@@ -122,6 +127,7 @@ def choose_by_validation(grid: list[dict], run_rung, *, min_cycles: int = MIN_CY
     if not grid:
         raise InputError("the search has no candidates")
     started = time.perf_counter()
+    deadline = None if time_budget is None else time.time() + time_budget
     rows, alive, finished = [], list(range(len(grid))), True
     scores = {}
     for rung, (kept, cycles) in enumerate(rung_cycles(min_cycles, max_cycles, factor, len(grid))):
@@ -129,7 +135,7 @@ def choose_by_validation(grid: list[dict], run_rung, *, min_cycles: int = MIN_CY
             finished = False
             break
         alive = sorted(alive, key=lambda index: scores.get(index, (0.0,)))[:kept] if rung else alive
-        trials = [Trial(index, grid[index], cycles, rung) for index in alive]
+        trials = [Trial(index, grid[index], cycles, rung, deadline) for index in alive]
         for trial, outcome in zip(trials, run_rung(trials)):
             rmse = float(outcome["validation_rmse"])
             scores[trial.candidate] = (rmse if math.isfinite(rmse) else math.inf, trial.candidate)
@@ -195,7 +201,8 @@ def fit_trial(estimator_class, base_params: dict, trial: Trial, fit_part, valida
     import warnings
 
     started = time.perf_counter()
-    model = estimator_class(**dict(base_params, **trial.params, max_epochs=trial.cycles))
+    max_time = None if trial.deadline is None else max(trial.deadline - time.time(), 1e-3)
+    model = estimator_class(**dict(base_params, **trial.params, max_epochs=trial.cycles, max_time=max_time))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # a trial's overfitting or divergence is its score, not news
         model.fit(fit_part, validation=validation)

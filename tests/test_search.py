@@ -107,6 +107,31 @@ def test_successive_halving_keeps_the_best_third_against_brute_force():
     assert sorted(rung1) == sorted((grid[i]["rank"], grid[i]["reg"]) for i in best6)
     assert search.rung_cycles(2, 40, 3, 18) == [(18, 2), (6, 6), (2, 40)]
     assert search.rung_cycles(10, 100, 3, 3) == [(3, 100)]
+    # a rung within a factor of the budget runs the budget at once (no 90-cycle rung before a 100)
+    assert search.rung_cycles(30, 100, 3, 10) == [(10, 30), (4, 100)]
+
+
+def test_a_time_budget_reaches_every_trial_as_its_max_time(ratings):
+    seen = []
+
+    class Recording(MatrixFactorizer):
+        def fit(self, *args, **kwargs):
+            seen.append(self.max_time)
+            return super().fit(*args, **kwargs)
+
+    deadlines = []
+
+    def run_rung(trials):
+        deadlines.extend(t.deadline for t in trials)
+        fit_part, validation = search.validation_split(ratings, seed=0)
+        return [search.fit_trial(Recording, dict(FAST, max_epochs=2), t, fit_part, validation) for t in trials]
+
+    grid = [{"rank": 2, "reg_weighting": "uniform", "reg": 1.0}, {"rank": 3, "reg_weighting": "uniform", "reg": 1.0}]
+    search.choose_by_validation(grid, run_rung, min_cycles=1, max_cycles=2, time_budget=30.0)
+    assert deadlines and all(d is not None for d in deadlines)
+    assert all(m is not None and 0 < m <= 30.0 for m in seen)
+    search.choose_by_validation(grid, run_rung, min_cycles=1, max_cycles=2)  # no budget: no limit
+    assert seen[-1] is None
 
 
 def test_a_search_cut_short_while_validation_still_falls_refits_for_the_whole_budget(monkeypatch):
