@@ -29,7 +29,8 @@ long-tail-like has the statistics of the second real set of issue 20 (a MovieLen
 release): 672 x 9,066, 100,020 half-star ratings 0.5..5 with its shares (mean 3.54, sd 1.06),
 every user >= 16; users from a lognormal law (median about 72, max about 2,400: real 71 / 2,391)
 and items from gamma 0.26 (median 3, 47 % with <= 2 ratings; max about 190 against the real
-343, the one figure it misses). It reuses MOVIELENS_MODEL's difficulty.
+343, the one figure it misses). Its difficulty (LONG_TAIL_MODEL) is calibrated to the gains over
+the bias baseline that the real file shows.
 """
 
 from __future__ import annotations
@@ -93,6 +94,12 @@ HALF_STAR_SHARES = {1.0: 0.04, 1.5: 0.02, 2.0: 0.09, 2.5: 0.05, 3.0: 0.22, 3.5: 
 # doc. The 10M/20M presets reuse it (not calibrated to those releases).
 MOVIELENS_MODEL = RatingModel(user_bias=0.39, item_bias=0.44, factors=0.45, noise=0.67,
                               popularity_corr=0.45)
+# long-tail-like: calibrated so that a random 80/20 split scores as the real file of issue 20 does
+# relative to its bias baseline (seed 0, the same split for all: biases 0.893 (real, unregularized,
+# 0.902), scikit-surprise SVD defaults 0.897 (0.895), its best grid point 0.865 (0.871), Spark ALS
+# best point 0.924 (0.915)). With MOVIELENS_MODEL, which it used before, a factor model gained
+# 0.010 over the biases where the real file gains 0.031, so no setting could show the real gain.
+LONG_TAIL_MODEL = RatingModel(user_bias=0.45, item_bias=0.5, factors=0.52, noise=0.62, popularity_corr=0.45)
 # For explicit shapes: a strong planted signal (signal variance about 1.5, noise 0.5), the
 # generator's original model, which tests of recovery rely on.
 # Gamma shapes: fitted to min / median / max activity of each release (expected counts).
@@ -102,7 +109,7 @@ PRESETS = {
     "ml-1m-like": Preset(6040, 3706, 1_000_209, 0.50, 0.42, STAR_SHARES_1M, MOVIELENS_MODEL),
     "ml-10m-like": Preset(69878, 10677, 10_000_054, 0.26, 0.22, STAR_SHARES, MOVIELENS_MODEL),
     "ml-20m-like": Preset(138493, 26744, 20_000_263, 0.25, 0.13, STAR_SHARES, MOVIELENS_MODEL),
-    "long-tail-like": Preset(672, 9066, 100_020, 1.4, 0.26, LONG_TAIL_SHARES, MOVIELENS_MODEL,
+    "long-tail-like": Preset(672, 9066, 100_020, 1.4, 0.26, LONG_TAIL_SHARES, LONG_TAIL_MODEL,
                              min_user_ratings=16, user_activity_law="lognormal"),
 }
 DEFAULT_ACTIVITY_SHAPE = 0.7
