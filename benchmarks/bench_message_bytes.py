@@ -88,8 +88,9 @@ def main(argv=None):
     if 2 in by_workers:
         base = by_workers[2]
         for w in sorted(set(by_workers) - {2}):
-            print(f"all workers, {w} / 2 workers: replicated {by_workers[w]['replicated']['all'] / base['replicated']['all']:.2f}x, "
-                  f"owned {by_workers[w]['owned']['all'] / base['owned']['all']:.2f}x")
+            replicated = by_workers[w]["replicated"]["all"] / base["replicated"]["all"]
+            owned = by_workers[w]["owned"]["all"] / base["owned"]["all"]
+            print(f"all workers, {w} / 2 workers: replicated {replicated:.2f}x, owned {owned:.2f}x")
         if 4 in by_workers:
             ratio = by_workers[4]["owned"]["all"] / base["owned"]["all"]
             print(f"goal: owned bytes at 4 workers <= {GOAL}x those at 2: {'met' if ratio <= GOAL else 'NOT met'} "

@@ -318,7 +318,7 @@ class _DistributedRun:
         return self._share_checked[key]
 
     def _v_holders(self):
-        """Return holders[k][j], the worker of V_j's home in subset k, when V can be owned on the message path, else None.
+        """Return holders[k][j], the worker of V_j's home in subset k, when V is owned on the message path; else None.
 
         Needs every V_j to have one home in every subset (STRATA/-B) and two or more workers;
         owned_v None: only when the owned V sends fewer bytes than the replicated one.

@@ -122,7 +122,7 @@ class MailboxExchange:
 
 
 def run_chunk(plan, datas: list, states: list, common) -> dict:
-    """Return {"states", "common", "records", "reason", "message", "phases", "bytes_sent", "worker"} after plan's cycles.
+    """Return {"states", "common", "records", "reason", "message", "phases", "bytes_sent", "worker"} after the cycles.
 
     The pinned task of one worker: builds its work and MailboxExchange and runs hamsi.loop on the
     chunk's cycles. Inputs are copied, never mutated: they are the snapshot the driver reruns the

@@ -402,7 +402,7 @@ class Links:
 
     # ------------------------------------------------------------------ one round
     def round(self, run: str, peers: list[str], message, timeout: float) -> tuple[list, float, int]:
-        """Send `message` to every peer and return (their messages in `peers` order, seconds blocked waiting, bytes sent).
+        """Send `message` to every peer; return (their messages in `peers` order, seconds blocked waiting, bytes sent).
 
         message: one Message for every peer, or {peer: Message} (each peer its own). Raises
         PeerLost naming the peers whose message is missing after `timeout` seconds, or whose

@@ -111,7 +111,7 @@ class Mailbox:
             self._linked.add(run)
 
     def round(self, run: str, step, peers: list[str], message, timeout: float) -> tuple[list, float, float, int]:
-        """Send `message` to every peer; return (the peers' messages in `peers` order, seconds sending, seconds waiting, bytes sent).
+        """Send `message` to every peer; return (the peers' messages in order, seconds sending, seconds waiting, bytes).
 
         message: one Message for every peer, or {peer: Message}. Bytes sent: the links' frames
         as written; through the comms the same frames' size (the comms' own framing not counted).
@@ -150,10 +150,10 @@ class Mailbox:
     def post(self, run: str, step, peers: list[str], payload):
         """Start posting `payload` (payload[peer] when a dict) to every peer; return a concurrent Future.
 
-        Call from a task thread. Messages go over one long-lived comm per peer with reply=False: a send is one write, not
-        a request/response round trip; the peer's handler reads them in order. The write runs on
-        the worker's event loop while the task thread keeps computing (the kernels drop the GIL),
-        so `payload` must not change until `wait_posted` returns.
+        Call from a task thread. Messages go over one long-lived comm per peer with reply=False: a
+        send is one write, not a request/response round trip; the peer's handler reads them in
+        order. The write runs on the worker's event loop while the task thread keeps computing (the
+        kernels drop the GIL), so `payload` must not change until `wait_posted` returns.
         """
         def message(addr):
             mine = payload[addr] if isinstance(payload, dict) else payload

@@ -284,9 +284,9 @@ class OwnedFactorWork(FactorWork):
     and V_j's partials before the round, and the round's message to V_j's home in the cycle's next
     subset (request.next_subset) carries V_j's x and g (an ItemShard; g only in a cycle's first
     iteration, when every worker holds all of V): that worker stores, remembers and steps it; at
-    the cycle's end the current home steps it. x_start, g_start of V_j
-    stay with its home in the cycle's first subset, which is also the home in the last one, where
-    the pair is formed (first == last). At the cycle's end (`sync_items`, before the evaluation)
+    the cycle's end the current home steps it. x_start, g_start of V_j stay with its home in the
+    cycle's first subset, which is also the home in the last one, where the pair is formed
+    (first == last). At the cycle's end (`sync_items`, before the evaluation)
     every worker sends the V shards it stepped last, and the new pair rows when a pair was stored,
     to every peer: between cycles V, S and Y are replicated again, so the evaluation, save/restore,
     snapshots and the chunk's result are FactorWork's. The cycle-start copies of V are valid only
@@ -315,7 +315,7 @@ class OwnedFactorWork(FactorWork):
         self.replicated = True  # every worker holds all of V: at the chunk's start and after a sync
 
     def compute(self, request):
-        """Return ({peer: ItemShards it steps next}, partials of the hosted U shards and the V shards they are home of)."""
+        """Return ({peer: the ItemShards it steps next}, partials of the hosted U shards and of their V shards)."""
         cfg, k = self.cfg, request.subset
         after = request.next_subset if request.next_subset >= 0 else k
         outgoing, partials, self.current = {}, [], []
