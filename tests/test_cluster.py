@@ -79,15 +79,20 @@ def test_owned_v_is_bitwise_the_in_process_one(ratings, client4, blocks, scheme,
     """V_j handed along the strata on the message path (cluster.work.OwnedFactorWork), across chunks."""
     part = partition.make(scheme, ratings, blocks=blocks, seed=1)
     problem = MatrixFactorization(ratings, RANK, reg=reg, biases=reg > 0)
+    # memory 2: quasi-Newton steps (they read the pair rows and cycle-start copies) once 2 pairs are kept;
+    # the safeguard rejects some pairs, and the plain method diverges after cycle 4 on these data
+    epochs = 7 if safeguard else 4
     if method == "hamsi":
-        ref = minimize_hamsi(problem, part, random_state=1, threads=2, max_epochs=4, schedule=schedule,
-                             safeguard=safeguard)
+        ref = minimize_hamsi(problem, part, random_state=1, threads=2, max_epochs=epochs, schedule=schedule,
+                             safeguard=safeguard, memory=2)
     else:
-        ref = minimize_mbgd(problem, part, random_state=1, threads=2, max_epochs=4, schedule=schedule)
+        ref = minimize_mbgd(problem, part, random_state=1, threads=2, max_epochs=epochs, schedule=schedule)
     got = fit_distributed(ratings, rank=RANK, reg=reg, biases=reg > 0, method=method, partition=part,
-                          schedule=schedule, safeguard=safeguard, random_state=1, max_epochs=4, client=client4,
-                          chunk_epochs=3, shared_memory=False, owned_v=True)
+                          schedule=schedule, safeguard=safeguard, random_state=1, max_epochs=epochs, client=client4,
+                          chunk_epochs=3, shared_memory=False, owned_v=True, memory=2)
     assert got.owned_v and not got.shared_memory and len(got.workers) == blocks
+    assert method == "mbgd" or got.pairs_accepted == ref.pairs_accepted >= 2
+    assert ref.reason == "epoch_limit" and np.all(np.isfinite(ref.x))
     np.testing.assert_array_equal(without_time(got.trace), without_time(ref.trace))
     assert np.array_equal(got.x, ref.x)
 
@@ -144,11 +149,15 @@ def test_overlapping_schemes_match_in_process_to_rounding(ratings, client, schem
     np.testing.assert_allclose(got.x, ref.x, rtol=1e-9, atol=1e-9)
 
 
-def test_more_shards_than_workers(ratings, client):
+@pytest.mark.parametrize("owned", [None, True])
+def test_more_shards_than_workers(ratings, client, owned):
+    # owned: two V homes per worker in every subset, some V_j handed on within a worker
     part = partition.make("strata-b", ratings, blocks=4, seed=1)
     ref = in_process(ratings, part, max_epochs=3)
-    got = fit_distributed(ratings, rank=RANK, partition=part, random_state=1, max_epochs=3, client=client)
+    got = fit_distributed(ratings, rank=RANK, partition=part, random_state=1, max_epochs=3, client=client,
+                          shared_memory=None if owned is None else False, owned_v=owned)
     assert sorted(set(got.shard_owner.values())) == sorted(got.workers) and len(got.workers) == 2
+    assert got.owned_v is bool(owned)
     assert np.array_equal(got.x, ref.x)
 
 
