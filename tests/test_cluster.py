@@ -182,8 +182,8 @@ def test_time_limit_stops_the_run(ratings, client):
 @pytest.mark.parametrize("shared,owned", [(None, None), (False, True)])
 def test_checkpoint_resume_is_bit_exact(ratings, client, tmp_path, shared, owned):
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
-    options = dict(rank=RANK, partition=part, random_state=1, client=client, schedule="stoc",
-                   shared_memory=shared, owned_v=owned)
+    options = dict(rank=RANK, partition=part, random_state=1, client=client, schedule="stoc", memory=2,
+                   shared_memory=shared, owned_v=owned)  # memory 2: quasi-Newton steps after the resume
     whole = fit_distributed(ratings, max_epochs=4, **options)
     first = fit_distributed(ratings, max_epochs=2, checkpoint=str(tmp_path), checkpoint_every=2, **options)
     assert (tmp_path / "state.npz").exists() and first.n_cycles == 2
