@@ -35,6 +35,7 @@ from cluster.mailbox import abort_run, install
 from cluster.placement import assign_shards
 from cluster.plan import ChunkPlan
 from cluster.warm import warm_up
+from cluster.work import item_rows_per_iteration
 
 METHODS = steps.METHODS
 # How long a chunk may go without hearing from a peer before the task gives up (a dead peer is
@@ -115,7 +116,7 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
                    chunk_epochs: int = 10, checkpoint: str | None = None,
                    checkpoint_every: int | None = None, resume: str | None = None, backup: bool = True,
                    peer_timeout: float = PEER_TIMEOUT, on_chunk=None, quiet: bool = False,
-                   shared_memory: bool | None = None, security=None):
+                   shared_memory: bool | None = None, owned_v: bool | None = None, security=None):
     """Return the OptimizeResult of HAMSI (thesis Alg. 3; method="mbgd": mini-batch GD) on Dask workers.
 
     The keywords of hamsi.optimizer.minimize_hamsi mean the same here (safeguard, patience with
@@ -129,7 +130,12 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
     second worker, so a worker's death costs a rerun of one chunk on the survivors. on_chunk(info)
     is called after every chunk submission (tests use it to kill a worker). shared_memory (None:
     whenever possible) keeps V in shared memory when all workers run on one host and the cover is
-    STRATA/-B (cluster/shared.py); False always sends gV rows between workers. security: a
+    STRATA/-B (cluster/shared.py). Otherwise owned_v=True (STRATA/-B) hands each item shard V_j
+    from worker to worker along the strata, one worker stepping it per inner iteration
+    (cluster.work.OwnedFactorWork); owned_v=False, or a cover whose V_j have several homes
+    (HOGWILD, COLOR), keeps V replicated: every worker receives every gV row and steps all of V;
+    None: owned when it sends fewer bytes (cluster.work.item_rows_per_iteration: from 5 workers
+    with B = workers). result.worker_bytes_sent: bytes each worker sent its peers. security: a
     distributed.security.Security for a tls:// scheduler or a TLS LocalCluster (cluster.connect).
     """
     if method not in METHODS:
@@ -142,7 +148,7 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
         workers = worker_addresses(dask_client, minimum=n_workers or 1)
         run = _DistributedRun(problem, partition, dask_client, workers, heldout=heldout, backup=backup,
                               peer_timeout=peer_timeout, quiet=quiet, memory=memory,
-                              shared_memory=shared_memory)
+                              shared_memory=shared_memory, owned_v=owned_v)
         stepper = steps.Stepper(method=method, n_subsets=run.layout_k, n_params=problem.n_params,
                                 schedule=schedule, memory=memory, eta=eta,
                                 gamma=gamma, eta_gd=eta_gd, safeguard=safeguard, random_state=random_state)
@@ -205,10 +211,11 @@ class _DistributedRun:
     """Placement, chunk submission, recovery and result assembly of one distributed run."""
 
     def __init__(self, problem, partition, client, workers, *, heldout, backup, peer_timeout, quiet, memory,
-                 shared_memory=None):
+                 shared_memory=None, owned_v=None):
         self.problem, self.partition, self.client = problem, partition, client
-        self.shared_memory = shared_memory
+        self.shared_memory, self.owned_v = shared_memory, owned_v
         self.shared_used = False  # any chunk ran with V in shared memory
+        self.owned_used = False  # any chunk ran with V owned on the message path
         self._share_checked = {}  # workers -> may they share V
         self.heldout, self.backup, self.peer_timeout, self.quiet = heldout, backup, peer_timeout, quiet
         self.layout_k = problem.arrange(partition).n_subsets
@@ -309,6 +316,25 @@ class _DistributedRun:
             hosts = {get_address_host(a) for a in self.used}
             self._share_checked[key] = len(hosts) == 1 and len(users) == 1 and None not in users
         return self._share_checked[key]
+
+    def _v_holders(self):
+        """Return holders[k][j], the worker of V_j's home in subset k, when V is owned on the message path; else None.
+
+        Needs every V_j to have one home in every subset (STRATA/-B) and two or more workers;
+        owned_v None: only when the owned V sends fewer bytes than the replicated one.
+        """
+        if self.owned_v is False or not self.layout.homes_complete or len(self.used) < 2:
+            return None
+        if self.owned_v is None and (item_rows_per_iteration(len(self.used), self.layout_k, owned=True)
+                                     >= item_rows_per_iteration(len(self.used), self.layout_k, owned=False)):
+            return None
+        n_v = len(self.layout.config.v_bounds) - 1
+        holders = [[""] * n_v for _ in range(self.layout_k)]
+        for p, homes in enumerate(self.layout.v_homes()):
+            for k, j in enumerate(homes):
+                if j >= 0:
+                    holders[k][j] = self.owner[p]
+        return holders
 
     # ------------------------------------------------------------------ one chunk
     def _submit_chunk(self, plan):
@@ -479,10 +505,13 @@ class _DistributedRun:
     def _run_chunk(self, epochs, chunk_index, on_chunk):
         """Run one chunk to completion (rerunning it on the survivors after a loss); return the summaries."""
         while True:
+            shared = self._can_share()
             plan = ChunkPlan(run_id=uuid.uuid4().hex[:12], workers=list(self.used), owner=dict(self.owner),
                              epochs=epochs, config=self.layout.config, timeout=self.peer_timeout,
-                             shared=self._can_share(), secret=secrets.token_bytes(32))
+                             shared=shared, v_holders=None if shared else self._v_holders(),
+                             secret=secrets.token_bytes(32))
             self.shared_used = self.shared_used or plan.shared
+            self.owned_used = self.owned_used or plan.v_holders is not None
             futures = self._submit_chunk(plan)
             if on_chunk is not None:
                 on_chunk({"chunk": chunk_index, "first_cycle": epochs.start, "workers": list(self.used),
@@ -503,7 +532,7 @@ class _DistributedRun:
     def optimize(self, stepper, stop, *, x0, random_state, chunk_epochs, checkpoint, checkpoint_every, resume,
                  callback, on_chunk):
         """Run chunks until a stop rule fires; return the OptimizeResult (see finish_result)."""
-        trace, phases, worker_phases = Trace(), PhaseTimes(), {}
+        trace, phases, worker_phases, worker_bytes = Trace(), PhaseTimes(), {}, {}
         full, stepper, stop, time_used, cycles_done, started = self._start(stepper, stop, x0, random_state,
                                                                          resume, trace)
         self._place(self.workers)
@@ -528,6 +557,8 @@ class _DistributedRun:
                 if callback is not None:
                     callback(dict(zip(ROW_NAMES, row)))
             self._add_phases(phases, worker_phases, summaries)
+            for addr, summary in summaries.items():
+                worker_bytes[addr] = worker_bytes.get(addr, 0) + summary["bytes_sent"]
             stepper, stop, reason, message = lead["stepper"], lead["stop"], lead["reason"], lead["message"]
             cycles_done = lead["cycles_done"]
             time_used = max(s["time_used"] for s in summaries.values())
@@ -540,7 +571,8 @@ class _DistributedRun:
                                shard_bounds=self.bounds, exchange_time=phases.exchange + phases.wait,
                                worker_phases=worker_phases, wall_time=wall, workers=list(self.used),
                                shard_owner=dict(self.owner), recoveries=list(self.recoveries),
-                               shared_memory=self.shared_used)
+                               shared_memory=self.shared_used, owned_v=self.owned_used,
+                               worker_bytes_sent=worker_bytes)
         result.time = max(time_used, phases.total)
         return result
 
@@ -618,4 +650,5 @@ def _summary(result: dict) -> dict:
     common = result["common"]
     return {"records": result["records"], "phases": result["phases"], "stepper": common.stepper,
             "stop": common.stop, "reason": result["reason"], "message": result["message"],
-            "cycles_done": common.cycles_done, "time_used": common.time_used, "worker": result["worker"]}
+            "cycles_done": common.cycles_done, "time_used": common.time_used, "worker": result["worker"],
+            "bytes_sent": result["bytes_sent"]}

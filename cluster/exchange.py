@@ -4,7 +4,8 @@ Every worker runs `hamsi.loop` with its own copy of the Stepper and StopRules; o
 iteration is one all-to-all round of typed Messages among the workers (no client, no scheduler):
 1. the work (cluster.work) adds the subset's gradient on its shards and forms their partials;
 2. the Message {gradient rows of the replicated part, shard partials, clock vote} goes to every
-   peer (cluster.mailbox), and the peers' messages of the same step come back;
+   peer (cluster.mailbox), and the peers' messages of the same step come back (with V owned,
+   cluster.work.OwnedFactorWork, each peer's message carries the V shards it steps next);
 3. the replicated gradient is assembled in a fixed order, the remaining partials formed, and all
    partials handed to the stepper in shard order, which decides exactly as in one process.
 A cycle's evaluation is one more small round (train/test sums, clocks: the largest is the
@@ -35,24 +36,29 @@ class MailboxExchange:
         self.peers = [a for a in plan.workers if a != me]
         self.time_used = time_used
         self._step = 0
+        self.bytes_sent = 0  # over the links (or the comms) in this chunk
 
     def clock(self) -> float:
         """This worker's optimization time: before the chunk plus this chunk's phases."""
         return self.time_used + self.phases.total
 
-    def _round(self, message: Message, timed: bool = True) -> list[Message]:
+    def _round(self, message: Message, timed: bool = True, addressed: dict | None = None) -> list[Message]:
         """Send `message` to every peer and return all messages of this round (ours included).
 
+        addressed: {peer: Message} sent instead, each peer its own (`message` is then ours).
         timed: add the round's sending and waiting to the exchange and wait phases (the
         evaluation's round is not: like the in-process evaluation it counts only as the
         safeguard's time, through Evaluation.seconds, and only when the safeguard is on).
         """
         self._step += 1
-        message.step = self._step
+        for m in [message, *(addressed or {}).values()]:
+            m.step = self._step
         if not self.peers:
             return [message]
-        received, sending, waiting = self.box.round(self.plan.run_id, self._step, self.peers, message,
-                                                    self.plan.timeout)
+        received, sending, waiting, nbytes = self.box.round(self.plan.run_id, self._step, self.peers,
+                                                            message if addressed is None else addressed,
+                                                            self.plan.timeout)
+        self.bytes_sent += nbytes
         if timed:
             self.phases.exchange += sending
             self.phases.wait += waiting
@@ -62,11 +68,17 @@ class MailboxExchange:
         start = time.perf_counter()
         parts, partials = self.work.compute(request)
         self.phases.gradient += time.perf_counter() - start
-        messages = self._round(Message(0, self.me, vote=request.vote, gradient=parts, shards=partials))
+        if isinstance(parts, dict):  # V shards handed to their next holders (owned V): a message per peer
+            mine = Message(0, self.me, vote=request.vote, shards=partials)
+            addressed = {p: Message(0, self.me, vote=request.vote, shards=partials, items=parts.get(p, []))
+                         for p in self.peers}
+            messages = self._round(mine, addressed=addressed)
+        else:
+            messages = self._round(Message(0, self.me, vote=request.vote, gradient=parts, shards=partials))
         if any(m.vote for m in messages):
             return Reductions(stopped=True)
         start = time.perf_counter()
-        every = self.work.complete(request, [p for m in messages for p in m.gradient],
+        every = self.work.complete(request, [p for m in messages for p in m.gradient + m.items],
                                    [p for m in messages for p in m.shards])
         self.phases.update += time.perf_counter() - start
         return Reductions(**{name: np.vstack([getattr(p, name) for p in every]) if getattr(request, name) else None
@@ -97,6 +109,9 @@ class MailboxExchange:
     def evaluate(self) -> Evaluation:
         if self.work.shared:  # the last steps of the shared V are done before anyone reads it
             self.barrier()
+        if self.work.owned and not self.work.replicated:  # every worker gets the V shards stepped elsewhere
+            messages = self._round(Message(0, self.me, items=self.work.sync_items()))
+            self.work.receive_sync([item for m in messages[1:] for item in m.items])
         start = time.perf_counter()
         mine = self.work.evaluation()
         clock = self.clock()
@@ -107,7 +122,7 @@ class MailboxExchange:
 
 
 def run_chunk(plan, datas: list, states: list, common) -> dict:
-    """Return {"states", "common", "records", "reason", "message", "phases", "worker"} after plan's cycles.
+    """Return {"states", "common", "records", "reason", "message", "phases", "bytes_sent", "worker"} after the cycles.
 
     The pinned task of one worker: builds its work and MailboxExchange and runs hamsi.loop on the
     chunk's cycles. Inputs are copied, never mutated: they are the snapshot the driver reruns the
@@ -146,7 +161,7 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
     common.time_used = exchange.clock()
     common.cycles_done = epoch if epoch is not None else common.cycles_done
     return {"states": states, "common": common, "records": trace.rows, "reason": reason, "message": message,
-            "phases": phases.as_dict(), "worker": me}
+            "phases": phases.as_dict(), "bytes_sent": exchange.bytes_sent, "worker": me}
 
 
 def frame_limit(config, memory: int) -> FrameLimit:

@@ -58,6 +58,12 @@ class FactorLayout:
         """Ratings per shard (placement balances them)."""
         return [d.n_ratings for d in self.datas]
 
+    def v_homes(self) -> list:
+        """Return homes[p][k]: the item shard row shard p is home of in subset k, -1 for none (placement.v_homes)."""
+        if self.datas is None:  # the data lives on the workers (cluster.dataset): its summaries name the homes
+            return [list(h) for h in self.ratings.homes]
+        return [list(d.v_home) for d in self.datas]
+
     def place(self, client, shard: int, host: str):
         """Return a future of shard `shard`'s data on `host` (scattered from the client: in-memory data)."""
         return client.scatter(self.datas[shard], workers=[host], hash=False)

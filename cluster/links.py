@@ -96,6 +96,19 @@ def encode(message) -> list:
     return [b"".join(parts), *(a for a in arrays if a.nbytes)]
 
 
+def addressed_frames(message, peers: list[str]) -> dict:
+    """Return {peer: frame}: one Message encoded once for all, or {peer: Message} encoded per peer."""
+    if isinstance(message, dict):
+        return {p: encode(message[p]) for p in peers}
+    frame = encode(message)
+    return dict.fromkeys(peers, frame)
+
+
+def frame_nbytes(frame: list) -> int:
+    """Return the bytes a frame puts on the wire (header, descriptors, arrays)."""
+    return sum(memoryview(b).nbytes for b in frame)
+
+
 class _Inbound:
     """Reads one frame from a non-blocking socket, piece by piece, into freshly allocated arrays.
 
@@ -167,6 +180,7 @@ class _Outbound:
 
     def __init__(self, frame: list):
         self.views = [memoryview(b).cast("B") for b in frame if len(b)]
+        self.nbytes = sum(v.nbytes for v in self.views)
 
     @property
     def done(self) -> bool:
@@ -387,15 +401,17 @@ class Links:
         self._wake_r.close()
 
     # ------------------------------------------------------------------ one round
-    def round(self, run: str, peers: list[str], message, timeout: float) -> tuple[list, float]:
-        """Send `message` to every peer and return (their messages in `peers` order, seconds blocked waiting).
+    def round(self, run: str, peers: list[str], message, timeout: float) -> tuple[list, float, int]:
+        """Send `message` to every peer; return (their messages in `peers` order, seconds blocked waiting, bytes sent).
 
-        Raises PeerLost naming the peers whose message is missing after `timeout` seconds, or whose
+        message: one Message for every peer, or {peer: Message} (each peer its own). Raises
+        PeerLost naming the peers whose message is missing after `timeout` seconds, or whose
         connection failed.
         """
         links, limit = self._runs[run], self._expected[run][1]
-        frame = encode(message)
-        outbound = {p: _Outbound(frame) for p in peers}
+        frames = addressed_frames(message, peers)
+        outbound = {p: _Outbound(frames[p]) for p in peers}
+        sent = sum(o.nbytes for o in outbound.values())
         inbound = {p: _Inbound(limit) for p in peers}
         waited = 0.0
         deadline = time.monotonic() + timeout
@@ -417,7 +433,7 @@ class Links:
                 for key, mask in events:
                     self._serve(key.data, mask, links, inbound, outbound, pending, selector)
         try:
-            return [inbound[p].value() for p in peers], waited
+            return [inbound[p].value() for p in peers], waited, sent
         except MalformedMessage as exc:
             raise PeerLost(f"run {run}: a peer sent a malformed message ({exc})") from exc
 

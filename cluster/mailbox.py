@@ -24,7 +24,7 @@ from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol.serialize import to_serialize
 
 from cluster.errors import PeerLost, StartTimeout
-from cluster.links import Links
+from cluster.links import Links, addressed_frames, frame_nbytes
 
 HANDLER = "hamsi_mail"
 # Runs remembered as finished (late messages for them are dropped); old ones fall out.
@@ -110,17 +110,22 @@ class Mailbox:
             self.links.open(run, dict(zip(peers, addresses)), timeout)
             self._linked.add(run)
 
-    def round(self, run: str, step, peers: list[str], message, timeout: float) -> tuple[list, float, float]:
-        """Send `message` to every peer; return (the peers' messages in `peers` order, seconds sending, seconds waiting)."""
+    def round(self, run: str, step, peers: list[str], message, timeout: float) -> tuple[list, float, float, int]:
+        """Send `message` to every peer; return (the peers' messages in order, seconds sending, seconds waiting, bytes).
+
+        message: one Message for every peer, or {peer: Message}. Bytes sent: the links' frames
+        as written; through the comms the same frames' size (the comms' own framing not counted).
+        """
         start = time.perf_counter()
         if run in self._linked:
-            received, waited = self.links.round(run, peers, message, timeout)
-            return received, time.perf_counter() - start - waited, waited
+            received, waited, nbytes = self.links.round(run, peers, message, timeout)
+            return received, time.perf_counter() - start - waited, waited, nbytes
+        nbytes = sum(frame_nbytes(f) for f in addressed_frames(message, peers).values())
         posted = self.post(run, step, peers, message)
         sent = time.perf_counter()
         received = self.collect(run, step, peers, timeout)
         self.wait_posted(posted, peers, timeout)
-        return received, sent - start, time.perf_counter() - sent
+        return received, sent - start, time.perf_counter() - sent, nbytes
 
     def forget(self, run: str):
         """Drop every stored message of `run` and drop its late ones on arrival (a finished or aborted attempt)."""
@@ -143,20 +148,22 @@ class Mailbox:
         return comm
 
     def post(self, run: str, step, peers: list[str], payload):
-        """Start posting `payload` to every peer; return a concurrent Future (call from a task thread).
+        """Start posting `payload` (payload[peer] when a dict) to every peer; return a concurrent Future.
 
-        Messages go over one long-lived comm per peer with reply=False: a send is one write, not
-        a request/response round trip; the peer's handler reads them in order. The write runs on
-        the worker's event loop while the task thread keeps computing (the kernels drop the GIL),
-        so `payload` must not change until `wait_posted` returns.
+        Call from a task thread. Messages go over one long-lived comm per peer with reply=False: a
+        send is one write, not a request/response round trip; the peer's handler reads them in
+        order. The write runs on the worker's event loop while the task thread keeps computing (the
+        kernels drop the GIL), so `payload` must not change until `wait_posted` returns.
         """
-        message = {"op": HANDLER, "reply": False, "run": run, "step": step, "sender": self.address,
-                   "payload": to_serialize(payload)}
+        def message(addr):
+            mine = payload[addr] if isinstance(payload, dict) else payload
+            return {"op": HANDLER, "reply": False, "run": run, "step": step, "sender": self.address,
+                    "payload": to_serialize(mine)}
 
         async def post_all():
             async def post(addr):
                 comm = await self._comm_to(addr)
-                await comm.write(message)
+                await comm.write(message(addr))
             await asyncio.gather(*(post(a) for a in peers))
 
         return asyncio.run_coroutine_threadsafe(post_all(), self.loop)

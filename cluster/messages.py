@@ -33,6 +33,24 @@ class GradientPart:
 
 
 @dataclass
+class ItemShard:
+    """Vectors of item shard V_j handed to a worker that reads them next (owned V: cluster.work.OwnedFactorWork).
+
+    x, g: V_j and its gradient, to its home in the cycle's next subset (which steps it); at the
+    cycle's end x (the stepped V_j) and s_new, y_new (the pair rows, when a pair was stored) to
+    every peer; at the chunk's end x_start, g_start (the cycle-start copies) to every peer.
+    """
+
+    shard: int
+    x: np.ndarray | None = None
+    g: np.ndarray | None = None
+    s_new: np.ndarray | None = None
+    y_new: np.ndarray | None = None
+    x_start: np.ndarray | None = None
+    g_start: np.ndarray | None = None
+
+
+@dataclass
 class EvaluationPart:
     """A worker's share of a trace row: per-subset train sums, a norm term, a held-out sum."""
 
@@ -56,6 +74,7 @@ class Message:
     gradient: list = field(default_factory=list)  # GradientPart
     shards: list = field(default_factory=list)  # ShardPartials
     evaluation: list = field(default_factory=list)  # EvaluationPart
+    items: list = field(default_factory=list)  # ItemShard
 
 
 # ---------------------------------------------------------------------------- binary form
@@ -63,6 +82,7 @@ class Message:
 # bytes; nothing is ever unpickled): an int64 skeleton of the counts, keys and flags, a float64
 # array of the scalars, the sender's address as UTF-8 bytes, then the data arrays in order.
 PARTIAL_FIELDS = ("pair", "new_pair_g", "gram", "wtg", "norms")
+ITEM_FIELDS = ("x", "g", "s_new", "y_new", "x_start", "g_start")
 WHERE_RANGE, WHERE_INDEX = 0, 1
 MAX_SENDER_BYTES = 1024
 
@@ -70,7 +90,7 @@ MAX_SENDER_BYTES = 1024
 def to_arrays(message: Message) -> list[np.ndarray]:
     """Return the arrays that encode `message` (see from_arrays for the layout)."""
     skeleton = [message.step, int(bool(message.vote)), len(message.gradient), len(message.shards),
-                len(message.evaluation)]
+                len(message.evaluation), len(message.items)]
     scalars = [float(message.clock)]
     data = []
     for part in message.gradient:
@@ -87,6 +107,10 @@ def to_arrays(message: Message) -> list[np.ndarray]:
     for part in message.evaluation:
         skeleton += [part.key, len(part.sse)]
         scalars += [float(part.norm), float(part.test), *map(float, part.sse)]
+    for item in message.items:
+        present = [getattr(item, name) for name in ITEM_FIELDS]
+        skeleton += [item.shard, sum(1 << i for i, a in enumerate(present) if a is not None)]
+        data += [a for a in present if a is not None]
     sender = np.frombuffer(message.sender.encode(), dtype=np.uint8)
     return [np.array(skeleton, dtype=np.int64), np.array(scalars, dtype=np.float64), sender, *data]
 
@@ -109,7 +133,7 @@ def from_arrays(arrays: list[np.ndarray]) -> Message:
         except StopIteration:
             raise MalformedMessage(f"the message ends before its {what}") from None
 
-    step, vote, n_gradient, n_shards, n_evaluation = (take(cursor, "header") for _ in range(5))
+    step, vote, n_gradient, n_shards, n_evaluation, n_items = (take(cursor, "header") for _ in range(6))
     try:
         sender = arrays[2].tobytes().decode()
     except UnicodeDecodeError as exc:
@@ -128,6 +152,10 @@ def from_arrays(arrays: list[np.ndarray]) -> Message:
         key, n_sse = take(cursor, "evaluation"), take(cursor, "evaluation size")
         norm, test = take(values, "norm"), take(values, "test sum")
         message.evaluation.append(EvaluationPart(key, [take(values, "sse") for _ in range(n_sse)], norm, test))
+    for _ in range(n_items):
+        shard, mask = take(cursor, "item shard"), take(cursor, "item shard fields")
+        fields = {name: take(data, name) for i, name in enumerate(ITEM_FIELDS) if mask >> i & 1}
+        message.items.append(ItemShard(shard, **fields))
     if next(cursor, None) is not None or next(data, None) is not None:
         raise MalformedMessage("the message has more entries than its counts say")
     return message

@@ -54,6 +54,7 @@ class ChunkPlan:
     config: object
     timeout: float = 60.0
     shared: bool = False  # V in shared memory (cluster.shared): all workers on one host, STRATA/-B
+    v_holders: list | None = None  # V owned on the message path: [k][j] -> the worker of V_j's home in subset k
     secret: bytes = field(default=b"", repr=False)  # authenticates the chunk's direct links (cluster.links)
 
     @property
@@ -67,11 +68,13 @@ class ChunkPlan:
 
     def make_work(self, datas, states, common, me, replica=None):
         """Return this worker's work object (cluster.work) for the chunk (replica: the shared V, or None)."""
-        from cluster.work import FactorWork, ReplicatedWork, SharedFactorWork
+        from cluster.work import FactorWork, OwnedFactorWork, ReplicatedWork, SharedFactorWork
 
         if isinstance(self.config, FactorConfig):
             if replica is not None:
                 return SharedFactorWork(self.config, datas, states, common, replica, me == self.lead)
+            if self.v_holders is not None:
+                return OwnedFactorWork(self.config, datas, states, common, me, self.v_holders)
             return FactorWork(self.config, datas, states, common)
         problem, heldout = datas[0]
         return ReplicatedWork(self.config, problem, heldout, common, self.workers.index(me), len(self.workers))

@@ -1,8 +1,11 @@
 """What one worker computes in an inner iteration: gradients and per-shard partials of its shards.
 
-Two layouts behind one interface (used by cluster.exchange.MailboxExchange):
+Layouts behind one interface (used by cluster.exchange.MailboxExchange):
 - `FactorWork` (matrix factorization): the worker hosts row shards U_p (their gradient is complete
   on the host) and a replica of V (its gradient is assembled from every worker's gV rows);
+- `SharedFactorWork` / `OwnedFactorWork` (STRATA/-B): each item shard V_j is formed and stepped
+  by one worker per inner iteration, V in /dev/shm on one host, or handed from worker to worker
+  along the strata in the round's messages (replicated again at every cycle's end);
 - `ReplicatedWork` (any PartiallySeparableProblem): x is replicated; each worker adds the gradient
   of its share of a subset's blocks, and the contributions are summed in block order.
 Every partial comes from the per-shard kernels of hamsi.kernels on the engine's shards, so the
@@ -14,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from hamsi import kernels
-from cluster.messages import EvaluationPart, GradientPart, ShardPartials
+from cluster.messages import EvaluationPart, GradientPart, ItemShard, ShardPartials
 from cluster.shard import add_rows, rows_of, zero_rows
 
 
@@ -110,6 +113,7 @@ class FactorWork(_Common):
     """Matrix factorization: hosted row shards U_p (shards p) and the V replica (shards B + j)."""
 
     shared = False
+    owned = False
 
     def __init__(self, cfg, datas, states, common):
         self._host(cfg, datas, states)
@@ -260,10 +264,128 @@ class SharedFactorWork(FactorWork):
             self.replica_memory.x[:] = self.saved_v[name]
 
 
+def item_rows_per_iteration(workers: int, subsets: int, owned: bool) -> float:
+    """Return the V rows (units of items x width) all workers send per inner iteration, by the model.
+
+    Replicated V (FactorWork): each worker's gV rows to every peer, (W - 1). Owned V: per cycle of
+    K + 1 iterations, V_j's x and g to its next home (g only in the first iteration: 2K - 1) and
+    at the cycle's end the stepped V_j and its two new pair rows to every peer (3 (W - 1)). The
+    shard partials (2M + 2 numbers per shard) are left out.
+    """
+    if not owned:
+        return float(workers - 1)
+    return (2 * subsets - 1 + 3 * (workers - 1)) / (subsets + 1)
+
+
+class OwnedFactorWork(FactorWork):
+    """FactorWork whose item shards are each held by one worker at a time (message path, STRATA/-B).
+
+    SharedFactorWork's schedule on this worker's own copy of V. V_j's home in subset k forms gV_j
+    and V_j's partials before the round, and the round's message to V_j's home in the cycle's next
+    subset (request.next_subset) carries V_j's x and g (an ItemShard; g only in a cycle's first
+    iteration, when every worker holds all of V): that worker stores, remembers and steps it; at
+    the cycle's end the current home steps it. x_start, g_start of V_j stay with its home in the
+    cycle's first subset, which is also the home in the last one, where the pair is formed
+    (first == last). At the cycle's end (`sync_items`, before the evaluation)
+    every worker sends the V shards it stepped last, and the new pair rows when a pair was stored,
+    to every peer: between cycles V, S and Y are replicated again, so the evaluation, save/restore,
+    snapshots and the chunk's result are FactorWork's. The cycle-start copies of V are valid only
+    on those homes; they are rewritten in every cycle's first iteration before they are read.
+    holders[k][j]: the worker hosting V_j's home in subset k (cluster.placement.assign_v_homes).
+    """
+
+    owned = True
+
+    def __init__(self, cfg, datas, states, common, me: str, holders: list):
+        self._host(cfg, datas, states)  # gV is formed per home: no gV parts to assemble
+        self.me, self.holders = me, holders
+        self.V = common.x_rep
+        self.replica = _Vectors(common.x_rep.reshape(-1), common.S, common.Y, common.x_start, common.g_start,
+                                common.saved)
+        self.gV = self.replica.g.reshape(cfg.n_items, cfg.width)
+        r, bounds = self.replica, [int(b) for b in cfg.v_bounds]
+        self.v_shards = [_Vectors(r.x[lo:hi], r.S[:, lo:hi], r.Y[:, lo:hi], r.x_start[lo:hi], r.g_start[lo:hi],
+                                  None, g=r.g[lo:hi], s_new=r.s_new[:, lo:hi], y_new=r.y_new[:, lo:hi])
+                         for lo, hi in zip(bounds[:-1], bounds[1:])]
+        self.current: list = []  # V shards whose gradient this worker formed in this iteration
+        self.turn: list = []  # V shards this worker steps after this iteration's round
+        self.held: list = []  # V shards whose newest x only this worker has (stepped here last)
+        self.paired: list = []  # V shards whose new pair rows were stored here in this cycle
+        self.slot = -1
+        self.replicated = True  # every worker holds all of V: at the chunk's start and after a sync
+
+    def compute(self, request):
+        """Return ({peer: the ItemShards it steps next}, partials of the hosted U shards and of their V shards)."""
+        cfg, k = self.cfg, request.subset
+        after = request.next_subset if request.next_subset >= 0 else k
+        outgoing, partials, self.current = {}, [], []
+        for d, u in zip(self.datas, self.hosted):
+            u.g[:] = 0.0
+            j = d.v_home[k]
+            v = self.v_shards[j]
+            v.g[:] = 0.0
+            U = u.x.reshape(-1, cfg.width)
+            kernels.mf_block_gradient(d.rows[k], d.cols[k], d.vals[k], U, self.V, u.g.reshape(U.shape), self.gV,
+                                      cfg.rank, cfg.scale, cfg.offset, d.row_reg, cfg.col_reg)
+            partials.append(u.partials(d.shard, request, 0, u.x.size))
+            partials.append(v.partials(cfg.n_shards + j, request, 0, v.x.size))
+            self.current.append(j)
+            holder = self.holders[after][j]
+            if holder != self.me:  # x and g are read-only until the round has sent them
+                # right after a sync the next holder has this V_j already: only its gradient travels
+                outgoing.setdefault(holder, []).append(ItemShard(j, x=None if self.replicated else v.x, g=v.g))
+        self.turn = [j for j, holder in enumerate(self.holders[after]) if holder == self.me]
+        return outgoing, partials
+
+    def complete(self, request, parts, partials):
+        """Take the V shards handed to this worker; return every shard's partials in shard order."""
+        for item in parts:
+            v = self.v_shards[item.shard]
+            v.g[:] = item.g
+            if item.x is not None:
+                v.x[:] = item.x
+        self.held, self.replicated = self.turn, False
+        return sorted(partials, key=lambda p: p.shard)
+
+    def store_pair(self, slot):
+        for v in self.hosted + [self.v_shards[j] for j in self.turn]:
+            v.store_pair(slot)
+        self.paired, self.slot = list(self.turn), slot
+
+    def remember_start(self):
+        for v in self.hosted + [self.v_shards[j] for j in self.current]:
+            v.remember_start()
+
+    def step(self, coef, sigma, inv_beta):
+        for v in self.hosted + [self.v_shards[j] for j in self.turn]:
+            v.step(coef, sigma, inv_beta)
+
+    def sync_items(self) -> list:
+        """Return the ItemShards for every peer at a cycle's end: V shards stepped here last, with new pair rows."""
+        items = []
+        for j in self.held:
+            v = self.v_shards[j]
+            item = ItemShard(j, x=v.x)
+            if j in self.paired:
+                item.s_new, item.y_new = v.S[self.slot], v.Y[self.slot]
+            items.append(item)
+        return items
+
+    def receive_sync(self, items: list) -> None:
+        """Write the peers' V shards (and pair rows) into this worker's copy: V, S, Y are replicated again."""
+        for item in items:
+            v = self.v_shards[item.shard]
+            v.x[:] = item.x
+            if item.s_new is not None:
+                v.S[self.slot], v.Y[self.slot] = item.s_new, item.y_new
+        self.held, self.paired, self.replicated = [], [], True
+
+
 class ReplicatedWork(_Common):
     """Any PartiallySeparableProblem: x replicated, a subset's blocks shared out round robin."""
 
     shared = False
+    owned = False
 
     def __init__(self, cfg, problem, heldout, common, rank: int, n_workers: int):
         self.cfg, self.problem, self.heldout = cfg, problem, heldout

@@ -34,6 +34,13 @@ def client():
         yield dask_client
 
 
+@pytest.fixture(scope="module")
+def client4():
+    """Four worker processes on 127.0.0.1: a cover of B blocks runs on B of them (B = 2, 3, 4)."""
+    with connect(n_workers=4, threads_per_worker=1, quiet=True) as dask_client:
+        yield dask_client
+
+
 def in_process(ratings, part, method="hamsi", **options):
     problem = MatrixFactorization(ratings, RANK)
     minimize = minimize_hamsi if method == "hamsi" else minimize_mbgd
@@ -54,13 +61,68 @@ def test_strata_iterates_are_bitwise_the_in_process_ones(ratings, client, scheme
     ref = in_process(ratings, part, method, schedule=schedule, max_epochs=5)
     got = fit_distributed(ratings, rank=RANK, method=method, partition=part, schedule=schedule, random_state=1,
                           max_epochs=5, client=client, chunk_epochs=2, shared_memory=shared)
-    assert got.shared_memory is (shared is None)
+    assert got.shared_memory is (shared is None) and not got.owned_v  # 2 workers: replicated V sends fewer bytes
     worker_pids = client.run(os.getpid).values()  # files are named hamsi-<lead pid>-<run>: only ours count
     assert not [f for f in os.listdir("/dev/shm") if any(f.startswith(f"hamsi-{pid}-") for pid in worker_pids)]
     assert got.reason == ref.reason == "epoch_limit"
     np.testing.assert_array_equal(without_time(got.trace), without_time(ref.trace))
     assert np.array_equal(got.x, ref.x)
     assert got.nit == ref.nit
+
+
+@pytest.mark.parametrize("blocks", [2, 3, 4])
+@pytest.mark.parametrize("scheme,method,schedule,safeguard,reg", [
+    ("strata-b", "hamsi", "det", True, 0.0), ("strata", "hamsi", "stoc", False, 0.0),
+    ("strata-b", "hamsi", "stoc", False, 1.0), ("strata", "hamsi", "det", True, 1.0),
+    ("strata-b", "mbgd", "det", False, 0.0)])
+def test_owned_v_is_bitwise_the_in_process_one(ratings, client4, blocks, scheme, method, schedule, safeguard, reg):
+    """V_j handed along the strata on the message path (cluster.work.OwnedFactorWork), across chunks."""
+    part = partition.make(scheme, ratings, blocks=blocks, seed=1)
+    problem = MatrixFactorization(ratings, RANK, reg=reg, biases=reg > 0)
+    # memory 2: quasi-Newton steps (they read the pair rows and cycle-start copies) once 2 pairs are kept;
+    # the safeguard rejects some pairs, and the plain method diverges after cycle 4 on these data
+    epochs = 7 if safeguard else 4
+    if method == "hamsi":
+        ref = minimize_hamsi(problem, part, random_state=1, threads=2, max_epochs=epochs, schedule=schedule,
+                             safeguard=safeguard, memory=2)
+    else:
+        ref = minimize_mbgd(problem, part, random_state=1, threads=2, max_epochs=epochs, schedule=schedule)
+    got = fit_distributed(ratings, rank=RANK, reg=reg, biases=reg > 0, method=method, partition=part,
+                          schedule=schedule, safeguard=safeguard, random_state=1, max_epochs=epochs, client=client4,
+                          chunk_epochs=3, shared_memory=False, owned_v=True, memory=2)
+    assert got.owned_v and not got.shared_memory and len(got.workers) == blocks
+    assert method == "mbgd" or got.pairs_accepted == ref.pairs_accepted >= 2
+    assert ref.reason == "epoch_limit" and np.all(np.isfinite(ref.x))
+    np.testing.assert_array_equal(without_time(got.trace), without_time(ref.trace))
+    assert np.array_equal(got.x, ref.x)
+
+
+def test_owned_v_sends_the_modeled_bytes_and_fewer_per_worker(ratings, client4):
+    """Owned V: each V_j goes to its next home and is replicated once a cycle; replicated V: all gV rows to all."""
+    from cluster.work import item_rows_per_iteration
+
+    part = partition.make("strata-b", ratings, blocks=4, seed=1)
+    sent = {}
+    for owned in (False, True):
+        got = fit_distributed(ratings, rank=RANK, partition=part, random_state=1, max_epochs=3, client=client4,
+                              safeguard=False, shared_memory=False, owned_v=owned)
+        assert got.owned_v is owned and len(got.worker_bytes_sent) == 4
+        sent[owned] = sum(got.worker_bytes_sent.values()) / got.nit
+        modeled = item_rows_per_iteration(4, 4, owned) * ratings.shape[1] * RANK * 8
+        assert modeled <= sent[owned] <= 1.05 * modeled  # the rest: partials and frame headers
+    # per worker 0.8 of V's rows instead of 0.75 at 4 workers; at 8 workers 0.5 instead of 0.875
+    assert sent[True] < 1.1 * sent[False]
+
+
+def test_owned_v_stopped_mid_cycle_leaves_v_whole(ratings, client):
+    """A time limit ends the cycle where it is: the evaluation and the result see every V_j's newest x."""
+    part = partition.make("strata-b", ratings, blocks=2, seed=1)
+    got = fit_distributed(ratings, rank=RANK, partition=part, random_state=1, max_epochs=None, max_time=0.2,
+                          client=client, shared_memory=False, owned_v=True)
+    assert got.reason == "time_limit" and got.owned_v
+    train, objective = MatrixFactorization(ratings, RANK).evaluate(got.x)
+    assert got.trace.rows[-1][5] == pytest.approx(objective, rel=1e-12)
+    assert got.trace.rows[-1][3] == pytest.approx(train, rel=1e-12)
 
 
 @pytest.mark.parametrize("scheme,blocks,shared", [("strata-b", 2, None), ("strata-b", 2, False), ("strata", 3, False)])
@@ -87,11 +149,15 @@ def test_overlapping_schemes_match_in_process_to_rounding(ratings, client, schem
     np.testing.assert_allclose(got.x, ref.x, rtol=1e-9, atol=1e-9)
 
 
-def test_more_shards_than_workers(ratings, client):
+@pytest.mark.parametrize("owned", [None, True])
+def test_more_shards_than_workers(ratings, client, owned):
+    # owned: two V homes per worker in every subset, some V_j handed on within a worker
     part = partition.make("strata-b", ratings, blocks=4, seed=1)
     ref = in_process(ratings, part, max_epochs=3)
-    got = fit_distributed(ratings, rank=RANK, partition=part, random_state=1, max_epochs=3, client=client)
+    got = fit_distributed(ratings, rank=RANK, partition=part, random_state=1, max_epochs=3, client=client,
+                          shared_memory=None if owned is None else False, owned_v=owned)
     assert sorted(set(got.shard_owner.values())) == sorted(got.workers) and len(got.workers) == 2
+    assert got.owned_v is bool(owned)
     assert np.array_equal(got.x, ref.x)
 
 
@@ -113,9 +179,11 @@ def test_time_limit_stops_the_run(ratings, client):
     assert got.trace.rows[-1][2] >= 0.3
 
 
-def test_checkpoint_resume_is_bit_exact(ratings, client, tmp_path):
+@pytest.mark.parametrize("shared,owned", [(None, None), (False, True)])
+def test_checkpoint_resume_is_bit_exact(ratings, client, tmp_path, shared, owned):
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
-    options = dict(rank=RANK, partition=part, random_state=1, client=client, schedule="stoc")
+    options = dict(rank=RANK, partition=part, random_state=1, client=client, schedule="stoc", memory=2,
+                   shared_memory=shared, owned_v=owned)  # memory 2: quasi-Newton steps after the resume
     whole = fit_distributed(ratings, max_epochs=4, **options)
     first = fit_distributed(ratings, max_epochs=2, checkpoint=str(tmp_path), checkpoint_every=2, **options)
     assert (tmp_path / "state.npz").exists() and first.n_cycles == 2
@@ -155,11 +223,13 @@ def test_dask_trace_test_rmse_is_the_score_of_the_served_predictions(ratings, cl
     np.testing.assert_allclose(model.trace_.column("test_rmse"), ref.trace_.column("test_rmse"), rtol=1e-12)
 
 
-@pytest.mark.parametrize("kill_in_chunk", [0, 1])
-def test_killed_worker_is_replaced_by_the_survivors(ratings, kill_in_chunk):
-    # chunk 0 restarts from the client's starting point, later chunks from the buddy snapshots
+@pytest.mark.parametrize("kill_in_chunk,owned", [(0, None), (1, None), (1, True)])
+def test_killed_worker_is_replaced_by_the_survivors(ratings, kill_in_chunk, owned):
+    # chunk 0 restarts from the client's starting point, later chunks from the buddy snapshots;
+    # owned: V on the message path, two shards (and V homes) per worker until the kill
     part = partition.make("strata-b", ratings, blocks=4, seed=1)
-    options = dict(rank=RANK, partition=part, random_state=1, max_epochs=12, chunk_epochs=3)
+    options = dict(rank=RANK, partition=part, random_state=1, max_epochs=12, chunk_epochs=3,
+                   shared_memory=None if owned is None else False, owned_v=owned)
     with connect(n_workers=2, quiet=True) as dask_client:
         undisturbed = fit_distributed(ratings, client=dask_client, **options)
         pids = dask_client.run(os.getpid)
@@ -173,6 +243,7 @@ def test_killed_worker_is_replaced_by_the_survivors(ratings, kill_in_chunk):
 
         recovered = fit_distributed(ratings, client=dask_client, on_chunk=kill_second_worker, **options)
     assert recovered.recoveries, "the kill was not noticed"
+    assert recovered.owned_v is undisturbed.owned_v is bool(owned)
     assert recovered.reason == "epoch_limit" and recovered.n_cycles == 12
     final, reference = recovered.trace.rows[-1][3], undisturbed.trace.rows[-1][3]
     assert abs(final - reference) <= 0.01 * reference

@@ -56,6 +56,17 @@ def stop(processes):
 @pytest.fixture
 def dask_cluster(tmp_path):
     """Yield the address of a scheduler with two single-thread workers on loopback; always stop them."""
+    yield from real_cluster(tmp_path, 2)
+
+
+@pytest.fixture
+def dask_cluster4(tmp_path):
+    """Yield the address of a scheduler with four single-thread workers on loopback; always stop them."""
+    yield from real_cluster(tmp_path, 4)
+
+
+def real_cluster(tmp_path, n_workers: int):
+    """Start `dask scheduler` and n_workers `dask worker` processes on 127.0.0.1; yield the address, then stop them."""
     port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     log = open(tmp_path / "cluster.log", "w")
@@ -65,7 +76,7 @@ def dask_cluster(tmp_path):
             [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0",
              "--no-show"], stdout=log, stderr=log, start_new_session=True))
         wait_for_port(port)
-        for _ in range(2):
+        for _ in range(n_workers):
             processes.append(subprocess.Popen(
                 [DASK, "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--nworkers", "1",
                  "--no-dashboard"], stdout=log, stderr=log, start_new_session=True))
@@ -183,3 +194,27 @@ def test_real_cluster_gives_the_in_process_iterates(dask_cluster):
             np.testing.assert_array_equal(got.x, ref.x)
         ls = dask_minimize_hamsi(SparseLeastSquares(A, b), cover, client=client, random_state=0, max_epochs=20)
         np.testing.assert_array_equal(ls.x, ls_ref.x)
+
+
+def test_real_cluster_owned_v_gives_the_in_process_iterates(dask_cluster4):
+    """On `dask scheduler` + 4 `dask worker` processes: V owned on the message path, B = 2, 3, 4 workers."""
+    import numpy as np
+
+    import partition
+    from cluster.connect import connect
+    from cluster.driver import fit_distributed
+    from hamsi.optimizer import minimize_hamsi
+    from hamsi.problems import MatrixFactorization
+
+    ratings = make_ratings(users=300, items=400, ratings=6000, seed=4)
+    with connect(scheduler=dask_cluster4, quiet=True) as client:
+        client.wait_for_workers(4, timeout=60)
+        # memory 2: quasi-Newton steps within the few cycles (before the plain method diverges on these data)
+        for blocks, schedule, safeguard, epochs in ((2, "det", True, 4), (3, "stoc", False, 4), (4, "det", False, 3)):
+            part = partition.make("strata-b", ratings, blocks=blocks, seed=1)
+            options = dict(random_state=1, max_epochs=epochs, schedule=schedule, safeguard=safeguard, memory=2)
+            ref = minimize_hamsi(MatrixFactorization(ratings, 5), part, threads=2, **options)
+            got = fit_distributed(ratings, rank=5, partition=part, client=client, chunk_epochs=3,
+                                  shared_memory=False, owned_v=True, **options)
+            assert got.owned_v and len(got.workers) == blocks and got.pairs_accepted == ref.pairs_accepted >= 2
+            np.testing.assert_array_equal(got.x, ref.x)

@@ -62,6 +62,19 @@ def test_dask_frame_gives_the_in_memory_iterates_and_split(client, frame):
     assert on_workers.global_mean_ == memory.global_mean_
 
 
+def test_ratings_on_the_workers_run_with_v_owned(client, frame):
+    """The data path's V homes (gathered from the shards' hosts) drive the owned V: same bits as replicated."""
+    from cluster.driver import fit_distributed
+
+    options = dict(rank=3, scheme="strata-b", client=client, max_epochs=4, random_state=3, chunk_epochs=3,
+                   memory=2, safeguard=False, shared_memory=False)
+    owned = fit_distributed(dask_frame(frame), owned_v=True, **options)
+    replicated = fit_distributed(dask_frame(frame), owned_v=False, **options)
+    assert owned.owned_v and not replicated.owned_v
+    assert np.array_equal(owned.x, replicated.x) and owned.pairs_accepted == replicated.pairs_accepted >= 2
+    assert owned.reason == "epoch_limit" and np.all(np.isfinite(owned.x))
+
+
 def test_the_hash_split_holds_out_the_same_pairs_whatever_the_partitioning(frame):
     from hamsi.data.ratings import heldout_mask
 

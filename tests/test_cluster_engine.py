@@ -45,29 +45,31 @@ def test_sparse_least_squares_on_dask_gives_the_in_process_iterates(client, safe
     assert np.abs(got.x - exact).max() < 0.1
 
 
-@pytest.mark.parametrize("shared", [None, False])
-def test_safeguard_fallbacks_are_the_same_on_dask(ratings, client, shared):
+@pytest.mark.parametrize("shared,owned", [(None, None), (False, False), (False, True)])
+def test_safeguard_fallbacks_are_the_same_on_dask(ratings, client, shared, owned):
     """Steps so large that the safeguard caps them and falls back: same decisions, same bits."""
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
     options = dict(random_state=1, max_epochs=12, eta=1e-12)
     ref = minimize_hamsi(MatrixFactorization(ratings, 5), part, threads=2, **options)
     got = fit_distributed(ratings, rank=5, partition=part, client=client, chunk_epochs=5, shared_memory=shared,
-                          **options)
-    assert got.shared_memory is (shared is None)
+                          owned_v=owned, **options)
+    assert got.shared_memory is (shared is None) and got.owned_v is bool(owned)
     assert ref.fallbacks >= 1 and got.fallbacks == ref.fallbacks
     assert got.pairs_rejected == ref.pairs_rejected
     np.testing.assert_array_equal(got.x, ref.x)
     np.testing.assert_array_equal(without_time(got.trace), without_time(ref.trace))
 
 
-@pytest.mark.parametrize("rules", [dict(target=0.9), dict(patience=3)])
+@pytest.mark.parametrize("rules", [dict(target=0.9), dict(patience=3),
+                                   dict(patience=3, shared_memory=False, owned_v=True)])
 def test_stop_rules_run_the_same_through_both_exchanges(ratings, client, rules):
     """The same StopRules on the same trace: same stopping cycle, reason, message and best iterate."""
     train, test = ratings.split(0.2, seed=2)
     part = partition.make("strata-b", train, blocks=2, seed=1)
+    placement = {k: rules.pop(k) for k in ("shared_memory", "owned_v") if k in rules}  # owned: the best V restored
     options = dict(random_state=1, max_epochs=300, heldout=test, **rules)
     ref = minimize_hamsi(MatrixFactorization(train, 20), part, threads=2, **options)
-    got = fit_distributed(train, rank=20, partition=part, client=client, chunk_epochs=7, **options)
+    got = fit_distributed(train, rank=20, partition=part, client=client, chunk_epochs=7, **options, **placement)
     assert got.reason == ref.reason != "epoch_limit"
     assert got.message == ref.message and got.n_cycles == ref.n_cycles
     for name in ("epoch", "inner", "train_rmse", "objective"):

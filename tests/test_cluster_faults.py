@@ -28,10 +28,12 @@ def ratings():
     return make_ratings(users=200, items=150, ratings=3000, seed=5)
 
 
-def test_a_stopped_worker_is_declared_lost_within_the_peer_timeout(ratings):
+@pytest.mark.parametrize("owned", [None, True])
+def test_a_stopped_worker_is_declared_lost_within_the_peer_timeout(ratings, owned):
     timeout = 2.0
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
-    options = dict(rank=RANK, partition=part, random_state=1, max_epochs=6, chunk_epochs=2, shared_memory=False)
+    options = dict(rank=RANK, partition=part, random_state=1, max_epochs=6, chunk_epochs=2, shared_memory=False,
+                   owned_v=owned)
     with connect(n_workers=2, quiet=True) as client:
         start = time.monotonic()
         undisturbed = fit_distributed(ratings, client=client, **options)
@@ -59,9 +61,11 @@ def test_a_stopped_worker_is_declared_lost_within_the_peer_timeout(ratings):
 
 
 @pytest.mark.slow
-def test_two_workers_killed_together_recover_from_buddies_or_name_the_lost_shards(ratings):
+@pytest.mark.parametrize("owned", [False, True])
+def test_two_workers_killed_together_recover_from_buddies_or_name_the_lost_shards(ratings, owned):
     part = partition.make("strata-b", ratings, blocks=4, seed=1)
-    options = dict(rank=RANK, partition=part, random_state=1, max_epochs=6, chunk_epochs=2, shared_memory=False)
+    options = dict(rank=RANK, partition=part, random_state=1, max_epochs=6, chunk_epochs=2, shared_memory=False,
+                   owned_v=owned)
     with connect(n_workers=4, quiet=True) as client:
         undisturbed = fit_distributed(ratings, client=client, **options)
 
@@ -79,6 +83,7 @@ def test_two_workers_killed_together_recover_from_buddies_or_name_the_lost_shard
         # buddies are the next worker in order: 1 and 3 each keep the other's neighbours' snapshots
         recovered = fit_distributed(ratings, client=client, on_chunk=killer([1, 3]), **options)
         assert recovered.recoveries and np.array_equal(recovered.x, undisturbed.x)
+        assert recovered.owned_v is undisturbed.owned_v is owned  # 2 survivors with 2 shards each: still owned
         client.wait_for_workers(4, timeout=60)  # the nannies restart the killed workers
         # 1 and 2: the shards of worker 1 had their only snapshot on worker 2
         with pytest.raises(ClusterError) as caught:

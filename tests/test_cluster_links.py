@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from cluster.errors import PeerLost
-from cluster.links import FrameLimit, Links, encode
-from cluster.messages import EvaluationPart, GradientPart, Message, ShardPartials, from_arrays, to_arrays
+from cluster.links import FrameLimit, Links, encode, frame_nbytes
+from cluster.messages import (EvaluationPart, GradientPart, ItemShard, Message, ShardPartials, from_arrays,
+                              to_arrays)
 
 SECRET = b"k" * 32
 LIMIT = FrameLimit(max_array_bytes=1 << 26)
@@ -62,6 +63,23 @@ def test_rounds_carry_typed_messages_of_every_size_both_ways(pair):
         np.testing.assert_array_equal(received.gradient[0].rows, sent.gradient[0].rows)
         np.testing.assert_array_equal(received.gradient[0].where, sent.gradient[0].where)
         np.testing.assert_array_equal(received.shards[0].pair, sent.shards[0].pair)
+
+
+def test_a_round_sends_each_peer_its_own_message_and_counts_its_bytes(pair):
+    a, b = pair
+    open_both(a, b, "r")
+    rng = np.random.default_rng(2)
+    to_b = Message(1, "a", items=[ItemShard(4, x=rng.standard_normal(50), g=rng.standard_normal(50))])
+    to_a = Message(1, "b", shards=[ShardPartials(0, norms=rng.standard_normal(2))])
+    got_b = []
+    tb = threading.Thread(target=lambda: got_b.append(b.round("r", [a.worker_address], to_a, 10.0)))
+    tb.start()
+    received, _, sent = a.round("r", [b.worker_address], {b.worker_address: to_b}, 10.0)
+    tb.join()
+    (theirs, _, sent_b), = got_b
+    np.testing.assert_array_equal(theirs[0].items[0].g, to_b.items[0].g)
+    np.testing.assert_array_equal(received[0].shards[0].norms, to_a.shards[0].norms)
+    assert sent == frame_nbytes(encode(to_b)) > 800 and sent_b == frame_nbytes(encode(to_a))
 
 
 def round_fails_within(a, b, match: str, timeout: float = 30.0, seconds: float = 5.0):
@@ -128,7 +146,10 @@ def test_typed_messages_survive_the_binary_form_field_by_field():
                              GradientPart(0, np.array([4, 2, 8]), rng.standard_normal((3, 4)))],
                    shards=[ShardPartials(2, pair=rng.standard_normal(12), norms=rng.standard_normal(2)),
                            ShardPartials(5)],
-                   evaluation=[EvaluationPart(1, [0.5, 1.5], 0.25, np.nan)])
+                   evaluation=[EvaluationPart(1, [0.5, 1.5], 0.25, np.nan)],
+                   items=[ItemShard(3, x=rng.standard_normal(8), g=rng.standard_normal(8)),
+                          ItemShard(0, x=rng.standard_normal(4), s_new=rng.standard_normal(4),
+                                    y_new=rng.standard_normal(4))])
     frame = encode(sent)
     assert all(isinstance(b, (bytes, np.ndarray)) for b in frame)  # numbers only: no pickle anywhere
     got = from_arrays([np.array(a) for a in to_arrays(sent)])
@@ -139,6 +160,12 @@ def test_typed_messages_survive_the_binary_form_field_by_field():
     assert np.array_equal(got.shards[0].pair, sent.shards[0].pair) and got.shards[0].gram is None
     assert got.shards[1] == ShardPartials(5)
     assert got.evaluation[0].sse == [0.5, 1.5] and np.isnan(got.evaluation[0].test)
+    assert [i.shard for i in got.items] == [3, 0] and got.items[0].s_new is None and got.items[1].g is None
+    for mine, theirs in zip(sent.items, got.items):
+        for name in ("x", "g", "s_new", "y_new", "x_start", "g_start"):
+            assert (getattr(mine, name) is None) == (getattr(theirs, name) is None)
+            if getattr(mine, name) is not None:
+                np.testing.assert_array_equal(getattr(theirs, name), getattr(mine, name))
 
 
 def test_shared_replica_round_trips_the_common_state(tmp_path, monkeypatch):

@@ -257,10 +257,12 @@ def test_a_tls_cluster_gives_the_in_process_iterates(ratings, tmp_path):
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
     with connect(n_workers=2, quiet=True, security=tls_security(files)) as client:
         assert all(a.startswith("tls://") for a in client.scheduler_info()["workers"])
-        got = fit_distributed(ratings, rank=RANK, partition=part, random_state=1, max_epochs=3, chunk_epochs=2,
-                              client=client, shared_memory=False)
-    assert not got.recoveries
-    assert np.array_equal(got.x, in_process_x(ratings, part, 3))
+        for owned in (False, True):  # through the comms: one message for all, or one per peer (owned V)
+            got = fit_distributed(ratings, rank=RANK, partition=part, random_state=1, max_epochs=3, chunk_epochs=2,
+                                  client=client, shared_memory=False, owned_v=owned)
+            assert not got.recoveries and got.owned_v is owned
+            assert np.array_equal(got.x, in_process_x(ratings, part, 3))
+            assert sum(got.worker_bytes_sent.values()) > 0
 
 
 @pytest.mark.cluster
