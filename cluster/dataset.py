@@ -49,7 +49,7 @@ from cluster.layout import FactorLayout
 from cluster.placement import ShardData, assign_shards, set_v_homes, touched_items, v_homes
 from cluster.plan import FactorConfig
 from cluster.routing import (DuplicatePair, PiecePlaces, ShardRatings, block_counts, cut_pieces, empty_shard,
-                             fill_shard, finish_shard)
+                             fill_shard, finish_shard, release_freed_memory)
 from cluster.shard import CommonState, ShardState
 
 SCHEMES = ("strata", "strata-b")
@@ -423,6 +423,7 @@ class WorkerRatings:
             summaries = client.gather(client.map(_shard_summary, self.shards, pure=False))
         except DuplicatePair as pair:
             raise InputError(self._duplicate_message(readers, pair)) from None
+        client.run(release_freed_memory)
         self.homes = v_homes([s[3] for s in summaries], self.cover.col_bounds.size - 1)
         value_sums = np.concatenate([s[0] for s in summaries])
         self.mean = mean_of(value_sums, self.n_ratings)

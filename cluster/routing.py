@@ -19,6 +19,8 @@ other reader, and every fill writes fixed values into its own slots, so a fill t
 
 from __future__ import annotations
 
+import ctypes
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -218,13 +220,31 @@ def finish_shard(data: ShardRatings, user_ids, item_ids, train_starts, test_star
 
 
 def _repeated_pair(rows: np.ndarray, cols: np.ndarray, n_items: int):
-    """Return (row, col) of a pair that occurs twice in the block, or None."""
-    keys = rows.astype(np.int64)
-    keys *= n_items
-    keys += cols
+    """Return (row, col) of a pair that occurs twice in the block, or None (keys of 4 bytes when they fit)."""
+    if rows.size < 2:
+        return None
+    dtype = np.uint32 if (int(rows.max()) + 1) * n_items <= 1 << 32 else np.int64
+    keys = rows.astype(dtype)
+    keys *= dtype(n_items)
+    keys += cols.view(np.uint32) if dtype is np.uint32 else cols  # cols >= 0: the same bits
     keys.sort()
     same = keys[1:] == keys[:-1]
     if not same.any():
         return None
     key = int(keys[int(np.argmax(same))])
     return key // n_items, key % n_items
+
+
+def release_freed_memory() -> None:
+    """Give the memory the routing freed back to the OS: pyarrow's pool, then glibc's free pages.
+
+    Both allocators keep freed pages for reuse, so a worker's RSS stays at the routing's peak
+    while the fit's state grows on top of it; Dask's documentation trims glibc the same way
+    (worker-memory, "Manually trim memory"). A no-op where there is no glibc.
+    """
+    if "pyarrow" in sys.modules:
+        sys.modules["pyarrow"].default_memory_pool().release_unused()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass

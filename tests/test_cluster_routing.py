@@ -90,3 +90,13 @@ def test_piece_places_count_the_partitions_before():
     assert places.subset_cuts.tolist() == [[0, 1, 8], [0, 6, 8]]
     assert places.subset_starts[1].tolist() == [[1, 3], [4, 6]]
     assert places.train_starts[:, 0].tolist() == [0, 3, 8] and places.test_starts[:, 1].tolist() == [0, 1, 3]
+
+
+@pytest.mark.parametrize("n_items", [70_000, 1 << 31])  # keys of 4 bytes, then of 8
+def test_repeated_pairs_are_found_with_either_key_width(n_items):
+    from cluster.routing import _repeated_pair
+
+    rows, cols = np.array([5, 3, 9, 1], np.int32), np.array([n_items - 1, 2, 0, 0], np.int32)
+    assert _repeated_pair(rows, cols, n_items) is None
+    rows[2], cols[2] = 5, n_items - 1
+    assert _repeated_pair(rows, cols, n_items) == (5, n_items - 1)
