@@ -218,11 +218,11 @@ def _dense(frame, ids: tuple, fraction: float, seed) -> tuple:
 
 
 def _counts(frame, ids, fraction, seed, shape) -> tuple:
-    """Return (training ratings per user, per item, held-out ratings per user) of one partition."""
+    """Return (training ratings per user, per item, held-out ratings) of one partition."""
     rows, cols, _, held = _dense(frame, ids, fraction, seed)
     train = ~held
     return (np.bincount(rows[train], minlength=shape[0]), np.bincount(cols[train], minlength=shape[1]),
-            np.bincount(rows[held], minlength=shape[0]))
+            int(np.count_nonzero(held)))
 
 
 def _merge_counts(*parts) -> tuple:
@@ -406,9 +406,9 @@ class WorkerRatings:
         self.shape = (int(users.size), int(items.size))
         ids = client.submit(_ids_only, distinct, pure=False)
         where = dict(ids=ids, fraction=float(heldout_fraction), seed=seed)
-        row_counts, col_counts, test_counts = client.gather(_tree(client, _merge_counts, over_partitions(
+        row_counts, col_counts, n_test = client.gather(_tree(client, _merge_counts, over_partitions(
             client, readers, _counts, shape=self.shape, **where)))
-        self.row_counts, self.col_counts, self.n_test = row_counts, col_counts, int(test_counts.sum())
+        self.row_counts, self.col_counts, self.n_test = row_counts, col_counts, int(n_test)
         self.n_ratings = int(row_counts.sum())
         if self.n_ratings == 0:
             raise InputError(f"{_name(source)}: every rating was held out; lower the validation fraction")

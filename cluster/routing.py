@@ -83,6 +83,10 @@ class ShardRatings:
             np.add.at(out, self.rows[engine], vals if transform is None else transform(vals))
         return out
 
+    def positions_of(self, engine: np.ndarray) -> np.ndarray:
+        """Return the position-order indices of the training ratings at engine indices `engine`, ascending."""
+        return np.flatnonzero(np.isin(self.position_order, engine))
+
     def subsets(self, name: str) -> list:
         """Return the array `name` (rows, cols, vals) cut into the K subsets' blocks (views)."""
         array = getattr(self, name)
@@ -200,21 +204,19 @@ def fill_shard(data: ShardRatings, piece: Piece, subset_starts, train_start: int
 def finish_shard(data: ShardRatings, user_ids, item_ids, train_starts, test_starts) -> ShardRatings:
     """Return `data` with its per-user value sums; DuplicatePair if a (user, item) pair occurs twice.
 
-    A repeated pair has one item, so one subset: each block is checked on its own (sorted int64
-    keys, 8 bytes per rating of the block); the held-out ratings apart (the split keeps pairs together).
+    A repeated pair has one item, so one subset: each block is checked on its own (sorted keys, 4
+    or 8 bytes per rating of the block); the held-out ratings apart (the split keeps pairs together).
     """
-    for rows, cols, starts, positions in (
-            (data.rows, data.cols, train_starts, lambda i: np.flatnonzero(np.isin(data.position_order, i))),
-            (data.test_rows, data.test_cols, test_starts, lambda i: i)):
-        cuts = data.subset_cuts if rows is data.rows else np.array([0, rows.size])
+    blocks = ((data.rows, data.cols, data.subset_cuts, train_starts, data.positions_of),
+              (data.test_rows, data.test_cols, np.array([0, data.test_rows.size]), test_starts, np.sort))
+    for rows, cols, cuts, starts, positions_of in blocks:
         for k in range(cuts.size - 1):
             pair = _repeated_pair(rows[cuts[k]:cuts[k + 1]], cols[cuts[k]:cuts[k + 1]], item_ids.size)
-            if pair is None:
-                continue
-            both = np.flatnonzero((rows == pair[0]) & (cols == pair[1]))[:2]
-            partitions = np.searchsorted(starts, positions(both), side="right") - 1
-            raise DuplicatePair(int(user_ids[data.row_lo + pair[0]]), int(item_ids[pair[1]]),
-                                [int(f) for f in partitions])
+            if pair is not None:
+                both = np.flatnonzero((rows == pair[0]) & (cols == pair[1]))[:2]
+                partitions = np.searchsorted(starts, positions_of(both), side="right") - 1
+                raise DuplicatePair(int(user_ids[data.row_lo + pair[0]]), int(item_ids[pair[1]]),
+                                    [int(f) for f in partitions])
     data.value_sums = data.user_sums()
     return data
 
