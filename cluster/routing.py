@@ -105,6 +105,8 @@ class ShardRatings:
                                       self.test_vals, self.position_order))
 
 
+# Dask's size of a shard: what its memory accounting shows, and what makes moving a fill (and
+# the shard it writes into) to another worker look as costly as it is to the work stealer.
 sizeof.register(ShardRatings)(lambda data: data.nbytes)
 
 
