@@ -8,7 +8,10 @@ shards scattered from the client) is measured beside it in the same run.
 The preset (hamsi.data.synth) is written as a directory of --files Parquet files; each path runs in
 a fresh process (its own LocalCluster of 2 workers on 127.0.0.1) so the RSS figures are its own.
 RSS is sampled every 50 ms (client: this process; workers: their pids). "idle" is the RSS once the
-cluster is up and warm, before any data is read. Times: seconds from the call to the end of the
+cluster is up and warm (kernels compiled, the readers' libraries imported: their size is printed),
+before any data is read. For the worker path the peak until the shards are built (the routing) is
+printed too; the rest of the peak is the fit's state (U rows, L-BFGS pairs, chunk copies, buddy
+snapshots), which both paths hold. Times: seconds from the call to the end of the
 first cycle (chunk_epochs=1: the first callback), and ms per inner iteration after cycle 1.
 
     python benchmarks/bench_cluster_data.py [--preset ml-20m-like] [--files 50] [--rank 10] [--epochs 3]
@@ -83,6 +86,13 @@ class RssSampler:
         self._thread.join()
 
 
+def import_readers() -> None:
+    """Import what reading Parquet loads in a worker (pyarrow, pandas, dask.dataframe): part of warming up."""
+    import dask.dataframe  # noqa: F401
+    import pandas  # noqa: F401
+    import pyarrow.parquet  # noqa: F401
+
+
 def measure(path: str, directory: str, options: dict, out: str) -> None:
     """Fit the directory one way ("workers" or "client") in this process; write the figures to `out` (JSON + .npy)."""
     import dask.dataframe as dd
@@ -97,7 +107,11 @@ def measure(path: str, directory: str, options: dict, out: str) -> None:
         client.run(warm_up, options["rank"] + 1, 5)
         pids = client.run(os.getpid)
         pids["client"] = os.getpid()
+        warm = {name: psutil.Process(pid).memory_info().rss for name, pid in pids.items()}
+        client.run(import_readers)
+        import_readers()
         idle = {name: psutil.Process(pid).memory_info().rss for name, pid in pids.items()}
+        imports = {name: idle[name] - warm[name] for name in idle}
         first = []
         fit = dict(rank=options["rank"], biases=True, reg=1.0, random_state=0, max_epochs=options["epochs"],
                    chunk_epochs=1, quiet=True, callback=lambda row: first or first.append(time.perf_counter()))
@@ -107,11 +121,13 @@ def measure(path: str, directory: str, options: dict, out: str) -> None:
                 workers = list(pids)[:2]
                 data = WorkerRatings(client, dd.read_parquet(directory), scheme="strata-b", n_blocks=2,
                                      workers=workers)
+                routing = dict(sampler.peak)
                 result = minimize_hamsi(data.problem(fit.pop("rank"), reg=fit.pop("reg"), biases=fit.pop("biases")),
                                         data.cover, client=client, **fit)
                 shard_ratings = {a: sum(s for p, s in enumerate(data.sizes) if result.shard_owner[p] == a)
                                  for a in workers}
             else:
+                routing = None
                 import pandas as pd
 
                 from hamsi import load_ratings
@@ -123,7 +139,8 @@ def measure(path: str, directory: str, options: dict, out: str) -> None:
                 shard_ratings = {a: int(sizes[p]) for p, a in result.shard_owner.items()}
     np.save(out + ".npy", result.x)
     with open(out, "w") as handle:
-        json.dump({"path": path, "idle": idle, "peak": dict(sampler.peak), "shard_ratings": shard_ratings,
+        json.dump({"path": path, "idle": idle, "imports": imports, "peak": dict(sampler.peak), "routing": routing,
+                   "shard_ratings": shard_ratings,
                    "first_cycle": first[0] - start, "ms_inner": float(ms_per_inner(result.trace)),
                    "shared_memory": bool(result.shared_memory)}, handle)
 
@@ -148,7 +165,10 @@ def report(figures: dict, sizes: dict) -> list:
     for worker, count in figures["shard_ratings"].items():
         peak, idle = figures["peak"][worker], figures["idle"][worker]
         lines.append(f"  worker {worker}: {count} ratings, peak {peak / 2**20:.0f} MiB = {peak / count:.1f} B/rating; "
-                     f"above idle {(peak - idle) / count:.1f} B/rating (goal {WORKER_PER_RATING})")
+                     f"above idle {(peak - idle) / count:.1f} B/rating (goal {WORKER_PER_RATING})"
+                     + (f", until the shards are built {(figures['routing'][worker] - idle) / count:.1f} B/rating"
+                        if figures["routing"] else "")
+                     + f"; readers' imports {figures['imports'][worker] / 2**20:.0f} MiB (in idle)")
     lines.append(f"  fit -> end of first cycle {figures['first_cycle']:.2f} s, {figures['ms_inner']:.2f} ms per "
                  f"inner iteration (V in shared memory: {figures['shared_memory']})")
     return lines

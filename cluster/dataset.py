@@ -4,19 +4,23 @@ A Dask DataFrame, or a path, directory or glob of Parquet / CSV files (one parti
 by a task on a worker), goes to its row shards without ever passing through the client:
 
 1. read    every partition is read and checked (integer ids, numeric finite ratings) by a task;
-           a bad value is an InputError naming the file (or partition), row and column.
+           a bad value is an InputError naming the file (or partition), row and column. No
+           partition is kept: each pass below reads it again in its own graph (`over_partitions`),
+           so a worker holds a partition only while one task uses it.
 2. ids     each partition's distinct user and item ids, merged on the workers into the sorted
            distinct ids: row a is the a-th smallest user id, whatever the partitioning.
-3. index   each partition gets dense (row, col), its records' global positions (partition offset
-           + row number: the order of the concatenated partitions) and the held-out flag, a seeded
+3. index   each pass gives a partition dense (row, col) (int32) and the held-out flag, a seeded
            hash of the raw (user, item) pair (hamsi.data.ratings.heldout_mask, the rule the
-           in-memory estimator uses too); formed in the count and the cut tasks, never kept.
+           in-memory estimator uses too). Positions (the order of the concatenated partitions)
+           are implicit: partitions are visited in order, rows in file order.
 4. counts  per-user and per-item training counts, summed on the workers (integers: exact); the
            client gets them (O(users + items)) and cuts the STRATA / STRATA-B intervals from them.
-5. route   each indexed partition is cut by row shard; a task pinned to the shard's host
-           concatenates its pieces and sorts them into the engine's order: subset k (block
-           (p, (p + k) mod B)), then position, the order in which `MatrixFactorization.arrange`
-           stores block (p, k) in process. Duplicate pairs are found there (a pair lives in one shard).
+5. route   a pass counts each partition's ratings per (row shard, subset k = block (p, (p + k) mod B));
+           from these counts the client knows where every piece goes. Each shard is allocated
+           at its final size on its host, then the partitions are cut by row shard a window at a
+           time and every piece is copied into its place: subset k, then position, the order in
+           which `MatrixFactorization.arrange` stores block (p, k) in process (cluster.routing).
+           Duplicate pairs are found there (a pair lives in one block).
 6. stats   per-user sums reduced as hamsi.data.moments does in process: the mean and spread the
            defaults and the bias offset read; the bias start by sweeps whose item sums are the
            shards' partials added in shard order (`ridge_bias_sweeps`' reduction).
@@ -37,14 +41,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hamsi.data.moments import (RatingStatistics, mean_of, squared_deviation_sums, sum_in_order,
-                                user_sums)
+from hamsi.data.moments import RatingStatistics, mean_of, sum_in_order
 from hamsi.data.ratings import _LOOKUP_SLACK, _as_integer_ids, dense_index, heldout_mask
 from hamsi.errors import InputError
 from hamsi.problems.matrix_factorization import BiasShard, bias_weight, heldout_range, penalty_weights
 from cluster.layout import FactorLayout
-from cluster.placement import ShardData, assign_shards, set_v_homes, touched_items, touched_v_shards, v_homes
+from cluster.placement import ShardData, assign_shards, set_v_homes, touched_items, v_homes
 from cluster.plan import FactorConfig
+from cluster.routing import (DuplicatePair, PiecePlaces, ShardRatings, block_counts, cut_pieces, empty_shard,
+                             fill_shard, finish_shard, release_freed_memory)
 from cluster.shard import CommonState, ShardState
 
 SCHEMES = ("strata", "strata-b")
@@ -54,6 +59,8 @@ MERGE_FANIN = 8
 # normals drawn per call when a host skips the start stream up to its rows
 DRAW_CHUNK = 1 << 20
 BIAS_SWEEPS = 10
+# partitions cut per window of the routing, per worker (cluster.routing: at most two windows in flight)
+ROUTE_WINDOW = 2
 
 
 # --------------------------------------------------------------------------- sources
@@ -143,16 +150,35 @@ def _pick_names(names, columns) -> list:
     return [names[k] for k in _pick_columns([str(n) for n in names], columns, "Dask DataFrame")]
 
 
-def open_partitions(client, source, columns=None) -> tuple[list, list]:
-    """Return (futures of checked partitions on the workers, a label per partition: file or partition number)."""
+def partition_readers(source, columns=None) -> tuple[list, list]:
+    """Return (a Delayed per partition giving its checked frame, a label per partition: file or partition number).
+
+    Nothing is read here: every pass over the ratings (`over_partitions`) computes the readers again
+    inside its own graph, so a worker holds a partition only while one task of that pass uses it.
+    """
+    import dask
+
     if isinstance(source, (str, os.PathLike)):
         files, kind = source_files(source)
-        futures = client.map(read_rating_file, files, kind=kind, columns=columns, pure=False)
-        return futures, [str(f) for f in files]
+        read = dask.delayed(read_rating_file, pure=False)
+        return [read(f, kind, columns) for f in files], [str(f) for f in files]
     use = _pick_names(list(source.columns), columns)
-    raw = client.compute(source[use].to_delayed())
+    raw = source[use].to_delayed()
     labels = [f"Dask DataFrame partition {i}" for i in range(len(raw))]
-    return client.map(checked_frame, raw, columns=[0, 1, 2], label=labels, pure=False), labels
+    check = dask.delayed(checked_frame, pure=False)
+    return [check(part, [0, 1, 2], label) for part, label in zip(raw, labels)], labels
+
+
+def over_partitions(client, readers: list, task, **kwargs) -> list:
+    """Return futures of task(frame, **kwargs) for each reader's frame, read and used in one graph.
+
+    One graph per pass: dask.order runs each partition's task right after its read, so the frame
+    is released at once (a separate graph would read every partition before the first task).
+    """
+    import dask
+
+    apply = dask.delayed(task, pure=False)
+    return client.compute([apply(reader, **kwargs) for reader in readers])
 
 
 # --------------------------------------------------------------------------- worker tasks
@@ -184,41 +210,35 @@ def _ids_only(distinct: tuple) -> tuple:
     return None, distinct[1], distinct[2]
 
 
-def _indexed(frame, offset: int, ids: tuple, fraction: float, seed):
-    """Return the partition as (row, col, rating, position, heldout) arrays (a dict of columns)."""
+def _dense(frame, ids: tuple, fraction: float, seed) -> tuple:
+    """Return the partition's dense rows and cols (int32), ratings and held-out flags (`heldout_mask`)."""
     users, items = frame["user"].to_numpy(), frame["item"].to_numpy()
-    out = {"row": _positions(ids[1], users), "col": _positions(ids[2], items),
-           "rating": frame["rating"].to_numpy(),
-           "position": offset + np.arange(len(frame), dtype=np.int64)}
-    out["heldout"] = (heldout_mask(users, items, fraction, seed) if fraction > 0
-                      else np.zeros(len(frame), dtype=bool))
-    return out
+    held = (heldout_mask(users, items, fraction, seed) if fraction > 0 else np.zeros(len(frame), dtype=bool))
+    return _positions(ids[1], users), _positions(ids[2], items), frame["rating"].to_numpy(), held
 
 
-def _counts(frame, offset, ids, fraction, seed, shape) -> tuple:
+def _counts(frame, ids, fraction, seed, shape) -> tuple:
     """Return (training ratings per user, per item, held-out ratings) of one partition."""
-    part = _indexed(frame, offset, ids, fraction, seed)
-    train = ~part["heldout"]
-    return (np.bincount(part["row"][train], minlength=shape[0]), np.bincount(part["col"][train], minlength=shape[1]),
-            int(np.count_nonzero(part["heldout"])))
+    rows, cols, _, held = _dense(frame, ids, fraction, seed)
+    train = ~held
+    return (np.bincount(rows[train], minlength=shape[0]), np.bincount(cols[train], minlength=shape[1]),
+            int(np.count_nonzero(held)))
 
 
 def _merge_counts(*parts) -> tuple:
     """Return the sums of several `_counts` results (integers: the order does not matter)."""
-    return sum(p[0] for p in parts), sum(p[1] for p in parts), sum(p[2] for p in parts)
+    return tuple(sum(p[i] for p in parts) for i in range(3))
 
 
-def _cut_by_shard(frame, offset, ids, fraction, seed, row_bounds) -> list:
-    """Return the partition, indexed (`_indexed`), cut into one piece per row shard.
+def _block_counts(frame, ids, fraction, seed, row_bounds, col_bounds) -> np.ndarray:
+    """Return the partition's ratings per (row shard, subset) and held out per shard (`routing.block_counts`)."""
+    rows, cols, _, held = _dense(frame, ids, fraction, seed)
+    return block_counts(rows, cols, held, row_bounds, col_bounds)
 
-    Indexing again here instead of keeping the indexed form from `_counts` saves 17 bytes per
-    rating at the routing's peak (the hash and the binary searches are cheap).
-    """
-    part = _indexed(frame, offset, ids, fraction, seed)
-    shard = np.searchsorted(row_bounds, part["row"], side="right") - 1
-    order = np.argsort(shard, kind="stable")
-    cuts = np.searchsorted(shard[order], np.arange(row_bounds.size))
-    return [{k: v[order[cuts[p]:cuts[p + 1]]] for k, v in part.items()} for p in range(row_bounds.size - 1)]
+
+def _cut_by_shard(frame, ids, fraction, seed, row_bounds) -> list:
+    """Return the partition cut into one `routing.Piece` per row shard (indexed again: nothing kept between passes)."""
+    return cut_pieces(*_dense(frame, ids, fraction, seed), row_bounds)
 
 
 def _piece(pieces: list, shard: int):
@@ -226,99 +246,23 @@ def _piece(pieces: list, shard: int):
     return pieces[shard]
 
 
-@dataclass
-class ShardRatings:
-    """Row shard p's ratings on its host: training ratings in engine order, held-out ones by position.
-
-    rows are local (global row - row_lo); subset_cuts[k]:subset_cuts[k+1] is subset k's block. The
-    reductions that must agree with the in-process engine run in position order (the caller's
-    order of the ratings, `in_position_order`); 4 bytes per rating keep that order.
-    """
-
-    shard: int
-    row_lo: int
-    row_hi: int
-    rows: np.ndarray
-    cols: np.ndarray
-    vals: np.ndarray
-    subset_cuts: np.ndarray
-    test_rows: np.ndarray
-    test_cols: np.ndarray
-    test_vals: np.ndarray
-    value_sums: np.ndarray  # per local user, in position order (hamsi.data.moments)
-    position_order: np.ndarray  # the training ratings' engine indices in position order
-
-    def in_position_order(self) -> tuple:
-        """Return (rows, cols, vals) of the training ratings in position order (temporaries)."""
-        order = self.position_order
-        return self.rows[order], self.cols[order], self.vals[order]
-
-    def subsets(self, name: str) -> list:
-        """Return the array `name` (rows, cols, vals) cut into the K subsets' blocks (views)."""
-        array = getattr(self, name)
-        return [array[self.subset_cuts[k]:self.subset_cuts[k + 1]] for k in range(self.subset_cuts.size - 1)]
+def _rows_of_pair(frame, user, item) -> list:
+    """Return the rows of the partition that hold the raw (user, item) pair (the duplicate message)."""
+    return np.flatnonzero((frame["user"].to_numpy() == user) & (frame["item"].to_numpy() == item)).tolist()
 
 
-def _assemble_shard(shard: int, row_bounds, col_bounds, ids, labels, offsets, *pieces) -> ShardRatings:
-    """Return shard `shard`'s ShardRatings from its pieces of every partition (a task on its host)."""
-    lo, hi = int(row_bounds[shard]), int(row_bounds[shard + 1])
-    positions = np.concatenate([p["position"] for p in pieces])
-    by_position = np.argsort(positions, kind="stable")
-    positions = positions[by_position]
-
-    def column(name):  # one column concatenated and sorted at a time: a smaller peak
-        return np.concatenate([p[name] for p in pieces])[by_position]
-
-    rows, cols, vals, held = column("row") - lo, column("col"), column("rating"), column("heldout")
-    del by_position
-    _refuse_duplicates(rows, cols, positions, lo, col_bounds[-1], ids, labels, offsets)
-    train = ~held
-    rows_t, cols_t, vals_t = rows[train], cols[train], vals[train]
-    # engine order: subset k holds block (p, (p + k) mod B); within it, the position order
-    n_blocks = row_bounds.size - 1
-    v_shard = np.searchsorted(col_bounds, cols_t, side="right") - 1
-    subset = (v_shard - shard) % n_blocks
-    order = np.argsort(subset, kind="stable")
-    cuts = np.searchsorted(subset[order], np.arange(n_blocks + 1))
-    position_order = np.empty(order.size, dtype=np.int32)
-    position_order[order] = np.arange(order.size, dtype=np.int32)
-    return ShardRatings(shard, lo, hi, np.ascontiguousarray(rows_t[order], dtype=np.int32),
-                        np.ascontiguousarray(cols_t[order], dtype=np.int32), np.ascontiguousarray(vals_t[order]),
-                        cuts.astype(np.int64), np.ascontiguousarray(rows[held], dtype=np.int32),
-                        np.ascontiguousarray(cols[held], dtype=np.int32), np.ascontiguousarray(vals[held]),
-                        user_sums(rows_t, vals_t, hi - lo), position_order)
-
-
-def _refuse_duplicates(rows, cols, positions, row_lo, n_items, ids, labels, offsets) -> None:
-    """Raise InputError naming the pair and the two files when a (user, item) pair occurs twice."""
-    keys = rows.astype(np.int64) * int(n_items) + cols
-    order = np.argsort(keys, kind="stable")
-    repeated = np.flatnonzero(keys[order][1:] == keys[order][:-1])
-    if not repeated.size:
-        return
-    first, second = order[repeated[0]], order[repeated[0] + 1]
-
-    def where(k):
-        part = int(np.searchsorted(offsets, positions[k], side="right") - 1)
-        return f"{labels[part]} row {int(positions[k] - offsets[part])}"
-
-    raise InputError(f"duplicate (user, item) pair ({ids[1][row_lo + rows[first]]}, {ids[2][cols[first]]}) in "
-                     f"{where(first)} and {where(second)}")
-
-
-def _shard_summary(data: ShardRatings, col_bounds) -> tuple:
+def _shard_summary(data: ShardRatings) -> tuple:
     """Return (per-user value sums, rating min, max, item shards touched per subset): small, for the client."""
     if data.vals.size:
         low, high = float(data.vals.min()), float(data.vals.max())
     else:
         low, high = np.inf, -np.inf
-    return data.value_sums, low, high, touched_v_shards(data.subsets("cols"), col_bounds)
+    return data.value_sums, low, high, data.touched_v_shards()
 
 
 def _squares(data: ShardRatings, mean: float) -> np.ndarray:
-    """Return the shard's per-user sums of (v - mean)^2 in position order (the spread's reduction)."""
-    rows, _, vals = data.in_position_order()
-    return squared_deviation_sums(rows, vals, data.row_hi - data.row_lo, mean)
+    """Return the shard's per-user sums of (v - mean)^2 in position order (`squared_deviation_sums`'s terms)."""
+    return data.user_sums(lambda vals: (vals - mean) ** 2)
 
 
 def _bias_shard(data: ShardRatings, offset: float) -> BiasShard:
@@ -453,39 +397,34 @@ class WorkerRatings:
             raise InputError(f"ratings on the workers need partitioner strata or strata-b (its blocks follow "
                              f"from the counts alone); got {scheme!r}")
         self.client = client
-        parts, labels = open_partitions(client, source, columns)
-        distinct = _tree(client, _merge_distinct, client.map(_distinct_ids, parts, pure=False))
-        lengths = client.gather(client.map(len, parts, pure=False))
-        _, users, items = client.gather(distinct)
-        if sum(lengths) == 0:
+        readers, self.labels = partition_readers(source, columns)
+        distinct = _tree(client, _merge_distinct, over_partitions(client, readers, _distinct_ids))
+        n_read, users, items = client.gather(distinct)
+        if n_read == 0:
             raise InputError(f"{_name(source)} holds no ratings")
         self.user_ids, self.item_ids = users, items
         self.shape = (int(users.size), int(items.size))
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         ids = client.submit(_ids_only, distinct, pure=False)
-        where = dict(ids=ids, fraction=float(heldout_fraction), seed=seed, pure=False)
-        row_counts, col_counts, n_test = client.gather(_tree(client, _merge_counts, client.map(
-            _counts, parts, offsets[:-1].tolist(), shape=self.shape, **where)))
+        where = dict(ids=ids, fraction=float(heldout_fraction), seed=seed)
+        row_counts, col_counts, n_test = client.gather(_tree(client, _merge_counts, over_partitions(
+            client, readers, _counts, shape=self.shape, **where)))
         self.row_counts, self.col_counts, self.n_test = row_counts, col_counts, int(n_test)
         self.n_ratings = int(row_counts.sum())
         if self.n_ratings == 0:
             raise InputError(f"{_name(source)}: every rating was held out; lower the validation fraction")
         n_blocks = min(int(n_blocks), min(self.shape))
         self.cover = GridCover(scheme, self.shape, *grid_bounds(scheme, row_counts, col_counts, n_blocks))
-        rb, cb = self.cover.row_bounds, self.cover.col_bounds
-        workers = list(workers or client.scheduler_info()["workers"])
+        rb = self.cover.row_bounds
         cumulative = np.concatenate([[0], np.cumsum(row_counts)])
         self.sizes = [int(cumulative[rb[p + 1]] - cumulative[rb[p]]) for p in range(n_blocks)]
-        owner = assign_shards(n_blocks, workers, self.sizes)
-        cut = client.map(_cut_by_shard, parts, offsets[:-1].tolist(), row_bounds=rb, **where)
-        del parts
-        self.shards = [client.submit(_assemble_shard, p, rb, cb, ids, labels, offsets,
-                                     *[client.submit(_piece, c, p, pure=False) for c in cut],
-                                     workers=[owner[p]], allow_other_workers=True, pure=False)
-                       for p in range(n_blocks)]
-        self.owner = owner
-        summaries = client.gather(client.map(_shard_summary, self.shards, col_bounds=cb, pure=False))
-        self.homes = v_homes([s[3] for s in summaries], cb.size - 1)
+        self.owner = assign_shards(n_blocks, list(workers or client.scheduler_info()["workers"]), self.sizes)
+        self.shards = self._route(readers, where)
+        try:
+            summaries = client.gather(client.map(_shard_summary, self.shards, pure=False))
+        except DuplicatePair as pair:
+            raise InputError(self._duplicate_message(readers, pair)) from None
+        client.run(release_freed_memory)
+        self.homes = v_homes([s[3] for s in summaries], self.cover.col_bounds.size - 1)
         value_sums = np.concatenate([s[0] for s in summaries])
         self.mean = mean_of(value_sums, self.n_ratings)
         squares = client.gather(client.map(_squares, self.shards, mean=self.mean, pure=False))
@@ -494,6 +433,50 @@ class WorkerRatings:
         self.rating_max = max(s[2] for s in summaries)
         self.statistics = RatingStatistics(self.n_ratings, spread,
                                            int(max(row_counts.max(), col_counts.max())))
+
+    def _route(self, readers: list, where: dict) -> list:
+        """Return futures of the row shards' ShardRatings, built on their hosts (module step 5, cluster.routing).
+
+        A pass counts every partition's ratings per (shard, subset); then the partitions are cut a
+        window at a time and each piece is copied into its place in its shard. A window is submitted
+        once the one before the last is in its shards: a worker holds the pieces of two windows at most.
+        """
+        from distributed import wait
+
+        client, (rb, cb), owner = self.client, (self.cover.row_bounds, self.cover.col_bounds), self.owner
+        places = PiecePlaces.of(client.gather(over_partitions(client, readers, _block_counts, row_bounds=rb,
+                                                              col_bounds=cb, **where)))
+        pinned = dict(allow_other_workers=True, pure=False)
+        shards = [client.submit(empty_shard, p, rb[p], rb[p + 1], places.subset_cuts[p],
+                                int(places.test_starts[-1, p]), workers=[owner[p]], **pinned)
+                  for p in range(rb.size - 1)]
+        window = ROUTE_WINDOW * len(set(owner.values()))
+        earlier = []
+        for first in range(0, len(readers), window):
+            batch = range(first, min(first + window, len(readers)))
+            cuts = over_partitions(client, [readers[f] for f in batch], _cut_by_shard, row_bounds=rb, **where)
+            for f, cut in zip(batch, cuts):
+                for p, shard in enumerate(shards):
+                    train, test = places.train_starts[f:f + 2, p], places.test_starts[f:f + 2, p]
+                    if train[1] == train[0] and test[1] == test[0]:
+                        continue
+                    piece = client.submit(_piece, cut, p, pure=False)
+                    shards[p] = client.submit(fill_shard, shard, piece, places.subset_starts[f, p], int(train[0]),
+                                              int(test[0]), cb, workers=[owner[p]], **pinned)
+            with client.as_current():  # distributed.wait asks for the current client
+                wait(earlier)
+            earlier = list(shards)
+        return [client.submit(finish_shard, shards[p], self.user_ids, self.item_ids, places.train_starts[:, p],
+                              places.test_starts[:, p], workers=[owner[p]], **pinned) for p in range(rb.size - 1)]
+
+    def _duplicate_message(self, readers: list, pair: DuplicatePair) -> str:
+        """Return the InputError text of a repeated pair: both occurrences' file (or partition) and row."""
+        found = sorted(set(pair.partitions))
+        rows = dict(zip(found, self.client.gather(over_partitions(
+            self.client, [readers[f] for f in found], _rows_of_pair, user=pair.user, item=pair.item))))
+        where = [(f, rows[f].pop(0)) for f in pair.partitions]
+        return (f"duplicate (user, item) pair ({pair.user}, {pair.item}) in "
+                + " and ".join(f"{self.labels[f]} row {row}" for f, row in where))
 
     def problem(self, rank: int, *, reg: float = 0.0, biases: bool = False, reg_weighting: str = "uniform",
                 init_scale: float = 1.0, init_biases: bool = False,
