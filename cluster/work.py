@@ -203,6 +203,26 @@ class FactorWork(_Common):
         return float(np.sqrt(sse / cfg.n_ratings)), float(0.5 * cfg.scale * (sse + norm)), heldout
 
 
+def home_block_partials(work, d, u, request, partials: list) -> int:
+    """Form the gradient of row shard d's block in subset request.subset and append its partials.
+
+    The block is the only one touching its item shard V_j (STRATA/-B: d is V_j's home), so gU_p and
+    gV_j are complete here; appends U_p's partials, then V_j's (shard B + j); returns j. `work` is a
+    SharedFactorWork or OwnedFactorWork (its V, gV, v_shards and cfg).
+    """
+    cfg, k = work.cfg, request.subset
+    j = d.v_home[k]
+    v = work.v_shards[j]
+    u.g[:] = 0.0
+    v.g[:] = 0.0
+    U = u.x.reshape(-1, cfg.width)
+    kernels.mf_block_gradient(d.rows[k], d.cols[k], d.vals[k], U, work.V, u.g.reshape(U.shape), work.gV,
+                              cfg.rank, cfg.scale, cfg.offset, d.row_reg, cfg.col_reg)
+    partials.append(u.partials(d.shard, request, 0, u.x.size))
+    partials.append(v.partials(cfg.n_shards + j, request, 0, v.x.size))
+    return j
+
+
 class SharedFactorWork(FactorWork):
     """FactorWork with V in shared memory on one host (cluster.shared; STRATA/-B: every V_j has a home).
 
@@ -232,18 +252,10 @@ class SharedFactorWork(FactorWork):
 
     def compute(self, request):
         """Return (no gradient rows, partials of the hosted U shards and of the V shards they are home of)."""
-        cfg, k = self.cfg, request.subset
+        k = request.subset
         partials = []
         for d, u in zip(self.datas, self.hosted):
-            u.g[:] = 0.0
-            j = d.v_home[k]
-            v = self.v_shards[j]
-            v.g[:] = 0.0
-            U = u.x.reshape(-1, cfg.width)
-            kernels.mf_block_gradient(d.rows[k], d.cols[k], d.vals[k], U, self.V, u.g.reshape(U.shape), self.gV,
-                                      cfg.rank, cfg.scale, cfg.offset, d.row_reg, cfg.col_reg)
-            partials.append(u.partials(d.shard, request, 0, u.x.size))
-            partials.append(v.partials(cfg.n_shards + j, request, 0, v.x.size))
+            home_block_partials(self, d, u, request, partials)
         after = request.next_subset if request.next_subset >= 0 else k
         self.turn = sorted(d.v_home[after] for d in self.datas)
         return [], partials
@@ -316,19 +328,12 @@ class OwnedFactorWork(FactorWork):
 
     def compute(self, request):
         """Return ({peer: the ItemShards it steps next}, partials of the hosted U shards and of their V shards)."""
-        cfg, k = self.cfg, request.subset
+        k = request.subset
         after = request.next_subset if request.next_subset >= 0 else k
         outgoing, partials, self.current = {}, [], []
         for d, u in zip(self.datas, self.hosted):
-            u.g[:] = 0.0
-            j = d.v_home[k]
+            j = home_block_partials(self, d, u, request, partials)
             v = self.v_shards[j]
-            v.g[:] = 0.0
-            U = u.x.reshape(-1, cfg.width)
-            kernels.mf_block_gradient(d.rows[k], d.cols[k], d.vals[k], U, self.V, u.g.reshape(U.shape), self.gV,
-                                      cfg.rank, cfg.scale, cfg.offset, d.row_reg, cfg.col_reg)
-            partials.append(u.partials(d.shard, request, 0, u.x.size))
-            partials.append(v.partials(cfg.n_shards + j, request, 0, v.x.size))
             self.current.append(j)
             holder = self.holders[after][j]
             if holder != self.me:  # x and g are read-only until the round has sent them
