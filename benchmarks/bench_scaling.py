@@ -17,7 +17,8 @@ Issue 23, items 3 and 4. One run prints:
    per cycle and speed-up, for today's replicated V and for owned V; the published anchors.
 
     python benchmarks/bench_scaling.py [--epochs 20] [--repeats 3] [--point-repeats 2]
-                                       [--workers 1 2 4 8] [--skip-goal] [--skip-points]
+                                       [--workers 1 2 4 8] [--skip-goal | --goal-only] [--skip-points]
+                                       [--block-data long-tail-like ml-20m-like]
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from hamsi import kernels
 from hamsi.data.synth import PRESETS, make_ratings
 from hamsi.optimizer import minimize_hamsi
 from hamsi.problems import MatrixFactorization
-from partition.strata import balanced_bounds
+from partition.strata import balanced_bounds, balanced_bounds_of_counts, stratify
 from scaling_model import Constants, Network, predict_point, project_hosts
 
 GOAL = 1.7
@@ -105,6 +106,12 @@ def count_frames(dask_worker=None) -> None:
     links.bench_counter[:] = [0, 0]
 
 
+def cpu_seconds(dask_worker=None) -> float:
+    """On a worker: this process's user + system CPU seconds so far."""
+    user, system = os.times()[:2]
+    return user + system
+
+
 def frame_counts(dask_worker=None) -> list:
     import cluster.links as links
 
@@ -116,18 +123,21 @@ def run_point(client, ratings, part, args, shared) -> dict:
     """Return one Dask run's ms per inner iteration, lead split, bytes per inner iteration and x."""
     n_workers = len(worker_addresses(client))
     client.run(count_frames)
+    cpu = client.run(cpu_seconds)
     result = fit_distributed(ratings, rank=args.rank, partition=part, random_state=1, max_epochs=args.epochs,
                              client=client, chunk_epochs=args.epochs, shared_memory=shared)
+    cpu = {w: t - cpu[w] for w, t in client.run(cpu_seconds).items()}
     counts = client.run(frame_counts)
     sent = sum(b for b, _ in counts.values()) * max(n_workers - 1, 0)  # one frame goes to every peer
     return {"ms": ms_per_inner(result.trace), "split": lead_split(result), "bytes": sent / result.nit,
-            "x": result.x, "shared_used": result.shared_memory, "nit": result.nit}
+            "x": result.x, "shared_used": result.shared_memory, "nit": result.nit, "load": os.getloadavg()[0],
+            "cpu_share": min(cpu.values()) / result.time}
 
 
 def goal_runs(ratings, args) -> dict:
     """Return ms per inner iteration of 1 and 2 workers on the same B = 2 cover, alternating runs."""
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
-    times, same = {1: [], 2: []}, True
+    times, shares, same = {1: [], 2: []}, {1: [], 2: []}, True
     with connect(n_workers=1, threads_per_worker=1, quiet=True) as one, \
             connect(n_workers=2, threads_per_worker=1, quiet=True) as two:
         for _ in range(args.repeats):
@@ -135,8 +145,9 @@ def goal_runs(ratings, args) -> dict:
             same = same and bool(np.array_equal(runs[1]["x"], runs[2]["x"]))
             for w in (1, 2):
                 times[w].append(runs[w]["ms"])
+                shares[w].append(runs[w]["cpu_share"])
             split = runs[2]["split"]
-    return {"times": times, "same": same, "split": split}
+    return {"times": times, "same": same, "split": split, "cpu_share": shares}
 
 
 def point_runs(ratings, args) -> list:
@@ -152,27 +163,27 @@ def point_runs(ratings, args) -> list:
                 best = min(runs, key=lambda r: r["ms"])
                 rows.append({"W": W, "shared": best["shared_used"], "ms": best["ms"],
                              "median": float(np.median([r["ms"] for r in runs])), "split": best["split"],
-                             "bytes": best["bytes"], "local_ms": ms_per_inner(local.trace),
+                             "bytes": best["bytes"], "load": best["load"], "cpu_share": best["cpu_share"],
                              "same": all(np.array_equal(r["x"], local.x) for r in runs)})
     return rows
 
 
 # ---------------------------------------------------------------------------------------- constants
-def shard_datas(ratings, n_blocks: int, rank: int):
-    """Return (ShardData per row shard of STRATA-B with B = n_blocks, the partition)."""
-    part = partition.make("strata-b", ratings, blocks=n_blocks, seed=1)
+def shard_datas(ratings, n_blocks: int, rank: int, part=None):
+    """Return (ShardData per row shard of `part`, default STRATA-B with B = n_blocks; the partition)."""
+    part = partition.make("strata-b", ratings, blocks=n_blocks, seed=1) if part is None else part
     problem = MatrixFactorization(ratings, rank)
     problem.arrange(part)
     return split_by_row_shard(problem, part.row_bounds), part
 
 
-def block_table(ratings, n_blocks: int, rank: int, passes: int = 7) -> dict:
+def block_table(ratings, n_blocks: int, rank: int, passes: int = 7, part=None) -> dict:
     """Return every block's gradient seconds (alone, engine order) and its ratings, rows and items touched.
 
     CPU time of this thread (see `best_of`); each pass times every block once and a block keeps
     its fastest pass, so a burst of another process's work spoils one pass, not one block.
     """
-    datas, part = shard_datas(ratings, n_blocks, rank)
+    datas, part = shard_datas(ratings, n_blocks, rank, part)
     rng = np.random.default_rng(0)
     V = 0.1 * rng.standard_normal((part.shape[1], rank))
     gV, empty = np.zeros_like(V), np.zeros(0)
@@ -190,6 +201,49 @@ def block_table(ratings, n_blocks: int, rank: int, passes: int = 7) -> dict:
                 seconds[d.shard, q] = min(seconds[d.shard, q], time.thread_time() - start)
                 counts[d.shard, q], rows[d.shard, q], items[d.shard, q] = v.size, np.unique(r).size, np.unique(c).size
     return {"seconds": seconds, "ratings": counts, "rows": rows, "items": items}
+
+
+def cost_balanced(ratings, n_blocks: int, touch_rows: float, touch_items: float):
+    """Return STRATA with intervals balanced by cost: ratings + touch_rows per user + touch_items per item rated.
+
+    The item 3 candidate (a block's time ~ a ratings + b rows + c items): each row or item that
+    has ratings weighs b / a or c / a ratings more when the intervals are cut (balanced_bounds_of_counts
+    on the weights in thousandths of a rating).
+    """
+    m, n = ratings.shape
+    bounds = []
+    for index, length, touch in ((ratings.rows, m, touch_rows), (ratings.cols, n, touch_items)):
+        counts = np.bincount(index, minlength=length)
+        bounds.append(balanced_bounds_of_counts(np.round(1000 * (counts + touch * (counts > 0))).astype(np.int64),
+                                                n_blocks))
+    return stratify(np.asarray(ratings.rows), np.asarray(ratings.cols), ratings.shape, bounds[0], bounds[1],
+                    "strata-cost", 1)
+
+
+def slowest_over_mean(table: dict) -> float:
+    """Return the mean over subsets of the slowest block's time / the mean block's (1: no wait)."""
+    t, W = table["seconds"], table["seconds"].shape[0]
+    return float(np.mean([max(t[p, (p + k) % W] for p in range(W)) / np.mean([t[p, (p + k) % W] for p in range(W)])
+                          for k in range(W)]))
+
+
+def print_cost_balanced(name: str, rank: int, fit: np.ndarray, workers) -> None:
+    """Item 3: does cutting the intervals by fitted cost instead of ratings shorten the wait? (alternating runs)"""
+    ratings = make_ratings(name, seed=1)
+    touch_rows, touch_items = fit[1] / fit[0], fit[2] / fit[0]
+    print(f"  {name}, intervals cut by cost (a row weighs {touch_rows:.2f} ratings, an item {touch_items:.2f}) vs "
+          f"STRATA-B: slowest / mean block per subset, two alternating measurements each")
+    for W in workers:
+        if W == 1:
+            continue
+        covers = {"strata-b": partition.make("strata-b", ratings, blocks=W, seed=1),
+                  "by cost": cost_balanced(ratings, W, touch_rows, touch_items)}
+        seen = {label: [] for label in covers}
+        for _ in range(2):
+            for label, cover in covers.items():
+                seen[label].append(slowest_over_mean(block_table(ratings, W, rank, part=cover)))
+        print(f"    W = {W}: " + "; ".join(f"{label} {', '.join(f'{v:.3f}' for v in values)}"
+                                          for label, values in seen.items()))
 
 
 def vector_costs(size: int, memory: int = MEMORY) -> tuple[float, float, float, float]:
@@ -384,9 +438,12 @@ def print_goal(goal: dict, args) -> None:
     print(f"  speed-up: best {best:.2f}x, median {median:.2f}x (goal >= {GOAL}: "
           f"{'met' if min(best, median) >= GOAL else 'NOT met'}); 2 workers' lead, last run: compute "
           f"{s['compute']:.2f} / exchange {s['exchange']:.2f} / wait {s['wait']:.2f} ms")
+    print("  CPU the workers got / their optimization time (1: a core each all along; less: other processes held "
+          "the cores): 1 worker " + ", ".join(f"{v:.2f}" for v in goal["cpu_share"][1]) + "; 2 workers (the less "
+          "served) " + ", ".join(f"{v:.2f}" for v in goal["cpu_share"][2]))
 
 
-def print_blocks(name: str, tables: dict) -> None:
+def print_blocks(name: str, tables: dict) -> np.ndarray | None:
     """Item 3: the wait on the slowest block, and what a block's time follows (least squares)."""
     print(f"\nblocks of {name} (item 3): every block's gradient timed alone; the slowest block of a subset sets "
           f"the pace")
@@ -413,6 +470,8 @@ def print_blocks(name: str, tables: dict) -> None:
               f"+ {1e9 * coef[2]:.1f} ns x items; median |error| {np.median(residual):.1%} "
               f"(ratings alone, {1e9 * only[0]:.1f} ns each: {np.median(residual_only):.1%})")
         print("  wait share = 1 - mean/max: the share of the slowest block's time the others spend waiting")
+        return coef
+    return None
 
 
 def print_points(rows: list, constants: Constants, ratings, args) -> None:
@@ -420,7 +479,8 @@ def print_points(rows: list, constants: Constants, ratings, args) -> None:
           f"{args.point_repeats}; model: constants measured by micro benchmarks (not fitted); this machine has "
           f"{constants.cores} cores; load average now {os.getloadavg()}")
     print(f"{'W':>3s} {'V path':>7s} {'ms/inner':>16s} {'model':>7s} {'error':>7s} {'lead compute/exch/wait ms':>27s} "
-          f"{'model grad/wait/upd/eval/exch':>31s} {'KB/inner':>9s} {'model KB':>9s} {'=in-proc':>8s} {'time':>11s}")
+          f"{'model grad/wait/upd/eval/exch':>31s} {'KB/inner':>9s} {'model KB':>9s} {'=in-proc':>8s} {'time':>11s} "
+          f"{'load':>5s} {'CPU':>5s}")
     for r in rows:
         p = predict_point(constants, r["W"], ratings.shape, ratings.nnz, args.rank, r["shared"])
         s = r["split"]
@@ -429,9 +489,11 @@ def print_points(rows: list, constants: Constants, ratings, args) -> None:
         print(f"{r['W']:3d} {'shared' if r['shared'] else 'message':>7s} {r['ms']:7.2f} ({r['median']:6.2f}) "
               f"{1e3 * p['inner']:7.2f} {error:+7.1%} {s['compute']:9.2f} /{s['exchange']:6.2f} /{s['wait']:6.2f}    "
               f"{model_parts:>31s} {r['bytes'] / 1e3:9.1f} {p['bytes'] / 1e3:9.1f} {str(r['same']):>8s} "
-              f"{'meaningless' if p['meaningless'] else 'valid':>11s}")
+              f"{'meaningless' if p['meaningless'] else 'valid':>11s} {r['load']:5.1f} {r['cpu_share']:5.2f}")
     print(f"  bytes per inner iteration, message path: (W - 1) n w 8 = (W - 1) x {8 * ratings.shape[1] * args.rank / 1e3:.1f}"
           f" KB (every worker's block of gV rows to every peer) + partials; shared memory: partials only")
+    print("  load: the 1-minute load average after the best run (this machine is shared; the model is of an idle one);"
+          " CPU: the CPU seconds the least served worker got / the optimization time (1 = a core all along)")
     print("  'meaningless': more worker processes than cores, the time is the OS's time slicing (model: x W / cores);"
           " the bytes and the iterates still hold")
 
@@ -480,16 +542,22 @@ def main(argv=None):
     parser.add_argument("--block-data", nargs="*", default=["long-tail-like", "ml-20m-like"],
                         help="more presets whose blocks are timed (item 3)")
     parser.add_argument("--skip-goal", action="store_true")
+    parser.add_argument("--goal-only", action="store_true", help="only the 1 -> 2 workers goal")
     parser.add_argument("--skip-points", action="store_true")
     args = parser.parse_args(argv)
     print(f"load average at start: {os.getloadavg()}; {os.cpu_count()} cores")
     ratings = make_ratings("ml-1m-like", seed=1)
     if not args.skip_goal:
         print_goal(goal_runs(ratings, args), args)
+    if args.goal_only:
+        return
     constants, tables, links = measure_constants(ratings, args)
     print_blocks("ml-1m-like", tables)
     for name in args.block_data:
-        print_blocks(name, {W: block_table(make_ratings(name, seed=1), W, args.rank) for W in args.workers if W > 1})
+        fit = print_blocks(name, {W: block_table(make_ratings(name, seed=1), W, args.rank)
+                                  for W in args.workers if W > 1})
+        if fit is not None and fit[0] > 0 and (fit[1] > 0 or fit[2] > 0):
+            print_cost_balanced(name, args.rank, fit, args.workers)
     print_constants(constants, links)
     if not args.skip_points:
         print_points(point_runs(ratings, args), constants, ratings, args)
