@@ -1,4 +1,4 @@
-"""Strong scaling of the Dask engine on this machine, a cost model checked against it, and its ml-20m-like extrapolation.
+"""Strong scaling of the Dask engine here, a cost model checked against it, and its ml-20m-like extrapolation.
 
 Issue 23, items 3 and 4. One run prints:
 1. the goal: 1 -> 2 workers on ml-1m-like, rank 50, STRATA-B with B = 2 on both (the same cover,
@@ -35,7 +35,7 @@ from cluster.connect import connect, worker_addresses
 from cluster.driver import fit_distributed
 from cluster.placement import split_by_row_shard
 from hamsi import kernels
-from hamsi.data.synth import PRESETS, make_ratings
+from hamsi.data.synth import make_ratings
 from hamsi.optimizer import minimize_hamsi
 from hamsi.problems import MatrixFactorization
 from partition.strata import balanced_bounds, balanced_bounds_of_counts, stratify
@@ -394,7 +394,8 @@ def measure_constants(ratings, args) -> tuple[Constants, dict, dict]:
         links = message_costs(client)
         corun = corun_factor(client, datas2, part2, args.rank)
     constants = Constants(blocks={W: t["seconds"] for W, t in tables.items()}, sizes=sizes,
-                          partials=vector[:, 0], pair=vector[:, 1], step=vector[:, 2], assemble=vector[:, 3], eval_rating=eval_rating,
+                          partials=vector[:, 0], pair=vector[:, 1], step=vector[:, 2], assemble=vector[:, 3],
+                          eval_rating=eval_rating,
                           message=links["message"], latency=links["latency"], byte=links["byte"],
                           frame=frame_sizes(), corun=corun, cores=os.cpu_count() or 1)
     return constants, tables, links
@@ -478,7 +479,8 @@ def print_blocks(name: str, tables: dict) -> np.ndarray | None:
         residual = np.abs(X @ coef - y) / y
         only = np.linalg.lstsq(X[:, :1], y, rcond=None)[0]
         residual_only = np.abs(X[:, :1] @ only - y) / y
-        print(f"  non-negative least squares over {y.size} blocks: time = {1e9 * coef[0]:.1f} ns x ratings + {1e9 * coef[1]:.1f} ns x rows "
+        print(f"  non-negative least squares over {y.size} blocks: time = {1e9 * coef[0]:.1f} ns x ratings + "
+              f"{1e9 * coef[1]:.1f} ns x rows "
               f"+ {1e9 * coef[2]:.1f} ns x items; median |error| {np.median(residual):.1%} "
               f"(ratings alone, {1e9 * only[0]:.1f} ns each: {np.median(residual_only):.1%})")
         print("  wait share = 1 - mean/max: the share of the slowest block's time the others spend waiting")
@@ -490,20 +492,27 @@ def print_points(rows: list, constants: Constants, ratings, args) -> None:
     print(f"\nmeasured points, ml-1m-like rank {args.rank}, STRATA-B B = W, {args.epochs} cycles, best (median) of "
           f"{args.point_repeats}; model: constants measured by micro benchmarks (not fitted); this machine has "
           f"{constants.cores} cores; load average now {os.getloadavg()}")
-    print(f"{'W':>3s} {'V path':>7s} {'ms/inner':>16s} {'model':>7s} {'error':>7s} {'lead compute/exch/wait ms':>27s} "
+    print(f"{'W':>3s} {'V path':>7s} {'ms/inner':>16s} {'model':>7s} {'error':>7s} {'at CPU':>7s} {'error':>7s} "
+          f"{'lead compute/exch/wait ms':>27s} "
           f"{'model grad/wait/upd/eval/exch':>31s} {'KB/inner':>9s} {'model KB':>9s} {'=in-proc':>8s} {'time':>11s} "
           f"{'load':>5s} {'CPU':>5s}")
     for r in rows:
         p = predict_point(constants, r["W"], ratings.shape, ratings.nnz, args.rank, r["shared"])
         s = r["split"]
         error = p["inner"] * 1e3 / r["ms"] - 1
+        at_cpu = 1e3 * p["unshared"] / r["cpu_share"]  # the model's work, done at the CPU share this run got
         model_parts = "/".join(f"{1e3 * p[k]:.1f}" for k in ("gradient", "wait", "update", "evaluation", "exchange"))
         print(f"{r['W']:3d} {'shared' if r['shared'] else 'message':>7s} {r['ms']:7.2f} ({r['median']:6.2f}) "
-              f"{1e3 * p['inner']:7.2f} {error:+7.1%} {s['compute']:9.2f} /{s['exchange']:6.2f} /{s['wait']:6.2f}    "
+              f"{1e3 * p['inner']:7.2f} {error:+7.1%} {at_cpu:7.2f} {at_cpu / r['ms'] - 1:+7.1%} "
+              f"{s['compute']:9.2f} /{s['exchange']:6.2f} /{s['wait']:6.2f}    "
               f"{model_parts:>31s} {r['bytes'] / 1e3:9.1f} {p['bytes'] / 1e3:9.1f} {str(r['same']):>8s} "
               f"{'meaningless' if p['meaningless'] else 'valid':>11s} {r['load']:5.1f} {r['cpu_share']:5.2f}")
-    print(f"  bytes per inner iteration, message path: (W - 1) n w 8 = (W - 1) x {8 * ratings.shape[1] * args.rank / 1e3:.1f}"
+    per_peer = 8 * ratings.shape[1] * args.rank / 1e3
+    print(f"  bytes per inner iteration, message path: (W - 1) n w 8 = (W - 1) x {per_peer:.1f}"
           f" KB (every worker's block of gV rows to every peer) + partials; shared memory: partials only")
+    print("  model: an idle machine (x W / cores when W > cores); at CPU: the model's work (not sliced) divided by"
+          " the CPU share the run's least served HAMSI thread got (column CPU), i.e. the model on the core time"
+          " the run really had")
     print("  load: the 1-minute load average after the best run (this machine is shared; the model is of an idle one);"
           " CPU: the CPU seconds the least served worker's HAMSI thread got / the optimization time (~1: a core all"
           " along)")

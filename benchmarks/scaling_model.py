@@ -112,7 +112,7 @@ def predict_point(c: Constants, W: int, shape, nnz: int, width: int, shared: boo
     total = slicing * (compute + exchange)
     return {"W": W, "shared": shared, "gradient": slicing * pace * corun, "wait": slicing * (pace - lead) * corun,
             "update": slicing * (u_work + v_work), "evaluation": slicing * evaluation, "exchange": slicing * exchange,
-            "inner": total, "bytes": W * out, "meaningless": W > c.cores}
+            "inner": total, "unshared": compute + exchange, "bytes": W * out, "meaningless": W > c.cores}
 
 
 @dataclass
