@@ -6,13 +6,15 @@ Issue 23, items 3 and 4. One run prints:
 2. the points: W = 1, 2, 4, 8 worker processes, STRATA-B with B = W, V in shared memory and on the
    message path: ms per inner iteration (after cycle 1; best of --point-repeats), the lead
    worker's compute / exchange / wait, the bytes its frames carried per inner iteration (counted
-   in cluster.links.encode), and the iterates compared bitwise with the in-process engine on the
-   same cover. Points with more workers than cores measure time slicing, not scaling: their bytes
-   and rounds are checked, their times are marked;
+   in cluster.links.encode), the CPU share the HAMSI task's thread got (this machine is shared),
+   and the iterates compared bitwise with the in-process engine on the same cover. Points with
+   more workers than cores measure time slicing, not scaling: their bytes and rounds are checked,
+   their times are marked;
 3. the blocks: every block's gradient timed alone, the wait on the slowest block of each subset,
    and a least-squares fit of block time = a ratings + b rows + c items (item 3);
 4. the model (benchmarks/scaling_model.py): constants measured here by micro benchmarks, never
-   fitted to the points, its prediction beside every point with the relative error;
+   fitted to the points, its prediction beside every point with the relative error, for an idle
+   machine and at the CPU share the run got;
 5. the extrapolation: ml-20m-like on 1..64 hosts (one worker each) over a stated network, seconds
    per cycle and speed-up, for today's replicated V and for owned V; the published anchors.
 
@@ -565,7 +567,7 @@ def main(argv=None):
                         help="more presets whose blocks are timed (item 3)")
     parser.add_argument("--skip-goal", action="store_true")
     parser.add_argument("--goal-only", action="store_true", help="only the 1 -> 2 workers goal")
-    parser.add_argument("--skip-points", action="store_true")
+    parser.add_argument("--skip-points", action="store_true", help="no Dask runs at 1..8 workers")
     args = parser.parse_args(argv)
     print(f"load average at start: {os.getloadavg()}; {os.cpu_count()} cores")
     ratings = make_ratings("ml-1m-like", seed=1)
