@@ -1,183 +1,594 @@
-"""Strong scaling 1 -> 2 Dask workers on ml-1m-like, and a cost model projecting 8/16/64 workers on ml-20m-like.
+"""Strong scaling of the Dask engine here, a cost model checked against it, and its ml-20m-like extrapolation.
 
-Scaling: the same STRATA-B partition with B = 2 row shards runs on 1 worker (hosting both shards)
-and on 2 workers; shards are the unit of every reduction, so both runs take identical steps and
-only the time differs. Goal >= 1.7x; on a 2-core machine shared with the OS, the scheduler, the
-client and (here) other users, the second core is not free, which the figure shows honestly.
+Issue 23, items 3 and 4. One run prints:
+1. the goal: 1 -> 2 workers on ml-1m-like, rank 50, STRATA-B with B = 2 on both (the same cover,
+   so the same steps: checked bitwise), --repeats runs alternating, best and median, load average;
+2. the points: W = 1, 2, 4, 8 worker processes, STRATA-B with B = W, V in shared memory and on the
+   message path: ms per inner iteration (after cycle 1; best of --point-repeats), the lead
+   worker's compute / exchange / wait, the bytes its frames carried per inner iteration (counted
+   in cluster.links.encode), the CPU share the HAMSI task's thread got (this machine is shared),
+   and the iterates compared bitwise with the in-process engine on the same cover. Points with
+   more workers than cores measure time slicing, not scaling: their bytes and rounds are checked,
+   their times are marked;
+3. the blocks: every block's gradient timed alone, the wait on the slowest block of each subset,
+   and a least-squares fit of block time = a ratings + b rows + c items (item 3);
+4. the model (benchmarks/scaling_model.py): constants measured here by micro benchmarks, never
+   fitted to the points, its prediction beside every point with the relative error, for an idle
+   machine and at the CPU share the run got;
+5. the extrapolation: ml-20m-like on 1..64 hosts (one worker each) over a stated network, seconds
+   per cycle and speed-up, for today's replicated V and for owned V; the published anchors.
 
-Cost model (per inner iteration, W workers, B = K = W shards, STRATA-B, rank k, memory M):
-    gradient   nnz / W^2 ratings x c_rating                  (one block per worker)
-    U work     (m / W) k params x (c_wtg + c_step)           (W^T g partials and the step on U_p)
-    V work     n k params x (c_wtg / W + c_step + c_copy)    (replicated V step and gV assembly; the
-                                                             V_j partials are reduced by V_j's home)
-    exchange   latency + (W - 1) (n / W) k 8 bytes / bandwidth   (gV block to every peer)
-with c_* measured here per worker (one thread) and latency/bandwidth measured between two workers.
-A pass over the data is K = W inner iterations (a HAMSI cycle adds one repeated subset).
-
-    python benchmarks/bench_scaling.py [--epochs 6] [--skip-run]
+    python benchmarks/bench_scaling.py [--epochs 20] [--repeats 3] [--point-repeats 2]
+                                       [--workers 1 2 4 8] [--skip-goal | --goal-only] [--skip-points]
+                                       [--block-data long-tail-like ml-20m-like]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
+from scipy.optimize import nnls
 
 import partition
 from cluster.connect import connect, worker_addresses
 from cluster.driver import fit_distributed
+from cluster.placement import split_by_row_shard
 from hamsi import kernels
-from hamsi.data.synth import PRESETS, make_ratings
+from hamsi.data.synth import make_ratings
 from hamsi.optimizer import minimize_hamsi
 from hamsi.problems import MatrixFactorization
+from partition.strata import balanced_bounds, balanced_bounds_of_counts, stratify
+from scaling_model import Constants, Network, predict_point, project_hosts
 
 GOAL = 1.7
-PROJECTED = (8, 16, 64)
+MEMORY = 5
+HOSTS = (1, 2, 4, 8, 16, 32, 64)
+NETWORK = Network(bits_per_second=25e9, rtt=50e-6)
+ANCHORS = (
+    ("DSGD (Gemulla, Nijkamp, Haas, Sismanis, KDD 2011, 'Large-scale matrix factorization with distributed "
+     "stochastic gradient descent')", "Netflix strong scaling: no figure read here (the stored pages give the "
+     "abstract only); not quoted"),
+    ("NOMAD (Yun, Yu, Hsieh, Vishwanathan, Dhillon, VLDB 2014, 'NOMAD: Non-locking, stOchastic Multi-machine "
+     "algorithm for Asynchronous and Decentralized matrix completion')", "Netflix / Yahoo! Music scaling over "
+     "machines: no figure read here (abstract only); not quoted"),
+    ("Spark MLlib ALS (Das, Upadhyaya, Meng, Talwalkar, CIKM 2017, 'Collaborative Filtering as a Case-Study for "
+     "Model Parallelism on Bulk Synchronous Systems'; Databricks blog 2014-07-23 'Scalable Collaborative "
+     "Filtering with Spark MLlib')", "no ML-20M/Netflix strong-scaling number read here; not quoted"),
+)
 
 
 def ms_per_inner(trace) -> float:
+    """Return milliseconds per inner iteration between the end of cycle 1 and the last cycle."""
     time_s, inner = trace.column("time_s"), trace.column("inner")
     return 1e3 * (time_s[-1] - time_s[1]) / (inner[-1] - inner[1])
 
 
-def kernel_rates(rank: int = 50, memory: int = 5, n_ratings: int = 500_000, n_params: int = 2_000_000) -> dict:
-    """Return seconds per rating (gradient) and per parameter (W^T g partials, step, copy), one thread."""
-    rng = np.random.default_rng(0)
-    m, n = 6040, 3706
-    U, V = rng.standard_normal((m, rank)), rng.standard_normal((n, rank))
-    gU, gV = np.zeros_like(U), np.zeros_like(V)
-    rows = np.sort(rng.integers(0, m, n_ratings)).astype(np.int32)
-    cols = rng.integers(0, n, n_ratings).astype(np.int32)
-    vals = rng.integers(1, 6, n_ratings).astype(np.float64)
-    x, g = rng.standard_normal(n_params), rng.standard_normal(n_params)
-    S, Y = rng.standard_normal((memory, n_params)), rng.standard_normal((memory, n_params))
-    out, coef = np.zeros(2 * memory), rng.standard_normal(2 * memory)
+def lead_split(result) -> dict:
+    """Return the lead worker's compute / exchange / wait in ms per inner iteration (whole run)."""
+    phases = result.worker_phases[result.workers[0]]
+    compute = sum(v for k, v in phases.items() if k not in ("exchange", "wait"))
+    return {"compute": 1e3 * compute / result.nit, "exchange": 1e3 * phases["exchange"] / result.nit,
+            "wait": 1e3 * phases["wait"] / result.nit}
 
-    def best(fn, repeat=5):
+
+def best_of(fn, repeat: int = 5) -> float:
+    """Return the least CPU time of `repeat` calls of fn (after one untimed call).
+
+    The micro benchmarks run one thread, so its CPU time is their cost without the time slices
+    other processes of this shared machine take (their share of cache and memory bandwidth stays).
+    """
+    fn()
+    times = []
+    for _ in range(repeat):
+        start = time.thread_time()
         fn()
-        times = []
-        for _ in range(repeat):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
-        return min(times)
-
-    empty = np.zeros(0)
-    return {
-        "rating": best(lambda: kernels.mf_block_gradient(rows, cols, vals, U, V, gU, gV, rank, 1e-6, 0.0,
-                                                         empty, empty)) / n_ratings,
-        "wtg": best(lambda: kernels.shard_wtg_partials(g, S, Y, out)) / n_params,
-        "step": best(lambda: kernels.shard_lbfgs_step(x, g, S, Y, coef, 1.0, 1e-9)) / n_params,
-        "copy": best(lambda: np.copyto(x, g)) / n_params,
-    }
+        times.append(time.thread_time() - start)
+    return min(times)
 
 
-def _ping(peer: str, run: str, size: int, rounds: int) -> float:
-    """Task: exchange `rounds` messages of `size` float64 with `peer`; return seconds per round."""
+# ---------------------------------------------------------------------------------------- frame bytes
+def count_frames(dask_worker=None) -> None:
+    """On a worker: count the bytes and frames cluster.links encodes from now on (a benchmark probe)."""
+    import cluster.links as links
+
+    if not hasattr(links, "bench_counter"):
+        plain = links.encode
+
+        def counting(message):
+            frame = plain(message)
+            links.bench_counter[0] += sum(len(b) if isinstance(b, bytes) else b.nbytes for b in frame)
+            links.bench_counter[1] += 1
+            return frame
+
+        links.bench_counter = [0, 0]
+        links.encode = counting
+    links.bench_counter[:] = [0, 0]
+
+
+def thread_cpu(dask_worker=None) -> dict:
+    """On a worker: {thread id: CPU seconds so far} of its threads (the HAMSI task runs in one of them)."""
+    import threading
+
+    out = {}
+    for thread in threading.enumerate():
+        try:
+            out[thread.ident] = time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except (OSError, AttributeError):  # a thread that ended meanwhile
+            pass
+    return out
+
+
+def busiest_thread(before: dict, after: dict) -> float:
+    """Return the largest CPU seconds one thread used between two `thread_cpu` readings."""
+    return max((t - before.get(ident, 0.0) for ident, t in after.items()), default=0.0)
+
+
+def frame_counts(dask_worker=None) -> list:
+    import cluster.links as links
+
+    return list(links.bench_counter)
+
+
+# ---------------------------------------------------------------------------------------- runs
+def run_point(client, ratings, part, args, shared) -> dict:
+    """Return one Dask run's ms per inner iteration, lead split, bytes per inner iteration and x."""
+    n_workers = len(worker_addresses(client))
+    client.run(count_frames)
+    before = client.run(thread_cpu)
+    result = fit_distributed(ratings, rank=args.rank, partition=part, random_state=1, max_epochs=args.epochs,
+                             client=client, chunk_epochs=args.epochs, shared_memory=shared)
+    cpu = {w: busiest_thread(before[w], after) for w, after in client.run(thread_cpu).items()}
+    counts = client.run(frame_counts)
+    sent = sum(b for b, _ in counts.values()) * max(n_workers - 1, 0)  # one frame goes to every peer
+    return {"ms": ms_per_inner(result.trace), "split": lead_split(result), "bytes": sent / result.nit,
+            "x": result.x, "shared_used": result.shared_memory, "nit": result.nit, "load": os.getloadavg()[0],
+            "cpu_share": min(cpu.values()) / result.time}
+
+
+def goal_runs(ratings, args) -> dict:
+    """Return ms per inner iteration of 1 and 2 workers on the same B = 2 cover, alternating runs."""
+    part = partition.make("strata-b", ratings, blocks=2, seed=1)
+    times, shares, same = {1: [], 2: []}, {1: [], 2: []}, True
+    with connect(n_workers=1, threads_per_worker=1, quiet=True) as one, \
+            connect(n_workers=2, threads_per_worker=1, quiet=True) as two:
+        for _ in range(args.repeats):
+            runs = {w: run_point(c, ratings, part, args, None) for w, c in ((1, one), (2, two))}
+            same = same and bool(np.array_equal(runs[1]["x"], runs[2]["x"]))
+            for w in (1, 2):
+                times[w].append(runs[w]["ms"])
+                shares[w].append(runs[w]["cpu_share"])
+            split = runs[2]["split"]
+    return {"times": times, "same": same, "split": split, "cpu_share": shares}
+
+
+def point_runs(ratings, args) -> list:
+    """Return the measured points: per W and V path, best ms, lead split, bytes, iterates vs in process."""
+    rows = []
+    for W in args.workers:
+        part = partition.make("strata-b", ratings, blocks=W, seed=1)
+        local = minimize_hamsi(MatrixFactorization(ratings, args.rank), part, random_state=1,
+                               max_epochs=args.epochs, threads=1)
+        with connect(n_workers=W, threads_per_worker=1, quiet=True) as client:
+            for shared in ((False,) if W == 1 else (False, True)):
+                runs = [run_point(client, ratings, part, args, shared) for _ in range(args.point_repeats)]
+                best = min(runs, key=lambda r: r["ms"])
+                rows.append({"W": W, "shared": best["shared_used"], "ms": best["ms"],
+                             "median": float(np.median([r["ms"] for r in runs])), "split": best["split"],
+                             "bytes": best["bytes"], "load": best["load"], "cpu_share": best["cpu_share"],
+                             "same": all(np.array_equal(r["x"], local.x) for r in runs)})
+    return rows
+
+
+# ---------------------------------------------------------------------------------------- constants
+def shard_datas(ratings, n_blocks: int, rank: int, part=None):
+    """Return (ShardData per row shard of `part`, default STRATA-B with B = n_blocks; the partition)."""
+    part = partition.make("strata-b", ratings, blocks=n_blocks, seed=1) if part is None else part
+    problem = MatrixFactorization(ratings, rank)
+    problem.arrange(part)
+    return split_by_row_shard(problem, part.row_bounds), part
+
+
+def block_table(ratings, n_blocks: int, rank: int, passes: int = 7, part=None) -> dict:
+    """Return every block's gradient seconds (alone, engine order) and its ratings, rows and items touched.
+
+    CPU time of this thread (see `best_of`); each pass times every block once and a block keeps
+    its fastest pass, so a burst of another process's work spoils one pass, not one block.
+    """
+    datas, part = shard_datas(ratings, n_blocks, rank, part)
+    rng = np.random.default_rng(0)
+    V = 0.1 * rng.standard_normal((part.shape[1], rank))
+    gV, empty = np.zeros_like(V), np.zeros(0)
+    shape = (n_blocks, n_blocks)
+    seconds, counts, rows, items = np.full(shape, np.inf), np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    factors = [0.1 * rng.standard_normal((d.row_hi - d.row_lo, rank)) for d in datas]
+    for _ in range(passes):
+        for d, U in zip(datas, factors):
+            gU = np.zeros_like(U)
+            for k in range(n_blocks):
+                q = (d.shard + k) % n_blocks
+                r, c, v = d.rows[k], d.cols[k], d.vals[k]
+                start = time.thread_time()
+                kernels.mf_block_gradient(r, c, v, U, V, gU, gV, rank, 1.0 / ratings.nnz, 0.0, empty, empty)
+                seconds[d.shard, q] = min(seconds[d.shard, q], time.thread_time() - start)
+                counts[d.shard, q], rows[d.shard, q], items[d.shard, q] = v.size, np.unique(r).size, np.unique(c).size
+    return {"seconds": seconds, "ratings": counts, "rows": rows, "items": items}
+
+
+def cost_balanced(ratings, n_blocks: int, touch_rows: float, touch_items: float):
+    """Return STRATA with intervals balanced by cost: ratings + touch_rows per user + touch_items per item rated.
+
+    The item 3 candidate (a block's time ~ a ratings + b rows + c items): each row or item that
+    has ratings weighs b / a or c / a ratings more when the intervals are cut (balanced_bounds_of_counts
+    on the weights in thousandths of a rating).
+    """
+    m, n = ratings.shape
+    bounds = []
+    for index, length, touch in ((ratings.rows, m, touch_rows), (ratings.cols, n, touch_items)):
+        counts = np.bincount(index, minlength=length)
+        bounds.append(balanced_bounds_of_counts(np.round(1000 * (counts + touch * (counts > 0))).astype(np.int64),
+                                                n_blocks))
+    return stratify(np.asarray(ratings.rows), np.asarray(ratings.cols), ratings.shape, bounds[0], bounds[1],
+                    "strata-cost", 1)
+
+
+def slowest_over_mean(table: dict) -> float:
+    """Return the mean over subsets of the slowest block's time / the mean block's (1: no wait)."""
+    t, W = table["seconds"], table["seconds"].shape[0]
+    return float(np.mean([max(t[p, (p + k) % W] for p in range(W)) / np.mean([t[p, (p + k) % W] for p in range(W)])
+                          for k in range(W)]))
+
+
+def print_cost_balanced(name: str, rank: int, fit: np.ndarray, workers) -> None:
+    """Item 3: does cutting the intervals by fitted cost instead of ratings shorten the wait? (alternating runs)"""
+    ratings = make_ratings(name, seed=1)
+    touch_rows, touch_items = fit[1] / fit[0], fit[2] / fit[0]
+    print(f"  {name}, intervals cut by cost (a row weighs {touch_rows:.2f} ratings, an item {touch_items:.2f}) vs "
+          f"STRATA-B: slowest / mean block per subset, two alternating measurements each")
+    for W in workers:
+        if W == 1:
+            continue
+        covers = {"strata-b": partition.make("strata-b", ratings, blocks=W, seed=1),
+                  "by cost": cost_balanced(ratings, W, touch_rows, touch_items)}
+        seen = {label: [] for label in covers}
+        for _ in range(2):
+            for label, cover in covers.items():
+                seen[label].append(slowest_over_mean(block_table(ratings, W, rank, part=cover)))
+        print(f"    W = {W}: " + "; ".join(f"{label} {', '.join(f'{v:.3f}' for v in values)}"
+                                          for label, values in seen.items()))
+
+
+def vector_costs(size: int, memory: int = MEMORY) -> tuple[float, float, float, float]:
+    """Return seconds per parameter of (W'g and norms, a pair iteration's partials, the L-BFGS step, gV assembly)."""
+    rng = np.random.default_rng(0)
+    x, x_start, g, g_start = (rng.standard_normal(size) for _ in range(4))
+    S, Y = rng.standard_normal((memory, size)), rng.standard_normal((memory, size))
+    s_new, y_new = np.zeros((1, size)), np.zeros((1, size))
+    pair, new_pair_g, gram = np.empty(2 * memory + 2), np.empty(2), np.empty(2 * memory + 1)
+    wtg, norms, coef = np.empty(2 * memory), np.empty(2), 1e-3 * rng.standard_normal(2 * memory)
+    def partials(with_pair: bool):
+        kernels.shard_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, with_pair, with_pair, True, True,
+                                         pair, new_pair_g, gram, wtg, norms)
+
+    plain, paired = best_of(lambda: partials(False)), best_of(lambda: partials(True))
+    step = best_of(lambda: kernels.shard_lbfgs_step(x, g, S, Y, coef, 1.0, 1e-9))
+    rows = rng.standard_normal(size)
+
+    def assemble():
+        g[:] = 0.0
+        g[:] += rows
+
+    return plain / size, paired / size, step / size, best_of(assemble) / size
+
+
+def link_round(peer: str, run: str, size: int, rounds: int, secret: bytes) -> tuple[float, float]:
+    """Task: `rounds` rounds of a Message of `size` bytes with `peer` over the direct links.
+
+    Returns (wall seconds, this thread's CPU seconds) per round: the CPU is what a message costs
+    the worker (encode, send, receive, decode); the rest of the wall time is the wake-up latency.
+    """
+    from cluster.links import FrameLimit
     from cluster.mailbox import local_mailbox
+    from cluster.messages import GradientPart, Message
 
     box = local_mailbox()
-    payload = np.zeros(size)
-    box.send(run, -1, [peer], payload, 30.0)
-    box.collect(run, -1, [peer], 30.0)
-    start = time.perf_counter()
+    message = Message(0, "bench", gradient=[GradientPart(0, (0, max(size // 8, 1)), np.ones(max(size // 8, 1)))])
+    box.start(run, [peer], 30.0, secret, FrameLimit(max_array_bytes=size + 64))
+    box.round(run, -1, [peer], message, 30.0)
+    start, cpu = time.perf_counter(), time.thread_time()
     for step in range(rounds):
-        box.send(run, step, [peer], payload, 30.0)
-        box.collect(run, step, [peer], 30.0)
-    elapsed = (time.perf_counter() - start) / rounds
+        box.round(run, step, [peer], message, 30.0)
+    seconds, cpu = (time.perf_counter() - start) / rounds, (time.thread_time() - cpu) / rounds
     box.forget(run)
-    return elapsed
+    return seconds, cpu
 
 
-def message_costs(client, workers) -> dict:
-    """Return one-way latency (s) and bandwidth (bytes/s) between two workers via the mailbox."""
+def time_block(rows, cols, vals, U, V, repeat: int) -> float:
+    """Task: the median seconds of one block gradient (co-run check)."""
+    from hamsi import kernels as k
+
+    gU, gV, empty = np.zeros_like(U), np.zeros_like(V), np.zeros(0)
+    times = []
+    for _ in range(repeat):
+        start = time.thread_time()
+        k.mf_block_gradient(rows, cols, vals, U, V, gU, gV, U.shape[1], 1e-6, 0.0, empty, empty)
+        times.append(time.thread_time() - start)
+    return float(np.median(times[2:]))
+
+
+def message_costs(client) -> dict:
+    """Return a round's wake-up latency, per-message CPU and per-byte seconds with one peer.
+
+    Per message: the CPU of an 8-byte round; latency: its wall time minus that CPU; per byte: the
+    wall time's slope between 512 KiB and 4 MiB messages.
+
+    Each size runs three times and keeps its fastest run (the machine is shared).
+    """
+    import secrets
+
     from cluster.mailbox import install
 
     install(client)
-    a, b = workers[:2]
-    result = {}
-    for size, rounds in ((1, 400), (125_000, 40), (1_250_000, 10)):  # 8 B, 1 MB, 10 MB
-        run = f"ping-{size}"
-        fa = client.submit(_ping, b, run, size, rounds, workers=[a], pure=False)
-        fb = client.submit(_ping, a, run, size, rounds, workers=[b], pure=False)
-        result[size * 8] = max(fa.result(), fb.result())
-    latency = result[8]
-    bandwidth = (10_000_000 - 1_000_000) / max(result[10_000_000] - result[1_000_000], 1e-9)
-    return {"latency": latency, "bandwidth": bandwidth, "raw": result}
+    a, b = worker_addresses(client, minimum=2)[:2]
+    sizes, wall, cpu = np.array([8, 512 * 1024, 4 * 1024 * 1024]), [], []
+    for size, rounds in zip(sizes, (400, 60, 15)):
+        runs = []
+        for repeat in range(3):
+            run, secret = f"bench-scaling-{size}-{repeat}-{os.getpid()}", secrets.token_bytes(32)
+            futures = [client.submit(link_round, peer, run, int(size), rounds, secret, workers=[me], pure=False,
+                                     allow_other_workers=False) for me, peer in ((a, b), (b, a))]
+            runs.append(max(client.gather(futures)))
+        best = min(runs)
+        wall.append(best[0])
+        cpu.append(best[1])
+    byte = (wall[2] - wall[1]) / (sizes[2] - sizes[1])  # wall: both ends' copies and loopback's transfer
+    return {"message": cpu[0], "latency": max(wall[0] - cpu[0], 0.0), "byte": float(byte),
+            "raw": {int(z): (w, c) for z, w, c in zip(sizes, wall, cpu)}}
 
 
-def project(rates: dict, comm: dict, workers: int, shape, nnz: int, rank: int) -> dict:
-    """Return the modelled seconds per inner iteration (by part) and per cycle for W workers."""
+def frame_sizes(memory: int = MEMORY) -> tuple[float, float]:
+    """Return the bytes of one frame of two shards' partials: an ordinary inner iteration, a pair iteration."""
+    from cluster.links import encode
+    from cluster.messages import Message, ShardPartials
+
+    def frame(pair: bool) -> float:
+        shards = []
+        for shard in (0, 1):
+            p = ShardPartials(shard)
+            p.wtg, p.norms = np.zeros(2 * memory), np.zeros(2)
+            if pair:
+                p.pair, p.new_pair_g, p.gram = np.zeros(2 * memory + 2), np.zeros(2), np.zeros(2 * memory + 1)
+            shards.append(p)
+        return float(sum(len(b) if isinstance(b, bytes) else b.nbytes
+                         for b in encode(Message(1, "tcp://127.0.0.1:40000", shards=shards))))
+
+    return frame(False), frame(True)
+
+
+def corun_factor(client, datas, part, rank: int) -> float:
+    """Return (one block's gradient on two workers at once) / (alone): the cores' shared cache and bandwidth."""
+    a, b = worker_addresses(client, minimum=2)[:2]
+    rng = np.random.default_rng(0)
+    d = datas[0]
+    U = 0.1 * rng.standard_normal((d.row_hi - d.row_lo, rank))
+    V = 0.1 * rng.standard_normal((part.shape[1], rank))
+    args = (d.rows[0], d.cols[0], d.vals[0], U, V, 40)
+    alone = client.submit(time_block, *args, workers=[a], pure=False).result()
+    both = client.gather([client.submit(time_block, *args, workers=[w], pure=False) for w in (a, b)])
+    return float(np.mean(both) / alone)
+
+
+def measure_constants(ratings, args) -> tuple[Constants, dict, dict]:
+    """Return the model's constants measured here, the block tables per W and the raw link timings."""
+    tables = {W: block_table(ratings, W, args.rank) for W in args.workers}
+    sizes = np.array([15_000, 40_000, 100_000, 200_000, 300_000, 700_000, 1_400_000])
+    vector = np.array([vector_costs(int(s)) for s in sizes])
+    datas, part = shard_datas(ratings, 1, args.rank)
+    d = datas[0]
+    rng = np.random.default_rng(0)
+    U, V = 0.1 * rng.standard_normal((part.shape[0], args.rank)), 0.1 * rng.standard_normal((part.shape[1], args.rank))
+    eval_rating = best_of(lambda: kernels.mf_squared_error(d.rows[0], d.cols[0], d.vals[0], U, V, args.rank,
+                                                           0.0)) / d.vals[0].size
+    datas2, part2 = shard_datas(ratings, 2, args.rank)
+    with connect(n_workers=2, threads_per_worker=1, quiet=True) as client:
+        links = message_costs(client)
+        corun = corun_factor(client, datas2, part2, args.rank)
+    constants = Constants(blocks={W: t["seconds"] for W, t in tables.items()}, sizes=sizes,
+                          partials=vector[:, 0], pair=vector[:, 1], step=vector[:, 2], assemble=vector[:, 3],
+                          eval_rating=eval_rating,
+                          message=links["message"], latency=links["latency"], byte=links["byte"],
+                          frame=frame_sizes(), corun=corun, cores=os.cpu_count() or 1)
+    return constants, tables, links
+
+
+def ml20m_blocks(rank: int, passes: int = 3) -> tuple[dict, dict, tuple, int]:
+    """Return per H: (gradient, evaluation) seconds per rating on block (0, 0) of ml-20m-like, and the imbalance.
+
+    Imbalance: mean over subsets of the largest block's ratings / the mean block's (STRATA-B at H).
+    Block (0, 0) is timed on at most its first 4M ratings in engine order (rows ascending); each
+    pass times every H once and each H keeps its fastest pass.
+    """
+    ratings = make_ratings("ml-20m-like", seed=1)
+    rows, cols = np.asarray(ratings.rows), np.asarray(ratings.cols)
+    m, n = ratings.shape
+    imbalance, blocks = {}, {}
+    rng = np.random.default_rng(0)
+    for H in HOSTS:
+        rb, cb = balanced_bounds(rows, m, H), balanced_bounds(cols, n, H)
+        p_of, q_of = np.searchsorted(rb, rows, side="right") - 1, np.searchsorted(cb, cols, side="right") - 1
+        counts = np.bincount(p_of * H + q_of, minlength=H * H).reshape(H, H)
+        imbalance[H] = float(np.mean([max(counts[p, (p + k) % H] for p in range(H)) for k in range(H)])
+                             / (ratings.nnz / H ** 2))
+        take = np.flatnonzero((p_of == 0) & (q_of == 0))[:4_000_000]
+        U, V = 0.1 * rng.standard_normal((int(rb[1]), rank)), 0.1 * rng.standard_normal((int(cb[1]), rank))
+        blocks[H] = (rows[take].astype(np.int32), cols[take].astype(np.int32),
+                     np.asarray(ratings.values, dtype=np.float64)[take], U, V)
+    best = {H: [np.inf, np.inf] for H in HOSTS}
+    empty = np.zeros(0)
+    for _ in range(passes):
+        for H, (r, c, v, U, V) in blocks.items():
+            gU, gV = np.zeros_like(U), np.zeros_like(V)
+            start = time.thread_time()
+            kernels.mf_block_gradient(r, c, v, U, V, gU, gV, rank, 1e-8, 0.0, empty, empty)
+            middle = time.thread_time()
+            kernels.mf_squared_error(r, c, v, U, V, rank, 0.0)
+            end = time.thread_time()
+            best[H] = [min(best[H][0], (middle - start) / v.size), min(best[H][1], (end - middle) / v.size)]
+    return {H: tuple(b) for H, b in best.items()}, imbalance, (m, n), ratings.nnz
+
+
+# ---------------------------------------------------------------------------------------- reports
+def print_goal(goal: dict, args) -> None:
+    one, two = np.array(goal["times"][1]), np.array(goal["times"][2])
+    best, median = one.min() / two.min(), np.median(one) / np.median(two)
+    s = goal["split"]
+    print(f"\n1 -> 2 workers, ml-1m-like rank {args.rank}, STRATA-B B = 2 on both (same iterates: {goal['same']}), "
+          f"{args.epochs} cycles, {args.repeats} alternating runs; load average now {os.getloadavg()}")
+    print(f"  1 worker : best {one.min():7.2f} ms / inner iteration, median {np.median(one):7.2f}  (all: "
+          f"{', '.join(f'{t:.1f}' for t in one)})")
+    print(f"  2 workers: best {two.min():7.2f} ms / inner iteration, median {np.median(two):7.2f}  (all: "
+          f"{', '.join(f'{t:.1f}' for t in two)})")
+    print(f"  speed-up: best {best:.2f}x, median {median:.2f}x (goal >= {GOAL}: "
+          f"{'met' if min(best, median) >= GOAL else 'NOT met'}); 2 workers' lead, last run: compute "
+          f"{s['compute']:.2f} / exchange {s['exchange']:.2f} / wait {s['wait']:.2f} ms")
+    print("  CPU the HAMSI task's thread got / the optimization time (~1: a core all along; less: other processes "
+          "held the cores): 1 worker " + ", ".join(f"{v:.2f}" for v in goal["cpu_share"][1]) + "; 2 workers (the less "
+          "served) " + ", ".join(f"{v:.2f}" for v in goal["cpu_share"][2]))
+
+
+def print_blocks(name: str, tables: dict) -> np.ndarray | None:
+    """Item 3: the wait on the slowest block, and what a block's time follows (least squares)."""
+    print(f"\nblocks of {name} (item 3): every block's gradient timed alone; the slowest block of a subset sets "
+          f"the pace")
+    print(f"{'W':>3s} {'max/mean ratings':>17s} {'max/mean time':>14s} {'wait share':>11s} "
+          f"{'ns/rating min..max':>19s}")
+    design, target = [], []
+    for W, t in tables.items():
+        if W == 1:
+            continue
+        sub = [[(p, (p + k) % W) for p in range(W)] for k in range(W)]
+        by_count = np.mean([max(t["ratings"][b] for b in s) / np.mean([t["ratings"][b] for b in s]) for s in sub])
+        by_time = np.mean([max(t["seconds"][b] for b in s) / np.mean([t["seconds"][b] for b in s]) for s in sub])
+        per = 1e9 * t["seconds"] / np.maximum(t["ratings"], 1)
+        print(f"{W:3d} {by_count:17.3f} {by_time:14.3f} {1 - 1 / by_time:11.1%} {per.min():9.1f}..{per.max():<9.1f}")
+        design += [np.column_stack([t["ratings"].ravel(), t["rows"].ravel(), t["items"].ravel()])]
+        target += [t["seconds"].ravel()]
+    if design:
+        X, y = np.vstack(design), np.concatenate(target)
+        coef, _ = nnls(X, y)  # non-negative: a row or an item touched cannot make a block cheaper
+        residual = np.abs(X @ coef - y) / y
+        only = np.linalg.lstsq(X[:, :1], y, rcond=None)[0]
+        residual_only = np.abs(X[:, :1] @ only - y) / y
+        print(f"  non-negative least squares over {y.size} blocks: time = {1e9 * coef[0]:.1f} ns x ratings + "
+              f"{1e9 * coef[1]:.1f} ns x rows "
+              f"+ {1e9 * coef[2]:.1f} ns x items; median |error| {np.median(residual):.1%} "
+              f"(ratings alone, {1e9 * only[0]:.1f} ns each: {np.median(residual_only):.1%})")
+        print("  wait share = 1 - mean/max: the share of the slowest block's time the others spend waiting")
+        return coef
+    return None
+
+
+def print_points(rows: list, constants: Constants, ratings, args) -> None:
+    print(f"\nmeasured points, ml-1m-like rank {args.rank}, STRATA-B B = W, {args.epochs} cycles, best (median) of "
+          f"{args.point_repeats}; model: constants measured by micro benchmarks (not fitted); this machine has "
+          f"{constants.cores} cores; load average now {os.getloadavg()}")
+    print(f"{'W':>3s} {'V path':>7s} {'ms/inner':>16s} {'model':>7s} {'error':>7s} {'at CPU':>7s} {'error':>7s} "
+          f"{'lead compute/exch/wait ms':>27s} "
+          f"{'model grad/wait/upd/eval/exch':>31s} {'KB/inner':>9s} {'model KB':>9s} {'=in-proc':>8s} {'time':>11s} "
+          f"{'load':>5s} {'CPU':>5s}")
+    for r in rows:
+        p = predict_point(constants, r["W"], ratings.shape, ratings.nnz, args.rank, r["shared"])
+        s = r["split"]
+        error = p["inner"] * 1e3 / r["ms"] - 1
+        at_cpu = 1e3 * p["unshared"] / r["cpu_share"]  # the model's work, done at the CPU share this run got
+        model_parts = "/".join(f"{1e3 * p[k]:.1f}" for k in ("gradient", "wait", "update", "evaluation", "exchange"))
+        print(f"{r['W']:3d} {'shared' if r['shared'] else 'message':>7s} {r['ms']:7.2f} ({r['median']:6.2f}) "
+              f"{1e3 * p['inner']:7.2f} {error:+7.1%} {at_cpu:7.2f} {at_cpu / r['ms'] - 1:+7.1%} "
+              f"{s['compute']:9.2f} /{s['exchange']:6.2f} /{s['wait']:6.2f}    "
+              f"{model_parts:>31s} {r['bytes'] / 1e3:9.1f} {p['bytes'] / 1e3:9.1f} {str(r['same']):>8s} "
+              f"{'meaningless' if p['meaningless'] else 'valid':>11s} {r['load']:5.1f} {r['cpu_share']:5.2f}")
+    per_peer = 8 * ratings.shape[1] * args.rank / 1e3
+    print(f"  bytes per inner iteration, message path: (W - 1) n w 8 = (W - 1) x {per_peer:.1f}"
+          f" KB (every worker's block of gV rows to every peer) + partials; shared memory: partials only")
+    print("  model: an idle machine (x W / cores when W > cores); at CPU: the model's work (not sliced) divided by"
+          " the CPU share the run's least served HAMSI thread got (column CPU), i.e. the model on the core time"
+          " the run really had")
+    print("  load: the 1-minute load average after the best run (this machine is shared; the model is of an idle one);"
+          " CPU: the CPU seconds the least served worker's HAMSI thread got / the optimization time (~1: a core all"
+          " along)")
+    print("  'meaningless': more worker processes than cores, the time is the OS's time slicing (model: x W / cores);"
+          " the bytes and the iterates still hold")
+
+
+def print_constants(c: Constants, links: dict) -> None:
+    print("\nconstants, measured here (one thread's CPU time, fastest of several), ns per parameter:")
+    print(f"{'params':>9s} {'partials':>9s} {'pair it.':>9s} {'step':>7s} {'assemble':>9s}")
+    for size, a, e, b, d in zip(c.sizes, c.partials, c.pair, c.step, c.assemble):
+        print(f"{int(size):9d} {1e9 * a:9.2f} {1e9 * e:9.2f} {1e9 * b:7.2f} {1e9 * d:9.2f}")
+    print(f"  evaluation {1e9 * c.eval_rating:.1f} ns/rating; two processes' gradient at once / alone {c.corun:.2f}; "
+          f"link round with one peer: {1e6 * c.latency:.0f} us wake-up + {1e6 * c.message:.0f} us CPU per message + "
+          f"{1e9 * c.byte:.3f} ns per byte (rounds, wall / CPU: "
+          + ", ".join(f"{s} B {1e6 * w:.0f} / {1e6 * u:.0f} us" for s, (w, u) in links["raw"].items())
+          + f"); a frame of two shards' partials {c.frame[0]:.0f} B, {c.frame[1]:.0f} B with the pair's")
+
+
+def print_projection(c: Constants, per_rating: dict, imbalance: dict, shape, nnz: int, rank: int) -> None:
     m, n = shape
-    grad = nnz / workers ** 2 * rates["rating"]
-    u_work = m / workers * rank * (rates["wtg"] + rates["step"])
-    v_work = n * rank * (rates["wtg"] / workers + rates["step"] + rates["copy"])
-    bytes_out = (workers - 1) * (n / workers) * rank * 8
-    exchange = comm["latency"] + bytes_out / comm["bandwidth"] if workers > 1 else 0.0
-    inner = grad + u_work + v_work + exchange
-    return {"W": workers, "gradient": grad, "U": u_work, "V": v_work, "exchange": exchange, "inner": inner,
-            "pass": inner * workers, "bytes": bytes_out}
+    print(f"\nextrapolation: ml-20m-like ({m} x {n}, {nnz} ratings), rank {rank}, one worker per host, "
+          f"{NETWORK.bits_per_second / 1e9:g} Gbit/s, {1e6 * NETWORK.rtt:g} us RTT; a cycle is H + 1 inner "
+          f"iterations (1 on one host), a pass over the ratings H; speed-up = seconds per pass on 1 host / on H hosts")
+    print(f"{'H':>3s} {'ns/rating':>9s} {'imbal':>6s} | {'replicated V: s/cycle':>21s} {'s/pass':>7s} {'speed-up':>8s} "
+          f"{'MB/inner':>9s} | {'owned V: s/cycle':>16s} {'s/pass':>7s} {'speed-up':>8s} {'MB/inner':>9s}")
+    base = {o: project_hosts(c, per_rating, imbalance, 1, shape, nnz, rank, NETWORK, o)["pass"] for o in (False, True)}
+    for H in HOSTS:
+        rep, own = (project_hosts(c, per_rating, imbalance, H, shape, nnz, rank, NETWORK, o) for o in (False, True))
+        print(f"{H:3d} {1e9 * per_rating[H][0]:9.1f} {imbalance[H]:6.2f} | {rep['cycle']:21.3f} {rep['pass']:7.3f} "
+              f"{base[False] / rep['pass']:7.2f}x {rep['bytes_inner'] / 1e6:9.1f} | {own['cycle']:16.3f} "
+              f"{own['pass']:7.3f} {base[False] / own['pass']:7.2f}x {own['bytes_inner'] / 1e6:9.1f}")
+    print("  speed-ups are over the 1-host pass of the same engine; bytes per inner iteration are the cluster's")
+
+
+def print_anchors() -> None:
+    print("\nanchors (published strong scaling; searched in the stored pages, numbers only where read):")
+    for name, what in ANCHORS:
+        print(f"  - {name}: {what}")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=6)
+    parser.add_argument("--epochs", type=int, default=8, help="cycles per run (the goal is stated at 20)")
     parser.add_argument("--rank", type=int, default=50)
-    parser.add_argument("--skip-run", action="store_true", help="only the cost model")
+    parser.add_argument("--repeats", type=int, default=3, help="alternating runs of the 1 -> 2 goal")
+    parser.add_argument("--point-repeats", type=int, default=2, help="runs per measured point")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--block-data", nargs="*", default=["long-tail-like", "ml-20m-like"],
+                        help="more presets whose blocks are timed (item 3)")
+    parser.add_argument("--skip-goal", action="store_true")
+    parser.add_argument("--goal-only", action="store_true", help="only the 1 -> 2 workers goal")
+    parser.add_argument("--skip-points", action="store_true", help="no Dask runs at 1..8 workers")
     args = parser.parse_args(argv)
-    rates = kernel_rates(args.rank)
-    with connect(n_workers=2, threads_per_worker=1, quiet=True) as client:
-        workers = worker_addresses(client)
-        comm = message_costs(client, workers)
-        if not args.skip_run:
-            ratings = make_ratings("ml-1m-like", seed=1)
-            part = partition.make("strata-b", ratings, blocks=2, seed=1)
-            runs = {}
-            for n_workers in (1, 2):
-                with connect(n_workers=n_workers, threads_per_worker=1, quiet=True) as sub:
-                    runs[n_workers] = fit_distributed(ratings, rank=args.rank, partition=part, random_state=1,
-                                                      max_epochs=args.epochs, client=sub,
-                                                      chunk_epochs=args.epochs)
-            one, two = ms_per_inner(runs[1].trace), ms_per_inner(runs[2].trace)
-            # The machine's own ceiling: the in-process engine on the same partition, 1 vs 2 threads.
-            engine = {t: ms_per_inner(minimize_hamsi(MatrixFactorization(ratings, args.rank), part, random_state=1,
-                                                     max_epochs=args.epochs, threads=t).trace)
-                      for t in (1, 2)}
-            print(f"strong scaling, ml-1m-like rank {args.rank}, STRATA-B B=2 (same steps: "
-                  f"{np.array_equal(runs[1].x, runs[2].x)}), {args.epochs} cycles")
-            print(f"  1 worker : {one:8.2f} ms / inner iteration")
-            print(f"  2 workers: {two:8.2f} ms / inner iteration   speedup {one / two:.2f}x (goal >= {GOAL}; "
-                  f"{'met' if one / two >= GOAL else 'not met on this shared 2-core machine'})")
-            for w, run in runs.items():
-                phases = run.worker_phases[run.workers[0]]
-                print(f"  {w} worker(s), lead worker's ms per inner iteration (V in shared memory: "
-                      f"{run.shared_memory}): " + ", ".join(f"{k} {1e3 * v / run.nit:.2f}" for k, v in phases.items()))
-            print(f"  in-process engine, same partition: 1 thread {engine[1]:.2f} ms, 2 threads {engine[2]:.2f} ms, "
-                  f"speedup {engine[1] / engine[2]:.2f}x (what this machine gives two threads without Dask)")
-    print("\nmeasured per worker (1 thread): "
-          f"gradient {1e9 * rates['rating']:.1f} ns/rating, W^T g partials {1e9 * rates['wtg']:.2f} ns/param, "
-          f"step {1e9 * rates['step']:.2f} ns/param, copy {1e9 * rates['copy']:.2f} ns/param")
-    print(f"measured between 2 workers: one-way latency {1e3 * comm['latency']:.2f} ms, "
-          f"bandwidth {comm['bandwidth'] / 1e6:.0f} MB/s (1 MB: {1e3 * comm['raw'][1_000_000]:.2f} ms, "
-          f"10 MB: {1e3 * comm['raw'][10_000_000]:.2f} ms per exchange)")
-    m, n, nnz = PRESETS["ml-20m-like"]
-    print(f"\ncost model, ml-20m-like ({m} x {n}, {nnz} ratings, rank {args.rank}), ms per inner iteration:")
-    print(f"{'W':>4s} {'gradient':>9s} {'U work':>8s} {'V work':>8s} {'exchange':>9s} {'MB out':>7s} "
-          f"{'inner':>8s} {'pass s':>8s} {'speedup':>8s} {'comm share':>10s}")
-    base = project(rates, comm, 1, (m, n), nnz, args.rank)
-    for w in (1, 2) + PROJECTED:
-        p = project(rates, comm, w, (m, n), nnz, args.rank)
-        # speedup of one pass over all ratings relative to 1 worker
-        print(f"{w:4d} {1e3 * p['gradient']:9.2f} {1e3 * p['U']:8.2f} {1e3 * p['V']:8.2f} {1e3 * p['exchange']:9.2f} "
-              f"{p['bytes'] / 1e6:7.2f} {1e3 * p['inner']:8.2f} {p['pass']:8.2f} "
-              f"{base['pass'] / p['pass']:8.2f} {(p['exchange'] + p['V']) / p['inner']:10.0%}")
-    print("The model is the message path (V replicated: workers on several hosts); on one host V lives in\n"
-          "shared memory and each V shard is stepped once (cluster/README.md).")
-    print("comm share = (exchange + replicated V work) / inner iteration: the parts that do not shrink with W.\n"
-          "Reading: the replicated V (every worker steps all n k item parameters) and the all-to-all gV\n"
-          "blocks (~n k 8 bytes out per worker) are what make 2 workers cheap (one message round, no V\n"
-          "traffic) and what stops scaling near 8 workers; beyond that V needs home workers (DESIGN.md).")
+    print(f"load average at start: {os.getloadavg()}; {os.cpu_count()} cores")
+    ratings = make_ratings("ml-1m-like", seed=1)
+    if not args.skip_goal:
+        print_goal(goal_runs(ratings, args), args)
+    if args.goal_only:
+        return
+    constants, tables, links = measure_constants(ratings, args)
+    print_blocks("ml-1m-like", tables)
+    for name in args.block_data:
+        fit = print_blocks(name, {W: block_table(make_ratings(name, seed=1), W, args.rank)
+                                  for W in args.workers if W > 1})
+        if fit is not None and fit[0] > 0 and (fit[1] > 0 or fit[2] > 0):
+            print_cost_balanced(name, args.rank, fit, args.workers)
+    print_constants(constants, links)
+    if not args.skip_points:
+        print_points(point_runs(ratings, args), constants, ratings, args)
+    per_rating, imbalance, shape, nnz = ml20m_blocks(args.rank)
+    print_projection(constants, per_rating, imbalance, shape, nnz, args.rank)
+    print_anchors()
+    print(f"load average at the end: {os.getloadavg()}")
 
 
 if __name__ == "__main__":
