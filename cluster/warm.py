@@ -18,9 +18,9 @@ def warm_up(width: int = 3, memory: int = 2) -> bool:
     g = np.zeros((2, width))
     rows = np.array([0, 1], dtype=np.int32)
     vals = np.array([1.0, 2.0])
-    kernels.mf_block_gradient(rows, rows, vals, U, U, g, g.copy(), width, 1.0, 0.0, np.zeros(0), np.zeros(0))
-    kernels.mf_squared_error(rows, rows, vals, U, U, width, 0.0)
-    kernels.mf_clipped_squared_error(rows, rows, vals, U, U, width, 0.0, 1.0, 2.0)  # the test SSE
+    kernels.one_block_gradient(rows, rows, vals, U, U, g, g.copy(), width, 1.0, 0.0, np.zeros(0), np.zeros(0))
+    kernels.one_block_squared_error(rows, rows, vals, U, U, width, 0.0)
+    kernels.one_block_squared_error(rows, rows, vals, U, U, width, 0.0, 1.0, 2.0)  # the test SSE
     kernels.weighted_row_norms(U, np.ones(2))
     norms = np.zeros(1)
     kernels.row_shard_norms(U, np.ones(2), np.array([0, 2], dtype=np.int64), norms)

@@ -143,7 +143,7 @@ class FactorWork(_Common):
             where = d.touched[k]
             zero_rows(gV, where)
             U = u.x.reshape(-1, cfg.width)
-            kernels.mf_block_gradient(d.rows[k], d.cols[k], d.vals[k], U, self.V, u.g.reshape(U.shape), gV,
+            kernels.one_block_gradient(d.rows[k], d.cols[k], d.vals[k], U, self.V, u.g.reshape(U.shape), gV,
                                       cfg.rank, cfg.scale, cfg.offset, d.row_reg, cfg.col_reg)
             parts.append(GradientPart(d.shard, where, rows_of(gV, where)))
             partials.append(u.partials(d.shard, request, 0, u.x.size))
@@ -178,10 +178,10 @@ class FactorWork(_Common):
         cfg, out = self.cfg, []
         for d, u in zip(self.datas, self.hosted):
             U = u.x.reshape(-1, cfg.width)
-            sse = [float(kernels.mf_squared_error(d.rows[k], d.cols[k], d.vals[k], U, self.V, cfg.rank,
-                                                  cfg.offset)) for k in range(len(d.vals))]
+            sse = [float(kernels.one_block_squared_error(d.rows[k], d.cols[k], d.vals[k], U, self.V, cfg.rank,
+                                                         cfg.offset)) for k in range(len(d.vals))]
             norm = float(kernels.weighted_row_norms(U, d.row_norm_weight)) if cfg.reg > 0.0 else 0.0
-            test = (float(kernels.mf_clipped_squared_error(d.test_rows, d.test_cols, d.test_vals, U, self.V,
+            test = (float(kernels.one_block_squared_error(d.test_rows, d.test_cols, d.test_vals, U, self.V,
                                                            cfg.rank, cfg.offset, *cfg.heldout_range))
                     if d.test_vals.size else 0.0)
             out.append(EvaluationPart(d.shard, sse, norm, test))
@@ -216,7 +216,7 @@ def home_block_partials(work, d, u, request, partials: list) -> int:
     u.g[:] = 0.0
     v.g[:] = 0.0
     U = u.x.reshape(-1, cfg.width)
-    kernels.mf_block_gradient(d.rows[k], d.cols[k], d.vals[k], U, work.V, u.g.reshape(U.shape), work.gV,
+    kernels.one_block_gradient(d.rows[k], d.cols[k], d.vals[k], U, work.V, u.g.reshape(U.shape), work.gV,
                               cfg.rank, cfg.scale, cfg.offset, d.row_reg, cfg.col_reg)
     partials.append(u.partials(d.shard, request, 0, u.x.size))
     partials.append(v.partials(cfg.n_shards + j, request, 0, v.x.size))

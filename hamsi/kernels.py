@@ -493,6 +493,30 @@ def all_finite(v):
     return True
 
 
+_FIRST = np.zeros(1, dtype=np.int64)
+
+
+def one_block_gradient(rows, cols, vals, U, V, gU, gV, rank, scale, offset, row_reg, col_reg):
+    """mf_block_gradient through mf_subset_gradient as its one block: the same bits, faster on one thread.
+
+    numba compiles a prange body with noalias arguments, which the plain kernel cannot have: on
+    one thread 35 against 55 ns per rating at rank 10, about the same at rank 50. For callers that
+    run one block per call on one numba thread (the Dask workers, cluster.work).
+    """
+    mf_subset_gradient(rows, cols, vals, _FIRST, np.array([rows.shape[0]], dtype=np.int64), U, V, gU, gV, rank,
+                       scale, offset, row_reg, col_reg)
+
+
+def one_block_squared_error(rows, cols, vals, U, V, rank, offset, lo=-np.inf, hi=np.inf) -> float:
+    """mf_clipped_squared_error through mf_squared_error_chunked as one chunk: the same bits (0.0 + s = s).
+
+    On one thread 13 against 29 ns per rating at rank 10, 26 against 33 at rank 50 (see
+    one_block_gradient for why).
+    """
+    return mf_squared_error_chunked(rows, cols, vals, U, V, rank, offset, lo, hi,
+                                    np.array([0, rows.shape[0]], dtype=np.int64))
+
+
 def _one_thread_twin(kernel):
     """Return `kernel` compiled without parallel=True (prange runs as range), under its own name.
 
