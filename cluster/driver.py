@@ -102,7 +102,7 @@ def _pick(result: dict, key, index=None):
 
 
 def _identity(value):
-    """Return value unchanged (a pinned copy on a buddy worker: the chunk-boundary snapshot)."""
+    """Return value unchanged: another key for the same object (the buddy fetches it, and it is then released)."""
     return value
 
 
@@ -226,28 +226,31 @@ class _DistributedRun:
         self.recoveries = []
         self.unresponsive: set = set()  # workers that stopped answering: never used again by this run
         self.fingerprint_extra = {}
+        self.snapshot_token = uuid.uuid4().hex[:12]  # names the chunk-start files on the workers (cluster.snapshot)
+        self.backups, self.decisions = {}, {}
         install(client)
         # numba loads its cached kernels on first call; do it before the clock starts
         client.run(warm_up, getattr(problem, "width", 2), int(memory))
 
     # ------------------------------------------------------------------ placement
     def _needed_bytes(self, shards) -> int:
-        """Return the bytes a worker holds: its shards' data and state, the replica, twice (snapshot + copy).
+        """Return the bytes a worker holds: its shards' data and state (with the chunk's buffers), the replica.
 
-        Plus the placement's transient copy: a scattered shard is received as frames and then
-        deserialized, so the largest shard's data is briefly there twice.
+        Plus the transients: a scattered shard is received as frames and then deserialized, so the
+        largest shard's data is briefly there twice, and at a chunk's end a buddy receives a
+        shard's state before writing it to disk (chunks run in place: cluster.snapshot).
         """
         M = self.memory_size
         if not self.layout.n_shards:
-            return 2 * self.problem.n_params * 8 * (2 * M + 8)
+            return self.problem.n_params * 8 * (2 * M + 8)
         w, n = self.problem.width, self.problem.shape[1]
         total, largest = 0, 0
         for p in shards:
             rows = int(self.layout.row_bounds[p + 1] - self.layout.row_bounds[p])
             data = self.layout.sizes()[p] * 16
             total += data + rows * w * 8 * (2 * M + 8) + n * w * 8
-            largest = max(largest, data)
-        return total + largest + 2 * n * w * 8 * (2 * M + 8)
+            largest = max(largest, data, rows * w * 8 * (2 * M + 4))
+        return total + largest + n * w * 8 * (2 * M + 8)
 
     def _check_memory(self):
         """Raise ClusterError when a worker's share, on top of what it already uses, will not fit its limit."""
@@ -430,19 +433,39 @@ class _DistributedRun:
                 states[p] = client.submit(_pick, fut, "states", i, workers=[addr], pure=False)
             commons[addr] = client.submit(_pick, fut, "common", workers=[addr], pure=False)
             summaries[addr] = client.submit(_summary, fut, workers=[addr], pure=False)
-        backups = {}
-        if self.backup and len(self.used) > 1:
-            buddy = dict(zip(self.used, self.used[1:] + self.used[:1]))
-            backups = {p: client.submit(_identity, states[p], workers=[buddy[self.owner[p]]], pure=False)
-                       for p in states}
-        gathered = client.gather([summaries[a] for a in self.used])
-        if backups:
-            from distributed import wait
-            with client.as_current():
-                wait(list(backups.values()))
-        self.state_futures, self.common_futures, self.backups = states, commons, backups
+        gathered = dict(zip(self.used, client.gather([summaries[a] for a in self.used])))
+        self.state_futures, self.common_futures = states, commons
+        self.backups = self._write_backups(states) if self.backup and len(self.used) > 1 else {}
+        self.decisions = {a: dict(stepper=s["stepper"], stop=s["stop"], time_used=s["time_used"],
+                                  cycles_done=s["cycles_done"], started=True) for a, s in gathered.items()}
         self._origin = None
-        return dict(zip(self.used, gathered))
+        return gathered
+
+    def _write_backups(self, states: dict) -> dict:
+        """Write every shard's new state on its buddy's disk (the next worker in order); return {shard: buddy}.
+
+        The buddy fetches the state under a second key of the same object, released once written,
+        so neither the host nor the buddy keeps a second copy in memory (cluster.snapshot).
+        """
+        from distributed import wait
+
+        from cluster.snapshot import store_backup
+
+        client = self.client
+        buddy = dict(zip(self.used, self.used[1:] + self.used[:1]))
+        hosts = {p: buddy[self.owner[p]] for p in sorted(states)}
+        # in waves: a buddy receives one shard state at a time
+        waves = itertools.zip_longest(*[[p for p in hosts if hosts[p] == b] for b in set(hosts.values())])
+        for wave in waves:
+            # each alias is held only by its writing task: released (on both workers) once written
+            written = [client.submit(store_backup, client.submit(_identity, states[p], workers=[self.owner[p]],
+                                                                 pure=False),
+                                     self.snapshot_token, workers=[hosts[p]], allow_other_workers=False, pure=False)
+                       for p in wave if p is not None]
+            with client.as_current():
+                wait(written)
+            client.gather(written)
+        return hosts
 
     # ------------------------------------------------------------------ recovery
     def _recover(self, error):
@@ -457,17 +480,24 @@ class _DistributedRun:
             self._place(survivors)
             self._initial_states(*self._origin)
             return
+        from cluster.snapshot import load_state
+
+        # the survivors' states were stepped in place by the failed chunk: every state is read
+        # back from the chunk-start files, a dead host's shards from their buddies'
+        client, token = self.client, self.snapshot_token
         states, lost = {}, []
-        for p, fut in self.state_futures.items():
+        for p in self.state_futures:
             if self.owner[p] in alive:
-                states[p] = fut
-            elif p in self.backups and self._backup_host(p) in alive:
-                states[p] = self.backups[p]
+                states[p] = client.submit(load_state, token, "own", p, workers=[self.owner[p]], pure=False)
+            elif p in self.backups and self.backups[p] in alive:
+                states[p] = client.submit(load_state, token, "backup", p, workers=[self.backups[p]], pure=False)
             else:
                 lost.append(p)
-        common = next((self.common_futures[a] for a in self.used if a in alive), None)
+        holder = next((a for a in self.used if a in alive), None)
+        common = None if holder is None else client.submit(load_state, token, "common", 0, self.decisions[holder],
+                                                           workers=[holder], pure=False)
         if lost or common is None:
-            dead = sorted({self.owner[p] for p in lost} | {self._backup_host(p) for p in lost if p in self.backups})
+            dead = sorted({self.owner[p] for p in lost} | {self.backups[p] for p in lost if p in self.backups})
             what = (f"shards {', '.join(map(str, sorted(lost)))} were lost with their hosts and backups "
                     f"({', '.join(dead)})" if lost else "every copy of the replicated state was lost")
             raise ClusterError(f"{what}; {RESUME_HINT}") from error
@@ -475,9 +505,6 @@ class _DistributedRun:
         self._place(survivors)
         self.state_futures = states
         self.common_futures = {a: common for a in self.used}
-
-    def _backup_host(self, p):
-        return dict(zip(self.used, self.used[1:] + self.used[:1]))[self.owner[p]]
 
     # ------------------------------------------------------------------ the run
     def _start(self, stepper, stop, x0, random_state, resume, trace):
@@ -509,7 +536,8 @@ class _DistributedRun:
             plan = ChunkPlan(run_id=uuid.uuid4().hex[:12], workers=list(self.used), owner=dict(self.owner),
                              epochs=epochs, config=self.layout.config, timeout=self.peer_timeout,
                              shared=shared, v_holders=None if shared else self._v_holders(),
-                             secret=secrets.token_bytes(32))
+                             secret=secrets.token_bytes(32),
+                             snapshot=self.snapshot_token if len(self.used) > 1 else "")
             self.shared_used = self.shared_used or plan.shared
             self.owned_used = self.owned_used or plan.v_holders is not None
             futures = self._submit_chunk(plan)
@@ -620,8 +648,11 @@ class _DistributedRun:
         return parts[:-1], parts[-1]
 
     def release(self):
-        """Drop every future of the run (the workers free the shards)."""
+        """Drop every future of the run (the workers free the shards) and the chunk-start files."""
+        from cluster.snapshot import remove
+
         self.state_futures = self.common_futures = self.backups = self.data_futures = {}
+        self.client.run(remove, self.snapshot_token, on_error="ignore")
 
 
 def _with_decisions(common, decisions: dict):
