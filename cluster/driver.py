@@ -652,7 +652,8 @@ class _DistributedRun:
         from cluster.snapshot import remove
 
         self.state_futures = self.common_futures = self.backups = self.data_futures = {}
-        self.client.run(remove, self.snapshot_token, on_error="ignore")
+        # the workers of the last chunk, which just answered (a stopped one would never reply)
+        self.client.run(remove, self.snapshot_token, workers=list(self.used), on_error="ignore")
 
 
 def _with_decisions(common, decisions: dict):
