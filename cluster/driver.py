@@ -444,27 +444,28 @@ class _DistributedRun:
     def _write_backups(self, states: dict) -> dict:
         """Write every shard's new state on its buddy's disk (the next worker in order); return {shard: buddy}.
 
-        The buddy fetches the state under a second key of the same object, released once written,
-        so neither the host nor the buddy keeps a second copy in memory (cluster.snapshot).
+        Array by array (cluster.snapshot.PIECES), each buddy receiving one at a time: a piece is a
+        key of its own on the host (the array itself, no copy), released once written, so neither
+        worker keeps a second copy in memory.
         """
         from distributed import wait
 
-        from cluster.snapshot import store_backup
+        from cluster.snapshot import PIECES, commit_backup, piece_of, store_piece
 
-        client = self.client
+        client, token = self.client, self.snapshot_token
         buddy = dict(zip(self.used, self.used[1:] + self.used[:1]))
         hosts = {p: buddy[self.owner[p]] for p in sorted(states)}
-        # in waves: a buddy receives one shard state at a time
-        waves = itertools.zip_longest(*[[p for p in hosts if hosts[p] == b] for b in set(hosts.values())])
-        for wave in waves:
-            # each alias is held only by its writing task: released (on both workers) once written
-            written = [client.submit(store_backup, client.submit(_identity, states[p], workers=[self.owner[p]],
-                                                                 pure=False),
-                                     self.snapshot_token, workers=[hosts[p]], allow_other_workers=False, pure=False)
-                       for p in wave if p is not None]
+        queues = [[(p, name) for p in hosts if hosts[p] == b for name in PIECES] for b in dict.fromkeys(hosts.values())]
+        for wave in itertools.zip_longest(*queues):
+            written = [client.submit(store_piece, client.submit(piece_of, states[p], name, workers=[self.owner[p]],
+                                                                pure=False),
+                                     token, p, name, workers=[hosts[p]], allow_other_workers=False, pure=False)
+                       for p, name in filter(None, wave)]
             with client.as_current():
                 wait(written)
             client.gather(written)
+        client.gather([client.submit(commit_backup, token, p, workers=[hosts[p]], allow_other_workers=False,
+                                     pure=False) for p in hosts])
         return hosts
 
     # ------------------------------------------------------------------ recovery

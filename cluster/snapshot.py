@@ -2,11 +2,12 @@
 
 A chunk task steps its states in place (cluster.exchange.run_chunk), so the state it started from
 is kept on disk, not in memory: the host writes its own shard and replicated states before the
-first step (`write_own`), and after the chunk each shard's new state is written on its buddy too
-(`store_backup`). After a loss the chunk reruns from the hosts' files, and a dead host's shards
-from their buddies' (`load_state`). Files hold plain arrays (np.savez, read with
-allow_pickle=False); the decisions of a CommonState (stepper, stop rules, clocks) stay with the
-driver, which has them from the chunk's summaries.
+first step (`write_own`), and after the chunk each shard's new state is written on its buddy too,
+one array at a time (`store_piece`, then `commit_backup`), so the buddy never holds a whole second
+state. After a loss the chunk reruns from the hosts' files, and a dead host's shards from their
+buddies' (`load_state`). A state is a directory of .npy files (plain arrays, read with
+allow_pickle=False), replaced whole by a rename; the decisions of a CommonState (stepper, stop
+rules, clocks) stay with the driver, which has them from the chunk's summaries.
 """
 
 from __future__ import annotations
@@ -18,45 +19,63 @@ import numpy as np
 
 from cluster.shard import CommonState, ShardState
 
-ARRAYS = ("S", "Y", "x_start", "g_start")
+VECTORS = ("S", "Y", "x_start", "g_start")
+PIECES = ("U",) + VECTORS + ("saved",)  # what a buddy receives of a shard state, one task each
 SAVED = "saved_"
 
 
-def directory(token: str) -> str:
-    """Return (and create) this worker's snapshot directory of the run `token`."""
-    from distributed import get_worker
+def directory(token: str, worker=None) -> str:
+    """Return this worker's snapshot directory of the run `token`."""
+    if worker is None:
+        from distributed import get_worker
 
-    path = os.path.join(get_worker().local_directory, f"hamsi-snapshots-{token}")
-    os.makedirs(path, exist_ok=True)
-    return path
+        worker = get_worker()
+    return os.path.join(worker.local_directory, f"hamsi-snapshots-{token}")
 
 
 def path_of(token: str, kind: str, key: int) -> str:
-    """Return the file of `kind` ("own" shard, "backup" shard or "common") number `key` on this worker."""
-    return os.path.join(directory(token), f"{kind}-{key}.npz")
+    """Return the directory of state `kind` ("own" shard, "backup" shard or "common") number `key`."""
+    return os.path.join(directory(token), f"{kind}-{key}")
 
 
-def write_state(path: str, state) -> None:
-    """Write the arrays of a ShardState or CommonState to `path` (atomically: a temporary, then rename)."""
-    arrays = {name: getattr(state, name) for name in ARRAYS}
-    arrays.update({SAVED + k: v for k, v in state.saved.items()})
-    if isinstance(state, ShardState):
-        arrays.update(shard=np.int64(state.shard), U=state.U)
-    else:
-        arrays["x_rep"] = state.x_rep
-    partial = path + ".partial.npz"
-    np.savez(partial, **arrays)
+def _write_arrays(path: str, arrays: dict) -> None:
+    os.makedirs(path, exist_ok=True)
+    for name, array in arrays.items():
+        np.save(os.path.join(path, f"{name}.npy"), array)
+
+
+def _arrays_of(name: str, value) -> dict:
+    """Return the files of one piece: {name: array}, or the saved iterates as {saved_<name>: array}."""
+    if name == "saved":
+        return {SAVED + k: v for k, v in value.items()}
+    return {name: value}
+
+
+def _replace(partial: str, path: str) -> None:
+    """Put the finished directory `partial` in the place of `path` (the old state goes)."""
+    shutil.rmtree(path, ignore_errors=True)
     os.replace(partial, path)
 
 
-def read_state(path: str, decisions: dict | None = None):
-    """Return the ShardState written to `path`, or the CommonState with `decisions` set."""
-    with np.load(path, allow_pickle=False) as stored:
-        arrays = {name: stored[name] for name in stored.files}
+def write_state(path: str, state) -> None:
+    """Write the arrays of a ShardState or CommonState as the directory `path`."""
+    partial = path + ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    main = ("U", state.U) if isinstance(state, ShardState) else ("x_rep", state.x_rep)
+    for name, value in [main] + [(name, getattr(state, name)) for name in VECTORS] + [("saved", state.saved)]:
+        _write_arrays(partial, _arrays_of(name, value))
+    _replace(partial, path)
+
+
+def read_state(path: str, shard: int | None = None, decisions: dict | None = None):
+    """Return the ShardState `shard` written at `path`, or (shard None) the CommonState with `decisions` set."""
+    arrays = {}
+    for file in sorted(os.listdir(path)):
+        arrays[file[:-len(".npy")]] = np.load(os.path.join(path, file), allow_pickle=False)
     saved = {name[len(SAVED):]: arrays.pop(name) for name in list(arrays) if name.startswith(SAVED)}
-    vectors = [arrays[name] for name in ARRAYS]
-    if "U" in arrays:
-        return ShardState(int(arrays["shard"]), arrays["U"], *vectors, saved)
+    vectors = [arrays[name] for name in VECTORS]
+    if shard is not None:
+        return ShardState(shard, arrays["U"], *vectors, saved)
     common = CommonState(arrays["x_rep"], *vectors, None, None, saved)
     for name, value in (decisions or {}).items():
         setattr(common, name, value)
@@ -70,18 +89,29 @@ def write_own(token: str, states: list, common) -> None:
     write_state(path_of(token, "common", 0), common)
 
 
-def store_backup(state, token: str) -> str:
-    """Write another worker's shard state here (its buddy); return the path (the state is then dropped)."""
-    path = path_of(token, "backup", state.shard)
-    write_state(path, state)
-    return path
+def piece_of(state: ShardState, name: str):
+    """Return one piece of a shard state (the array itself, no copy: it runs on the host)."""
+    return getattr(state, name)
+
+
+def store_piece(piece, token: str, shard: int, name: str) -> None:
+    """Write one piece of another worker's shard state here (its buddy), beside the backup in place."""
+    if name == PIECES[0]:  # the first piece of a new backup: nothing of an unfinished one stays
+        shutil.rmtree(path_of(token, "backup", shard) + ".partial", ignore_errors=True)
+    _write_arrays(path_of(token, "backup", shard) + ".partial", _arrays_of(name, piece))
+
+
+def commit_backup(token: str, shard: int) -> None:
+    """Make the pieces written by store_piece the backup of `shard` (replacing the previous chunk's)."""
+    path = path_of(token, "backup", shard)
+    _replace(path + ".partial", path)
 
 
 def load_state(token: str, kind: str, key: int, decisions: dict | None = None):
     """Return the state this worker wrote as `kind` number `key` (the task that reruns a chunk reads it)."""
-    return read_state(path_of(token, kind, key), decisions)
+    return read_state(path_of(token, kind, key), None if kind == "common" else key, decisions)
 
 
 def remove(token: str, dask_worker=None) -> None:
     """Remove this worker's snapshot directory of the run `token` (client.run, at the run's end)."""
-    shutil.rmtree(os.path.join(dask_worker.local_directory, f"hamsi-snapshots-{token}"), ignore_errors=True)
+    shutil.rmtree(directory(token, dask_worker), ignore_errors=True)
