@@ -127,7 +127,7 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
     else a LocalCluster of n_workers processes (closed on return). The client sees the run once per
     `chunk_epochs` cycles. checkpoint/checkpoint_every write the full state atomically; resume
     continues from such a directory bit-exactly. backup keeps each shard's chunk-start state on a
-    second worker, so a worker's death costs a rerun of one chunk on the survivors. on_chunk(info)
+    second worker's disk (cluster.snapshot), so a worker's death costs a rerun of one chunk on the survivors. on_chunk(info)
     is called after every chunk submission (tests use it to kill a worker). shared_memory (None:
     whenever possible) keeps V in shared memory when all workers run on one host and the cover is
     STRATA/-B (cluster/shared.py). Otherwise owned_v=True (STRATA/-B) hands each item shard V_j
