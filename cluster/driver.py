@@ -101,11 +101,6 @@ def _pick(result: dict, key, index=None):
     return value if index is None else value[index]
 
 
-def _identity(value):
-    """Return value unchanged: another key for the same object (the buddy fetches it, and it is then released)."""
-    return value
-
-
 def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = None,
                    n_workers: int | None = None, threads_per_worker: int = 1, method: str = "hamsi",
                    schedule: str = "det", eta: float | None = None, gamma: float = GAMMA,
@@ -227,7 +222,8 @@ class _DistributedRun:
         self.unresponsive: set = set()  # workers that stopped answering: never used again by this run
         self.fingerprint_extra = {}
         self.snapshot_token = uuid.uuid4().hex[:12]  # names the chunk-start files on the workers (cluster.snapshot)
-        self.backups, self.decisions = {}, {}
+        self.backups, self.decisions = {}, {}  # {shard: its buddy}, {worker: its decisions after the last chunk}
+        self.chunk_first = None  # the first cycle of the chunk running (names its chunk-start files)
         install(client)
         # numba loads its cached kernels on first call; do it before the clock starts
         client.run(warm_up, getattr(problem, "width", 2), int(memory))
@@ -481,31 +477,38 @@ class _DistributedRun:
             self._place(survivors)
             self._initial_states(*self._origin)
             return
-        from cluster.snapshot import load_state
+        from cluster.snapshot import chunk_start, load_backup
 
-        # the survivors' states were stepped in place by the failed chunk: every state is read
-        # back from the chunk-start files, a dead host's shards from their buddies'
-        client, token = self.client, self.snapshot_token
+        # the failed chunk stepped the survivors' states in place: each is taken back to the
+        # chunk's start (its file), a dead host's shards come from their buddies' files
+        client, token, chunk = self.client, self.snapshot_token, self.chunk_first
         states, lost = {}, []
-        for p in self.state_futures:
+        for p, fut in self.state_futures.items():
             if self.owner[p] in alive:
-                states[p] = client.submit(load_state, token, "own", p, workers=[self.owner[p]], pure=False)
+                states[p] = client.submit(chunk_start, fut, token, chunk, workers=[self.owner[p]], pure=False)
             elif p in self.backups and self.backups[p] in alive:
-                states[p] = client.submit(load_state, token, "backup", p, workers=[self.backups[p]], pure=False)
+                states[p] = client.submit(load_backup, token, p, workers=[self.backups[p]], pure=False)
             else:
                 lost.append(p)
         holder = next((a for a in self.used if a in alive), None)
-        common = None if holder is None else client.submit(load_state, token, "common", 0, self.decisions[holder],
-                                                           workers=[holder], pure=False)
-        if lost or common is None:
+        if lost or holder is None:
             dead = sorted({self.owner[p] for p in lost} | {self.backups[p] for p in lost if p in self.backups})
             what = (f"shards {', '.join(map(str, sorted(lost)))} were lost with their hosts and backups "
                     f"({', '.join(dead)})" if lost else "every copy of the replicated state was lost")
             raise ClusterError(f"{what}; {RESUME_HINT}") from error
+        commons = self.common_futures
         self.workers = survivors
         self._place(survivors)
         self.state_futures = states
-        self.common_futures = {a: common for a in self.used}
+        # one CommonState per worker (each steps its own in place): a worker new to the chunk gets a
+        # copy of the holder's; the decisions are those of the last chunk's summaries
+        decided = self.decisions.get(holder) or next(iter(self.decisions.values()))
+        self.common_futures = {}
+        for a in self.used:
+            source = a if a in commons else holder
+            self.common_futures[a] = client.submit(chunk_start, commons[source], token, chunk,
+                                                   self.decisions.get(source, decided), source != a,
+                                                   workers=[source], pure=False)
 
     # ------------------------------------------------------------------ the run
     def _start(self, stepper, stop, x0, random_state, resume, trace):
@@ -541,6 +544,7 @@ class _DistributedRun:
                              snapshot=self.snapshot_token if len(self.used) > 1 else "")
             self.shared_used = self.shared_used or plan.shared
             self.owned_used = self.owned_used or plan.v_holders is not None
+            self.chunk_first = epochs.start  # names the chunk-start files (cluster.snapshot)
             futures = self._submit_chunk(plan)
             if on_chunk is not None:
                 on_chunk({"chunk": chunk_index, "first_cycle": epochs.start, "workers": list(self.used),

@@ -138,7 +138,7 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
     me = get_worker().address
     box = local_mailbox()
     if plan.snapshot:
-        write_own(plan.snapshot, states, common)
+        write_own(plan.snapshot, plan.epochs.start, states, common)
     phases = PhaseTimes()
     exchange = MailboxExchange(box, plan, me, None, phases, common.time_used)
     stepper, stop, trace = common.stepper, common.stop, Trace()

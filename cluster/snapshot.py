@@ -2,10 +2,12 @@
 
 A chunk task steps its states in place (cluster.exchange.run_chunk), so the state it started from
 is kept on disk, not in memory: the host writes its own shard and replicated states before the
-first step (`write_own`), and after the chunk each shard's new state is written on its buddy too,
-one array at a time (`store_piece`, then `commit_backup`), so the buddy never holds a whole second
-state. After a loss the chunk reruns from the hosts' files, and a dead host's shards from their
-buddies' (`load_state`). A state is a directory of .npy files (plain arrays, read with
+first step (`write_own`, files named by the chunk's first cycle), and after the chunk each shard's
+new state is written on its buddy too, one array at a time (`store_piece`, then `commit_backup`),
+so the buddy never holds a whole second state. After a loss the chunk reruns from the hosts'
+states as they were at its start (`chunk_start`: their files, or the states themselves when the
+failed task never started, so never stepped them), and a dead host's shards from their buddies'
+files (`load_state`). A state is a directory of .npy files (plain arrays, read with
 allow_pickle=False), replaced whole by a rename; the decisions of a CommonState (stepper, stop
 rules, clocks) stay with the driver, which has them from the chunk's summaries.
 """
@@ -33,9 +35,12 @@ def directory(token: str, worker=None) -> str:
     return os.path.join(worker.local_directory, f"hamsi-snapshots-{token}")
 
 
-def path_of(token: str, kind: str, key: int) -> str:
-    """Return the directory of state `kind` ("own" shard, "backup" shard or "common") number `key`."""
-    return os.path.join(directory(token), f"{kind}-{key}")
+def path_of(token: str, kind: str, key: int, chunk: int | None = None) -> str:
+    """Return the directory of state `kind` ("own" shard, "backup" shard or "common") number `key`.
+
+    chunk: the first cycle of the chunk whose start an own or common state is.
+    """
+    return os.path.join(directory(token), f"{kind}-{key}" if chunk is None else f"{kind}-{key}-chunk-{chunk}")
 
 
 def _write_arrays(path: str, arrays: dict) -> None:
@@ -82,11 +87,35 @@ def read_state(path: str, shard: int | None = None, decisions: dict | None = Non
     return common
 
 
-def write_own(token: str, states: list, common) -> None:
-    """Write a chunk task's input (its shard states and CommonState) before it steps them in place."""
+def write_own(token: str, chunk: int, states: list, common) -> None:
+    """Write a chunk task's input (its shard states and CommonState) before it steps them in place.
+
+    chunk: the chunk's first cycle; the files of other chunks go.
+    """
+    folder = directory(token)
+    os.makedirs(folder, exist_ok=True)
+    mine = {os.path.basename(path_of(token, kind, key, chunk))
+            for kind, key in [("own", s.shard) for s in states] + [("common", 0)]}
+    for name in os.listdir(folder):
+        if name.startswith(("own-", "common-")) and name not in mine:
+            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
     for state in states:
-        write_state(path_of(token, "own", state.shard), state)
-    write_state(path_of(token, "common", 0), common)
+        write_state(path_of(token, "own", state.shard, chunk), state)
+    write_state(path_of(token, "common", 0, chunk), common)
+
+
+def chunk_start(state, token: str, chunk: int, decisions: dict | None = None, copy: bool = False):
+    """Return `state` (a ShardState, or the CommonState with `decisions`) as it was when chunk `chunk` started.
+
+    The chunk's task writes the files before it steps anything: with no file it never started,
+    and `state` is untouched (returned as is, or a copy for another worker to fetch, since this
+    worker's next chunk steps the original in place).
+    """
+    shard = getattr(state, "shard", None)
+    path = path_of(token, "common" if shard is None else "own", 0 if shard is None else shard, chunk)
+    if os.path.isdir(path):
+        return read_state(path, shard, decisions)
+    return state.copy() if copy else state
 
 
 def piece_of(state: ShardState, name: str):
@@ -107,9 +136,9 @@ def commit_backup(token: str, shard: int) -> None:
     _replace(path + ".partial", path)
 
 
-def load_state(token: str, kind: str, key: int, decisions: dict | None = None):
-    """Return the state this worker wrote as `kind` number `key` (the task that reruns a chunk reads it)."""
-    return read_state(path_of(token, kind, key), None if kind == "common" else key, decisions)
+def load_backup(token: str, shard: int) -> ShardState:
+    """Return the backup of `shard` this worker holds for its dead host (the task that reruns a chunk reads it)."""
+    return read_state(path_of(token, "backup", shard), shard)
 
 
 def remove(token: str, dask_worker=None) -> None:

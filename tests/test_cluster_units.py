@@ -107,7 +107,10 @@ def test_chunk_start_snapshots_round_trip_every_bit_whole_or_piece_by_piece(tmp_
     common = CommonState(rng.standard_normal((5, 3)), rng.standard_normal((2, 15)), rng.standard_normal((2, 15)),
                          rng.standard_normal(15), rng.standard_normal(15), None, None, {})
     decisions = dict(stepper=SimpleNamespace(inner=7), stop=None, time_used=1.5, cycles_done=3, started=True)
-    snapshot.write_own("run", [state], common)
+    assert snapshot.chunk_start(state, "run", 7) is state  # no file: the chunk's task never started
+    snapshot.write_own("run", 4, [state], common)  # an older chunk's files: removed by the next
+    snapshot.write_own("run", 7, [state], common)
+    assert sorted(os.listdir(tmp_path / "run")) == ["common-0-chunk-7", "own-4-chunk-7"]
     stale = ShardState(4, *(np.zeros_like(a) for a in (state.U, state.S, state.Y, state.x_start, state.g_start)),
                        {"good": np.zeros(18)})
     for name in snapshot.PIECES:  # an older backup is replaced whole, its other saved iterates too
@@ -118,13 +121,12 @@ def test_chunk_start_snapshots_round_trip_every_bit_whole_or_piece_by_piece(tmp_
     snapshot.commit_backup("run", 4)
     start_U = state.U.copy()
     state.U[0, 0] = 42.0  # the chunk then steps the state in place: the files keep its start
-    for kind in ("own", "backup"):
-        back = snapshot.load_state("run", kind, 4)
+    for back in (snapshot.chunk_start(state, "run", 7), snapshot.load_backup("run", 4)):
         assert back.shard == 4 and set(back.saved) == {"best"} and np.array_equal(back.U, start_U)
         for name in ("S", "Y", "x_start", "g_start"):
             assert np.array_equal(getattr(back, name), getattr(state, name))
         assert np.array_equal(back.saved["best"], state.saved["best"])
-    back = snapshot.load_state("run", "common", 0, decisions)
+    back = snapshot.chunk_start(common, "run", 7, decisions)
     assert np.array_equal(back.x_rep, common.x_rep) and np.array_equal(back.Y, common.Y)
     assert back.stepper.inner == 7 and back.cycles_done == 3 and back.started and back.saved == {}
 
