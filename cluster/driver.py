@@ -122,10 +122,10 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
     else a LocalCluster of n_workers processes (closed on return). The client sees the run once per
     `chunk_epochs` cycles. checkpoint/checkpoint_every write the full state atomically; resume
     continues from such a directory bit-exactly. backup keeps each shard's chunk-start state on a
-    second worker's disk (cluster.snapshot), so a worker's death costs a rerun of one chunk on the survivors. on_chunk(info)
-    is called after every chunk submission (tests use it to kill a worker). shared_memory (None:
-    whenever possible) keeps V in shared memory when all workers run on one host and the cover is
-    STRATA/-B (cluster/shared.py). Otherwise owned_v=True (STRATA/-B) hands each item shard V_j
+    second worker's disk (cluster.snapshot), so a worker's death costs a rerun of one chunk on the
+    survivors. on_chunk(info) is called after every chunk submission (tests use it to kill a
+    worker). shared_memory (None: whenever possible) keeps V in shared memory when all workers run
+    on one host and the cover is STRATA/-B (cluster/shared.py). Otherwise owned_v=True (STRATA/-B) hands each item shard V_j
     from worker to worker along the strata, one worker stepping it per inner iteration
     (cluster.work.OwnedFactorWork); owned_v=False, or a cover whose V_j have several homes
     (HOGWILD, COLOR), keeps V replicated: every worker receives every gV row and steps all of V;
@@ -221,7 +221,7 @@ class _DistributedRun:
         self.recoveries = []
         self.unresponsive: set = set()  # workers that stopped answering: never used again by this run
         self.fingerprint_extra = {}
-        self.snapshot_token = uuid.uuid4().hex[:12]  # names the chunk-start files on the workers (cluster.snapshot)
+        self.snapshot_token = uuid.uuid4().hex[:12]  # names the run's chunk-start files (cluster.snapshot)
         self.backups, self.decisions = {}, {}  # {shard: its buddy}, {worker: its decisions after the last chunk}
         self.chunk_first = None  # the first cycle of the chunk running (names its chunk-start files)
         install(client)
@@ -466,7 +466,7 @@ class _DistributedRun:
 
     # ------------------------------------------------------------------ recovery
     def _recover(self, error):
-        """Re-place the shards of dead workers on the survivors from the last chunk snapshot."""
+        """Re-place the shards of dead workers on the survivors, their states as at the chunk's start."""
         alive = self._alive()
         survivors = [a for a in self.workers if a in alive]
         if not survivors:
