@@ -7,7 +7,7 @@ new state is written on its buddy too, one array at a time (`store_piece`, then 
 so the buddy never holds a whole second state. After a loss the chunk reruns from the hosts'
 states as they were at its start (`chunk_start`: their files, or the states themselves when the
 failed task never started, so never stepped them), and a dead host's shards from their buddies'
-files (`load_state`). A state is a directory of .npy files (plain arrays, read with
+files (`load_backup`). A state is a directory of .npy files (plain arrays, read with
 allow_pickle=False), replaced whole by a rename; the decisions of a CommonState (stepper, stop
 rules, clocks) stay with the driver, which has them from the chunk's summaries.
 """
