@@ -10,8 +10,8 @@ a fresh process (its own LocalCluster of 2 workers on 127.0.0.1) so the RSS figu
 RSS is sampled every 50 ms (client: this process; workers: their pids). "idle" is the RSS once the
 cluster is up and warm (kernels compiled, the readers' libraries imported: their size is printed),
 before any data is read. For the worker path the peak until the shards are built (the routing) is
-printed too; the rest of the peak is the fit's state (U rows, L-BFGS pairs, chunk copies, buddy
-snapshots), which both paths hold. Times: seconds from the call to the end of the
+printed too; the rest of the peak is the fit's state (U rows, L-BFGS pairs, the chunk's buffers, a
+piece of the buddy's backup in flight: cluster/snapshot.py), which both paths hold. Times: seconds from the call to the end of the
 first cycle (chunk_epochs=1: the first callback), and ms per inner iteration after cycle 1.
 
     python benchmarks/bench_cluster_data.py [--preset ml-20m-like] [--files 50] [--rank 10] [--epochs 3]

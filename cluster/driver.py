@@ -101,11 +101,6 @@ def _pick(result: dict, key, index=None):
     return value if index is None else value[index]
 
 
-def _identity(value):
-    """Return value unchanged (a pinned copy on a buddy worker: the chunk-boundary snapshot)."""
-    return value
-
-
 def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = None,
                    n_workers: int | None = None, threads_per_worker: int = 1, method: str = "hamsi",
                    schedule: str = "det", eta: float | None = None, gamma: float = GAMMA,
@@ -127,10 +122,10 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
     else a LocalCluster of n_workers processes (closed on return). The client sees the run once per
     `chunk_epochs` cycles. checkpoint/checkpoint_every write the full state atomically; resume
     continues from such a directory bit-exactly. backup keeps each shard's chunk-start state on a
-    second worker, so a worker's death costs a rerun of one chunk on the survivors. on_chunk(info)
-    is called after every chunk submission (tests use it to kill a worker). shared_memory (None:
-    whenever possible) keeps V in shared memory when all workers run on one host and the cover is
-    STRATA/-B (cluster/shared.py). Otherwise owned_v=True (STRATA/-B) hands each item shard V_j
+    second worker's disk (cluster.snapshot), so a worker's death costs a rerun of one chunk on the
+    survivors. on_chunk(info) is called after every chunk submission (tests use it to kill a
+    worker). shared_memory (None: whenever possible) keeps V in shared memory when all workers run
+    on one host and the cover is STRATA/-B (cluster/shared.py). Otherwise owned_v=True (STRATA/-B) hands each item shard V_j
     from worker to worker along the strata, one worker stepping it per inner iteration
     (cluster.work.OwnedFactorWork); owned_v=False, or a cover whose V_j have several homes
     (HOGWILD, COLOR), keeps V replicated: every worker receives every gV row and steps all of V;
@@ -226,28 +221,32 @@ class _DistributedRun:
         self.recoveries = []
         self.unresponsive: set = set()  # workers that stopped answering: never used again by this run
         self.fingerprint_extra = {}
+        self.snapshot_token = uuid.uuid4().hex[:12]  # names the run's chunk-start files (cluster.snapshot)
+        self.backups, self.decisions = {}, {}  # {shard: its buddy}, {worker: its decisions after the last chunk}
+        self.chunk_first = None  # the first cycle of the chunk running (names its chunk-start files)
         install(client)
         # numba loads its cached kernels on first call; do it before the clock starts
         client.run(warm_up, getattr(problem, "width", 2), int(memory))
 
     # ------------------------------------------------------------------ placement
     def _needed_bytes(self, shards) -> int:
-        """Return the bytes a worker holds: its shards' data and state, the replica, twice (snapshot + copy).
+        """Return the bytes a worker holds: its shards' data and state (with the chunk's buffers), the replica.
 
-        Plus the placement's transient copy: a scattered shard is received as frames and then
-        deserialized, so the largest shard's data is briefly there twice.
+        Plus the transients: a scattered shard is received as frames and then deserialized, so the
+        largest shard's data is briefly there twice, and at a chunk's end a buddy receives a
+        shard's state before writing it to disk (chunks run in place: cluster.snapshot).
         """
         M = self.memory_size
         if not self.layout.n_shards:
-            return 2 * self.problem.n_params * 8 * (2 * M + 8)
+            return self.problem.n_params * 8 * (2 * M + 8)
         w, n = self.problem.width, self.problem.shape[1]
         total, largest = 0, 0
         for p in shards:
             rows = int(self.layout.row_bounds[p + 1] - self.layout.row_bounds[p])
             data = self.layout.sizes()[p] * 16
             total += data + rows * w * 8 * (2 * M + 8) + n * w * 8
-            largest = max(largest, data)
-        return total + largest + 2 * n * w * 8 * (2 * M + 8)
+            largest = max(largest, data, rows * w * 8 * (2 * M + 4))
+        return total + largest + n * w * 8 * (2 * M + 8)
 
     def _check_memory(self):
         """Raise ClusterError when a worker's share, on top of what it already uses, will not fit its limit."""
@@ -430,23 +429,44 @@ class _DistributedRun:
                 states[p] = client.submit(_pick, fut, "states", i, workers=[addr], pure=False)
             commons[addr] = client.submit(_pick, fut, "common", workers=[addr], pure=False)
             summaries[addr] = client.submit(_summary, fut, workers=[addr], pure=False)
-        backups = {}
-        if self.backup and len(self.used) > 1:
-            buddy = dict(zip(self.used, self.used[1:] + self.used[:1]))
-            backups = {p: client.submit(_identity, states[p], workers=[buddy[self.owner[p]]], pure=False)
-                       for p in states}
-        gathered = client.gather([summaries[a] for a in self.used])
-        if backups:
-            from distributed import wait
-            with client.as_current():
-                wait(list(backups.values()))
-        self.state_futures, self.common_futures, self.backups = states, commons, backups
+        gathered = dict(zip(self.used, client.gather([summaries[a] for a in self.used])))
+        self.state_futures, self.common_futures = states, commons
+        self.backups = self._write_backups(states) if self.backup and len(self.used) > 1 else {}
+        self.decisions = {a: dict(stepper=s["stepper"], stop=s["stop"], time_used=s["time_used"],
+                                  cycles_done=s["cycles_done"], started=True) for a, s in gathered.items()}
         self._origin = None
-        return dict(zip(self.used, gathered))
+        return gathered
+
+    def _write_backups(self, states: dict) -> dict:
+        """Write every shard's new state on its buddy's disk (the next worker in order); return {shard: buddy}.
+
+        Array by array (cluster.snapshot.PIECES), each buddy receiving one at a time: a piece is a
+        key of its own on the host (the array itself, no copy), released once written, so neither
+        worker keeps a second copy in memory.
+        """
+        from distributed import wait
+
+        from cluster.snapshot import PIECES, commit_backup, piece_of, store_piece
+
+        client, token = self.client, self.snapshot_token
+        buddy = dict(zip(self.used, self.used[1:] + self.used[:1]))
+        hosts = {p: buddy[self.owner[p]] for p in sorted(states)}
+        queues = [[(p, name) for p in hosts if hosts[p] == b for name in PIECES] for b in dict.fromkeys(hosts.values())]
+        for wave in itertools.zip_longest(*queues):
+            written = [client.submit(store_piece, client.submit(piece_of, states[p], name, workers=[self.owner[p]],
+                                                                pure=False),
+                                     token, p, name, workers=[hosts[p]], allow_other_workers=False, pure=False)
+                       for p, name in filter(None, wave)]
+            with client.as_current():
+                wait(written)
+            client.gather(written)
+        client.gather([client.submit(commit_backup, token, p, workers=[hosts[p]], allow_other_workers=False,
+                                     pure=False) for p in hosts])
+        return hosts
 
     # ------------------------------------------------------------------ recovery
     def _recover(self, error):
-        """Re-place the shards of dead workers on the survivors from the last chunk snapshot."""
+        """Re-place the shards of dead workers on the survivors, their states as at the chunk's start."""
         alive = self._alive()
         survivors = [a for a in self.workers if a in alive]
         if not survivors:
@@ -457,27 +477,38 @@ class _DistributedRun:
             self._place(survivors)
             self._initial_states(*self._origin)
             return
+        from cluster.snapshot import chunk_start, load_backup
+
+        # the failed chunk stepped the survivors' states in place: each is taken back to the
+        # chunk's start (its file), a dead host's shards come from their buddies' files
+        client, token, chunk = self.client, self.snapshot_token, self.chunk_first
         states, lost = {}, []
         for p, fut in self.state_futures.items():
             if self.owner[p] in alive:
-                states[p] = fut
-            elif p in self.backups and self._backup_host(p) in alive:
-                states[p] = self.backups[p]
+                states[p] = client.submit(chunk_start, fut, token, chunk, workers=[self.owner[p]], pure=False)
+            elif p in self.backups and self.backups[p] in alive:
+                states[p] = client.submit(load_backup, token, p, workers=[self.backups[p]], pure=False)
             else:
                 lost.append(p)
-        common = next((self.common_futures[a] for a in self.used if a in alive), None)
-        if lost or common is None:
-            dead = sorted({self.owner[p] for p in lost} | {self._backup_host(p) for p in lost if p in self.backups})
+        holder = next((a for a in self.used if a in alive), None)
+        if lost or holder is None:
+            dead = sorted({self.owner[p] for p in lost} | {self.backups[p] for p in lost if p in self.backups})
             what = (f"shards {', '.join(map(str, sorted(lost)))} were lost with their hosts and backups "
                     f"({', '.join(dead)})" if lost else "every copy of the replicated state was lost")
             raise ClusterError(f"{what}; {RESUME_HINT}") from error
+        commons = self.common_futures
         self.workers = survivors
         self._place(survivors)
         self.state_futures = states
-        self.common_futures = {a: common for a in self.used}
-
-    def _backup_host(self, p):
-        return dict(zip(self.used, self.used[1:] + self.used[:1]))[self.owner[p]]
+        # one CommonState per worker (each steps its own in place): a worker new to the chunk gets a
+        # copy of the holder's; the decisions are those of the last chunk's summaries
+        decided = self.decisions.get(holder) or next(iter(self.decisions.values()))
+        self.common_futures = {}
+        for a in self.used:
+            source = a if a in commons else holder
+            self.common_futures[a] = client.submit(chunk_start, commons[source], token, chunk,
+                                                   self.decisions.get(source, decided), source != a,
+                                                   workers=[source], pure=False)
 
     # ------------------------------------------------------------------ the run
     def _start(self, stepper, stop, x0, random_state, resume, trace):
@@ -509,9 +540,11 @@ class _DistributedRun:
             plan = ChunkPlan(run_id=uuid.uuid4().hex[:12], workers=list(self.used), owner=dict(self.owner),
                              epochs=epochs, config=self.layout.config, timeout=self.peer_timeout,
                              shared=shared, v_holders=None if shared else self._v_holders(),
-                             secret=secrets.token_bytes(32))
+                             secret=secrets.token_bytes(32),
+                             snapshot=self.snapshot_token if len(self.used) > 1 else "")
             self.shared_used = self.shared_used or plan.shared
             self.owned_used = self.owned_used or plan.v_holders is not None
+            self.chunk_first = epochs.start  # names the chunk-start files (cluster.snapshot)
             futures = self._submit_chunk(plan)
             if on_chunk is not None:
                 on_chunk({"chunk": chunk_index, "first_cycle": epochs.start, "workers": list(self.used),
@@ -620,8 +653,12 @@ class _DistributedRun:
         return parts[:-1], parts[-1]
 
     def release(self):
-        """Drop every future of the run (the workers free the shards)."""
+        """Drop every future of the run (the workers free the shards) and the chunk-start files."""
+        from cluster.snapshot import remove
+
         self.state_futures = self.common_futures = self.backups = self.data_futures = {}
+        # the workers of the last chunk, which just answered (a stopped one would never reply)
+        self.client.run(remove, self.snapshot_token, workers=list(self.used), on_error="ignore")
 
 
 def _with_decisions(common, decisions: dict):

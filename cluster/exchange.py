@@ -125,17 +125,20 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
     """Return {"states", "common", "records", "reason", "message", "phases", "bytes_sent", "worker"} after the cycles.
 
     The pinned task of one worker: builds its work and MailboxExchange and runs hamsi.loop on the
-    chunk's cycles. Inputs are copied, never mutated: they are the snapshot the driver reruns the
-    chunk from if a worker dies.
+    chunk's cycles, stepping `states` and `common` in place (no working copy: the returned states
+    are the inputs). What the driver reruns the chunk from if a worker dies is on disk: with
+    plan.snapshot set, the inputs are written to this worker's snapshot files first
+    (cluster.snapshot.write_own).
     """
     from distributed import get_worker
 
     from cluster.mailbox import local_mailbox
+    from cluster.snapshot import write_own
 
     me = get_worker().address
     box = local_mailbox()
-    common = common.copy()
-    states = [s.copy() for s in states]
+    if plan.snapshot:
+        write_own(plan.snapshot, plan.epochs.start, states, common)
     phases = PhaseTimes()
     exchange = MailboxExchange(box, plan, me, None, phases, common.time_used)
     stepper, stop, trace = common.stepper, common.stop, Trace()

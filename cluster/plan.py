@@ -56,6 +56,7 @@ class ChunkPlan:
     shared: bool = False  # V in shared memory (cluster.shared): all workers on one host, STRATA/-B
     v_holders: list | None = None  # V owned on the message path: [k][j] -> the worker of V_j's home in subset k
     secret: bytes = field(default=b"", repr=False)  # authenticates the chunk's direct links (cluster.links)
+    snapshot: str = ""  # the run's token of the chunk-start files (cluster.snapshot); "" writes none
 
     @property
     def lead(self) -> str:

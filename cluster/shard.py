@@ -28,7 +28,7 @@ class ShardState:
     saved: dict = field(default_factory=dict)
 
     def copy(self) -> "ShardState":
-        """Return a deep copy (tasks never mutate their inputs: those are the chunk snapshots)."""
+        """Return a deep copy (chunk tasks step their states in place: a copy is what another worker may fetch)."""
         return copy.deepcopy(self)
 
 

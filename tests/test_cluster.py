@@ -251,6 +251,42 @@ def test_killed_worker_is_replaced_by_the_survivors(ratings, kill_in_chunk, owne
     assert np.array_equal(recovered.x, undisturbed.x)
 
 
+def test_a_worker_killed_mid_chunk_is_rerun_from_the_chunk_start_files(ratings):
+    # chunks step their states in place: the survivor's state is then past the chunk's start, and
+    # the rerun must read the start back from disk (cluster.snapshot), not take the stepped state
+    part = partition.make("strata-b", ratings, blocks=4, seed=1)
+    options = dict(rank=RANK, partition=part, random_state=1, max_epochs=9, chunk_epochs=3, shared_memory=False)
+
+    def die_after(iterations):  # runs in the worker: it kills itself in its next chunk's inner iterations
+        import os
+        import signal
+
+        from cluster.exchange import MailboxExchange
+
+        original, count = MailboxExchange.iterate, [0]
+
+        def iterate(self, request):
+            count[0] += 1
+            if count[0] > iterations:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return original(self, request)
+
+        MailboxExchange.iterate = iterate
+
+    with connect(n_workers=2, quiet=True) as dask_client:
+        undisturbed = fit_distributed(ratings, client=dask_client, **options)
+        armed = []
+
+        def arm_second_worker(info):
+            if info["chunk"] == 1 and not armed:
+                armed.append(info["workers"][1])
+                dask_client.run(die_after, 3, workers=armed)
+
+        recovered = fit_distributed(ratings, client=dask_client, on_chunk=arm_second_worker, **options)
+    assert armed and recovered.recoveries and len(recovered.workers) == 1
+    assert recovered.n_cycles == 9 and np.array_equal(recovered.x, undisturbed.x)
+
+
 def test_unreachable_scheduler_fails_fast_naming_the_address(ratings):
     start = time.perf_counter()
     with pytest.raises(ClusterError, match="127.0.0.1:9"):

@@ -94,6 +94,43 @@ def test_checkpoint_round_trip_keeps_every_bit_and_refuses_other_runs(tmp_path):
         ckpt.load(tmp_path / "missing", {"rank": 3})
 
 
+def test_chunk_start_snapshots_round_trip_every_bit_whole_or_piece_by_piece(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from cluster import snapshot
+    from cluster.shard import CommonState, ShardState
+
+    monkeypatch.setattr(snapshot, "directory", lambda token, worker=None: str(tmp_path / token))
+    rng = np.random.default_rng(3)
+    state = ShardState(4, rng.standard_normal((6, 3)), rng.standard_normal((2, 18)), rng.standard_normal((2, 18)),
+                       rng.standard_normal(18), rng.standard_normal(18), {"best": rng.standard_normal(18)})
+    common = CommonState(rng.standard_normal((5, 3)), rng.standard_normal((2, 15)), rng.standard_normal((2, 15)),
+                         rng.standard_normal(15), rng.standard_normal(15), None, None, {})
+    decisions = dict(stepper=SimpleNamespace(inner=7), stop=None, time_used=1.5, cycles_done=3, started=True)
+    assert snapshot.chunk_start(state, "run", 7) is state  # no file: the chunk's task never started
+    snapshot.write_own("run", 4, [state], common)  # an older chunk's files: removed by the next
+    snapshot.write_own("run", 7, [state], common)
+    assert sorted(os.listdir(tmp_path / "run")) == ["common-0-chunk-7", "own-4-chunk-7"]
+    stale = ShardState(4, *(np.zeros_like(a) for a in (state.U, state.S, state.Y, state.x_start, state.g_start)),
+                       {"good": np.zeros(18)})
+    for name in snapshot.PIECES:  # an older backup is replaced whole, its other saved iterates too
+        snapshot.store_piece(snapshot.piece_of(stale, name), "run", 4, name)
+    snapshot.commit_backup("run", 4)
+    for name in snapshot.PIECES:
+        snapshot.store_piece(snapshot.piece_of(state, name), "run", 4, name)
+    snapshot.commit_backup("run", 4)
+    start_U = state.U.copy()
+    state.U[0, 0] = 42.0  # the chunk then steps the state in place: the files keep its start
+    for back in (snapshot.chunk_start(state, "run", 7), snapshot.load_backup("run", 4)):
+        assert back.shard == 4 and set(back.saved) == {"best"} and np.array_equal(back.U, start_U)
+        for name in ("S", "Y", "x_start", "g_start"):
+            assert np.array_equal(getattr(back, name), getattr(state, name))
+        assert np.array_equal(back.saved["best"], state.saved["best"])
+    back = snapshot.chunk_start(common, "run", 7, decisions)
+    assert np.array_equal(back.x_rep, common.x_rep) and np.array_equal(back.Y, common.Y)
+    assert back.stepper.inner == 7 and back.cycles_done == 3 and back.started and back.saved == {}
+
+
 def test_stop_rules_follow_the_engine_order():
     rules = StopRules(max_epochs=10, target=0.5, tol=1e-3, previous_objective=1.0)
     assert rules.check(1, 3, 0.1, 0.9, np.nan, 0.9) is None
