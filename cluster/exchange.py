@@ -21,6 +21,7 @@ import numpy as np
 
 from hamsi import loop
 from hamsi.exchange import Evaluation, Reductions
+from hamsi.optimizer import numba_threads
 from hamsi.trace import PhaseTimes, Trace
 from cluster.links import MAX_ARRAYS, FrameLimit
 from cluster.messages import MAX_SENDER_BYTES, Message
@@ -148,12 +149,15 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
                   frame_limit(plan.config, common.S.shape[0]))
         replica = open_replica(plan, exchange, common, me) if plan.shared else None
         exchange.work = plan.make_work(datas, states, common, me, replica)
-        if not common.started:
-            loop.start(stepper, exchange, stop, trace, None)
-            common.started = True
-        reason, message, epoch = loop.run_cycles(stepper, exchange, stop, trace, None, plan.epochs)
-        if reason is not None and stop.keeps_best and stop.best_epoch is not None:
-            exchange.restore("best")
+        # one numba thread: the kernels run one block each (cluster.work), and a second OpenMP
+        # thread would only join every kernel's barrier (a stall when the machine is busy)
+        with numba_threads(1):
+            if not common.started:
+                loop.start(stepper, exchange, stop, trace, None)
+                common.started = True
+            reason, message, epoch = loop.run_cycles(stepper, exchange, stop, trace, None, plan.epochs)
+            if reason is not None and stop.keeps_best and stop.best_epoch is not None:
+                exchange.restore("best")
         if replica is not None:
             replica.copy_out(common)
     finally:
