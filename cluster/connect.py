@@ -8,11 +8,16 @@ import multiprocessing
 import os
 import sys
 
+import dask
+
 from cluster.errors import ClusterError
 
 # Connecting to a scheduler that is not there should fail fast with a message naming it,
 # not hang for distributed's default 30 s.
 CONNECT_TIMEOUT = 5.0
+# The LocalCluster hamsi starts (never a cluster it connects to): Dask's statistical profiler
+# samples every thread's stack every 10 ms, taking the GIL from the HAMSI task 100 times a second.
+LOCAL_WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
 MAIN_GUARD_HINT = ("If this is a script that starts a local cluster, put its code under "
                    "`if __name__ == \"__main__\":` (Dask's worker processes re-import the main module).")
 
@@ -66,7 +71,7 @@ def connect(client=None, scheduler: str | None = None, n_workers: int | None = N
         # starts a cluster at import time would otherwise fail with a long nanny traceback.
         raise ClusterError(MAIN_GUARD_HINT)
     try:
-        with workers_ignore_sigint():
+        with workers_ignore_sigint(), dask.config.set(LOCAL_WORKER_CONFIG):
             local = LocalCluster(n_workers=n_workers, threads_per_worker=int(threads_per_worker),
                                  processes=True, host="127.0.0.1", dashboard_address=":0",
                                  memory_limit=memory_limit, silence_logs=logging.ERROR, security=security,
