@@ -69,22 +69,33 @@ def test_two_workers_killed_together_recover_from_buddies_or_name_the_lost_shard
     with connect(n_workers=4, quiet=True) as client:
         undisturbed = fit_distributed(ratings, client=client, **options)
 
+        def gone(addresses, timeout=30.0):
+            # the scheduler has dropped the killed workers (their nannies restart them at new addresses)
+            deadline = time.monotonic() + timeout
+            while set(addresses) & set(client.scheduler_info()["workers"]) and time.monotonic() < deadline:
+                time.sleep(0.05)
+
         def killer(which):
             def kill(info):
                 if info["chunk"] == 1 and not kill.done:
                     pids = info["client"].run(os.getpid)
                     kill.done = True
-                    for i, index in enumerate(which):
+                    killed = [info["workers"][index] for index in which]
+                    for i, address in enumerate(killed):
                         time.sleep(0.3 * i)
-                        os.kill(pids[info["workers"][index]], signal.SIGKILL)
+                        os.kill(pids[address], signal.SIGKILL)
+                    gone(killed)  # killed together: the driver sees both deaths at once
+                    kill.killed = killed
             kill.done = False
             return kill
 
         # buddies are the next worker in order: 1 and 3 each keep the other's neighbours' snapshots
-        recovered = fit_distributed(ratings, client=client, on_chunk=killer([1, 3]), **options)
+        first = killer([1, 3])
+        recovered = fit_distributed(ratings, client=client, on_chunk=first, **options)
         assert recovered.recoveries and np.array_equal(recovered.x, undisturbed.x)
         assert recovered.owned_v is undisturbed.owned_v is owned  # 2 survivors with 2 shards each: still owned
         client.wait_for_workers(4, timeout=60)  # the nannies restart the killed workers
+        gone(first.killed)
         # 1 and 2: the shards of worker 1 had their only snapshot on worker 2
         with pytest.raises(ClusterError) as caught:
             fit_distributed(ratings, client=client, on_chunk=killer([1, 2]), **options)
