@@ -51,6 +51,11 @@ WATCH_INTERVAL = 0.5
 # After a chunk failed: how long the other tasks have to notice the abort before their workers
 # count as hung (capped by peer_timeout), and how long the client waits for the abort to be sent.
 HUNG_GRACE = 5.0
+# Workers that die together (a host, a rack) leave the scheduler's list within moments of each
+# other: a recovery waits until the list has not changed for SETTLE_SECONDS (at most SETTLE_LIMIT),
+# so it does not place shards on a worker that is dead but not yet dropped.
+SETTLE_SECONDS = 1.0
+SETTLE_LIMIT = 10.0
 ABORT_WAIT = 5.0
 
 
@@ -465,9 +470,20 @@ class _DistributedRun:
         return hosts
 
     # ------------------------------------------------------------------ recovery
+    def _settled_alive(self) -> set:
+        """Return _alive() once it has stayed the same for SETTLE_SECONDS (at most SETTLE_LIMIT s)."""
+        alive, since = self._alive(), time.monotonic()
+        deadline = since + SETTLE_LIMIT
+        while time.monotonic() - since < SETTLE_SECONDS and time.monotonic() < deadline:
+            time.sleep(0.05)
+            now = self._alive()
+            if now != alive:
+                alive, since = now, time.monotonic()
+        return alive
+
     def _recover(self, error):
         """Re-place the shards of dead workers on the survivors, their states as at the chunk's start."""
-        alive = self._alive()
+        alive = self._settled_alive()
         survivors = [a for a in self.workers if a in alive]
         if not survivors:
             raise ClusterError(f"no workers left after: {error}; {RESUME_HINT}") from error
