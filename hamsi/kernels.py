@@ -393,27 +393,6 @@ def sum_partials_in_order(partials, out):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def sharded_wtg(g, S, Y, bounds, partials, out):
-    """Write W^T g (unscaled, 2M) into out: shard partials in parallel, summed in shard order."""
-    for p in prange(bounds.shape[0] - 1):
-        lo = bounds[p]
-        hi = bounds[p + 1]
-        shard_wtg_partials(g[lo:hi], S[:, lo:hi], Y[:, lo:hi], partials[p])
-    sum_partials_in_order(partials, out)
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def sharded_pair_products(x, x_start, g, g_start, S, Y, bounds, partials, out):
-    """Write the pair products (2M + 2, see shard_pair_partials) summed in shard order into out."""
-    for p in prange(bounds.shape[0] - 1):
-        lo = bounds[p]
-        hi = bounds[p + 1]
-        shard_pair_partials(x[lo:hi], x_start[lo:hi], g[lo:hi], g_start[lo:hi],
-                            S[:, lo:hi], Y[:, lo:hi], partials[p])
-    sum_partials_in_order(partials, out)
-
-
-@njit(parallel=True, nogil=True, cache=True)
 def sharded_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, bounds, want_pair, want_wtg,
                                want_gram, want_norms, pair, new_pair_g, gram, wtg, norms):
     """Write the per-shard partials one inner iteration asks for (rows of the outputs = shards).
@@ -438,16 +417,6 @@ def sharded_copy_row(src, dst, slot, bounds):
     for p in prange(bounds.shape[0] - 1):
         for i in range(bounds[p], bounds[p + 1]):
             dst[slot, i] = src[0, i]
-
-
-@njit(parallel=True, nogil=True, cache=True)
-def sharded_store_pair(x, x_start, g, g_start, S, Y, slot, bounds):
-    """Overwrite memory row `slot` with the new pair, shard by shard in parallel."""
-    for p in prange(bounds.shape[0] - 1):
-        lo = bounds[p]
-        hi = bounds[p + 1]
-        shard_store_pair(x[lo:hi], x_start[lo:hi], g[lo:hi], g_start[lo:hi],
-                         S[:, lo:hi], Y[:, lo:hi], slot)
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -482,15 +451,6 @@ def sharded_fill_zero(v, bounds):
     for p in prange(bounds.shape[0] - 1):
         for i in range(bounds[p], bounds[p + 1]):
             v[i] = 0.0
-
-
-@njit(nogil=True, cache=True)
-def all_finite(v):
-    """Return True when every entry of v is finite (divergence check)."""
-    for i in range(v.shape[0]):
-        if not np.isfinite(v[i]):
-            return False
-    return True
 
 
 _FIRST = np.zeros(1, dtype=np.int64)
@@ -589,6 +549,5 @@ def warm_up(n_params: int = 0) -> None:
     k.sharded_gradient_step(x, g, 1.0, bounds)
     k.sharded_copy(x, g, bounds)
     k.sharded_fill_zero(g, bounds)
-    all_finite(x)
     sum_partials_in_order(np.ones((2, 3)), np.zeros(3))
     _WARM.append(k)

@@ -5,6 +5,7 @@ import pytest
 
 from hamsi import kernels
 from hamsi.lbfgs import LBFGSMemory
+from hamsi.stepper import summed
 
 
 def explicit_bfgs_inverse(pairs, sigma, n):
@@ -70,6 +71,18 @@ def test_pairs_without_positive_curvature_are_rejected():
     assert not memory.full
 
 
+def engine_partials(x, x0, g, g0, S, Y, bounds, want_pair=False, want_wtg=False):
+    """Return the shard-order sums of kernels.sharded_iteration_partials (what LocalExchange hands the stepper)."""
+    B, M = bounds.size - 1, S.shape[0]
+    out = dict(pair=np.zeros((B, 2 * M + 2)), new_pair_g=np.zeros((B, 2)), gram=np.zeros((B, 2 * M + 1)),
+               wtg=np.zeros((B, 2 * M)), norms=np.zeros((B, 2)))
+    s_new, y_new = np.zeros((1, x.size)), np.zeros((1, x.size))
+    kernels.sharded_iteration_partials(x, x0, g, g0, S, Y, s_new, y_new, bounds, want_pair, want_wtg, False, False,
+                                       out["pair"], out["new_pair_g"], out["gram"], out["wtg"], out["norms"])
+    sums = {name: summed(partials) for name, partials in out.items()}
+    return dict(sums, s_new=s_new, y_new=y_new)
+
+
 def test_sharded_kernels_match_dense_algebra():
     rng = np.random.default_rng(3)
     n, M = 23, 3
@@ -78,9 +91,7 @@ def test_sharded_kernels_match_dense_algebra():
     S, Y = feed(memory, pairs, n)
     bounds = np.array([0, 5, 6, 14, 23], dtype=np.int64)
     g = rng.standard_normal(n)
-    partials = np.empty((bounds.size - 1, 2 * M))
-    wtg = np.empty(2 * M)
-    kernels.sharded_wtg(g, S, Y, bounds, partials, wtg)
+    wtg = engine_partials(g, g, g, g, S, Y, bounds, want_wtg=True)["wtg"]
     np.testing.assert_allclose(wtg, np.concatenate([S @ g, Y @ g]), rtol=1e-12)
     x = rng.standard_normal(n)
     expected = x - 0.5 * memory.direction(g, S, Y)
@@ -94,11 +105,12 @@ def test_pair_products_and_store():
     S, Y = rng.standard_normal((M, n)), rng.standard_normal((M, n))
     x, x0, g, g0 = (rng.standard_normal(n) for _ in range(4))
     bounds = np.array([0, 4, 11], dtype=np.int64)
-    out = np.empty(2 * M + 2)
-    kernels.sharded_pair_products(x, x0, g, g0, S, Y, bounds, np.empty((2, 2 * M + 2)), out)
+    out = engine_partials(x, x0, g, g0, S, Y, bounds, want_pair=True)
     s, y = x - x0, g - g0
-    np.testing.assert_allclose(out, np.concatenate([[s @ y, y @ y], S @ y, Y @ y]), rtol=1e-12)
-    kernels.sharded_store_pair(x, x0, g, g0, S, Y, 1, bounds)
+    np.testing.assert_allclose(out["pair"], np.concatenate([[s @ y, y @ y], S @ y, Y @ y]), rtol=1e-12)
+    np.testing.assert_allclose(out["new_pair_g"], [s @ g, y @ g], rtol=1e-12)
+    kernels.sharded_copy_row(out["s_new"], S, 1, bounds)  # the engine's store_pair (hamsi.exchange)
+    kernels.sharded_copy_row(out["y_new"], Y, 1, bounds)
     np.testing.assert_array_equal(S[1], s)
     np.testing.assert_array_equal(Y[1], y)
 
