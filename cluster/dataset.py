@@ -44,7 +44,8 @@ import numpy as np
 from hamsi.data.moments import RatingStatistics, mean_of, sum_in_order
 from hamsi.data.ratings import _LOOKUP_SLACK, _as_integer_ids, dense_index, heldout_mask
 from hamsi.errors import InputError
-from hamsi.problems.matrix_factorization import BiasShard, bias_weight, heldout_range, penalty_weights
+from hamsi.problems.matrix_factorization import (BiasShard, bias_weight, check_penalty, heldout_range,
+                                                penalty_weights)
 from cluster.layout import FactorLayout
 from cluster.placement import ShardData, assign_shards, set_v_homes, touched_items, v_homes
 from cluster.plan import FactorConfig
@@ -283,22 +284,23 @@ def _col_partial(base: BiasShard, row_bias, n_items):
     return shard.col_partial(n_items)
 
 
-def _item_bias(col_counts, reg, reg_weighting, *partials):
+def _item_bias(col_counts, reg, reg_weighting, damping, *partials):
     """Return the item biases from the shards' partial sums, reduced in shard order (`sum_in_order`)."""
     col_sums = sum_in_order(partials)
-    weight = bias_weight(col_counts, reg, reg_weighting)
+    weight = bias_weight(col_counts, reg, reg_weighting, damping)
     return np.divide(col_sums, weight, out=np.zeros(col_sums.size), where=col_counts > 0)
 
 
-def _row_bias(base: BiasShard, col_bias, reg, reg_weighting):
+def _row_bias(base: BiasShard, col_bias, reg, reg_weighting, damping):
     """Return the shard's user biases given the item biases (BiasShard.solve_rows on its host)."""
-    return copy.copy(base).solve_rows(col_bias, reg, reg_weighting)
+    return copy.copy(base).solve_rows(col_bias, reg, reg_weighting, damping)
 
 
-def _shard_data(data: ShardRatings, homes: list, col_bounds, reg: float, reg_weighting: str) -> ShardData:
+def _shard_data(data: ShardRatings, homes: list, col_bounds, reg: float, reg_weighting: str,
+                damping: float) -> ShardData:
     """Return the ShardData the chunk tasks read (cluster.placement), built on the shard's host."""
     counts = np.bincount(data.rows, minlength=data.row_hi - data.row_lo).astype(np.float64)
-    row_reg, row_norm_weight = penalty_weights(reg, counts, reg_weighting)
+    row_reg, row_norm_weight = penalty_weights(reg, counts, reg_weighting, damping)
     cols = data.subsets("cols")
     out = ShardData(data.shard, data.row_lo, data.row_hi, data.subsets("rows"), cols, data.subsets("vals"),
                     [touched_items(c) for c in cols], row_reg, row_norm_weight, data.test_rows, data.test_cols,
@@ -479,11 +481,12 @@ class WorkerRatings:
                 + " and ".join(f"{self.labels[f]} row {row}" for f, row in where))
 
     def problem(self, rank: int, *, reg: float = 0.0, biases: bool = False, reg_weighting: str = "uniform",
-                init_scale: float = 1.0, init_biases: bool = False,
+                reg_damping: float = 0.0, init_scale: float = 1.0, init_biases: bool = False,
                 clip_heldout: bool = True) -> "ShardedFactorization":
         """Return the MatrixFactorization of these ratings with the data on the workers (same keywords)."""
         return ShardedFactorization(self, rank, reg=reg, biases=biases, reg_weighting=reg_weighting,
-                                    init_scale=init_scale, init_biases=init_biases, clip_heldout=clip_heldout)
+                                    reg_damping=reg_damping, init_scale=init_scale, init_biases=init_biases,
+                                    clip_heldout=clip_heldout)
 
 
 def _name(source) -> str:
@@ -510,11 +513,12 @@ class ShardedFactorization:
     metric = "rmse"
 
     def __init__(self, ratings: WorkerRatings, rank, *, reg, biases, reg_weighting, init_scale, init_biases,
-                 clip_heldout: bool = True):
+                 reg_damping: float = 0.0, clip_heldout: bool = True):
+        check_penalty(reg_weighting, reg_damping)
         self.ratings = ratings
         self.shape = ratings.shape
         self.rank, self.reg, self.biases = int(rank), float(reg), bool(biases)
-        self.reg_weighting, self.init_scale = reg_weighting, float(init_scale)
+        self.reg_weighting, self.reg_damping, self.init_scale = reg_weighting, float(reg_damping), float(init_scale)
         self.init_biases = bool(init_biases) and self.biases
         self.width = self.rank + (1 if self.biases else 0)
         self.n_functions = ratings.n_ratings
@@ -524,7 +528,7 @@ class ShardedFactorization:
         self.rating_range = (ratings.rating_min, ratings.rating_max)  # the workers' reduced training range
         self.heldout_range = heldout_range(self.rating_range, clip_heldout)
         self.col_reg, self.col_norm_weight = penalty_weights(self.reg, ratings.col_counts.astype(np.float64),
-                                                             reg_weighting)
+                                                             reg_weighting, self.reg_damping)
         self.layout = None
 
     def arrange(self, cover: GridCover) -> GridCover:
@@ -563,7 +567,7 @@ class WorkerLayout(FactorLayout):
         self.datas = None
         self.shard_futures = [
             client.submit(_shard_data, ratings.shards[p], ratings.homes[p], cb, problem.reg, problem.reg_weighting,
-                          workers=[ratings.owner[p]], allow_other_workers=True, pure=False)
+                          problem.reg_damping, workers=[ratings.owner[p]], allow_other_workers=True, pure=False)
             for p in range(self.n_shards)]
         n_v = cb.size - 1
         self.homes_complete = all(sorted(h[k] for h in ratings.homes) == list(range(n_v))
@@ -618,8 +622,10 @@ class WorkerLayout(FactorLayout):
         for _ in range(BIAS_SWEEPS):
             partials = [client.submit(_col_partial, bases[p], row_bias[p], problem.shape[1], pure=False)
                         for p in range(self.n_shards)]
-            col_bias = client.submit(_item_bias, counts, problem.reg, problem.reg_weighting, *partials, pure=False)
-            row_bias = [client.submit(_row_bias, bases[p], col_bias, problem.reg, problem.reg_weighting, pure=False)
+            col_bias = client.submit(_item_bias, counts, problem.reg, problem.reg_weighting, problem.reg_damping,
+                                     *partials, pure=False)
+            row_bias = [client.submit(_row_bias, bases[p], col_bias, problem.reg, problem.reg_weighting,
+                                      problem.reg_damping, pure=False)
                         for p in range(self.n_shards)]
         return row_bias, col_bias
 

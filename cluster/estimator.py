@@ -77,8 +77,8 @@ class DaskMatrixFactorizer(MatrixFactorizer):
     _shared_params = ("client",)
 
     def __init__(self, rank=AUTO, algorithm="hamsi", partitioner="strata-b", blocks=None, subsets=None,
-                 schedule="det", reg=AUTO, reg_weighting=AUTO, biases=True, eta=AUTO, gamma=0.51,
-                 memory=5, init_scale=AUTO, max_time=None, max_epochs=100, tol=0.0, patience=None,
+                 schedule="det", reg=AUTO, reg_weighting=AUTO, reg_damping=AUTO, biases=True, eta=AUTO,
+                 gamma=0.51, memory=5, init_scale=AUTO, max_time=None, max_epochs=100, tol=0.0, patience=None,
                  validation_fraction=VALIDATION_FRACTION, safeguard=True, threads=None, random_state=None,
                  on_divergence="raise", user_col="user", item_col="item", rating_col="rating", search=True, client=None,
                  scheduler=None, n_workers=None, threads_per_worker=1, chunk_epochs=10, checkpoint=None,

@@ -75,16 +75,16 @@ GAMMA_DEFAULT = 0.51
 MEMORY_DEFAULT = 5
 PATIENCE_DEFAULT = 60
 VALIDATION_FRACTION = 0.05
-PROBLEM_KEYS = ("reg", "biases", "reg_weighting", "init_scale", "init_biases")
+PROBLEM_KEYS = ("reg", "biases", "reg_weighting", "reg_damping", "init_scale", "init_biases")
 OPTIMIZER_KEYS = ("eta", "eta_gd", "gamma", "memory")
 
 
 def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float | None = None,
-                           reg_weighting: str = "uniform") -> dict:
+                           reg_weighting: str = "uniform", reg_damping: float = 0.0) -> dict:
     """Return the default hyper-parameters for factorizing `ratings` at `rank` with HAMSI.
 
-    ``choose_hyperparameters(ratings, rank, *, subsets=2, reg=None, reg_weighting="uniform") -> dict``
-    with the keys reg (float), reg_weighting (str), biases (True), init_scale (float),
+    ``choose_hyperparameters(ratings, rank, *, subsets=2, reg=None, reg_weighting="uniform", reg_damping=0.0)``
+    returns a dict with the keys reg (float), reg_weighting (str), reg_damping (float), biases (True), init_scale (float),
     init_biases (True: start the biases at their penalized least-squares fit), eta,
     eta_gd, gamma (floats), memory (int), patience (int, cycles without validation gain before
     early stopping) and validation_fraction (float, the share of the training ratings to hold
@@ -106,11 +106,12 @@ def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float |
     return {
         "reg": reg,
         "reg_weighting": reg_weighting,
+        "reg_damping": float(reg_damping),
         "biases": True,
         "init_scale": float(np.sqrt(INIT_SPREAD * scale / np.sqrt(rank))),
         "init_biases": True,
         "eta": HAMSI_ETA_COUNT_WEIGHTED if reg_weighting == "count" else HAMSI_ETA_DEFAULT,
-        "eta_gd": gradient_eta(stats, reg, reg_weighting, max(1, int(subsets)), GAMMA_DEFAULT),
+        "eta_gd": gradient_eta(stats, reg, reg_weighting, max(1, int(subsets)), GAMMA_DEFAULT, reg_damping),
         "gamma": GAMMA_DEFAULT,
         "memory": MEMORY_DEFAULT,
         "patience": PATIENCE_DEFAULT,
@@ -118,18 +119,18 @@ def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float |
     }
 
 
-def gradient_eta(stats, reg: float, reg_weighting: str, subsets: int, gamma: float) -> float:
+def gradient_eta(stats, reg: float, reg_weighting: str, subsets: int, gamma: float, damping: float = 0.0) -> float:
     """Return eta_GD whose first gradient step 1/eta_GD^gamma is 1/L (module doc).
 
     L is the largest curvature of the objective in one bias coordinate within one subset:
-    (n_a / K)(1 + reg) / |I| with the count-weighted penalty, (n_a + reg) / (K |I|) with the
+    (n_a (1 + reg) + reg damping) / (K |I|) with the count-weighted penalty, (n_a + reg) / (K |I|) with the
     uniform one (each of a's ratings carries reg / n_a), over every user and item a (n_a
     ratings, spread over K subsets): the largest count decides it. `stats`: RatingStatistics or Ratings.
     """
     stats = stats if isinstance(stats, RatingStatistics) else rating_statistics(stats)
     count = float(stats.max_count)
     if reg_weighting == "count":
-        curvature = count / subsets * (1.0 + reg)
+        curvature = count / subsets * (1.0 + reg) + reg * damping / subsets
     else:
         curvature = (count + reg) / subsets
     return float((curvature / stats.n_ratings) ** (1.0 / gamma))

@@ -33,7 +33,7 @@ AUTO = "auto"
 MODEL_ARRAYS = {"user_ids": "user_ids_", "item_ids": "item_ids_", "user_factors": "user_factors_",
                 "item_factors": "item_factors_", "user_bias": "user_bias_", "item_bias": "item_bias_",
                 "seen_indptr": "_seen_indptr", "seen_items": "_seen_items", "item_known": "_item_known"}
-MODEL_SCALARS = ("rank_", "reg_weighting_", "reg_", "eta_", "eta_gd_", "init_scale_", "global_mean_", "rating_min_",
+MODEL_SCALARS = ("rank_", "reg_weighting_", "reg_", "reg_damping_", "eta_", "eta_gd_", "init_scale_", "global_mean_", "rating_min_",
                  "rating_max_", "n_iter_", "best_epoch_", "overfitting_")
 
 
@@ -81,9 +81,15 @@ class MatrixFactorizer(BaseEstimator):
     reg_weighting : {"uniform", "count", "auto"}
         "uniform": the thesis objective (SSE + reg (|U|^2 + |V|^2)) / 2|I|; "count" (ALS-WR):
         every rating carries reg (|U_a|^2 + |V_b|^2); "auto" (default): chosen by validation, or
-        "uniform" when reg is a number (a reg's scale belongs to its weighting).
+        "uniform" when reg is a number (a reg's scale belongs to its weighting) and reg_damping 0.
+    reg_damping : float or "auto"
+        With reg_weighting="count", the penalty is reg (n_a + reg_damping) |U_a|^2 for a user
+        with n_a ratings (same for items): every row counts as if it had reg_damping more
+        ratings, so rarely rated ones are shrunk like under the uniform penalty. 0 is ALS-WR;
+        must be 0 with "uniform". "auto" (default): chosen by validation with the weighting (a
+        number > 0 with reg_weighting "auto" means "count").
 
-        When any of rank, reg, reg_weighting is "auto", fit cuts a seeded per-user validation
+        When any of rank, reg, reg_weighting, reg_damping is "auto", fit cuts a seeded per-user validation
         split from the training ratings, runs successive halving over the auto ones (hamsi.search;
         an explicit value is never searched), then refits the winner on all the training ratings
         for the number of cycles validation chose (at most max_epochs). With max_time the search
@@ -127,7 +133,7 @@ class MatrixFactorizer(BaseEstimator):
     ----------
     user_ids_, item_ids_ : raw ids; row a of user_factors_ (m, rank) is user user_ids_[a].
     user_factors_, item_factors_, user_bias_, item_bias_ (None without biases), global_mean_,
-    rating_min_, rating_max_ (the clipping range), rank_, reg_weighting_, reg_, eta_, eta_gd_,
+    rating_min_, rating_max_ (the clipping range), rank_, reg_weighting_, reg_, reg_damping_, eta_, eta_gd_,
     init_scale_ (the values used), search_results_ (dict of lists, one entry per trial, like
     GridSearchCV.cv_results_; None when nothing was searched), n_iter_,
     best_epoch_, overfitting_ (from the engine; None when it does not report them), n_unknown_
@@ -138,7 +144,7 @@ class MatrixFactorizer(BaseEstimator):
     _item_known = None  # items with training ratings, kept only when the seen lists are not (Dask data path)
 
     def __init__(self, rank=AUTO, algorithm="hamsi", partitioner="strata-b", blocks=None, subsets=None,
-                 schedule="det", reg=AUTO, reg_weighting=AUTO, biases=True, eta=AUTO, gamma=0.51,
+                 schedule="det", reg=AUTO, reg_weighting=AUTO, reg_damping=AUTO, biases=True, eta=AUTO, gamma=0.51,
                  memory=5, init_scale=AUTO, max_time=None, max_epochs=100, tol=0.0, patience=None,
                  validation_fraction=defaults.VALIDATION_FRACTION, safeguard=True, threads=None,
                  random_state=None, on_divergence="raise", user_col="user", item_col="item",
@@ -151,6 +157,7 @@ class MatrixFactorizer(BaseEstimator):
         self.schedule = schedule
         self.reg = reg
         self.reg_weighting = reg_weighting
+        self.reg_damping = reg_damping
         self.biases = biases
         self.eta = eta
         self.gamma = gamma
@@ -201,6 +208,7 @@ class MatrixFactorizer(BaseEstimator):
         for parameter in ("blocks", "subsets", "threads", "max_epochs", "patience"):
             integer(parameter, allow_none=True)
         number("reg", allow_auto=True)
+        number("reg_damping", allow_auto=True)
         number("eta", allow_none=True, allow_auto=True, positive=True)
         number("init_scale", allow_auto=True, positive=True)
         number("tol")
@@ -212,6 +220,9 @@ class MatrixFactorizer(BaseEstimator):
         number("validation_fraction", below=1.0)
         self._check_choice(name, "algorithm", ALGORITHMS)
         self._check_choice(name, "reg_weighting", REG_WEIGHTINGS + (AUTO,))
+        if self.reg_weighting == "uniform" and self.reg_damping not in (AUTO, 0, 0.0):
+            raise InputError(f"{name('reg_damping')}={self.reg_damping!r} applies to the count-weighted penalty; "
+                             f"got {name('reg_weighting')}='uniform' (pass 'count', or reg_damping 0)")
         self._check_choice(name, "schedule", ("det", "stoc"))
         self._check_choice(name, "on_divergence", ("raise", "warn"))
         import partition
@@ -256,14 +267,20 @@ class MatrixFactorizer(BaseEstimator):
         return self._set_fitted(train, problem, result)
 
     def _fixed(self) -> dict:
-        """Return rank, reg_weighting and reg as given; an explicit reg with reg_weighting "auto" is uniform.
+        """Return rank, reg_weighting, reg and reg_damping as given, the weighting implied by the others.
 
         A reg's scale belongs to its weighting (7.9 uniform is 0.1 count-weighted on MovieLens), so
-        a number given for reg is read as the default uniform penalty's, never searched across both.
+        a number given for reg with reg_weighting "auto" is read as the default uniform penalty's,
+        never searched across both; a reg_damping > 0 exists only for the count-weighted one.
         """
         fixed = {name: getattr(self, name) for name in search.SEARCHED}
-        if fixed["reg"] != AUTO and fixed["reg_weighting"] == AUTO:
-            fixed["reg_weighting"] = "uniform"
+        if fixed["reg_weighting"] == AUTO:
+            if fixed["reg_damping"] not in (AUTO, 0, 0.0):
+                fixed["reg_weighting"] = "count"
+            elif fixed["reg"] != AUTO:
+                fixed["reg_weighting"] = "uniform"
+        if fixed["reg_weighting"] == "uniform" and fixed["reg_damping"] == AUTO:
+            fixed["reg_damping"] = 0.0
         return fixed
 
     def _searched(self) -> tuple:
@@ -271,7 +288,7 @@ class MatrixFactorizer(BaseEstimator):
         return tuple(name for name, value in self._fixed().items() if value == AUTO)
 
     def _choose(self, train) -> None:
-        """Set _chosen (rank, reg_weighting, reg, cycles) and search_results_: the search, or the explicit values.
+        """Set _chosen (rank, reg_weighting, reg, reg_damping, cycles) and search_results_: search or explicit values.
 
         The search reads only `train` (a validation split cut from it; hamsi.search module doc).
         """
@@ -369,13 +386,14 @@ class MatrixFactorizer(BaseEstimator):
         picked = self._chosen
         chosen = defaults.choose_hyperparameters(
             getattr(train, "statistics", train), picked["rank"], subsets=self.partition_.n_subsets, reg=picked["reg"],
-            reg_weighting=picked["reg_weighting"])
+            reg_weighting=picked["reg_weighting"], reg_damping=picked["reg_damping"])
         auto_eta = chosen["eta"] if self.algorithm == "hamsi" else chosen["eta_gd"]
         chosen.update(biases=self.biases, gamma=self.gamma, memory=self.memory,
                       eta=float(auto_eta if self.eta in (AUTO, None) else self.eta))
         if self.init_scale != AUTO:  # a chosen start is the reference's kind: N(0, s^2), biases 0
             chosen.update(init_scale=float(self.init_scale), init_biases=False)
         self.rank_, self.reg_weighting_ = int(picked["rank"]), picked["reg_weighting"]
+        self.reg_damping_ = float(chosen["reg_damping"])
         self.reg_, self.eta_, self.eta_gd_, self.init_scale_ = (
             float(chosen[key]) for key in ("reg", "eta", "eta_gd", "init_scale"))
         problem = self._problem(train, defaults.problem_options(chosen))

@@ -45,11 +45,13 @@ OPTIONS = dict(rank=3, blocks=2, max_epochs=4, random_state=3, patience=50, vali
                chunk_epochs=2, search=False)
 
 
-def test_dask_frame_gives_the_in_memory_iterates_and_split(client, frame):
+@pytest.mark.parametrize("penalty", [{}, {"reg_weighting": "count", "reg": 0.1, "reg_damping": 20.0}])
+def test_dask_frame_gives_the_in_memory_iterates_and_split(client, frame, penalty):
     from cluster import DaskMatrixFactorizer
 
-    memory = DaskMatrixFactorizer(client=client, **OPTIONS).fit(frame)
-    on_workers = DaskMatrixFactorizer(client=client, **OPTIONS).fit(dask_frame(frame))
+    memory = DaskMatrixFactorizer(client=client, **OPTIONS, **penalty).fit(frame)
+    on_workers = DaskMatrixFactorizer(client=client, **OPTIONS, **penalty).fit(dask_frame(frame))
+    assert on_workers.reg_damping_ == memory.reg_damping_ == penalty.get("reg_damping", 0.0)
     # defaults (reg, init scale from the spread), bias start, held-out pairs and every cycle agree to the bit
     assert on_workers.reg_ == memory.reg_ and on_workers.init_scale_ == memory.init_scale_
     assert np.array_equal(on_workers.user_ids_, memory.user_ids_)

@@ -27,22 +27,29 @@ def arranged(ratings, rank=3, **options):
     return problem
 
 
-def test_count_weighted_objective_is_the_als_wr_closed_form():
-    ratings = small_ratings(3)
-    problem = arranged(ratings, rank=2, reg=0.4, reg_weighting="count")
+@pytest.mark.parametrize("damping", [0.0, 3.0])
+def test_count_weighted_objective_is_the_als_wr_closed_form(damping):
+    rated = small_ratings(3)
+    ratings = Ratings(rated.rows, rated.cols, rated.values, (8, 10))  # a user and an item without ratings
+    problem = arranged(ratings, rank=2, reg=0.4, reg_weighting="count", reg_damping=damping)
     x = problem.initial_point(np.random.default_rng(0))
     U, V = problem.factors(x)
     U[:, 2] = 0.3
     prediction = (np.sum(U[ratings.rows, :2] * V[ratings.cols, :2], axis=1) + U[ratings.rows, 2]
                   + V[ratings.cols, 2] + ratings.values.mean())
     sse = np.sum((ratings.values - prediction) ** 2)
-    # ALS-WR: every rating (a, b) carries reg (|U_a|^2 + |V_b|^2)
+    # ALS-WR: every rating (a, b) carries reg (|U_a|^2 + |V_b|^2); damping d adds reg d |U_a|^2 per
+    # user with ratings (same for items), the rows without ratings carry nothing
     penalty = 0.4 * np.sum(np.sum(U[ratings.rows] ** 2, axis=1) + np.sum(V[ratings.cols] ** 2, axis=1))
+    rated_users, rated_items = np.unique(ratings.rows), np.unique(ratings.cols)
+    assert rated_users.size < 8 and rated_items.size < 10
+    penalty += 0.4 * damping * (np.sum(U[rated_users] ** 2) + np.sum(V[rated_items] ** 2))
     assert problem.evaluate(x)[1] == pytest.approx((sse + penalty) / (2 * ratings.nnz), rel=1e-12)
 
 
-def test_count_weighted_gradient_matches_finite_differences():
-    problem = arranged(small_ratings(1), reg=0.7, reg_weighting="count")
+@pytest.mark.parametrize("damping", [0.0, 4.0])
+def test_count_weighted_gradient_matches_finite_differences(damping):
+    problem = arranged(small_ratings(1), reg=0.7, reg_weighting="count", reg_damping=damping)
     x = problem.initial_point(np.random.default_rng(1))
     x += 0.1 * np.random.default_rng(2).standard_normal(x.size)
     np.testing.assert_allclose(problem.gradient(x), finite_difference_gradient(problem, x),
@@ -60,14 +67,18 @@ def test_uniform_weighting_and_unit_start_are_unchanged():
     np.testing.assert_allclose(small, 0.01 * x, rtol=1e-15)
     with pytest.raises(ValueError, match="reg_weighting"):
         MatrixFactorization(ratings, rank=2, reg_weighting="per-user")
+    with pytest.raises(ValueError, match="reg_damping=2.0 applies to reg_weighting='count' only"):
+        MatrixFactorization(ratings, rank=2, reg=1.0, reg_damping=2.0)
+    with pytest.raises(ValueError, match="reg_damping must be a finite number >= 0"):
+        MatrixFactorization(ratings, rank=2, reg=1.0, reg_weighting="count", reg_damping=-1.0)
 
 
-@pytest.mark.parametrize("weighting, reg", [("count", 0.1), ("count", 30.0), ("uniform", 0.0),
-                                             ("uniform", None)])
-def test_first_gradient_step_is_one_over_the_busiest_rows_curvature(weighting, reg):
+@pytest.mark.parametrize("weighting, reg, damping", [("count", 0.1, 0.0), ("count", 30.0, 0.0), ("count", 0.1, 20.0),
+                                                      ("uniform", 0.0, 0.0), ("uniform", None, 0.0)])
+def test_first_gradient_step_is_one_over_the_busiest_rows_curvature(weighting, reg, damping):
     ratings = small_ratings(5, m=6, n=8, count=30)
-    params = choose_hyperparameters(ratings, rank=3, subsets=1, reg=reg, reg_weighting=weighting)
-    problem = arranged(ratings, reg=params["reg"], reg_weighting=weighting)
+    params = choose_hyperparameters(ratings, rank=3, subsets=1, reg=reg, reg_weighting=weighting, reg_damping=damping)
+    problem = arranged(ratings, reg=params["reg"], reg_weighting=weighting, reg_damping=damping)
     x = 0.1 * np.random.default_rng(0).standard_normal(problem.n_params)
     # curvature of F in every bias coordinate, by differencing the gradient
     curvatures = []
@@ -80,7 +91,7 @@ def test_first_gradient_step_is_one_over_the_busiest_rows_curvature(weighting, r
     first_step = 1.0 / params["eta_gd"] ** params["gamma"]
     assert first_step == pytest.approx(1.0 / max(curvatures), rel=1e-6)
     # a row's ratings spread over K subsets: a K times longer step
-    assert gradient_eta(ratings, params["reg"], weighting, 3, params["gamma"]) ** -params["gamma"] == \
+    assert gradient_eta(ratings, params["reg"], weighting, 3, params["gamma"], damping) ** -params["gamma"] == \
         pytest.approx(3 * first_step, rel=1e-9)
 
 
@@ -111,10 +122,11 @@ def test_defaults_fit_better_than_the_bias_free_mean_and_do_not_diverge():
         assert frame.test_rmse.iloc[-1] < 0.95 * mean_rmse
 
 
-@pytest.mark.parametrize("weighting, reg", [("count", 0.3), ("uniform", 2.0), ("uniform", 0.0)])
-def test_ridge_biases_are_the_penalized_least_squares_fit(weighting, reg):
+@pytest.mark.parametrize("weighting, reg, damping", [("count", 0.3, 0.0), ("count", 0.3, 5.0), ("uniform", 2.0, 0.0),
+                                                      ("uniform", 0.0, 0.0)])
+def test_ridge_biases_are_the_penalized_least_squares_fit(weighting, reg, damping):
     ratings = small_ratings(7, m=8, n=10, count=45)
-    problem = arranged(ratings, rank=2, reg=reg, reg_weighting=weighting, init_scale=0.0,
+    problem = arranged(ratings, rank=2, reg=reg, reg_weighting=weighting, reg_damping=damping, init_scale=0.0,
                        init_biases=True)
     x = problem.initial_point(np.random.default_rng(0))
     U, V = problem.factors(x)

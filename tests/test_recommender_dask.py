@@ -51,13 +51,13 @@ def test_clone_and_grid_search_keep_the_same_client(client, frame):
     assert search.best_estimator_.client is client and not client.status == "closed"
 
 
-@pytest.mark.parametrize("reg_weighting", ["uniform", "count"])
-def test_dask_estimator_matches_in_process_on_raw_ids(client, frame, tmp_path, reg_weighting):
+@pytest.mark.parametrize("reg_weighting, reg_damping", [("uniform", 0.0), ("count", 0.0), ("count", 20.0)])
+def test_dask_estimator_matches_in_process_on_raw_ids(client, frame, tmp_path, reg_weighting, reg_damping):
     from cluster import DaskMatrixFactorizer
 
     # the defaults (safeguard on); the objective, which the safeguard and the stop rules read, must
     # be the same on both engines for either penalty (the Dask layout once weighted |U_a|^2 uniformly)
-    options = dict(rank=2, blocks=2, max_epochs=4, random_state=1, reg_weighting=reg_weighting)
+    options = dict(rank=2, blocks=2, max_epochs=4, random_state=1, reg_weighting=reg_weighting, reg_damping=reg_damping)
     local = MatrixFactorizer(threads=1, **options).fit(frame)
     dask = DaskMatrixFactorizer(client=client, **options).fit(frame)
     assert np.array_equal(dask.user_factors_, local.user_factors_)

@@ -10,6 +10,7 @@ from hamsi.cli import main
 from hamsi.data import Ratings
 from hamsi.data.synth import make_ratings
 from hamsi.data.writers import write_ratings
+from hamsi.errors import InputError
 
 FAST = dict(blocks=2, threads=1, max_epochs=9, random_state=0)
 
@@ -63,6 +64,30 @@ def test_an_explicit_hyper_parameter_is_never_searched(ratings):
     assert set(model.search_results_["reg_weighting"]) == {"uniform"}
     model = MatrixFactorizer(rank=3, reg=2.0, reg_weighting="uniform", **FAST).fit(ratings)
     assert model.search_results_ is None and model.n_iter_ > 0 and model.result_.n_cycles == 9
+
+
+def test_the_damping_is_searched_with_the_count_weighted_penalty_only():
+    auto = dict.fromkeys(search.SEARCHED, "auto")
+    grid = search.candidate_grid(auto, 1.0)
+    assert {row["reg_damping"] for row in grid if row["reg_weighting"] == "uniform"} == {0.0}
+    damped = {(row["reg"], row["reg_damping"]) for row in grid if row["reg_weighting"] == "count"}
+    assert damped == set(search.COUNT_PENALTIES) and any(d > 0 for _, d in damped)
+    assert len(grid) == len(search.RANKS) * (len(search.UNIFORM_REG_PER_SD) + len(search.COUNT_PENALTIES))
+    # one of reg and damping given: the other is searched; both given: one penalty per rank
+    only_reg = search.candidate_grid(dict(auto, reg_weighting="count", reg=0.3), 1.0)
+    assert {(r["reg"], r["reg_damping"]) for r in only_reg} == {(0.3, d) for d in search.DAMPINGS}
+    only_damping = search.candidate_grid(dict(auto, reg_weighting="count", reg_damping=7.0), 1.0)
+    assert {(r["reg"], r["reg_damping"]) for r in only_damping} == {(r, 7.0) for r in search.COUNT_REGS}
+
+
+def test_a_damping_implies_the_count_weighted_penalty_and_refuses_the_uniform_one(ratings):
+    model = MatrixFactorizer(rank=3, reg_damping=5.0, **FAST).fit(ratings)
+    assert set(model.search_results_["reg_weighting"]) == {"count"} and set(model.search_results_["reg_damping"]) == {5.0}
+    assert model.reg_weighting_ == "count" and model.reg_damping_ == 5.0
+    with pytest.raises(InputError, match="reg_damping=5.0 applies to the count-weighted penalty"):
+        MatrixFactorizer(reg_weighting="uniform", reg_damping=5.0, **FAST).fit(ratings)
+    with pytest.raises(InputError, match="reg_damping must be a finite number >= 0"):
+        MatrixFactorizer(reg_damping=-1, **FAST).fit(ratings)
 
 
 def test_search_false_takes_the_unsearched_values_in_one_run(ratings):
@@ -200,7 +225,8 @@ def test_the_cli_prints_the_search_and_the_chosen_values(ratings, tmp_path, caps
     out = capsys.readouterr().out
     assert "hyper-parameter search" in out and "<- chosen" in out
     chosen = next(line for line in out.splitlines() if line.endswith("<- chosen")).split()
-    assert f"rank {chosen[2]}, reg {float(chosen[4]):.4g} ({chosen[3]})" in out
+    damping = f", damping {float(chosen[5]):g}" if float(chosen[5]) else ""
+    assert f"rank {chosen[2]}, reg {float(chosen[4]):.4g} ({chosen[3]}{damping})" in out
     assert "; test RMSE " in out
 
 

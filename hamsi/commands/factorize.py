@@ -65,6 +65,10 @@ def register(subparsers) -> None:
     parser.add_argument("--reg-weighting", choices=("auto", "uniform", "count"), default="auto",
                         help="uniform: reg (|U|^2 + |V|^2) as in the thesis; count (ALS-WR): reg per rating; "
                              "auto (default): chosen by validation (uniform when --reg is a number)")
+    parser.add_argument("--reg-damping", type=auto_or_float, default="auto",
+                        help="count weighting only: the penalty is reg (n + damping) |row|^2 for a row with n "
+                             "ratings, so rarely rated rows are shrunk more (0: ALS-WR); auto (default): chosen "
+                             "by validation")
     parser.add_argument("--biases", action=argparse.BooleanOptionalAction, default=True,
                         help="learn user and item biases (default on)")
     parser.add_argument("--eta", type=auto_or_float, default="auto",
@@ -150,7 +154,8 @@ def build_model(args):
     params = dict(
         rank=args.rank, algorithm=args.algorithm, partitioner=args.partitioner, blocks=args.blocks,
         subsets=args.subsets, schedule=args.schedule, reg=args.reg, reg_weighting=args.reg_weighting,
-        biases=args.biases, eta=args.eta, gamma=args.gamma, memory=args.memory, init_scale=args.init_scale, max_time=args.max_time, max_epochs=args.max_epochs,
+        reg_damping=args.reg_damping, biases=args.biases, eta=args.eta, gamma=args.gamma, memory=args.memory,
+        init_scale=args.init_scale, max_time=args.max_time, max_epochs=args.max_epochs,
         tol=args.tol, patience=args.patience, validation_fraction=args.validation_fraction,
         safeguard=args.safeguard, threads=args.threads, random_state=args.seed, on_divergence="raise",
     )
@@ -297,4 +302,5 @@ def summary(args, model, test) -> str:
         text += f"; kept cycle {model.best_epoch_} (validation RMSE {best[4]:.4f})"
     if test is not None:
         text += f"; test RMSE {model.rmse(test):.4f}"
-    return text + (f"; rank {model.rank_}, reg {model.reg_:.4g} ({model.reg_weighting_}), eta {model.eta_:.4g}")
+    damping = f", damping {model.reg_damping_:g}" if model.reg_damping_ else ""
+    return text + (f"; rank {model.rank_}, reg {model.reg_:.4g} ({model.reg_weighting_}{damping}), eta {model.eta_:.4g}")

@@ -11,6 +11,10 @@ With reg_weighting="count" the penalty is reg (sum_a n_a |U_a|^2 + sum_b n_b |V_
 weighted-lambda regularization of ALS-WR (Zhou et al. 2008): every rating then carries
 reg (|U_a|^2 + |V_b|^2) itself, so a user's shrinkage grows with the evidence about them and
 the best reg hardly moves with the rank or the size of the data (`hamsi.defaults`).
+reg_damping d > 0 (count weighting only) makes it reg (sum_a (n_a + d) |U_a|^2 + ...): every row
+counts as if it had d more ratings (the Bayesian damping of LensKit's bias model), so a row with
+few ratings is shrunk like under the uniform penalty (reg d) and a popular one like under ALS-WR.
+On the long-tail preset this beat both penalties by 0.01 RMSE (docs/accuracy.md).
 """
 
 from __future__ import annotations
@@ -31,15 +35,15 @@ class MatrixFactorization(PartiallySeparableProblem):
     """Low-rank completion of a Ratings matrix; x = [U (m x w), V (n x w)], w = rank (+1 with biases)."""
 
     def __init__(self, ratings, rank: int, reg: float = 0.0, biases: bool = False, *,
-                 reg_weighting: str = "uniform", init_scale: float = 1.0, init_biases: bool = False,
-                 clip_heldout: bool = True):
-        if reg_weighting not in REG_WEIGHTINGS:
-            raise ValueError(f"reg_weighting must be one of {REG_WEIGHTINGS}; got {reg_weighting!r}")
+                 reg_weighting: str = "uniform", reg_damping: float = 0.0, init_scale: float = 1.0,
+                 init_biases: bool = False, clip_heldout: bool = True):
+        check_penalty(reg_weighting, reg_damping)
         self.shape = (int(ratings.shape[0]), int(ratings.shape[1]))
         self.rank = int(rank)
         self.reg = float(reg)
         self.biases = bool(biases)
         self.reg_weighting = reg_weighting
+        self.reg_damping = float(reg_damping)
         self.init_scale = float(init_scale)
         self.init_biases = bool(init_biases) and self.biases
         self.width = self.rank + (1 if self.biases else 0)
@@ -57,8 +61,10 @@ class MatrixFactorization(PartiallySeparableProblem):
         self.heldout_range = heldout_range(self.rating_range, clip_heldout)
         row_counts = np.bincount(self.rows, minlength=self.shape[0]).astype(np.float64)
         col_counts = np.bincount(self.cols, minlength=self.shape[1]).astype(np.float64)
-        self.row_reg, self.row_norm_weight = penalty_weights(self.reg, row_counts, reg_weighting)
-        self.col_reg, self.col_norm_weight = penalty_weights(self.reg, col_counts, reg_weighting)
+        self.row_reg, self.row_norm_weight = penalty_weights(self.reg, row_counts, reg_weighting,
+                                                                    self.reg_damping)
+        self.col_reg, self.col_norm_weight = penalty_weights(self.reg, col_counts, reg_weighting,
+                                                                    self.reg_damping)
         self.layout = None
         self._row_bounds = np.array([0, self.shape[0]], dtype=np.int64)
         self._block_bounds = np.array([0, self.n_functions], dtype=np.int64)
@@ -137,7 +143,7 @@ class MatrixFactorization(PartiallySeparableProblem):
             shards.append(BiasShard(rows[take] - lo, cols[take], vals[take] - self.offset, hi - lo))
         col_counts = np.bincount(cols, minlength=n).astype(np.float64)
         row_biases, col_bias = ridge_bias_sweeps(shards, col_counts, self.reg, self.reg_weighting, sweeps,
-                                                 sum_in_order)
+                                                 sum_in_order, self.reg_damping)
         return (np.concatenate(row_biases) if row_biases else np.zeros(m)), col_bias
 
     def add_subset_gradient(self, x: np.ndarray, g: np.ndarray, subset: int) -> None:
@@ -204,20 +210,38 @@ def heldout_range(rating_range: tuple, clip_heldout: bool) -> tuple[float, float
     return (float(rating_range[0]), float(rating_range[1])) if clip_heldout else (-np.inf, np.inf)
 
 
-def penalty_weights(reg: float, counts: np.ndarray, reg_weighting: str) -> tuple[np.ndarray, np.ndarray]:
+def check_penalty(reg_weighting: str, reg_damping: float) -> None:
+    """Raise ValueError unless reg_weighting is known and reg_damping >= 0 (and 0 with the uniform penalty)."""
+    if reg_weighting not in REG_WEIGHTINGS:
+        raise ValueError(f"reg_weighting must be one of {REG_WEIGHTINGS}; got {reg_weighting!r}")
+    if not (isinstance(reg_damping, (int, float, np.floating)) and np.isfinite(reg_damping) and reg_damping >= 0):
+        raise ValueError(f"reg_damping must be a finite number >= 0; got {reg_damping!r}")
+    if reg_damping > 0 and reg_weighting != "count":
+        raise ValueError(f"reg_damping={reg_damping!r} applies to reg_weighting='count' only; "
+                         f"got reg_weighting={reg_weighting!r}")
+
+
+def penalty_weights(reg: float, counts: np.ndarray, reg_weighting: str,
+                    damping: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """Return (per-rating penalty weights, the objective's weights of |U_a|^2) for `counts` ratings per row.
 
-    The share of the penalty on |U_a|^2 carried by each of a's ratings is reg / n_a, or reg itself
-    when the penalty is weighted by the count (then |U_a|^2 is weighted reg n_a); 0 where n_a = 0.
-    Empty per-rating weights for reg 0 (the kernels skip the penalty).
+    The share of the penalty on |U_a|^2 carried by each of a's ratings is reg / n_a, or
+    reg (n_a + damping) / n_a when the penalty is weighted by the count (then |U_a|^2 is weighted
+    reg (n_a + damping)); 0 where n_a = 0. Empty per-rating weights for reg 0 (the kernels skip
+    the penalty).
     """
     count_weighted = reg_weighting == "count"
+    rated = counts > 0
     if reg > 0.0:
-        per_rating = (reg * (counts > 0) if count_weighted
-                      else np.divide(reg, counts, out=np.zeros_like(counts), where=counts > 0))
+        if count_weighted and damping > 0.0:
+            per_rating = reg * np.divide(counts + damping, counts, out=np.zeros_like(counts), where=rated)
+        elif count_weighted:
+            per_rating = reg * rated
+        else:
+            per_rating = np.divide(reg, counts, out=np.zeros_like(counts), where=rated)
     else:
         per_rating = np.zeros(0)
-    return per_rating, reg * (counts if count_weighted else (counts > 0))
+    return per_rating, reg * (np.where(rated, counts + damping, 0.0) if count_weighted else rated)
 
 
 class BiasShard:
@@ -232,20 +256,22 @@ class BiasShard:
         """Return this shard's item sums of v - mu - b_a (one sweep's item half, before the reduction)."""
         return np.bincount(self.cols, self.residual - self.row_bias[self.rows], minlength=n_items)
 
-    def solve_rows(self, col_bias: np.ndarray, reg: float, reg_weighting: str) -> np.ndarray:
+    def solve_rows(self, col_bias: np.ndarray, reg: float, reg_weighting: str, damping: float = 0.0) -> np.ndarray:
         """Set and return the shard's user biases given the item biases (one sweep's user half)."""
-        weight = bias_weight(self.row_counts, reg, reg_weighting)
+        weight = bias_weight(self.row_counts, reg, reg_weighting, damping)
         sums = np.bincount(self.rows, self.residual - col_bias[self.cols], minlength=self.n_rows)
         self.row_bias = np.divide(sums, weight, out=np.zeros(self.n_rows), where=self.row_counts > 0)
         return self.row_bias
 
 
-def bias_weight(counts: np.ndarray, reg: float, reg_weighting: str) -> np.ndarray:
-    """Return w_a of the closed-form bias step: n_a (1 + reg) (count-weighted penalty) or n_a + reg."""
-    return counts * (1.0 + reg) if reg_weighting == "count" else counts + reg
+def bias_weight(counts: np.ndarray, reg: float, reg_weighting: str, damping: float = 0.0) -> np.ndarray:
+    """Return w_a of the closed-form bias step: n_a + reg (n_a + damping) (count-weighted penalty) or n_a + reg."""
+    if reg_weighting != "count":
+        return counts + reg
+    return counts * (1.0 + reg) + reg * damping if damping > 0.0 else counts * (1.0 + reg)
 
 
-def ridge_bias_sweeps(shards, col_counts, reg, reg_weighting, sweeps, reduce):
+def ridge_bias_sweeps(shards, col_counts, reg, reg_weighting, sweeps, reduce, damping=0.0):
     """Return ([user biases per shard], item biases) minimizing F with the factors at 0.
 
     Alternating exact steps: b_a = sum_i (v_i - mu - c_b) / w_a, w_a as `bias_weight` (a user or
@@ -254,11 +280,11 @@ def ridge_bias_sweeps(shards, col_counts, reg, reg_weighting, sweeps, reduce):
     worker, with the shards on their hosts), so both engines get the same bits.
     """
     n = col_counts.size
-    col_weight = bias_weight(col_counts, reg, reg_weighting)
+    col_weight = bias_weight(col_counts, reg, reg_weighting, damping)
     col_bias = np.zeros(n)
     for _ in range(sweeps):
         col_sums = reduce([shard.col_partial(n) for shard in shards])
         col_bias = np.divide(col_sums, col_weight, out=np.zeros(n), where=col_counts > 0)
         for shard in shards:
-            shard.solve_rows(col_bias, reg, reg_weighting)
+            shard.solve_rows(col_bias, reg, reg_weighting, damping)
     return [shard.row_bias for shard in shards], col_bias
