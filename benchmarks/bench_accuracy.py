@@ -163,7 +163,7 @@ def accuracy_table(args) -> None:
                     print(f"  {name}: skipped ({outcome['skipped']})")
             for name, value in row.items():
                 collected.setdefault(name, []).append(value)
-            chosen = (f"rank {model.rank_} {model.reg_weighting_} reg {model.reg_:.3g}, {model.result_.n_cycles} "
+            chosen = (f"rank {model.rank_} {model.reg_weighting_} reg {model.reg_:.3g} damping {model.reg_damping_:g}, {model.result_.n_cycles} "
                       f"cycles; fit {wall:.1f} s wall (trials {searched:.1f} s)")
             print(f"  seed {seed}: " + "  ".join(f"{k} {v:.4f}" for k, v in row.items())
                   + f"  | {chosen}  load {os.getloadavg()[0]:.1f}", flush=True)

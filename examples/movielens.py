@@ -72,7 +72,7 @@ def main(argv=None):
     print(f"{result.message}; {result.n_cycles} cycles, {result.nit} inner iterations on "
           f"{len(result.workers)} workers; optimization {result.trace.rows[-1][2]:.2f} s, wall {wall:.2f} s")
     print(f"train RMSE {model.rmse(train):.4f}   test RMSE {model.rmse(test):.4f}   "
-          f"(rank {model.rank_}, reg {model.reg_:.4g} {model.reg_weighting_})")
+          f"(rank {model.rank_}, reg {model.reg_:.4g} {model.reg_weighting_}, damping {model.reg_damping_:g})")
     os.makedirs(args.out, exist_ok=True)
     with atomic_output(os.path.join(args.out, "factors.npz"), "wb") as handle:
         np.savez(handle, user_factors=model.user_factors_, item_factors=model.item_factors_,

@@ -74,7 +74,8 @@ def _minimize(problem, partition, *, method, schedule, eta, gamma, eta_gd, memor
     phases = PhaseTimes()
     trace = Trace()
     with numba_threads(threads):
-        kernels.warm_up(problem.n_params)  # compile (or load) the kernels this run uses before its clock starts
+        # compile (or load) the kernels this run uses before its clock starts
+        kernels.warm_up(problem.n_params, disjoint=bool(np.all(getattr(layout, "disjoint", True))))
         lbfgs.warm_up()
         exchange = LocalExchange(problem, bounds, x, memory, heldout, phases)
         loop.start(stepper, exchange, stop, trace, callback)

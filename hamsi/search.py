@@ -127,8 +127,26 @@ def rung_cycles(min_cycles: int, max_cycles: int, factor: int, n_candidates: int
     return rungs + [(kept, max_cycles)]
 
 
+def survivors(alive: list, scores: dict, kept: int, groups: list) -> list:
+    """Return the `kept` candidates of `alive` to promote: the best kept // G of each of the G groups, then the best.
+
+    groups[index] is candidate index's group (its rank): a rank-10 model is still improving at 30
+    cycles where a rank-50 one has peaked, so comparing across ranks after a short rung cuts the
+    slow starters (on ml-100k-like seed 0 every rank-10 trial, whose best reached 0.901 at cycle
+    100 against the promoted rank-50 one's 0.911). Within a rank, the best keep their places.
+    """
+    ranked = sorted(alive, key=lambda index: scores[index])
+    by_group = {}
+    for index in ranked:
+        by_group.setdefault(groups[index], []).append(index)
+    share = max(1, kept // len(by_group))
+    promoted = [index for members in by_group.values() for index in members[:share]]
+    promoted += [index for index in ranked if index not in promoted][:max(0, kept - len(promoted))]
+    return sorted(promoted, key=lambda index: scores[index])
+
+
 def choose_by_validation(grid: list[dict], run_rung, *, min_cycles: int = MIN_CYCLES, max_cycles: int = 100,
-                         factor: int = HALVING_FACTOR, time_budget: float | None = None):
+                         factor: int = HALVING_FACTOR, time_budget: float | None = None, group_by: str = "rank"):
     """Return (winner's parameters, cycles for the refit, search_results dict) by successive halving.
 
     The refit's cycles are the winner's best cycle (at least 1, also when no cycle beat the bias
@@ -137,7 +155,8 @@ def choose_by_validation(grid: list[dict], run_rung, *, min_cycles: int = MIN_CY
 
     run_rung(trials: list[Trial]) -> list of dicts with validation_rmse (the clipped RMSE of the
     trial's best cycle; NaN when it diverged), best_epoch and seconds, in the order of `trials`.
-    The search stops launching rungs once time_budget seconds (wall) have passed.
+    The search stops launching rungs once time_budget seconds (wall) have passed. A rung promotes
+    the best of every value of grid[i][group_by] (`survivors`).
     """
     if not grid:
         raise InputError("the search has no candidates")
@@ -149,7 +168,8 @@ def choose_by_validation(grid: list[dict], run_rung, *, min_cycles: int = MIN_CY
         if rung and time_budget is not None and time.perf_counter() - started > time_budget:
             finished = False
             break
-        alive = sorted(alive, key=lambda index: scores.get(index, (0.0,)))[:kept] if rung else alive
+        alive = survivors(alive, scores, kept, [grid[index].get(group_by) for index in range(len(grid))]) \
+            if rung else alive
         trials = [Trial(index, grid[index], cycles, rung, deadline) for index in alive]
         for trial, outcome in zip(trials, run_rung(trials)):
             rmse = float(outcome["validation_rmse"])

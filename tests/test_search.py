@@ -125,7 +125,8 @@ def test_successive_halving_keeps_the_best_third_against_brute_force():
         return [{"validation_rmse": 1.0 + quality[t.candidate] / (1 + t.cycles), "best_epoch": t.cycles,
                  "seconds": 0.0} for t in trials]
 
-    chosen, cycles, results = search.choose_by_validation(grid, run_rung, min_cycles=2, max_cycles=40, factor=3)
+    chosen, cycles, results = search.choose_by_validation(grid, run_rung, min_cycles=2, max_cycles=40, factor=3,
+                                                          group_by=None)
     assert chosen == grid[min(quality, key=quality.get)] and cycles == 40
     rung1 = [(results["rank"][k], results["reg"][k]) for k in range(len(results["rung"])) if results["rung"][k] == 1]
     best6 = sorted(quality, key=quality.get)[:6]
@@ -134,6 +135,26 @@ def test_successive_halving_keeps_the_best_third_against_brute_force():
     assert search.rung_cycles(10, 100, 3, 3) == [(3, 100)]
     # a rung within a factor of the budget runs the budget at once (no 90-cycle rung before a 100)
     assert search.rung_cycles(30, 100, 3, 10) == [(10, 30), (4, 100)]
+
+
+def test_a_rung_promotes_the_best_of_every_rank():
+    ranks = [10, 50, 10, 50, 10, 50, 10, 50, 10, 50]
+    # every rank-50 candidate ahead after the short rung: the rank-10 ones still keep two places
+    scores = {i: ((0.90 if ranks[i] == 50 else 0.93) + 0.001 * i, i) for i in range(10)}
+    assert search.survivors(list(range(10)), scores, 4, ranks) == [1, 3, 0, 2]
+    assert search.survivors(list(range(10)), scores, 4, [None] * 10) == [1, 3, 5, 7]  # one group: the best 4
+    # three groups, four places: the best of each, then the best of the rest
+    assert search.survivors(list(range(10)), scores, 4, [1] * 8 + [2, 3]) == [1, 3, 9, 8]
+
+    def run_rung(trials):  # rank 10 slower to start, better in the end
+        return [{"validation_rmse": (0.93 - 0.0003 * t.cycles) if t.params["rank"] == 10 else 0.91,
+                 "best_epoch": t.cycles, "seconds": 0.0} for t in trials]
+
+    grid = [{"rank": r, "reg": float(g)} for g in range(5) for r in (10, 50)]
+    chosen, _, _ = search.choose_by_validation(grid, run_rung, min_cycles=30, max_cycles=100)
+    assert chosen["rank"] == 10
+    chosen, _, _ = search.choose_by_validation(grid, run_rung, min_cycles=30, max_cycles=100, group_by=None)
+    assert chosen["rank"] == 50  # what comparing across ranks after 30 cycles chose
 
 
 def test_a_time_budget_reaches_every_trial_as_its_max_time(ratings):
