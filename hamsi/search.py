@@ -34,11 +34,12 @@ SEARCHED = ("rank", "reg_weighting", "reg", "reg_damping")
 # of every candidate over 150 cycles, seed 0), and each candidate costs a third of the search.
 RANKS = (10, 50)
 # reg per weighting. uniform: multiples of the ratings' sd (hamsi.defaults.REG_PER_SD = 7; 14 never
-# came near the best on ml-100k-like or long-tail-like); count (ALS-WR): absolute, because every
+# came near the best on ml-100k-like or long-tail-like, 3.5 was last of its rank in every table
+# after the damped penalty came, a fifth of the search); count (ALS-WR): absolute, because every
 # rating carries the penalty itself and the best value barely moves with the scale of the data
 # (0.05-0.24 on the presets, 0.12-0.15 by hand on the real files of issue 20; 0.3-1.0 only worse
 # on long-tail-like).
-UNIFORM_REG_PER_SD = (3.5, 7.0)
+UNIFORM_REG_PER_SD = (7.0,)
 COUNT_REGS = (0.05, 0.1, 0.2)
 # count-weighted penalties searched as (reg, reg_damping) pairs: reg (n_a + d) |U_a|^2 blends the
 # uniform penalty's shrinkage of rare rows (reg d) with ALS-WR's of popular ones. On long-tail-like
