@@ -115,6 +115,9 @@ class DaskMatrixFactorizer(MatrixFactorizer):
         with connect(client=self.client, scheduler=self.scheduler) as client:
             yield client
 
+    def _warm_up_trials(self) -> None:
+        """Nothing here: the trials run, and compile, on the workers (cluster.search)."""
+
     def _run_trials(self, trials, fit_part, validation):
         """Return the outcomes of one rung's trials, run as Dask tasks (cluster.search)."""
         from cluster.search import DaskTrialRunner

@@ -31,6 +31,8 @@ chronology).
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import types
 
 import numba
@@ -514,14 +516,19 @@ def vector_kernels(n_params: int):
 
 
 _WARM: list = []
+# The share of a cold warm-up compiled by a second process (`_start_compile_helper`), and how long
+# this one waits for it before compiling that share itself.
+HELPER_TIMEOUT_S = 120.0
 
 
-def warm_up(n_params: int = 0, disjoint: bool = True) -> None:
+def warm_up(n_params: int = 0, disjoint: bool = True, also=None) -> None:
     """Compile (or load from numba's cache) the kernels a run on n_params uses, on tiny arrays of the real dtypes.
 
     The drivers call this before their clock starts, so timings exclude JIT work. The sequential
     subset gradient (blocks that share rows: HOGWILD) only when not `disjoint`: a new install's
-    first fit compiles what it runs (issue 20).
+    first fit compiles what it runs (issue 20). When the kernels are not in numba's cache yet, a
+    second process compiles half of them into it meanwhile (`_start_compile_helper`), and this one
+    runs `also()` (another package's warm-up: the partitioner's) with its own half.
     """
     k = vector_kernels(n_params)
     if not disjoint and "sequential" not in _WARM:
@@ -531,17 +538,43 @@ def warm_up(n_params: int = 0, disjoint: bool = True) -> None:
                                       U, U.copy(), gU, gU.copy(), 2, 0.5, 0.0, np.ones(2), np.ones(2))
         _WARM.append("sequential")
     if k in _WARM:
+        if also is not None:
+            also()
         return
-    rows = np.zeros(2, dtype=np.int32)
-    vals = np.ones(2)
-    starts = np.zeros(1, dtype=np.int64)
-    ends = np.full(1, 2, dtype=np.int64)
-    x = np.zeros(8)
+    helper = _start_compile_helper(k)
+    _warm_errors_and_vectors(k)
+    if also is not None:
+        also()
+    if helper is not None:
+        try:
+            helper.wait(timeout=HELPER_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            helper.kill()
+            helper.wait()
+    _warm_gradient_and_step(k)  # loaded from the cache the helper wrote, or compiled here if it failed
+    _WARM.append(k)
+
+
+def _warm_gradient_and_step(k) -> None:
+    """Compile the subset gradient (with the block kernel it calls), the L-BFGS step and its small algebra."""
+    from hamsi import lbfgs
+
+    rows, vals = np.zeros(2, dtype=np.int32), np.ones(2)
+    x, g = np.zeros(8), np.zeros(8)
     U, V = x[:4].reshape(2, 2), x[4:].reshape(2, 2)
-    g = np.zeros(8)
     gU, gV = g[:4].reshape(2, 2), g[4:].reshape(2, 2)
-    for reg in (np.zeros(0), np.ones(2)):
-        mf_subset_gradient(rows, rows, vals, starts, ends, U, V, gU, gV, 2, 0.5, 0.0, reg, reg)
+    mf_subset_gradient(rows, rows, vals, np.zeros(1, dtype=np.int64), np.full(1, 2, dtype=np.int64), U, V, gU, gV,
+                       2, 0.5, 0.0, np.ones(2), np.ones(2))
+    S = np.zeros((1, 8))
+    k.sharded_lbfgs_step(x, g, S, S, np.zeros(2), 1.0, 1.0, np.array([0, 4, 8], dtype=np.int64))
+    lbfgs.warm_up()
+
+
+def _warm_errors_and_vectors(k) -> None:
+    """Compile the squared error, the penalty's norms and the other vector kernels of `k`."""
+    rows, vals = np.zeros(2, dtype=np.int32), np.ones(2)
+    x, g = np.zeros(8), np.zeros(8)
+    U, V = x[:4].reshape(2, 2), x[4:].reshape(2, 2)
     mf_squared_error_chunked(rows, rows, vals, U, V, 2, 0.0, -np.inf, np.inf, np.array([0, 2], dtype=np.int64))
     norms = np.zeros(1)
     row_shard_norms(U, np.ones(2), np.array([0, 2], dtype=np.int64), norms)
@@ -552,9 +585,31 @@ def warm_up(n_params: int = 0, disjoint: bool = True) -> None:
                                  np.zeros((2, 4)), np.zeros((2, 2)), np.zeros((2, 3)), np.zeros((2, 2)),
                                  np.zeros((2, 2)))
     k.sharded_copy_row(S, S.copy(), 0, bounds)
-    k.sharded_lbfgs_step(x, g, S, S, np.zeros(2), 1.0, 1.0, bounds)
     k.sharded_gradient_step(x, g, 1.0, bounds)
     k.sharded_copy(x, g, bounds)
     k.sharded_fill_zero(g, bounds)
+
+
+def _start_compile_helper(k):
+    """Return a process compiling `_warm_gradient_and_step(k)` into numba's cache, or None when it is there.
+
+    A new install compiles about 3.5 s of kernels before its first fit (issue 20: the first fit
+    should take <= 5 s). numba compiles one function at a time in a process, but its cache is
+    shared by processes on a host (each file written whole, then renamed), so a second process
+    compiles half of them meanwhile and this one then loads them. Started only when the probe
+    kernel (compiled first) missed the cache; any failure of the helper leaves the work to this
+    process, so it costs time, never correctness.
+    """
     sum_partials_in_order(np.ones((2, 3)), np.zeros(3))
-    _WARM.append(k)
+    if not sum_partials_in_order.stats.cache_misses or not sys.executable:
+        return None
+    name = "parallel" if k is _PARALLEL else "one-thread"
+    code = "import sys; from hamsi import kernels; kernels._warm_gradient_and_step(kernels.KERNEL_SETS[sys.argv[1]])"
+    try:
+        return subprocess.Popen([sys.executable, "-c", code, name], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        return None
+
+
+KERNEL_SETS = {"parallel": _PARALLEL, "one-thread": _ONE_THREAD}

@@ -89,3 +89,9 @@ def strata_balanced(rows, cols, shape, n_blocks: int, seed=None) -> Partition:
     """Return the STRATA-B partition: intervals holding about |I|/B ratings each (Fig. 3.4 right)."""
     return stratify(rows, cols, shape, balanced_bounds(rows, shape[0], n_blocks),
                     balanced_bounds(cols, shape[1], n_blocks), "strata-b", seed)
+
+
+def warm_up() -> None:
+    """Compile (or load from numba's cache) the STRATA kernels on a 2 x 2 grid (hamsi.kernels.warm_up's `also`)."""
+    index = np.array([0, 1, 1], dtype=np.int32)
+    strata(index, index[::-1].copy(), (2, 2), 2)

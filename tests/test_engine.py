@@ -1,6 +1,7 @@
 """The in-process HAMSI and mb-GD engine: convergence, reproducibility, the shard contract, stops."""
 
 import math
+import os
 
 import numpy as np
 import pytest
@@ -82,6 +83,22 @@ def test_the_vector_kernels_follow_the_thread_count_and_the_size():
     with numba_threads(1):
         twin = kernels.vector_kernels(kernels.PARALLEL_VECTOR_MIN).sharded_copy
         assert twin is not kernels.sharded_copy and not twin.targetoptions.get("parallel")
+
+
+def test_a_cold_warm_up_has_a_second_process_compile_the_gradient_into_the_cache(tmp_path):
+    """On an empty numba cache the helper process compiles the gradient; this process then loads it."""
+    import subprocess
+    import sys
+
+    probe = ("from hamsi import kernels; kernels.warm_up(0); "
+             "print(sum(kernels.sum_partials_in_order.stats.cache_misses.values()), "
+             "sum(kernels.mf_subset_gradient.stats.cache_hits.values()), "
+             "sum(kernels.mf_subset_gradient.stats.cache_misses.values()))")
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    cold = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert cold.stdout.split() == ["1", "1", "0"]  # the probe missed; the gradient came from the helper
+    warm = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    assert warm.stdout.split() == ["0", "1", "0"]  # everything cached: no helper
 
 
 def shard_by_shard_hamsi(problem, cover, epochs, eta=0.06, gamma=0.51, memory=5, seed=0, schedule="det"):
