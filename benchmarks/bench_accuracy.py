@@ -158,13 +158,15 @@ def accuracy_table(args) -> None:
             row["hamsi defaults"], model, wall, searched = fit_auto(train, test, seed, max_time)
             row["fixed (before)"] = fit_fixed(train, test, seed)
             for name, outcome in anchors(args, train, test, seed).items():
-                row[name] = outcome.get("rmse", math.nan)
                 if "skipped" in outcome:
-                    print(f"  {name}: skipped ({outcome['skipped']})")
+                    if seed == seeds[preset][0]:
+                        print(f"  {name}: skipped ({outcome['skipped']})")
+                else:
+                    row[name] = outcome.get("rmse", math.nan)
             for name, value in row.items():
                 collected.setdefault(name, []).append(value)
-            chosen = (f"rank {model.rank_} {model.reg_weighting_} reg {model.reg_:.3g} damping {model.reg_damping_:g}, {model.result_.n_cycles} "
-                      f"cycles; fit {wall:.1f} s wall (trials {searched:.1f} s)")
+            chosen = (f"rank {model.rank_} {model.reg_weighting_} reg {model.reg_:.3g} damping {model.reg_damping_:g}, "
+                      f"{model.result_.n_cycles} cycles; fit {wall:.1f} s wall (trials {searched:.1f} s)")
             print(f"  seed {seed}: " + "  ".join(f"{k} {v:.4f}" for k, v in row.items())
                   + f"  | {chosen}  load {os.getloadavg()[0]:.1f}", flush=True)
         print("  mean:   " + "  ".join(f"{k} {np.nanmean(v):.4f}" for k, v in collected.items()))
