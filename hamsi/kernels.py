@@ -334,17 +334,14 @@ def shard_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, want_pa
     the traffic (2M doubles per entry), so a pair iteration reads them once instead of three times.
     """
     M = S.shape[0]
-    if want_pair:
-        for j in range(2 * M + 2):
-            pair[j] = 0.0
-        new_pair_g[0] = 0.0
-        new_pair_g[1] = 0.0
-    if want_gram:
-        for j in range(2 * M + 1):
-            gram[j] = 0.0
-    if want_wtg:
-        for j in range(2 * M):
-            wtg[j] = 0.0
+    # the sums build in arrays of this call, copied out at the end: the output rows of the shards
+    # share cache lines, and threads adding into them in every step slowed the parallel kernel
+    # below the one-thread one (false sharing: 7.6 against 5.2 ns per entry on 2 threads)
+    acc_pair = np.zeros(2 * M + 2)
+    acc_gram = np.zeros(2 * M + 1)
+    acc_wtg = np.zeros(2 * M)
+    sg = 0.0
+    yg = 0.0
     gg = 0.0
     xx = 0.0
     for i in range(x.shape[0]):
@@ -354,25 +351,33 @@ def shard_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, want_pa
             y = gi - g_start[i]
             s_new[0, i] = s
             y_new[0, i] = y
-            pair[0] += s * y
-            pair[1] += y * y
-            new_pair_g[0] += s * gi
-            new_pair_g[1] += y * gi
+            acc_pair[0] += s * y
+            acc_pair[1] += y * y
+            sg += s * gi
+            yg += y * gi
             for j in range(M):
-                pair[2 + j] += S[j, i] * y
-                pair[2 + M + j] += Y[j, i] * y
+                acc_pair[2 + j] += S[j, i] * y
+                acc_pair[2 + M + j] += Y[j, i] * y
         if want_gram:
-            gram[0] += s * s
+            acc_gram[0] += s * s
             for j in range(M):
-                gram[1 + j] += S[j, i] * s
-                gram[1 + M + j] += Y[j, i] * s
+                acc_gram[1 + j] += S[j, i] * s
+                acc_gram[1 + M + j] += Y[j, i] * s
         if want_wtg:
             for j in range(M):
-                wtg[j] += S[j, i] * gi
-                wtg[M + j] += Y[j, i] * gi
+                acc_wtg[j] += S[j, i] * gi
+                acc_wtg[M + j] += Y[j, i] * gi
         if want_norms:
             gg += gi * gi
             xx += x[i] * x[i]
+    if want_pair:
+        pair[:] = acc_pair
+        new_pair_g[0] = sg
+        new_pair_g[1] = yg
+    if want_gram:
+        gram[:] = acc_gram
+    if want_wtg:
+        wtg[:] = acc_wtg
     if want_norms:
         norms[0] = gg
         norms[1] = xx
@@ -392,6 +397,16 @@ def sum_partials_in_order(partials, out):
 
 
 # ---------------------------------------------------------------- in-process sharded drivers
+# numba hands each thread a contiguous run of the prange, and x is U_0..U_{B-1} then V_0..V_{B-1}:
+# on long-tail-like (672 users, 9,066 items) one thread got both U shards (34k entries), the other
+# both V shards (462k), and two threads ran no faster than one. The drivers visit the shards
+# interleaved (U_0, V_0, U_1, V_1, ...); every shard writes only its own rows, so the bits stay.
+
+
+@njit(nogil=True, cache=True)
+def interleaved(q, n):
+    """Return the shard the q-th iteration of a sharded driver visits: 0, h, 1, h + 1, ... with h = ceil(n / 2)."""
+    return q // 2 if q % 2 == 0 else (n + 1) // 2 + q // 2
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -405,7 +420,9 @@ def sharded_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, bound
     per-shard kernel a Dask worker calls (shard_iteration_partials), so both exchanges hand the
     stepper the same partials.
     """
-    for p in prange(bounds.shape[0] - 1):
+    n_shards = bounds.shape[0] - 1
+    for q in prange(n_shards):
+        p = interleaved(q, n_shards)
         lo = bounds[p]
         hi = bounds[p + 1]
         shard_iteration_partials(x[lo:hi], x_start[lo:hi], g[lo:hi], g_start[lo:hi], S[:, lo:hi], Y[:, lo:hi],
@@ -416,7 +433,9 @@ def sharded_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, bound
 @njit(parallel=True, nogil=True, cache=True)
 def sharded_copy_row(src, dst, slot, bounds):
     """Copy src (one row) into row `slot` of dst shard by shard in parallel (storing an accepted pair)."""
-    for p in prange(bounds.shape[0] - 1):
+    n_shards = bounds.shape[0] - 1
+    for q in prange(n_shards):
+        p = interleaved(q, n_shards)
         for i in range(bounds[p], bounds[p + 1]):
             dst[slot, i] = src[0, i]
 
@@ -424,7 +443,9 @@ def sharded_copy_row(src, dst, slot, bounds):
 @njit(parallel=True, nogil=True, cache=True)
 def sharded_lbfgs_step(x, g, S, Y, coef, sigma, inv_beta, bounds):
     """Apply the L-BFGS step (shard_lbfgs_step) to every shard in parallel."""
-    for p in prange(bounds.shape[0] - 1):
+    n_shards = bounds.shape[0] - 1
+    for q in prange(n_shards):
+        p = interleaved(q, n_shards)
         lo = bounds[p]
         hi = bounds[p + 1]
         shard_lbfgs_step(x[lo:hi], g[lo:hi], S[:, lo:hi], Y[:, lo:hi], coef, sigma, inv_beta)
@@ -433,7 +454,9 @@ def sharded_lbfgs_step(x, g, S, Y, coef, sigma, inv_beta, bounds):
 @njit(parallel=True, nogil=True, cache=True)
 def sharded_gradient_step(x, g, inv_beta, bounds):
     """Apply x -= inv_beta * g to every shard in parallel."""
-    for p in prange(bounds.shape[0] - 1):
+    n_shards = bounds.shape[0] - 1
+    for q in prange(n_shards):
+        p = interleaved(q, n_shards)
         lo = bounds[p]
         hi = bounds[p + 1]
         shard_gradient_step(x[lo:hi], g[lo:hi], inv_beta)
@@ -442,7 +465,9 @@ def sharded_gradient_step(x, g, inv_beta, bounds):
 @njit(parallel=True, nogil=True, cache=True)
 def sharded_copy(src, dst, bounds):
     """Copy src into dst shard by shard in parallel (remembering x and g at a cycle's start)."""
-    for p in prange(bounds.shape[0] - 1):
+    n_shards = bounds.shape[0] - 1
+    for q in prange(n_shards):
+        p = interleaved(q, n_shards)
         for i in range(bounds[p], bounds[p + 1]):
             dst[i] = src[i]
 
@@ -450,7 +475,9 @@ def sharded_copy(src, dst, bounds):
 @njit(parallel=True, nogil=True, cache=True)
 def sharded_fill_zero(v, bounds):
     """Set v to zero shard by shard in parallel (the gradient buffer before each inner iteration)."""
-    for p in prange(bounds.shape[0] - 1):
+    n_shards = bounds.shape[0] - 1
+    for q in prange(n_shards):
+        p = interleaved(q, n_shards)
         for i in range(bounds[p], bounds[p + 1]):
             v[i] = 0.0
 
@@ -498,9 +525,12 @@ def _one_thread_twin(kernel):
 # (numba compiles a prange body with noalias arguments), so they are always the parallel ones.
 VECTOR_KERNELS = ("sharded_iteration_partials", "sharded_copy_row", "sharded_copy", "sharded_fill_zero",
                   "sharded_gradient_step", "sharded_lbfgs_step")
-# Below this many parameters the vector kernels' fork-join costs more than it saves (ml-1m-like at
-# rank 50 has 0.5M): their one-thread twins run, and a small fit never compiles the parallel ones.
-PARALLEL_VECTOR_MIN = 1 << 20
+# Below this many parameters the vector kernels' fork-join costs more than it saves: their
+# one-thread twins run, and a small fit never compiles the parallel ones. On 2 threads (ns per
+# parameter, parallel / twin; benchmarks/bench_threads.py's machine): the step 3.96 / 3.31 at 20k,
+# 2.71 / 3.34 at 50k, 3.14 / 9.07 at 500k; W'g 4.75 / 4.83, 3.39 / 4.70, 2.83 / 5.41. It was 2^20
+# while the parallel W'g shared cache lines between its threads (shard_iteration_partials).
+PARALLEL_VECTOR_MIN = 1 << 16
 _PARALLEL = types.SimpleNamespace(**{name: globals()[name] for name in VECTOR_KERNELS})
 _ONE_THREAD = types.SimpleNamespace(**{name: _one_thread_twin(globals()[name]) for name in VECTOR_KERNELS})
 
