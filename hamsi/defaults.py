@@ -1,11 +1,10 @@
 """Default hyper-parameters of a rating factorization, chosen from the data (issue 9, item 2).
 
-Since issue 20 the estimators choose rank, reg and reg_weighting by validation when they are
-"auto" (hamsi.search: successive halving on a split of the training ratings); this module gives
-every other value (the start, the steps, eta) for the rank and reg so chosen, and its REG_PER_SD
-is the middle of the search's grid for the uniform penalty. The study below chose the fixed
-defaults before the search; on ml-100k-like the search picks the same (rank 10, uniform, 7 sd),
-on long-tail-like, where every factor model overfits, it picks the bias start
+Since issue 20 the estimators choose rank, reg, reg_weighting and reg_damping by validation when
+they are "auto" (hamsi.search: successive halving on a split of the training ratings); this module
+gives every other value (the start, the steps, eta) for the penalty so chosen, and its REG_PER_SD
+is the search's uniform candidate. The study below chose the fixed defaults before the search; on
+ml-100k-like and long-tail-like the search now mostly picks the damped count-weighted penalty
 (benchmarks/bench_accuracy.py, docs/accuracy.md).
 
 ``choose_hyperparameters(ratings, rank) -> dict`` is the one place that decides them; the
