@@ -58,6 +58,8 @@ def parse_args(argv=None):
     parser.add_argument("--full", action="store_true", help="more seeds and the full sweep")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-sweep", action="store_true")
+    parser.add_argument("--surprise-grid", action="store_true",
+                        help="also Surprise SVD's best of a 72-point grid, chosen on the test split (slow)")
     parser.add_argument("--anchor-python", default=os.environ.get("HAMSI_ANCHOR_PYTHON"),
                         help="python with scikit-surprise and pyspark, for the anchors (default $HAMSI_ANCHOR_PYTHON)")
     parser.add_argument("--presets", default="ml-100k-like,long-tail-like,ml-1m-like")
@@ -119,7 +121,8 @@ def anchors(args, train, test, seed: int) -> dict:
             np.save(os.path.join(directory, f"{name}.npy"),
                     np.column_stack([users, items, part.values]).astype(np.float64))
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "accuracy_anchors.py")
-        done = subprocess.run([args.anchor_python, script, directory, str(seed)], capture_output=True, text=True)
+        command = [args.anchor_python, script, directory, str(seed)] + (["grid"] if args.surprise_grid else [])
+        done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         return {"Surprise / Spark": {"skipped": f"accuracy_anchors.py failed: {done.stderr.strip()[-300:]}"}}
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -158,6 +161,8 @@ def accuracy_table(args) -> None:
             row["hamsi defaults"], model, wall, searched = fit_auto(train, test, seed, max_time)
             row["fixed (before)"] = fit_fixed(train, test, seed)
             for name, outcome in anchors(args, train, test, seed).items():
+                if "params" in outcome:
+                    print(f"  {name}: {outcome['params']} ({outcome['seconds']:.0f} s for the grid)")
                 if "skipped" in outcome:
                     if seed == seeds[preset][0]:
                         print(f"  {name}: skipped ({outcome['skipped']})")

@@ -92,9 +92,27 @@ def connect(client=None, scheduler: str | None = None, n_workers: int | None = N
                           file=sys.stderr)
             yield opened
         finally:
+            quiet_worker_logs(opened)
             opened.close()
     finally:
         local.close()
+
+
+def quiet_worker_logs(client) -> None:
+    """Silence the workers' `distributed` logs before hamsi closes the LocalCluster it started.
+
+    Closing races the workers' heartbeats against the scheduler's shutdown: a worker could log a
+    'Failed to communicate with scheduler during heartbeat' traceback at ERROR after the run had
+    ended (seen after Ctrl-C, under load). Best effort: a worker already gone is no error here.
+    """
+    try:
+        client.run(_set_distributed_log_level, logging.CRITICAL, on_error="ignore")
+    except Exception:  # noqa: BLE001 - the cluster is being closed whatever happens here
+        pass
+
+
+def _set_distributed_log_level(level: int) -> None:
+    logging.getLogger("distributed").setLevel(level)
 
 
 @contextlib.contextmanager
