@@ -85,6 +85,14 @@ def test_the_vector_kernels_follow_the_thread_count_and_the_size():
         assert twin is not kernels.sharded_copy and not twin.targetoptions.get("parallel")
 
 
+def test_the_sharded_drivers_visit_every_shard_once_pairing_u_and_v_shards():
+    for n in range(1, 10):
+        order = [kernels.interleaved(q, n) for q in range(n)]
+        assert sorted(order) == list(range(n))
+    # x = U_0, U_1, V_0, V_1: numba's contiguous split of 2 threads gives each a U and a V shard
+    assert [kernels.interleaved(q, 4) for q in range(4)] == [0, 2, 1, 3]
+
+
 def test_a_cold_warm_up_has_a_second_process_compile_the_gradient_into_the_cache(tmp_path):
     """On an empty numba cache the helper process compiles the gradient; this process then loads it."""
     import subprocess
