@@ -251,6 +251,15 @@ def test_the_cli_prints_the_search_and_the_chosen_values(ratings, tmp_path, caps
     assert "; test RMSE " in out
 
 
+def test_the_cli_takes_a_damping_and_names_the_flag_when_it_conflicts(ratings, tmp_path, capsys):
+    path = write_ratings(ratings, tmp_path / "r.csv")
+    common = ["factorize", str(path), "--workers", "0", "--threads", "1", "--rank", "3", "--max-epochs", "4", "-q"]
+    assert main(common + ["--reg-damping", "5", "--reg", "0.1"]) == 0
+    assert "reg 0.1 (count, damping 5)" in capsys.readouterr().out
+    assert main(common + ["--reg-damping", "5", "--reg-weighting", "uniform"]) == 2
+    assert "--reg-damping=5.0 applies to the count-weighted penalty" in capsys.readouterr().err
+
+
 @pytest.mark.cluster
 @pytest.mark.slow
 def test_on_dask_the_trials_run_as_tasks_and_choose_the_in_process_model(ratings):
