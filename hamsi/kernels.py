@@ -370,14 +370,18 @@ def shard_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, want_pa
         if want_norms:
             gg += gi * gi
             xx += x[i] * x[i]
+    # plain loops, not slice assignment: its broadcasting checks cost numba 1.6 s of compilation
     if want_pair:
-        pair[:] = acc_pair
+        for j in range(2 * M + 2):
+            pair[j] = acc_pair[j]
         new_pair_g[0] = sg
         new_pair_g[1] = yg
     if want_gram:
-        gram[:] = acc_gram
+        for j in range(2 * M + 1):
+            gram[j] = acc_gram[j]
     if want_wtg:
-        wtg[:] = acc_wtg
+        for j in range(2 * M):
+            wtg[j] = acc_wtg[j]
     if want_norms:
         norms[0] = gg
         norms[1] = xx
@@ -529,8 +533,11 @@ VECTOR_KERNELS = ("sharded_iteration_partials", "sharded_copy_row", "sharded_cop
 # one-thread twins run, and a small fit never compiles the parallel ones. On 2 threads (ns per
 # parameter, parallel / twin; benchmarks/bench_threads.py's machine): the step 3.96 / 3.31 at 20k,
 # 2.71 / 3.34 at 50k, 3.14 / 9.07 at 500k; W'g 4.75 / 4.83, 3.39 / 4.70, 2.83 / 5.41. It was 2^20
-# while the parallel W'g shared cache lines between its threads (shard_iteration_partials).
-PARALLEL_VECTOR_MIN = 1 << 16
+# while the parallel W'g shared cache lines between its threads (shard_iteration_partials). The
+# parallel set costs a new install 2.3 s more compilation, so it starts at 2^18 parameters, where
+# it saves more than that within a fit or two (long-tail-like, rank 50, 0.5M: 100 cycles 3.1 ->
+# 2.2 s); ml-100k-like at rank 50 (134k) stays below.
+PARALLEL_VECTOR_MIN = 1 << 18
 _PARALLEL = types.SimpleNamespace(**{name: globals()[name] for name in VECTOR_KERNELS})
 _ONE_THREAD = types.SimpleNamespace(**{name: _one_thread_twin(globals()[name]) for name in VECTOR_KERNELS})
 
