@@ -311,9 +311,11 @@ class MatrixFactorizer(BaseEstimator):
 
         Else a first fit's compilation would spend the search's share of max_time and cut its trials.
         """
-        from partition.strata import warm_up as warm_up_partitioner
+        from partition.strata import warm_up as warm_up_strata
 
-        kernels.warm_up(0, also=warm_up_partitioner)  # the trials run on one thread: the one-thread twins
+        strata = str(self.partitioner).lower().startswith("strata")  # the other partitioners compile their own
+        # the trials run on one thread: the one-thread twins
+        kernels.warm_up(0, also=warm_up_strata if strata else None)
 
     def _choose_unsearched(self) -> None:
         """Set _chosen without a search: explicit values as given, `auto` ones from search.UNSEARCHED."""
