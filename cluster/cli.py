@@ -28,7 +28,8 @@ def estimator_for(args, params: dict):
         every = DEFAULT_CHECKPOINT_EVERY
     return DaskMatrixFactorizer(**params, scheduler=args.scheduler, n_workers=args.workers or None,
                                 threads_per_worker=args.threads_per_worker, checkpoint=args.checkpoint,
-                                checkpoint_every=every, resume=args.resume)
+                                checkpoint_every=every, resume=args.resume, shared_memory=args.shared_memory,
+                                owned_v=args.owned_v)
 
 
 def use_tls_flags(args) -> None:

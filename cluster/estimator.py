@@ -51,7 +51,8 @@ class DaskMatrixFactorizer(MatrixFactorizer):
     Extra parameters: client (a distributed.Client, left open), scheduler ("tcp://host:port"),
     n_workers (LocalCluster size when neither is given; default: cores; `workers` is its
     deprecated alias), threads_per_worker,
-    chunk_epochs (cycles per client round trip), checkpoint / checkpoint_every / resume.
+    chunk_epochs (cycles per client round trip), checkpoint / checkpoint_every / resume,
+    shared_memory and owned_v (where V lives: cluster.driver.minimize_hamsi; None chooses).
     blocks defaults to the number of workers; with the same partition and random_state the fit
     gives the in-process estimator's factors (bitwise for strata and strata-b).
 
@@ -82,7 +83,7 @@ class DaskMatrixFactorizer(MatrixFactorizer):
                  validation_fraction=VALIDATION_FRACTION, safeguard=True, threads=None, random_state=None,
                  on_divergence="raise", user_col="user", item_col="item", rating_col="rating", search=True, client=None,
                  scheduler=None, n_workers=None, threads_per_worker=1, chunk_epochs=10, checkpoint=None,
-                 checkpoint_every=None, resume=None, workers=None):
+                 checkpoint_every=None, resume=None, shared_memory=None, owned_v=None, workers=None):
         base = {name: value for name, value in locals().items() if name in MatrixFactorizer._get_param_names()}
         super().__init__(**base)
         self.client = client
@@ -94,6 +95,8 @@ class DaskMatrixFactorizer(MatrixFactorizer):
         self.checkpoint = checkpoint
         self.checkpoint_every = checkpoint_every
         self.resume = resume
+        self.shared_memory = shared_memory
+        self.owned_v = owned_v
 
     def _worker_count(self):
         """Return n_workers, or the deprecated `workers` with a FutureWarning."""
@@ -156,7 +159,8 @@ class DaskMatrixFactorizer(MatrixFactorizer):
     def _engine_options(self) -> dict:
         """Return the Dask engine's own keywords for cluster.driver.minimize_hamsi (both fit paths)."""
         return dict(client=self._active_client, chunk_epochs=self.chunk_epochs, checkpoint=self.checkpoint,
-                    checkpoint_every=self.checkpoint_every, resume=self.resume, method=self.algorithm)
+                    checkpoint_every=self.checkpoint_every, resume=self.resume, method=self.algorithm,
+                    shared_memory=self.shared_memory, owned_v=self.owned_v)
 
     def _fit_on_workers(self, source, validation, callback):
         """Fit on ratings that stay on the workers (cluster.dataset) and return self.

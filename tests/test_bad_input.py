@@ -175,6 +175,8 @@ def test_hamsi_header_declaring_a_huge_matrix(tmp_path, capsys, monkeypatch, hea
     (["--gamma", "1e9"], ["--gamma", "1e+09"]),
     (["--seed", "-1"], ["--seed", "-1"]),
     (["--seed", "x"], ["--seed", "'x'"]),
+    (["--owned-v"], ["--owned-v", "--workers 0"]),
+    (["--no-shared-memory"], ["--shared-memory", "--workers 0"]),
 ])
 def test_absurd_factorize_flags(folder, tmp_path, capsys, extra, names):
     out = tmp_path / "model.npz"

@@ -97,6 +97,25 @@ def test_owned_v_is_bitwise_the_in_process_one(ratings, client4, blocks, scheme,
     assert np.array_equal(got.x, ref.x)
 
 
+def test_dask_estimator_takes_where_v_lives(ratings, client):
+    """DaskMatrixFactorizer(shared_memory=False, owned_v=True): V owned on the message path, the in-process factors."""
+    import pandas as pd
+
+    from cluster import DaskMatrixFactorizer
+    from hamsi import MatrixFactorizer
+
+    frame = pd.DataFrame({"user": ratings.user_ids[ratings.rows], "item": ratings.item_ids[ratings.cols],
+                          "rating": ratings.values})
+    options = dict(rank=5, reg=0.05, reg_weighting="uniform", reg_damping=0.0, eta=0.05, init_scale=0.1,
+                   blocks=2, max_epochs=4, memory=2, random_state=1)
+    local = MatrixFactorizer(threads=2, **options).fit(frame)
+    for shared, owned in ((False, True), (False, False)):
+        dask = DaskMatrixFactorizer(client=client, shared_memory=shared, owned_v=owned, **options).fit(frame)
+        assert dask.result_.owned_v is owned and not dask.result_.shared_memory
+        assert dask.result_.pairs_accepted == local.result_.pairs_accepted >= 1
+        assert np.array_equal(dask.item_factors_, local.item_factors_)
+
+
 def test_owned_v_sends_the_modeled_bytes_and_fewer_per_worker(ratings, client4):
     """Owned V: each V_j goes to its next home and is replicated once a cycle; replicated V: all gV rows to all."""
     from cluster.work import item_rows_per_iteration

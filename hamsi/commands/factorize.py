@@ -104,6 +104,12 @@ def register(subparsers) -> None:
                         help="threads of the in-process engine (--workers 0; default: cores)")
     parser.add_argument("--threads-per-worker", type=int, default=1,
                         help="threads per Dask worker process of the local cluster (default 1)")
+    parser.add_argument("--shared-memory", action=argparse.BooleanOptionalAction, default=None,
+                        help="keep V in /dev/shm when all workers share a host (default: whenever possible; "
+                             "--no-shared-memory takes the message path that multi-host clusters take)")
+    parser.add_argument("--owned-v", action=argparse.BooleanOptionalAction, default=None,
+                        help="on the message path, hand each item shard V_j from worker to worker instead of "
+                             "replicating V (default: when it sends fewer bytes; cluster/README.md)")
     parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
                         help="use the running Dask cluster at tcp://host:port instead of a local one")
     parser.add_argument("--checkpoint", metavar="DIR", default=None,
@@ -131,6 +137,8 @@ def _check_args(args) -> None:
     in_process = args.workers == 0 and args.scheduler is None
     if in_process and (args.checkpoint or args.resume):
         raise InputError("--checkpoint and --resume need the Dask engine (drop --workers 0)")
+    if in_process and (args.shared_memory is not None or args.owned_v is not None):
+        raise InputError("--shared-memory/--owned-v choose where the Dask engine keeps V (drop --workers 0)")
     if in_process and (args.tls_ca_file or args.tls_cert or args.tls_key):
         raise InputError("--tls-ca-file/--tls-cert/--tls-key need the Dask engine (drop --workers 0)")
     if args.checkpoint_every is not None and args.checkpoint_every < 1:
