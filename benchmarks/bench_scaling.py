@@ -295,7 +295,8 @@ def link_round(peer: str, run: str, size: int, rounds: int, secret: bytes) -> tu
 
     box = local_mailbox()
     message = Message(0, "bench", gradient=[GradientPart(0, (0, max(size // 8, 1)), np.ones(max(size // 8, 1)))])
-    box.start(run, [peer], 30.0, secret, FrameLimit(max_array_bytes=size + 64))
+    # the frame also carries the message's small index arrays (80 bytes for an 8-byte payload)
+    box.start(run, [peer], 30.0, secret, FrameLimit(max_array_bytes=max(size, 4096) + 64))
     box.round(run, -1, [peer], message, 30.0)
     start, cpu = time.perf_counter(), time.thread_time()
     for step in range(rounds):
