@@ -4,9 +4,9 @@ Issue 23, items 3 and 4. One run prints:
 1. the goal: 1 -> 2 workers on ml-1m-like, rank 50, STRATA-B with B = 2 on both (the same cover,
    so the same steps: checked bitwise), --repeats runs alternating, best and median, load average;
 2. the points: W = 1, 2, 4, 8 worker processes, STRATA-B with B = W, V in shared memory and on the
-   message path: ms per inner iteration (after cycle 1; best of --point-repeats), the lead
-   worker's compute / exchange / wait, the bytes its frames carried per inner iteration (counted
-   in cluster.links.encode), the CPU share the HAMSI task's thread got (this machine is shared),
+   message path, replicated and owned: ms per inner iteration (after cycle 1; best of
+   --point-repeats), the lead worker's compute / exchange / wait, the bytes all workers' links
+   wrote per inner iteration (result.worker_bytes_sent), the CPU share the HAMSI task's thread got (this machine is shared),
    and the iterates compared bitwise with the in-process engine on the same cover. Points with
    more workers than cores measure time slicing, not scaling: their bytes and rounds are checked,
    their times are marked;
@@ -89,25 +89,7 @@ def best_of(fn, repeat: int = 5) -> float:
     return min(times)
 
 
-# ---------------------------------------------------------------------------------------- frame bytes
-def count_frames(dask_worker=None) -> None:
-    """On a worker: count the bytes and frames cluster.links encodes from now on (a benchmark probe)."""
-    import cluster.links as links
-
-    if not hasattr(links, "bench_counter"):
-        plain = links.encode
-
-        def counting(message):
-            frame = plain(message)
-            links.bench_counter[0] += sum(len(b) if isinstance(b, bytes) else b.nbytes for b in frame)
-            links.bench_counter[1] += 1
-            return frame
-
-        links.bench_counter = [0, 0]
-        links.encode = counting
-    links.bench_counter[:] = [0, 0]
-
-
+# ---------------------------------------------------------------------------------------- CPU probes
 def thread_cpu(dask_worker=None) -> dict:
     """On a worker: {thread id: CPU seconds so far} of its threads (the HAMSI task runs in one of them)."""
     import threading
@@ -126,25 +108,30 @@ def busiest_thread(before: dict, after: dict) -> float:
     return max((t - before.get(ident, 0.0) for ident, t in after.items()), default=0.0)
 
 
-def frame_counts(dask_worker=None) -> list:
-    import cluster.links as links
-
-    return list(links.bench_counter)
-
-
 # ---------------------------------------------------------------------------------------- runs
-def run_point(client, ratings, part, args, shared) -> dict:
-    """Return one Dask run's ms per inner iteration, lead split, bytes per inner iteration and x."""
-    n_workers = len(worker_addresses(client))
-    client.run(count_frames)
+PATHS = {"shared": dict(shared_memory=True, owned_v=False), "replicated": dict(shared_memory=False, owned_v=False),
+         "owned": dict(shared_memory=False, owned_v=True)}
+
+
+def path_used(result) -> str:
+    """Return where V lived in a run: "shared", "owned" or "replicated" (also for one worker)."""
+    return "shared" if result.shared_memory else "owned" if result.owned_v else "replicated"
+
+
+def run_point(client, ratings, part, args, path=None) -> dict:
+    """Return one Dask run's ms per inner iteration, lead split, bytes per inner iteration and x.
+
+    path: a key of PATHS, or None for the engine's default choice. Bytes: what the workers' links
+    wrote (result.worker_bytes_sent, counted in cluster.links as the frames are written).
+    """
     before = client.run(thread_cpu)
     result = fit_distributed(ratings, rank=args.rank, partition=part, random_state=1, max_epochs=args.epochs,
-                             client=client, chunk_epochs=args.epochs, shared_memory=shared)
+                             client=client, chunk_epochs=args.epochs, **PATHS.get(path, {}))
     cpu = {w: busiest_thread(before[w], after) for w, after in client.run(thread_cpu).items()}
-    counts = client.run(frame_counts)
-    sent = sum(b for b, _ in counts.values()) * max(n_workers - 1, 0)  # one frame goes to every peer
+    sent = sum(result.worker_bytes_sent.values())
+    cycles = len(result.trace.column("inner")) - 1  # the trace's first row is the start
     return {"ms": ms_per_inner(result.trace), "split": lead_split(result), "bytes": sent / result.nit,
-            "x": result.x, "shared_used": result.shared_memory, "nit": result.nit, "load": os.getloadavg()[0],
+            "pair_share": result.pairs_accepted / cycles, "x": result.x, "path": path_used(result), "nit": result.nit, "load": os.getloadavg()[0],
             "cpu_share": min(cpu.values()) / result.time}
 
 
@@ -155,7 +142,7 @@ def goal_runs(ratings, args) -> dict:
     with connect(n_workers=1, threads_per_worker=1, quiet=True) as one, \
             connect(n_workers=2, threads_per_worker=1, quiet=True) as two:
         for _ in range(args.repeats):
-            runs = {w: run_point(c, ratings, part, args, None) for w, c in ((1, one), (2, two))}
+            runs = {w: run_point(c, ratings, part, args) for w, c in ((1, one), (2, two))}
             same = same and bool(np.array_equal(runs[1]["x"], runs[2]["x"]))
             for w in (1, 2):
                 times[w].append(runs[w]["ms"])
@@ -172,10 +159,10 @@ def point_runs(ratings, args) -> list:
         local = minimize_hamsi(MatrixFactorization(ratings, args.rank), part, random_state=1,
                                max_epochs=args.epochs, threads=1)
         with connect(n_workers=W, threads_per_worker=1, quiet=True) as client:
-            for shared in ((False,) if W == 1 else (False, True)):
-                runs = [run_point(client, ratings, part, args, shared) for _ in range(args.point_repeats)]
+            for path in (("replicated",) if W == 1 else ("replicated", "owned", "shared")):
+                runs = [run_point(client, ratings, part, args, path) for _ in range(args.point_repeats)]
                 best = min(runs, key=lambda r: r["ms"])
-                rows.append({"W": W, "shared": best["shared_used"], "ms": best["ms"],
+                rows.append({"W": W, "path": best["path"], "ms": best["ms"], "pair_share": best["pair_share"],
                              "median": float(np.median([r["ms"] for r in runs])), "split": best["split"],
                              "bytes": best["bytes"], "load": best["load"], "cpu_share": best["cpu_share"],
                              "same": all(np.array_equal(r["x"], local.x) for r in runs)})
@@ -495,24 +482,25 @@ def print_points(rows: list, constants: Constants, ratings, args) -> None:
     print(f"\nmeasured points, ml-1m-like rank {args.rank}, STRATA-B B = W, {args.epochs} cycles, best (median) of "
           f"{args.point_repeats}; model: constants measured by micro benchmarks (not fitted); this machine has "
           f"{constants.cores} cores; load average now {os.getloadavg()}")
-    print(f"{'W':>3s} {'V path':>7s} {'ms/inner':>16s} {'model':>7s} {'error':>7s} {'at CPU':>7s} {'error':>7s} "
+    print(f"{'W':>3s} {'V path':>10s} {'ms/inner':>16s} {'model':>7s} {'error':>7s} {'at CPU':>7s} {'error':>7s} "
           f"{'lead compute/exch/wait ms':>27s} "
           f"{'model grad/wait/upd/eval/exch':>31s} {'KB/inner':>9s} {'model KB':>9s} {'=in-proc':>8s} {'time':>11s} "
           f"{'load':>5s} {'CPU':>5s}")
     for r in rows:
-        p = predict_point(constants, r["W"], ratings.shape, ratings.nnz, args.rank, r["shared"])
+        p = predict_point(constants, r["W"], ratings.shape, ratings.nnz, args.rank, r["path"], r["pair_share"])
         s = r["split"]
         error = p["inner"] * 1e3 / r["ms"] - 1
         at_cpu = 1e3 * p["unshared"] / r["cpu_share"]  # the model's work, done at the CPU share this run got
         model_parts = "/".join(f"{1e3 * p[k]:.1f}" for k in ("gradient", "wait", "update", "evaluation", "exchange"))
-        print(f"{r['W']:3d} {'shared' if r['shared'] else 'message':>7s} {r['ms']:7.2f} ({r['median']:6.2f}) "
+        print(f"{r['W']:3d} {r['path']:>10s} {r['ms']:7.2f} ({r['median']:6.2f}) "
               f"{1e3 * p['inner']:7.2f} {error:+7.1%} {at_cpu:7.2f} {at_cpu / r['ms'] - 1:+7.1%} "
               f"{s['compute']:9.2f} /{s['exchange']:6.2f} /{s['wait']:6.2f}    "
               f"{model_parts:>31s} {r['bytes'] / 1e3:9.1f} {p['bytes'] / 1e3:9.1f} {str(r['same']):>8s} "
               f"{'meaningless' if p['meaningless'] else 'valid':>11s} {r['load']:5.1f} {r['cpu_share']:5.2f}")
     per_peer = 8 * ratings.shape[1] * args.rank / 1e3
-    print(f"  bytes per inner iteration, message path: (W - 1) n w 8 = (W - 1) x {per_peer:.1f}"
-          f" KB (every worker's block of gV rows to every peer) + partials; shared memory: partials only")
+    print(f"  bytes per inner iteration (all workers): replicated (W - 1) n w 8 = (W - 1) x {per_peer:.1f} KB (every"
+          f" worker's block of gV rows to every peer) + partials; owned (2K - 1 + 3 (W - 1)) / (K + 1) x "
+          f"{per_peer:.1f} KB (cluster.work.item_rows_per_iteration) + partials; shared memory: partials only")
     print("  model: an idle machine (x W / cores when W > cores); at CPU: the model's work (not sliced) divided by"
           " the CPU share the run's least served HAMSI thread got (column CPU), i.e. the model on the core time"
           " the run really had")

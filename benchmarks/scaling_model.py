@@ -9,13 +9,16 @@ per inner iteration (lockstep: a round ends when the slowest worker's message ar
     U shard    (m / W) w (c_partials + c_step)                         (c_partials: W'g and norms, and
                                                                         once a cycle the pair's products)
     V          shared memory: (n / W) w (c_partials + c_step)           (V_j stepped by one worker)
-               message path:  (n / W) w c_partials + n w (c_step + c_assemble)  (V replicated)
+               replicated:    (n / W) w c_partials + n w (c_step + c_assemble)  (message path, V replicated)
+               owned:         (n / W) w (c_partials + c_step) + r_W n w c_assemble  (message path, V owned:
+                                                                        r_W = owned_rows(W) rows received)
     round      latency + (W - 1) c_message + bytes_out c_byte  (c_message: CPU per message; latency:
                                                                 a round's wake-up, wall minus CPU)
     evaluation once per cycle of K + 1 inner iterations (1 when K = 1): (nnz / W) c_eval and one more round
 with t_block the block's gradient timed alone (engine order), c_* per parameter, per rating, per
-message and per byte. bytes_out per worker per inner iteration: message path (W - 1) (n / W) w 8
-(its block's gV rows to every peer) + partials; shared memory: partials only. When W processes
+message and per byte. bytes_out per worker per inner iteration: replicated (W - 1) (n / W) w 8
+(its block's gV rows to every peer) + partials; owned r_W n w 8 + partials (the engine's count,
+cluster.work.item_rows_per_iteration); shared memory: partials only. When W processes
 share C < W cores the compute is time-sliced: the model multiplies by W / C, and such a point checks
 bytes and rounds, not scaling. When W <= C processes share one socket their gradients slow each
 other (shared L3 and memory bandwidth): c_corun, the gradient of two processes at once / alone.
@@ -30,6 +33,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from cluster.work import item_rows_per_iteration
 
 
 
@@ -85,32 +90,53 @@ def partials_frame(c: Constants, n_subsets: int) -> float:
     return (1 - pair_share) * c.frame[0] + pair_share * c.frame[1]
 
 
-def bytes_out(c: Constants, W: int, n: int, width: int, shared: bool) -> float:
-    """Return the bytes one worker's frames carry per inner iteration (to all its W - 1 peers)."""
+def owned_rows(W: int, pair_share: float = 1.0) -> float:
+    """Return the V rows (units of n w) one worker sends per inner iteration with V owned (B = K = W).
+
+    cluster.work.item_rows_per_iteration, the engine's own count, per worker; pair_share: the share
+    of cycles that stored a curvature pair (its rows are sent only then).
+    """
+    return item_rows_per_iteration(W, W, owned=True, pair_share=pair_share) / W if W > 1 else 0.0
+
+
+def bytes_out(c: Constants, W: int, n: int, width: int, path: str, pair_share: float = 1.0) -> float:
+    """Return the bytes one worker's frames carry per inner iteration (to all its W - 1 peers).
+
+    path: "shared" (partials only), "replicated" (its block of gV rows to every peer) or "owned".
+    """
     if W == 1:
         return 0.0
-    return (W - 1) * (partials_frame(c, W) + (0 if shared else (n / W) * width * 8))
+    rows = {"shared": 0.0, "replicated": (W - 1) / W, "owned": owned_rows(W, pair_share)}[path]
+    return (W - 1) * partials_frame(c, W) + rows * n * width * 8
 
 
-def predict_point(c: Constants, W: int, shape, nnz: int, width: int, shared: bool) -> dict:
-    """Return the modelled ms per inner iteration on this machine, by part, and the bytes per iteration."""
+def predict_point(c: Constants, W: int, shape, nnz: int, width: int, path: str, pair_share: float = 1.0) -> dict:
+    """Return the modelled ms per inner iteration on this machine, by part, and the bytes per iteration.
+
+    path "shared" or "owned": each worker steps the V shards it holds (owned: and writes the rows it
+    receives); "replicated": every worker steps all of V and assembles gV from the peers' rows.
+    pair_share: the share of the run's cycles that stored a curvature pair.
+    """
     m, n = shape
     pace, lead = gradient_seconds(c.blocks[W])
     corun = c.corun if W >= 2 else 1.0
     per_cycle = inner_per_cycle(W)
+    full = n * width
     u_work = c.vector((m / W) * width, W)
     v_work = c.vector((n / W) * width, W)
-    if not shared and W > 1:  # every worker steps all of V and assembles gV from the peers' rows
-        full = n * width
+    if path == "replicated" and W > 1:
         v_work += full * (c.per_param("step", full) + c.per_param("assemble", full))
-    out = bytes_out(c, W, n, width, shared)
-    rounds = 1 + (2 if shared else 1) / per_cycle  # the evaluation's round (+ its barrier with shared V)
+    elif path == "owned" and W > 1:  # the rows received are written into this worker's copy of V
+        v_work += owned_rows(W, pair_share) * full * c.per_param("assemble", full)
+    out = bytes_out(c, W, n, width, path, pair_share)
+    # a cycle's extra rounds: the evaluation's, and the barrier (shared) or the sync of V (owned) before it
+    rounds = 1 + (1 if path == "replicated" else 2) / per_cycle
     exchange = 0.0 if W == 1 else rounds * (c.latency + (W - 1) * c.message) + out * c.byte
     evaluation = (nnz / W) * c.eval_rating / per_cycle
     compute = pace * corun + u_work + v_work + evaluation
     slicing = max(1.0, W / c.cores)
     total = slicing * (compute + exchange)
-    return {"W": W, "shared": shared, "gradient": slicing * pace * corun, "wait": slicing * (pace - lead) * corun,
+    return {"W": W, "path": path, "gradient": slicing * pace * corun, "wait": slicing * (pace - lead) * corun,
             "update": slicing * (u_work + v_work), "evaluation": slicing * evaluation, "exchange": slicing * exchange,
             "inner": total, "unshared": compute + exchange, "bytes": W * out, "meaningless": W > c.cores}
 
@@ -129,9 +155,10 @@ def project_hosts(c: Constants, rating_seconds: dict, imbalance: dict, hosts: in
 
     rating_seconds[H]: (gradient, evaluation) per rating, measured on a block of this data at H hosts;
     imbalance[H]: mean over subsets of (largest block / mean block) in ratings (STRATA-B at H).
-    Replicated V: today's message path. Owned V (branch owned-v's design): V_j and its gradient go
-    to V_j's next home in the round (2 (n/H) k 8 bytes, one peer), each worker steps n/H rows, and
-    V's x and new pair rows go to every peer once per cycle (3 (n/H) k 8 bytes to each of H - 1).
+    Replicated V: every worker steps all of V. Owned V (cluster.work.OwnedFactorWork): V_j's x and
+    g go to its next home in the round, each worker steps the n/H rows it holds, and V's x and new
+    pair rows go to every peer once per cycle: owned_rows(H) n k 8 bytes per host and inner
+    iteration, as the engine counts them (the per-cycle sync spread over the cycle's iterations).
     """
     m, n = shape
     H = hosts
@@ -142,11 +169,10 @@ def project_hosts(c: Constants, rating_seconds: dict, imbalance: dict, hosts: in
     full = n * width
     partials = (H - 1) * partials_frame(c, H)
     latency = net.rtt / 2 + (H - 1) * c.message if H > 1 else 0.0
-    if owned:
-        v_work = c.vector((n / H) * width, H)
-        out = partials + (2 * (n / H) * rank * 8 if H > 1 else 0.0)
-        end_bytes = 3 * (n / H) * rank * 8 * (H - 1)
-        end_of_cycle = (latency + end_bytes * per_byte + 3 * full * c.per_param("assemble", full) / 2) if H > 1 else 0.0
+    if owned:  # V_j's rows to its next home every inner iteration, V synced once a cycle (owned_rows)
+        v_work = c.vector((n / H) * width, H) + owned_rows(H) * full * c.per_param("assemble", full)
+        out = partials + owned_rows(H) * full * 8
+        end_of_cycle = latency if H > 1 else 0.0  # the sync's own round; its bytes are in owned_rows
     else:
         v_work = c.vector((n / H) * width, H)
         if H > 1:  # every worker steps all of V and assembles gV from the peers' rows

@@ -276,17 +276,18 @@ class SharedFactorWork(FactorWork):
             self.replica_memory.x[:] = self.saved_v[name]
 
 
-def item_rows_per_iteration(workers: int, subsets: int, owned: bool) -> float:
+def item_rows_per_iteration(workers: int, subsets: int, owned: bool, pair_share: float = 1.0) -> float:
     """Return the V rows (units of items x width) all workers send per inner iteration, by the model.
 
     Replicated V (FactorWork): each worker's gV rows to every peer, (W - 1). Owned V: per cycle of
     K + 1 iterations, V_j's x and g to its next home (g only in the first iteration: 2K - 1) and
-    at the cycle's end the stepped V_j and its two new pair rows to every peer (3 (W - 1)). The
-    shard partials (2M + 2 numbers per shard) are left out.
+    at the cycle's end the stepped V_j to every peer (W - 1) with its two new pair rows when the
+    cycle stored a pair (2 (W - 1) pair_share; pair_share: the share of cycles that stored one).
+    The shard partials (2M + 2 numbers per shard) are left out.
     """
     if not owned:
         return float(workers - 1)
-    return (2 * subsets - 1 + 3 * (workers - 1)) / (subsets + 1)
+    return (2 * subsets - 1 + (1 + 2 * pair_share) * (workers - 1)) / (subsets + 1)
 
 
 class OwnedFactorWork(FactorWork):
