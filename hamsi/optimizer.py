@@ -51,7 +51,7 @@ def finish_result(x, reason, message, trace, phases, stepper, stop, epoch, **ext
     if note:
         message = f"{message}; {note}"
     result = make_result(x, reason, message, trace, phases, stepper.inner, epoch, sigma=stepper.lbfgs.sigma,
-                         pairs_accepted=stepper.lbfgs.n_accepted, pairs_rejected=stepper.lbfgs.n_rejected,
+                         pairs_accepted=stepper.pairs_accepted, pairs_rejected=stepper.pairs_rejected,
                          fallbacks=stepper.fallbacks, safeguard=stepper.safeguard, **extra)
     result.best_epoch = stop.best_epoch
     result.overfitting = bool(note)

@@ -93,8 +93,19 @@ class Stepper:
         self.gram = np.zeros((2 * self.memory_size, 2 * self.memory_size))
         self.step_scale = 1.0
         self.fallbacks = 0
+        self.cleared_pairs = (0, 0)  # pairs (accepted, rejected) by memories a fallback cleared
         self.best_objective = math.inf
         self.good = None  # the Evaluation of the last good iterate
+
+    @property
+    def pairs_accepted(self) -> int:
+        """Return the curvature pairs accepted in the whole run (also those a fallback cleared)."""
+        return self.cleared_pairs[0] + self.lbfgs.n_accepted
+
+    @property
+    def pairs_rejected(self) -> int:
+        """Return the curvature pairs rejected in the whole run."""
+        return self.cleared_pairs[1] + self.lbfgs.n_rejected
 
     @property
     def hamsi(self) -> bool:
@@ -234,6 +245,7 @@ class Stepper:
         start = time.perf_counter()
         self.fallbacks += 1
         exchange.restore("good")
+        self.cleared_pairs = (self.pairs_accepted, self.pairs_rejected)
         self.lbfgs = LBFGSMemory(self.memory_size)
         self.gram[:] = 0.0
         self.have_start = False

@@ -199,6 +199,8 @@ def test_safeguard_keeps_huge_steps_finite_and_falls_back(ratings):
     objective = result.trace.column("objective")
     assert np.isfinite(objective).all() and objective[-1] < objective[0]
     assert result.fallbacks >= 1 and result.phase_times["safeguard"] > 0
+    # the pair counts are the run's, not those of the memory the last fallback left
+    assert result.pairs_accepted + result.pairs_rejected == result.n_cycles  # every cycle judged a pair
     # the fallback returns to an iterate at most JUMP_FACTOR x the best objective seen before it
     from hamsi.stepper import JUMP_FACTOR
 
