@@ -220,3 +220,18 @@ def test_real_cluster_owned_v_gives_the_in_process_iterates(dask_cluster4):
                                   shared_memory=False, owned_v=True, **options)
             assert got.owned_v and len(got.workers) == blocks and got.pairs_accepted == ref.pairs_accepted >= 2
             np.testing.assert_array_equal(got.x, ref.x)
+
+
+@pytest.mark.parametrize("flags,expected", [([], (None, None)), (["--no-shared-memory", "--owned-v"], (False, True)),
+                                            (["--shared-memory", "--no-owned-v"], (True, False))])
+def test_factorize_flags_choose_where_v_lives(flags, expected):
+    """--[no-]shared-memory and --[no-]owned-v reach DaskMatrixFactorizer (None: the engine chooses)."""
+    from cluster.cli import estimator_for
+    from hamsi.cli import build_parser
+
+    args = build_parser().parse_args(["factorize", "ratings.csv", *flags])
+    model = estimator_for(args, {})
+    assert (model.shared_memory, model.owned_v) == expected
+    model._active_client = None  # set by fit
+    options = model._engine_options()
+    assert (options["shared_memory"], options["owned_v"]) == expected
