@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from hamsi import loop
+from hamsi import kernels, loop
 from hamsi.exchange import Evaluation, Reductions
 from hamsi.optimizer import numba_threads
 from hamsi.trace import PhaseTimes, Trace
@@ -140,6 +140,9 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
     box = local_mailbox()
     if plan.snapshot:
         write_own(plan.snapshot, plan.epochs.start, states, common)
+    for holder in (*states, common):  # the L-BFGS rows in the kernels' layout (a copy only when they arrived)
+        if getattr(holder, "S", None) is not None:
+            holder.S, holder.Y = kernels.as_memory_rows(holder.S, holder.Y)
     phases = PhaseTimes()
     exchange = MailboxExchange(box, plan, me, None, phases, common.time_used)
     stepper, stop, trace = common.stepper, common.stop, Trace()

@@ -102,7 +102,7 @@ def remove_stale(directory: str = DIRECTORY) -> list[str]:
 
 
 class SharedReplica:
-    """Views into one mapped file: x, g, x_start, g_start (n), S, Y (M x n), s_new, y_new (1 x n)."""
+    """Views into one mapped file: x, g, x_start, g_start (n), S, Y (M x n, kernels.memory_rows' layout), s_new, y_new."""
 
     def __init__(self, path: str, n: int, memory: int, create: bool):
         size = nbytes(n, memory)
@@ -119,9 +119,10 @@ class SharedReplica:
         for name in VECTORS:
             setattr(self, name, flat[offset:offset + n])
             offset += n
-        for name in ROWS:
-            setattr(self, name, flat[offset:offset + memory * n].reshape(memory, n))
-            offset += memory * n
+        # S, Y side by side per entry, as kernels.memory_rows lays them out
+        rows = flat[offset:offset + 2 * memory * n].reshape(n, 2 * memory)
+        self.S, self.Y = rows[:, :memory].T, rows[:, memory:].T
+        offset += 2 * memory * n
         for name in PAIR:
             setattr(self, name, flat[offset:offset + n].reshape(1, n))
             offset += n

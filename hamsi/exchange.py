@@ -104,7 +104,7 @@ class LocalExchange:
         n, n_shards = problem.n_params, bounds.size - 1
         self.x = x
         self.g = np.zeros(n)
-        self.S, self.Y = np.zeros((memory, n)), np.zeros((memory, n))
+        self.S, self.Y = kernels.memory_rows(memory, n)
         self.x_start, self.g_start = np.zeros(n), np.zeros(n)
         self.s_new, self.y_new = np.zeros((1, n)), np.zeros((1, n))
         self._out = Reductions(pair=np.zeros((n_shards, 2 * memory + 2)), new_pair_g=np.zeros((n_shards, 2)),

@@ -340,3 +340,23 @@ def test_regularizer_sums_row_shards_in_order_and_matches_the_closed_form(rating
     assert problem.evaluate(x)[1] == 0.5 * problem.scale * (sse + penalty)
     closed_form = (problem.row_norm_weight @ (U ** 2).sum(axis=1) + problem.col_norm_weight @ (V ** 2).sum(axis=1))
     assert penalty == pytest.approx(closed_form, rel=1e-13)
+
+
+def test_lbfgs_memory_is_laid_out_entry_by_entry():
+    """kernels.memory_rows: S[j, i] and Y[j, i] of one entry side by side; as_memory_rows copies only other layouts."""
+    from hamsi import kernels
+
+    S, Y = kernels.memory_rows(3, 7)
+    assert S.shape == Y.shape == (3, 7) and S.strides == Y.strides == (8, 48)
+    assert S.base is Y.base and Y.ctypes.data - S.ctypes.data == 24  # one block, Y beside S
+    assert kernels.as_memory_rows(S, Y)[0] is S
+    plain_S, plain_Y = np.arange(21.0).reshape(3, 7), -np.arange(21.0).reshape(3, 7)
+    S2, Y2 = kernels.as_memory_rows(plain_S, plain_Y)
+    assert S2.strides == (8, 48) and np.array_equal(S2, plain_S) and np.array_equal(Y2, plain_Y)
+    # the step gives the same bits in either layout
+    rng = np.random.default_rng(0)
+    x, g, coef = rng.standard_normal(7), rng.standard_normal(7), rng.standard_normal(6)
+    a, b = x.copy(), x.copy()
+    kernels.shard_lbfgs_step(a, g, plain_S, plain_Y, coef, 0.5, 0.1)
+    kernels.shard_lbfgs_step(b, g, S2, Y2, coef, 0.5, 0.1)
+    assert np.array_equal(a, b)
