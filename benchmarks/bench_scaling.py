@@ -251,7 +251,7 @@ def vector_costs(size: int, memory: int = MEMORY) -> tuple[float, float, float, 
     """Return seconds per parameter of (W'g and norms, a pair iteration's partials, the L-BFGS step, gV assembly)."""
     rng = np.random.default_rng(0)
     x, x_start, g, g_start = (rng.standard_normal(size) for _ in range(4))
-    S, Y = rng.standard_normal((memory, size)), rng.standard_normal((memory, size))
+    S, Y = kernels.as_memory_rows(rng.standard_normal((memory, size)), rng.standard_normal((memory, size)))
     s_new, y_new = np.zeros((1, size)), np.zeros((1, size))
     pair, new_pair_g, gram = np.empty(2 * memory + 2), np.empty(2), np.empty(2 * memory + 1)
     wtg, norms, coef = np.empty(2 * memory), np.empty(2), 1e-3 * rng.standard_normal(2 * memory)
