@@ -102,6 +102,15 @@ def register(subparsers) -> None:
                              "0: run in this process")
     parser.add_argument("--threads", type=int, default=None,
                         help="threads of the in-process engine (--workers 0; default: cores)")
+    _add_dask_options(parser)
+    parser.add_argument("--columns", metavar="USER,ITEM,RATING", default=None,
+                        help="the user, item and rating columns of a CSV/Parquet input, by name")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    parser.set_defaults(run=run)
+
+
+def _add_dask_options(parser) -> None:
+    """Add the options of the Dask engine: the local cluster, an existing one, where V lives, checkpoints, TLS."""
     parser.add_argument("--threads-per-worker", type=int, default=1,
                         help="threads per Dask worker process of the local cluster (default 1)")
     parser.add_argument("--shared-memory", action=argparse.BooleanOptionalAction, default=None,
@@ -122,11 +131,6 @@ def register(subparsers) -> None:
     tls.add_argument("--tls-ca-file", metavar="PEM", default=None, help="the CA certificate the cluster trusts")
     tls.add_argument("--tls-cert", metavar="PEM", default=None, help="this client's certificate (signed by the CA)")
     tls.add_argument("--tls-key", metavar="PEM", default=None, help="its private key (if not inside --tls-cert)")
-    parser.add_argument("--columns", metavar="USER,ITEM,RATING", default=None,
-                        help="the user, item and rating columns of a CSV/Parquet input, by name")
-    parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
-    parser.set_defaults(run=run)
-
 
 def _check_args(args) -> None:
     """Raise InputError on options the estimator does not check (where to run, splits, outputs)."""
