@@ -77,6 +77,8 @@ def summed(partials: np.ndarray) -> np.ndarray:
 class Stepper:
     """The decisions of one HAMSI (method "hamsi") or mb-GD ("mbgd") run; see the module docstring."""
 
+    cleared_pairs = (0, 0)  # the default for a stepper restored from a checkpoint written before the field
+
     def __init__(self, *, method: str, n_subsets: int, n_params: int, schedule: str = "det",
                  memory: int = 5, eta: float, gamma: float, eta_gd: float, safeguard: bool,
                  random_state=None):
