@@ -6,7 +6,8 @@ Issue 23, items 3 and 4. One run prints:
 2. the points: W = 1, 2, 4, 8 worker processes, STRATA-B with B = W, V in shared memory and on the
    message path, replicated and owned: ms per inner iteration (after cycle 1; best of
    --point-repeats), the lead worker's compute / exchange / wait, the bytes all workers' links
-   wrote per inner iteration (result.worker_bytes_sent), the CPU share the HAMSI task's thread got (this machine is shared),
+   wrote per inner iteration (result.worker_bytes_sent), the CPU share the HAMSI task's thread
+   got (this machine is shared),
    and the iterates compared bitwise with the in-process engine on the same cover. Points with
    more workers than cores measure time slicing, not scaling: their bytes and rounds are checked,
    their times are marked;
@@ -131,7 +132,8 @@ def run_point(client, ratings, part, args, path=None) -> dict:
     sent = sum(result.worker_bytes_sent.values())
     cycles = len(result.trace.column("inner")) - 1  # the trace's first row is the start
     return {"ms": ms_per_inner(result.trace), "split": lead_split(result), "bytes": sent / result.nit,
-            "pair_share": result.pairs_accepted / cycles, "x": result.x, "path": path_used(result), "nit": result.nit, "load": os.getloadavg()[0],
+            "pair_share": result.pairs_accepted / cycles, "x": result.x, "path": path_used(result),
+            "nit": result.nit, "load": os.getloadavg()[0],
             "cpu_share": min(cpu.values()) / result.time}
 
 
@@ -499,8 +501,9 @@ def print_points(rows: list, constants: Constants, ratings, args) -> None:
               f"{'meaningless' if p['meaningless'] else 'valid':>11s} {r['load']:5.1f} {r['cpu_share']:5.2f}")
     per_peer = 8 * ratings.shape[1] * args.rank / 1e3
     print(f"  bytes per inner iteration (all workers): replicated (W - 1) n w 8 = (W - 1) x {per_peer:.1f} KB (every"
-          f" worker's block of gV rows to every peer) + partials; owned (2K - 1 + 3 (W - 1)) / (K + 1) x "
-          f"{per_peer:.1f} KB (cluster.work.item_rows_per_iteration) + partials; shared memory: partials only")
+          f" worker's block of gV rows to every peer) + partials; owned (2K - 1 + (1 + 2a) (W - 1)) / (K + 1) x "
+          f"{per_peer:.1f} KB (cluster.work.item_rows_per_iteration; a: the share of cycles that stored a pair) + "
+          f"partials; shared memory: partials only")
     print("  model: an idle machine (x W / cores when W > cores); at CPU: the model's work (not sliced) divided by"
           " the CPU share the run's least served HAMSI thread got (column CPU), i.e. the model on the core time"
           " the run really had")

@@ -25,6 +25,8 @@ import os
 
 import numpy as np
 
+from hamsi.kernels import memory_rows
+
 DIRECTORY = "/dev/shm"
 VECTORS = ("x", "g", "x_start", "g_start")
 ROWS = ("S", "Y")
@@ -119,9 +121,7 @@ class SharedReplica:
         for name in VECTORS:
             setattr(self, name, flat[offset:offset + n])
             offset += n
-        # S, Y side by side per entry, as kernels.memory_rows lays them out
-        rows = flat[offset:offset + 2 * memory * n].reshape(n, 2 * memory)
-        self.S, self.Y = rows[:, :memory].T, rows[:, memory:].T
+        self.S, self.Y = memory_rows(memory, n, flat[offset:offset + 2 * memory * n])
         offset += 2 * memory * n
         for name in PAIR:
             setattr(self, name, flat[offset:offset + n].reshape(1, n))

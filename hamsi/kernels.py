@@ -222,15 +222,17 @@ def regularizer_in_order(row_partials, V, col_weights):
 # ---------------------------------------------------------------- per-shard vector algebra
 
 
-def memory_rows(memory: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Return zeroed (S, Y), each memory x n, as views of one n x 2M array (an entry's 2M values side by side).
+def memory_rows(memory: int, n: int, buffer: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Return (S, Y), each memory x n, as views of one n x 2M array (an entry's 2M values side by side).
+
+    buffer: 2M n float64 values to lay them in (e.g. a shared mapping); default a new zeroed array.
 
     The L-BFGS memory's layout in both engines. The vector kernels read S[j, i] and Y[j, i] for
     every j at each entry i: one contiguous stream instead of 2M rows. With 2M separate rows the
     step took 10-13 ns per parameter instead of 3.4 on this machine's VM for some row spacings
     (cluster/README.md); side by side it takes 2.6-4.1 ns at every size, with the same bits.
     """
-    block = np.zeros((n, 2 * memory))
+    block = np.zeros((n, 2 * memory)) if buffer is None else buffer.reshape(n, 2 * memory)
     return block[:, :memory].T, block[:, memory:].T
 
 
