@@ -26,8 +26,13 @@ import numpy as np
 SVD_BEST = dict(n_factors=100, reg_all=0.1, lr_all=0.01, n_epochs=60)
 ALS_BEST = dict(rank=50, regParam=0.1, maxIter=20)
 # 3 x 3 x 2 x 4 = 72 points around the best one (its grid's values were not given)
-SVD_GRID = [dict(n_factors=f, reg_all=r, lr_all=lr, n_epochs=e) for f in (10, 50, 100) for r in (0.02, 0.05, 0.1)
-            for lr in (0.005, 0.01) for e in (20, 40, 60, 80)]
+SVD_GRID = [
+    dict(n_factors=f, reg_all=r, lr_all=lr, n_epochs=e)
+    for f in (10, 50, 100)
+    for r in (0.02, 0.05, 0.1)
+    for lr in (0.005, 0.01)
+    for e in (20, 40, 60, 80)
+]
 
 
 def rmse(predictions, values) -> float:
@@ -40,7 +45,9 @@ def surprise_svd(train, test, seed: int, **params) -> dict:
     from surprise import SVD, Dataset, Reader
 
     low, high = float(train[:, 2].min()), float(train[:, 2].max())
-    frame = pd.DataFrame({"u": train[:, 0].astype(np.int64), "i": train[:, 1].astype(np.int64), "r": train[:, 2]})
+    frame = pd.DataFrame(
+        {"u": train[:, 0].astype(np.int64), "i": train[:, 1].astype(np.int64), "r": train[:, 2]}
+    )
     trainset = Dataset.load_from_df(frame, Reader(rating_scale=(low, high))).build_full_trainset()
     started = time.perf_counter()
     algorithm = SVD(random_state=seed, **params).fit(trainset)
@@ -59,21 +66,31 @@ def spark_als(train, test, seed: int) -> dict:
     from pyspark.sql import SparkSession
 
     os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"  # loopback only, whatever the host's interfaces
-    spark = (SparkSession.builder.master("local[2]").config("spark.driver.host", "127.0.0.1")
-             .config("spark.driver.bindAddress", "127.0.0.1").config("spark.ui.enabled", "false")
-             .config("spark.ui.showConsoleProgress", "false").config("spark.driver.memory", "4g").getOrCreate())
+    spark = (
+        SparkSession.builder.master("local[2]")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "4g")
+        .getOrCreate()
+    )
     spark.sparkContext.setLogLevel("ERROR")
     checkpoints = tempfile.mkdtemp(prefix="als-checkpoints-")
     # ALS's lineage over 20 iterations overflows the JVM stack unless it is cut by checkpoints
     spark.sparkContext.setCheckpointDir(checkpoints)
     try:
+
         def frame(rows):
-            return spark.createDataFrame([(int(u), int(i), float(r)) for u, i, r in rows], ["u", "i", "r"])
+            return spark.createDataFrame(
+                [(int(u), int(i), float(r)) for u, i, r in rows], ["u", "i", "r"]
+            )
 
         train_frame, test_frame = frame(train), frame(test)
         started = time.perf_counter()
-        model = ALS(userCol="u", itemCol="i", ratingCol="r", coldStartStrategy="nan", seed=seed,
-                    **ALS_BEST).fit(train_frame)
+        model = ALS(
+            userCol="u", itemCol="i", ratingCol="r", coldStartStrategy="nan", seed=seed, **ALS_BEST
+        ).fit(train_frame)
         seconds = time.perf_counter() - started
         scored = model.transform(test_frame).select("u", "i", "r", "prediction").toPandas()
     finally:
@@ -95,8 +112,9 @@ def main(directory: str, seed: int, grid: bool = False) -> None:
         if grid:
             points = [surprise_svd(train, test, seed, **params) for params in SVD_GRID]
             best = min(range(len(points)), key=lambda k: points[k]["rmse"])
-            out["Surprise SVD best of 72 on test"] = dict(points[best], params=SVD_GRID[best],
-                                                          seconds=sum(p["seconds"] for p in points))
+            out["Surprise SVD best of 72 on test"] = dict(
+                points[best], params=SVD_GRID[best], seconds=sum(p["seconds"] for p in points)
+            )
     except ImportError as exc:
         out["Surprise SVD"] = {"skipped": f"scikit-surprise not importable ({exc})"}
     try:
@@ -107,4 +125,8 @@ def main(directory: str, seed: int, grid: bool = False) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0, len(sys.argv) > 3 and sys.argv[3] == "grid")
+    main(
+        sys.argv[1],
+        int(sys.argv[2]) if len(sys.argv) > 2 else 0,
+        len(sys.argv) > 3 and sys.argv[3] == "grid",
+    )

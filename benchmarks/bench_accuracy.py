@@ -43,12 +43,24 @@ from hamsi.optimizer import minimize_hamsi
 from hamsi.problems import MatrixFactorization
 
 # Issue 20's figures on the real files (random 80/20 split, 2 shared cores): second set = long-tail-like's model.
-REAL = {"ml-100k-like": {"biases (unregularized)": 0.944, "Surprise SVD defaults": 0.939,
-                         "Surprise SVD best of 72": 0.911, "Spark ALS best of 26": 0.921,
-                         "hamsi by hand": 0.912, "goal": 0.905},
-        "long-tail-like": {"biases (unregularized)": 0.902, "Surprise SVD defaults": 0.895,
-                           "Surprise SVD best of 72": 0.871, "Spark ALS best of 26": 0.915,
-                           "hamsi by hand": 0.876, "goal": 0.865}}
+REAL = {
+    "ml-100k-like": {
+        "biases (unregularized)": 0.944,
+        "Surprise SVD defaults": 0.939,
+        "Surprise SVD best of 72": 0.911,
+        "Spark ALS best of 26": 0.921,
+        "hamsi by hand": 0.912,
+        "goal": 0.905,
+    },
+    "long-tail-like": {
+        "biases (unregularized)": 0.902,
+        "Surprise SVD defaults": 0.895,
+        "Surprise SVD best of 72": 0.871,
+        "Spark ALS best of 26": 0.915,
+        "hamsi by hand": 0.876,
+        "goal": 0.865,
+    },
+}
 BASELINE_REG_USERS = 15.0
 BASELINE_REG_ITEMS = 10.0
 
@@ -58,13 +70,23 @@ def parse_args(argv=None):
     parser.add_argument("--full", action="store_true", help="more seeds and the full sweep")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--skip-sweep", action="store_true")
-    parser.add_argument("--surprise-grid", action="store_true",
-                        help="also Surprise SVD's best of a 72-point grid, chosen on the test split (slow)")
-    parser.add_argument("--anchor-python", default=os.environ.get("HAMSI_ANCHOR_PYTHON"),
-                        help="python with scikit-surprise and pyspark, for the anchors (default $HAMSI_ANCHOR_PYTHON)")
+    parser.add_argument(
+        "--surprise-grid",
+        action="store_true",
+        help="also Surprise SVD's best of a 72-point grid, chosen on the test split (slow)",
+    )
+    parser.add_argument(
+        "--anchor-python",
+        default=os.environ.get("HAMSI_ANCHOR_PYTHON"),
+        help="python with scikit-surprise and pyspark, for the anchors (default $HAMSI_ANCHOR_PYTHON)",
+    )
     parser.add_argument("--presets", default="ml-100k-like,long-tail-like,ml-1m-like")
-    parser.add_argument("--fit-max-time", type=float, default=None,
-                        help="max_time of the hamsi defaults' fit (default none; ml-1m-like gets 120)")
+    parser.add_argument(
+        "--fit-max-time",
+        type=float,
+        default=None,
+        help="max_time of the hamsi defaults' fit (default none; ml-1m-like gets 120)",
+    )
     return parser.parse_args(argv)
 
 
@@ -81,27 +103,50 @@ def bias_baseline(train, test, iterations: int = 10) -> float:
     user_bias = np.zeros(m)
     item_bias = np.zeros(n)
     for _ in range(iterations):
-        item_bias = (np.bincount(train.cols, train.values - mu - user_bias[train.rows], minlength=n)
-                     / (BASELINE_REG_ITEMS + item_counts))
-        user_bias = (np.bincount(train.rows, train.values - mu - item_bias[train.cols], minlength=m)
-                     / (BASELINE_REG_USERS + user_counts))
+        item_bias = np.bincount(
+            train.cols, train.values - mu - user_bias[train.rows], minlength=n
+        ) / (BASELINE_REG_ITEMS + item_counts)
+        user_bias = np.bincount(
+            train.rows, train.values - mu - item_bias[train.cols], minlength=m
+        ) / (BASELINE_REG_USERS + user_counts)
     return rmse(mu + user_bias[test.rows] + item_bias[test.cols], test.values)
 
 
-def fit_defaults(train, test, rank, *, max_time, threads, safeguard=True, early_stop=False,
-                 reg=None, reg_weighting="uniform", seed=0):
+def fit_defaults(
+    train,
+    test,
+    rank,
+    *,
+    max_time,
+    threads,
+    safeguard=True,
+    early_stop=False,
+    reg=None,
+    reg_weighting="uniform",
+    seed=0,
+):
     """Return (test RMSE, result) of HAMSI with the defaults, fitted on train (minus validation)."""
     fit_on, validation = train, None
     if early_stop:
         params = choose_hyperparameters(train, rank)
         fit_on, validation = train.split(params["validation_fraction"], seed=seed)
     cover = partition.make("strata-b", fit_on, blocks=threads, seed=seed)
-    params = choose_hyperparameters(fit_on, rank, subsets=len(cover.subsets), reg=reg,
-                                    reg_weighting=reg_weighting)
+    params = choose_hyperparameters(
+        fit_on, rank, subsets=len(cover.subsets), reg=reg, reg_weighting=reg_weighting
+    )
     problem = MatrixFactorization(fit_on, rank, **problem_options(params))
-    result = minimize_hamsi(problem, cover, random_state=seed, max_epochs=None, max_time=max_time,
-                            heldout=validation, patience=params["patience"] if early_stop else None,
-                            threads=threads, safeguard=safeguard, **optimizer_options(params))
+    result = minimize_hamsi(
+        problem,
+        cover,
+        random_state=seed,
+        max_epochs=None,
+        max_time=max_time,
+        heldout=validation,
+        patience=params["patience"] if early_stop else None,
+        threads=threads,
+        safeguard=safeguard,
+        **optimizer_options(params),
+    )
     return problem.heldout_error(result.x, test), result
 
 
@@ -114,17 +159,29 @@ def describe(value, result) -> str:
 def anchors(args, train, test, seed: int) -> dict:
     """Return the anchors' {name: {"rmse", "seconds"} or {"skipped"}} on this split (accuracy_anchors.py)."""
     if not args.anchor_python:
-        return {"Surprise / Spark": {"skipped": "no --anchor-python (a venv with scikit-surprise, pyspark)"}}
+        return {
+            "Surprise / Spark": {
+                "skipped": "no --anchor-python (a venv with scikit-surprise, pyspark)"
+            }
+        }
     with tempfile.TemporaryDirectory() as directory:
         for name, part in (("train", train), ("test", test)):
             users, items = part.user_ids[part.rows], part.item_ids[part.cols]
-            np.save(os.path.join(directory, f"{name}.npy"),
-                    np.column_stack([users, items, part.values]).astype(np.float64))
+            np.save(
+                os.path.join(directory, f"{name}.npy"),
+                np.column_stack([users, items, part.values]).astype(np.float64),
+            )
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "accuracy_anchors.py")
-        command = [args.anchor_python, script, directory, str(seed)] + (["grid"] if args.surprise_grid else [])
+        command = [args.anchor_python, script, directory, str(seed)] + (
+            ["grid"] if args.surprise_grid else []
+        )
         done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
-        return {"Surprise / Spark": {"skipped": f"accuracy_anchors.py failed: {done.stderr.strip()[-300:]}"}}
+        return {
+            "Surprise / Spark": {
+                "skipped": f"accuracy_anchors.py failed: {done.stderr.strip()[-300:]}"
+            }
+        }
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -138,20 +195,32 @@ def fit_auto(train, test, seed: int, max_time):
 
 def fit_fixed(train, test, seed: int) -> float:
     """Return the test RMSE of the defaults before issue 20: rank 10, uniform reg 7 sd, 100 cycles."""
-    model = MatrixFactorizer(rank=10, reg=REG_PER_SD * float(train.values.std()), reg_weighting="uniform",
-                             random_state=seed).fit(train)
+    model = MatrixFactorizer(
+        rank=10,
+        reg=REG_PER_SD * float(train.values.std()),
+        reg_weighting="uniform",
+        random_state=seed,
+    ).fit(train)
     return model.rmse(test)
 
 
 def accuracy_table(args) -> None:
     full = args.full
-    seeds = {"ml-100k-like": (0, 1, 2, 3, 4) if full else (0, 1, 2),
-             "long-tail-like": (0, 1, 2, 3, 4) if full else (0, 1, 2),
-             "ml-1m-like": (0, 1) if full else (0,)}
+    seeds = {
+        "ml-100k-like": (0, 1, 2, 3, 4) if full else (0, 1, 2),
+        "long-tail-like": (0, 1, 2, 3, 4) if full else (0, 1, 2),
+        "ml-1m-like": (0, 1) if full else (0,),
+    }
     for preset in args.presets.split(","):
-        print(f"\n{preset}, random 80/20 split per seed" + (
-            "; real file (issue 20): " + ", ".join(f"{k} {v:.3f}" for k, v in REAL[preset].items())
-            if preset in REAL else ""))
+        print(
+            f"\n{preset}, random 80/20 split per seed"
+            + (
+                "; real file (issue 20): "
+                + ", ".join(f"{k} {v:.3f}" for k, v in REAL[preset].items())
+                if preset in REAL
+                else ""
+            )
+        )
         max_time = args.fit_max_time or (120.0 if preset == "ml-1m-like" else None)
         collected = {}
         for seed in seeds[preset]:
@@ -162,7 +231,9 @@ def accuracy_table(args) -> None:
             row["fixed (before)"] = fit_fixed(train, test, seed)
             for name, outcome in anchors(args, train, test, seed).items():
                 if "params" in outcome:
-                    print(f"  {name}: {outcome['params']} ({outcome['seconds']:.0f} s for the grid)")
+                    print(
+                        f"  {name}: {outcome['params']} ({outcome['seconds']:.0f} s for the grid)"
+                    )
                 if "skipped" in outcome:
                     if seed == seeds[preset][0]:
                         print(f"  {name}: skipped ({outcome['skipped']})")
@@ -170,10 +241,16 @@ def accuracy_table(args) -> None:
                     row[name] = outcome.get("rmse", math.nan)
             for name, value in row.items():
                 collected.setdefault(name, []).append(value)
-            chosen = (f"rank {model.rank_} {model.reg_weighting_} reg {model.reg_:.3g} damping {model.reg_damping_:g}, "
-                      f"{model.result_.n_cycles} cycles; fit {wall:.1f} s wall (trials {searched:.1f} s)")
-            print(f"  seed {seed}: " + "  ".join(f"{k} {v:.4f}" for k, v in row.items())
-                  + f"  | {chosen}  load {os.getloadavg()[0]:.1f}", flush=True)
+            chosen = (
+                f"rank {model.rank_} {model.reg_weighting_} reg {model.reg_:.3g} damping {model.reg_damping_:g}, "
+                f"{model.result_.n_cycles} cycles; fit {wall:.1f} s wall (trials {searched:.1f} s)"
+            )
+            print(
+                f"  seed {seed}: "
+                + "  ".join(f"{k} {v:.4f}" for k, v in row.items())
+                + f"  | {chosen}  load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
         print("  mean:   " + "  ".join(f"{k} {np.nanmean(v):.4f}" for k, v in collected.items()))
 
 
@@ -185,15 +262,24 @@ def divergence_sweep(args) -> None:
     ratings = make_ratings("ml-100k-like", seed=0)
     train, test = ratings.split(0.2, seed=0)
     for weighting in weightings:
-        print(f"\ndivergence sweep, ml-100k-like seed 0, defaults with the given reg ({weighting} "
-              f"penalty), {seconds:g} s each: test RMSE or 'diverged'")
+        print(
+            f"\ndivergence sweep, ml-100k-like seed 0, defaults with the given reg ({weighting} "
+            f"penalty), {seconds:g} s each: test RMSE or 'diverged'"
+        )
         print(f"{'rank':>6s}" + "".join(f"{'reg ' + format(r, 'g'):>14s}" for r in regs))
         diverged = 0
         for rank in ranks:
             cells = []
             for reg in regs:
-                value, result = fit_defaults(train, test, rank, max_time=seconds, threads=args.threads,
-                                             reg=reg, reg_weighting=weighting)
+                value, result = fit_defaults(
+                    train,
+                    test,
+                    rank,
+                    max_time=seconds,
+                    threads=args.threads,
+                    reg=reg,
+                    reg_weighting=weighting,
+                )
                 bad = result.reason == "diverged" or not math.isfinite(value)
                 diverged += bad
                 cells.append("diverged" if bad else f"{value:.4f}")

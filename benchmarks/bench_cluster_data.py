@@ -50,9 +50,14 @@ def write_parquet_directory(preset: str, files: int, directory: str, seed: int =
     order = np.random.default_rng(seed).permutation(ratings.nnz)
     cuts = np.linspace(0, ratings.nnz, files + 1).astype(np.int64)
     for f in range(files):
-        take = order[cuts[f]:cuts[f + 1]]
-        table = pa.table({"user": ratings.user_ids[ratings.rows[take]], "item": ratings.item_ids[ratings.cols[take]],
-                          "rating": ratings.values[take]})
+        take = order[cuts[f] : cuts[f + 1]]
+        table = pa.table(
+            {
+                "user": ratings.user_ids[ratings.rows[take]],
+                "item": ratings.item_ids[ratings.cols[take]],
+                "rating": ratings.values[take],
+            }
+        )
         pq.write_table(table, os.path.join(directory, f"part-{f:03d}.parquet"))
     return {"ratings": ratings.nnz, "users": ratings.shape[0], "items": ratings.shape[1]}
 
@@ -113,19 +118,38 @@ def measure(path: str, directory: str, options: dict, out: str) -> None:
         idle = {name: psutil.Process(pid).memory_info().rss for name, pid in pids.items()}
         imports = {name: idle[name] - warm[name] for name in idle}
         first = []
-        fit = dict(rank=options["rank"], biases=True, reg=1.0, random_state=0, max_epochs=options["epochs"],
-                   chunk_epochs=1, quiet=True, callback=lambda row: first or first.append(time.perf_counter()))
+        fit = dict(
+            rank=options["rank"],
+            biases=True,
+            reg=1.0,
+            random_state=0,
+            max_epochs=options["epochs"],
+            chunk_epochs=1,
+            quiet=True,
+            callback=lambda row: first or first.append(time.perf_counter()),
+        )
         with RssSampler(pids) as sampler:
             start = time.perf_counter()
             if path == "workers":
                 workers = list(pids)[:2]
-                data = WorkerRatings(client, dd.read_parquet(directory), scheme="strata-b", n_blocks=2,
-                                     workers=workers)
+                data = WorkerRatings(
+                    client,
+                    dd.read_parquet(directory),
+                    scheme="strata-b",
+                    n_blocks=2,
+                    workers=workers,
+                )
                 routing = dict(sampler.peak)
-                result = minimize_hamsi(data.problem(fit.pop("rank"), reg=fit.pop("reg"), biases=fit.pop("biases")),
-                                        data.cover, client=client, **fit)
-                shard_ratings = {a: sum(s for p, s in enumerate(data.sizes) if result.shard_owner[p] == a)
-                                 for a in workers}
+                result = minimize_hamsi(
+                    data.problem(fit.pop("rank"), reg=fit.pop("reg"), biases=fit.pop("biases")),
+                    data.cover,
+                    client=client,
+                    **fit,
+                )
+                shard_ratings = {
+                    a: sum(s for p, s in enumerate(data.sizes) if result.shard_owner[p] == a)
+                    for a in workers
+                }
             else:
                 routing = None
                 import pandas as pd
@@ -134,22 +158,52 @@ def measure(path: str, directory: str, options: dict, out: str) -> None:
 
                 ratings = load_ratings(pd.read_parquet(directory))
                 result = fit_distributed(ratings, client=client, **fit)
-                sizes = np.bincount(np.searchsorted(result.shard_bounds[:3] // (options["rank"] + 1),
-                                                    ratings.rows, side="right") - 1, minlength=2)
+                sizes = np.bincount(
+                    np.searchsorted(
+                        result.shard_bounds[:3] // (options["rank"] + 1), ratings.rows, side="right"
+                    )
+                    - 1,
+                    minlength=2,
+                )
                 shard_ratings = {a: int(sizes[p]) for p, a in result.shard_owner.items()}
     np.save(out + ".npy", result.x)
     with open(out, "w") as handle:
-        json.dump({"path": path, "idle": idle, "imports": imports, "peak": dict(sampler.peak), "routing": routing,
-                   "shard_ratings": shard_ratings,
-                   "first_cycle": first[0] - start, "ms_inner": float(ms_per_inner(result.trace)),
-                   "shared_memory": bool(result.shared_memory)}, handle)
+        json.dump(
+            {
+                "path": path,
+                "idle": idle,
+                "imports": imports,
+                "peak": dict(sampler.peak),
+                "routing": routing,
+                "shard_ratings": shard_ratings,
+                "first_cycle": first[0] - start,
+                "ms_inner": float(ms_per_inner(result.trace)),
+                "shared_memory": bool(result.shared_memory),
+            },
+            handle,
+        )
 
 
 def run(path: str, directory: str, options: dict) -> dict:
     """Return the figures of `measure` run in a fresh process (its RSS is its own)."""
     out = os.path.join(os.path.dirname(directory), f"figures-{path}.json")
-    subprocess.run([sys.executable, os.path.abspath(__file__), "--measure", path, "--data", directory,
-                    "--rank", str(options["rank"]), "--epochs", str(options["epochs"]), "--figures", out], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--measure",
+            path,
+            "--data",
+            directory,
+            "--rank",
+            str(options["rank"]),
+            "--epochs",
+            str(options["epochs"]),
+            "--figures",
+            out,
+        ],
+        check=True,
+    )
     with open(out) as handle:
         figures = json.load(handle)
     figures["x"] = np.load(out + ".npy")
@@ -160,17 +214,26 @@ def report(figures: dict, sizes: dict) -> list:
     """Return the printed lines of one path's figures."""
     client = figures["peak"]["client"] - figures["idle"]["client"]
     goal = CLIENT_BASE + CLIENT_PER_ID * (sizes["users"] + sizes["items"])
-    lines = [f"  client peak above idle: {client / 2**20:8.1f} MiB (goal {goal / 2**20:.1f} MiB: "
-             f"{'met' if client <= goal else 'NOT met'})"]
+    lines = [
+        f"  client peak above idle: {client / 2**20:8.1f} MiB (goal {goal / 2**20:.1f} MiB: "
+        f"{'met' if client <= goal else 'NOT met'})"
+    ]
     for worker, count in figures["shard_ratings"].items():
         peak, idle = figures["peak"][worker], figures["idle"][worker]
-        lines.append(f"  worker {worker}: {count} ratings, peak {peak / 2**20:.0f} MiB = {peak / count:.1f} B/rating; "
-                     f"above idle {(peak - idle) / count:.1f} B/rating (goal {WORKER_PER_RATING})"
-                     + (f", until the shards are built {(figures['routing'][worker] - idle) / count:.1f} B/rating"
-                        if figures["routing"] else "")
-                     + f"; readers' imports {figures['imports'][worker] / 2**20:.0f} MiB (in idle)")
-    lines.append(f"  fit -> end of first cycle {figures['first_cycle']:.2f} s, {figures['ms_inner']:.2f} ms per "
-                 f"inner iteration (V in shared memory: {figures['shared_memory']})")
+        lines.append(
+            f"  worker {worker}: {count} ratings, peak {peak / 2**20:.0f} MiB = {peak / count:.1f} B/rating; "
+            f"above idle {(peak - idle) / count:.1f} B/rating (goal {WORKER_PER_RATING})"
+            + (
+                f", until the shards are built {(figures['routing'][worker] - idle) / count:.1f} B/rating"
+                if figures["routing"]
+                else ""
+            )
+            + f"; readers' imports {figures['imports'][worker] / 2**20:.0f} MiB (in idle)"
+        )
+    lines.append(
+        f"  fit -> end of first cycle {figures['first_cycle']:.2f} s, {figures['ms_inner']:.2f} ms per "
+        f"inner iteration (V in shared memory: {figures['shared_memory']})"
+    )
     return lines
 
 
@@ -193,12 +256,16 @@ def main(argv=None) -> int:
     os.mkdir(directory)
     try:
         sizes = write_parquet_directory(args.preset, args.files, directory)
-        print(f"{args.preset}: {sizes['ratings']} ratings, {sizes['users']} users, {sizes['items']} items, "
-              f"{args.files} Parquet files; rank {args.rank}, STRATA-B on 2 workers; load {os.getloadavg()}",
-              flush=True)
+        print(
+            f"{args.preset}: {sizes['ratings']} ratings, {sizes['users']} users, {sizes['items']} items, "
+            f"{args.files} Parquet files; rank {args.rank}, STRATA-B on 2 workers; load {os.getloadavg()}",
+            flush=True,
+        )
         figures = {path: run(path, directory, options) for path in ("workers", "client")}
-        for path, title in (("workers", "read on the workers (dd.read_parquet)"),
-                            ("client", "through the client (pandas + load_ratings + scatter)")):
+        for path, title in (
+            ("workers", "read on the workers (dd.read_parquet)"),
+            ("client", "through the client (pandas + load_ratings + scatter)"),
+        ):
             print(title)
             print("\n".join(report(figures[path], sizes)))
         same = np.array_equal(figures["workers"]["x"], figures["client"]["x"])

@@ -43,8 +43,12 @@ print(json.dumps({"seconds": seconds, "peak_mib": peak_kib / 1024, "ratings": co
 
 def run_case(action: str, preset: str, path: str) -> dict:
     """Return {"seconds", "peak_mib", "ratings"} measured in a fresh interpreter."""
-    done = subprocess.run([sys.executable, "-c", CASE_SCRIPT, action, preset, path],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", CASE_SCRIPT, action, preset, path],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(done.stdout)
 
 
@@ -65,9 +69,16 @@ def main() -> int:
             for action, path, suffix in cases:
                 result = run_case(action, preset, path)
                 label = action if action == "generate" else f"{action} {suffix}"
-                size = f" ({Path(path).stat().st_size / 2**20:.0f} MiB file)" if action == "load" else ""
-                print(f"{preset:<12} {label:<22} {result['ratings']:>12,} {result['seconds']:>9.2f} "
-                      f"{result['peak_mib']:>9.0f}{size}", flush=True)
+                size = (
+                    f" ({Path(path).stat().st_size / 2**20:.0f} MiB file)"
+                    if action == "load"
+                    else ""
+                )
+                print(
+                    f"{preset:<12} {label:<22} {result['ratings']:>12,} {result['seconds']:>9.2f} "
+                    f"{result['peak_mib']:>9.0f}{size}",
+                    flush=True,
+                )
     return 0
 
 

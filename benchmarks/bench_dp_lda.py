@@ -45,16 +45,26 @@ def main():
         centred = Z[tr] - np.array(means)[y_all[tr]]
         grid = np.geomspace(1e-6, 1.0, 13)
         for eps in errors:
-            noisy = dp.private_covariance(centred, eps, args.delta, mechanism="gaussian", clip=1.0,
-                                          random_state=np.random.default_rng([rep, int(10 * (eps or 0))]))
+            noisy = dp.private_covariance(
+                centred,
+                eps,
+                args.delta,
+                mechanism="gaussian",
+                clip=1.0,
+                random_state=np.random.default_rng([rep, int(10 * (eps or 0))]),
+            )
             precisions = [dp.ridge_precision(noisy.covariance, a) for a in grid]
             best = min(precisions, key=lambda P: lda_error(P, means, Z[va], y_all[va]))
             errors[eps].append(lda_error(best, means, Z[te], y_all[te]))
-    print(f"LDA on breast cancer (n_train={args.train}, p={p}, {args.reps} splits, Gaussian noise, delta={args.delta})")
+    print(
+        f"LDA on breast cancer (n_train={args.train}, p={p}, {args.reps} splits, Gaussian noise, delta={args.delta})"
+    )
     print(f"{'epsilon':>12}{'test error':>12}{'(s.e.)':>10}")
     for eps, errs in errors.items():
         label = "non-private" if eps is None else f"{eps:g}"
-        print(f"{label:>12}{np.mean(errs):>12.3f}{np.std(errs, ddof=1) / np.sqrt(len(errs)):>10.3f}")
+        print(
+            f"{label:>12}{np.mean(errs):>12.3f}{np.std(errs, ddof=1) / np.sqrt(len(errs)):>10.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -42,27 +42,36 @@ import numpy as np
 
 C, R, LAMBDA, DELTA = 2.0, 2.0, 0.01, 1e-5
 SMOOTHING_BETAS = (0.1, 0.3, 1.0)
-LITERAL = "thesis-literal-gdws"  # Alg. 4 written out, L from the data as the thesis does (not private)
+LITERAL = (
+    "thesis-literal-gdws"  # Alg. 4 written out, L from the data as the thesis does (not private)
+)
 OURS_DET, OURS_STOCH = ("dp-gdws", "dp-mag"), ("dp-sgdws", "dp-smag")
 DETERMINISTIC = ("dp-gdws", "dp-mag", "dp-gd", "dp-hb", "dp-nag", "m-asg", "m-asg*")
 STOCHASTIC = ("dp-sgdws", "dp-smag", "dp-gd", "dp-hb", "dp-nag", "m-asg", "m-asg*")
-GAUSSIAN = ("dp-gdws-gauss", "dp-mag-gauss", "dp-sgdws-gauss", "dp-smag-gauss", "dp-onlinegdws-gauss", "dp-sgd")
+GAUSSIAN = (
+    "dp-gdws-gauss",
+    "dp-mag-gauss",
+    "dp-sgdws-gauss",
+    "dp-smag-gauss",
+    "dp-onlinegdws-gauss",
+    "dp-sgd",
+)
 THESIS = {
     "beta": "Figs. 4.2/4.3: smaller beta gives lower f - f* at every epsilon; best near beta = 0.1; "
-            "beta = 1 (DP-GD with the noise-aware step) is beaten by smoothing",
+    "beta = 1 (DP-GD with the noise-aware step) is beaten by smoothing",
     "mag": "Figs. 4.4/4.5: DP-MAG performs much better than M-ASG and M-ASG* (1e3 and 1e4 iterations)",
     "deterministic": "Figs. 4.6/4.7: DP-GDwS (beta 0.1) and DP-MAG beat DP-GD, DP-NAG, DP-HB, M-ASG, "
-                     "M-ASG* at every epsilon and on every data set",
+    "M-ASG* at every epsilon and on every data set",
     "stochastic-beta": "Figs. 4.8-4.12: for DP-SGDwS, smoothing (beta < 1) beats beta = 1 at sample sizes "
-                       "1, 10, 100, 1000, especially at small epsilon",
+    "1, 10, 100, 1000, especially at small epsilon",
     "online": "Fig. 4.13: DP-onlineGDwS (bucket 10): smoothing helps in the online setting as well",
     "smag": "Figs. 4.14/4.15: DP-SMAG beats stochastic M-ASG and M-ASG* (epsilon = 1, all sample sizes)",
     "stochastic": "Figs. 4.16-4.20: DP-SGDwS and DP-SMAG beat SGD, SNAG, SHB, stocMASG, stocMASG* for "
-                  "every sample size, epsilon and data set",
+    "every sample size, epsilon and data set",
     "smoothing": "Figs. 4.2/4.3 (and our README's former 'beta = 0.3 wins narrowly at eps = 1', from 2 reps): "
-                 "DP-GDwS with beta ~ 0.1 beats beta = 1 (10 repetitions, eps = 1)",
+    "DP-GDwS with beta ~ 0.1 beats beta = 1 (10 repetitions, eps = 1)",
     "real": "Figs. 4.21-4.24 (MNIST; here digits and breast cancer): DP-SMAG is best; DP-SGDwS is "
-            "mostly second; smoothing beats SGD, NAG and HB everywhere",
+    "mostly second; smoothing beats SGD, NAG and HB everywhere",
 }
 
 
@@ -105,7 +114,9 @@ def load(data: str, rep: int, n: int, d: int):
             raw = load_breast_cancer()
             features = (raw.data - raw.data.mean(0)) / raw.data.std(0)
             labels = np.where(raw.target == 1, 1.0, -1.0)
-        X, X_test, y, y_test = train_test_split(features, labels, test_size=0.3, random_state=0, stratify=labels)
+        X, X_test, y, y_test = train_test_split(
+            features, labels, test_size=0.3, random_state=0, stratify=labels
+        )
     _, f_star = make_problem("logistic", X, y, LAMBDA, C, 2, data_norm=R).solve()
     return X, y, X_test, y_test, f_star
 
@@ -121,13 +132,31 @@ def run_task(task: Task, n: int, d: int, points: int) -> dict:
     if task.method == LITERAL:
         res = thesis_literal_gdws(X, y, task.epsilon, task.beta, task.n_iter, seed, every)
     else:
-        res = minimize_private(X, y, task.method, epsilon=task.epsilon, delta=task.delta, n_iter=task.n_iter,
-                               beta=task.beta, batch_size=task.batch, clip=C, data_norm=R, reg=LAMBDA,
-                               random_state=seed, history_every=every)
+        res = minimize_private(
+            X,
+            y,
+            task.method,
+            epsilon=task.epsilon,
+            delta=task.delta,
+            n_iter=task.n_iter,
+            beta=task.beta,
+            batch_size=task.batch,
+            clip=C,
+            data_norm=R,
+            reg=LAMBDA,
+            random_state=seed,
+            history_every=every,
+        )
     accuracy = float(np.mean(np.where(X_test @ res.x > 0, 1.0, -1.0) == y_test))
     gap = res.nonprivate_history - f_star
-    return {"gap": float(gap[-1]) if res.success else float("inf"), "accuracy": accuracy, "curve": gap,
-            "every": every, "status": res.status, "cpu": time.process_time() - cpu}
+    return {
+        "gap": float(gap[-1]) if res.success else float("inf"),
+        "accuracy": accuracy,
+        "curve": gap,
+        "every": every,
+        "status": res.status,
+        "cpu": time.process_time() - cpu,
+    }
 
 
 def thesis_literal_gdws(X, y, epsilon, beta, T, seed, every):
@@ -153,11 +182,15 @@ def thesis_literal_gdws(X, y, epsilon, beta, T, seed, every):
     alpha = min(0.25 / np.sqrt(spread * (T + 1)), 1 / (beta * lipschitz))
     x, smoothed, history = np.zeros(d), np.zeros(d), [problem.objective(np.zeros(d))]
     for t in range(T):
-        smoothed = (1 - beta) * smoothed + stream.release(t, beta * problem.clipped_gradient(x, slice(None)))
+        smoothed = (1 - beta) * smoothed + stream.release(
+            t, beta * problem.clipped_gradient(x, slice(None))
+        )
         x = x - alpha * smoothed
         if (t + 1) % every == 0 or t + 1 == T:
             history.append(problem.objective(x))
-    return SimpleNamespace(x=x, nonprivate_history=np.array(history), status="completed", success=True)
+    return SimpleNamespace(
+        x=x, nonprivate_history=np.array(history), status="completed", success=True
+    )
 
 
 # --- the sections: which runs, and what to print ------------------------------------------------
@@ -167,39 +200,91 @@ def sections(a) -> dict[str, list[Task]]:
     """Return the tasks of every section for the settings `a`."""
     T, reps, syn = a.n_iter, range(a.reps), "synthetic"
     s = {}
-    s["beta"] = [Task(syn, "dp-gdws", e, b, None, T, r) for e in a.eps for b in a.betas for r in reps]
-    s["mag"] = [Task(syn, m, e, 0.1, None, t, r) for m in ("dp-mag", "m-asg", "m-asg*") for e in a.eps
-                for t in a.long for r in reps]
-    s["deterministic"] = [Task(syn, m, e, 0.1, None, T, r) for m in DETERMINISTIC for e in a.eps for r in reps]
-    s["stochastic-beta"] = [Task(syn, "dp-sgdws", e, b, m, T, r) for m in a.sizes for e in a.eps
-                            for b in a.stoch_betas for r in reps]
-    s["online"] = [Task(syn, "dp-onlinegdws", e, b, 10, T, r) for e in a.eps for b in a.stoch_betas for r in reps]
-    s["smag"] = [Task(syn, m, 1.0, 0.1, size, t, r) for m in ("dp-smag", "m-asg", "m-asg*") for size in a.sizes
-                 for t in a.long for r in reps]
-    s["stochastic"] = [Task(syn, m, e, 0.1, size, T, r) for m in STOCHASTIC for size in a.sizes for e in a.eps
-                       for r in reps]
-    s["real"] = [Task(data, m, e, 0.1, size, T, r) for data in ("digits", "cancer") for m in STOCHASTIC
-                 for size in a.real_sizes if size < len(load(data, 0, a.n, a.d)[1]) for e in (0.5, 1.0)
-                 for r in reps]
-    s["table"] = ([Task(syn, m, e, 0.1, None, T, r) for m in DETERMINISTIC for e in (0.5, 1.0) for r in reps]
-                  + [Task(syn, m, e, 0.1, 100, T, r) for m in STOCHASTIC for e in (0.5, 1.0) for r in reps]
-                  + [Task(syn, "dp-onlinegdws", e, 0.1, 10, T, r) for e in (0.5, 1.0) for r in reps]
-                  + [Task(syn, m, e, 0.1, _gauss_batch(m), T, r) for m in GAUSSIAN for e in (0.5, 1.0)
-                     for r in reps])
-    s["smoothing"] = [Task(syn, m, 1.0, b, None, T, r) for m in ("dp-gdws", LITERAL) for b in SMOOTHING_BETAS
-                      for r in range(10)]
+    s["beta"] = [
+        Task(syn, "dp-gdws", e, b, None, T, r) for e in a.eps for b in a.betas for r in reps
+    ]
+    s["mag"] = [
+        Task(syn, m, e, 0.1, None, t, r)
+        for m in ("dp-mag", "m-asg", "m-asg*")
+        for e in a.eps
+        for t in a.long
+        for r in reps
+    ]
+    s["deterministic"] = [
+        Task(syn, m, e, 0.1, None, T, r) for m in DETERMINISTIC for e in a.eps for r in reps
+    ]
+    s["stochastic-beta"] = [
+        Task(syn, "dp-sgdws", e, b, m, T, r)
+        for m in a.sizes
+        for e in a.eps
+        for b in a.stoch_betas
+        for r in reps
+    ]
+    s["online"] = [
+        Task(syn, "dp-onlinegdws", e, b, 10, T, r)
+        for e in a.eps
+        for b in a.stoch_betas
+        for r in reps
+    ]
+    s["smag"] = [
+        Task(syn, m, 1.0, 0.1, size, t, r)
+        for m in ("dp-smag", "m-asg", "m-asg*")
+        for size in a.sizes
+        for t in a.long
+        for r in reps
+    ]
+    s["stochastic"] = [
+        Task(syn, m, e, 0.1, size, T, r)
+        for m in STOCHASTIC
+        for size in a.sizes
+        for e in a.eps
+        for r in reps
+    ]
+    s["real"] = [
+        Task(data, m, e, 0.1, size, T, r)
+        for data in ("digits", "cancer")
+        for m in STOCHASTIC
+        for size in a.real_sizes
+        if size < len(load(data, 0, a.n, a.d)[1])
+        for e in (0.5, 1.0)
+        for r in reps
+    ]
+    s["table"] = (
+        [Task(syn, m, e, 0.1, None, T, r) for m in DETERMINISTIC for e in (0.5, 1.0) for r in reps]
+        + [Task(syn, m, e, 0.1, 100, T, r) for m in STOCHASTIC for e in (0.5, 1.0) for r in reps]
+        + [Task(syn, "dp-onlinegdws", e, 0.1, 10, T, r) for e in (0.5, 1.0) for r in reps]
+        + [
+            Task(syn, m, e, 0.1, _gauss_batch(m), T, r)
+            for m in GAUSSIAN
+            for e in (0.5, 1.0)
+            for r in reps
+        ]
+    )
+    s["smoothing"] = [
+        Task(syn, m, 1.0, b, None, T, r)
+        for m in ("dp-gdws", LITERAL)
+        for b in SMOOTHING_BETAS
+        for r in range(10)
+    ]
     return {k: v for k, v in s.items() if k in a.sections}
 
 
 def _gauss_batch(method: str):
-    return {"dp-sgdws-gauss": 100, "dp-smag-gauss": 100, "dp-sgd": 100, "dp-onlinegdws-gauss": 10}.get(method)
+    return {
+        "dp-sgdws-gauss": 100,
+        "dp-smag-gauss": 100,
+        "dp-sgd": 100,
+        "dp-onlinegdws-gauss": 10,
+    }.get(method)
 
 
 def mean_over_reps(results, tasks, key="gap"):
     """Return {task without rep: mean of `key` over reps}."""
     groups: dict[tuple, list[float]] = {}
     for t in tasks:
-        groups.setdefault((t.data, t.method, t.epsilon, t.beta, t.batch, t.n_iter), []).append(results[t][key])
+        groups.setdefault((t.data, t.method, t.epsilon, t.beta, t.batch, t.n_iter), []).append(
+            results[t][key]
+        )
     return {k: float(np.mean(v)) for k, v in groups.items()}
 
 
@@ -212,25 +297,39 @@ def report_beta(name, results, tasks, a):
     means = mean_over_reps(results, tasks)
     settings = sorted({(k[1], k[4], k[2]) for k in means}, key=lambda k: (k[1] or 0, k[2]))
     betas = sorted({k[3] for k in means})
-    print(f"{'method':>14} {'m':>5} {'eps':>4} " + "".join(f"{'b=' + format(b, 'g'):>10}" for b in betas)
-          + "   best beta   smoothing beats beta=1")
+    print(
+        f"{'method':>14} {'m':>5} {'eps':>4} "
+        + "".join(f"{'b=' + format(b, 'g'):>10}" for b in betas)
+        + "   best beta   smoothing beats beta=1"
+    )
     for method, batch, eps in settings:
         row = [means[("synthetic", method, eps, b, batch, a.n_iter)] for b in betas]
         best = betas[int(np.argmin(row))]
         smooth = min(v for b, v in zip(betas, row) if b < 1)
         beats = verdict(1.0 in betas and smooth < row[betas.index(1.0)])
-        print(f"{method:>14} {batch or 'n':>5} {eps:>4g} " + "".join(f"{v:>10.3g}" for v in row)
-              + f"   {best:>9g}   {beats}")
+        print(
+            f"{method:>14} {batch or 'n':>5} {eps:>4g} "
+            + "".join(f"{v:>10.3g}" for v in row)
+            + f"   {best:>9g}   {beats}"
+        )
 
 
 def report_smoothing(name, results, tasks, a):
     """Issue 19: mean f - f* +- standard error over 10 reps per beta, ours and the literal Alg. 4."""
-    print(f"{'implementation':>28} " + "".join(f"{'beta = ' + format(b, 'g'):>18}" for b in SMOOTHING_BETAS)
-          + "   beats beta = 1?")
-    for method, label in (("dp-gdws", "dp.learning (public L)"), (LITERAL, "thesis Alg. 4 literal (data L)")):
+    print(
+        f"{'implementation':>28} "
+        + "".join(f"{'beta = ' + format(b, 'g'):>18}" for b in SMOOTHING_BETAS)
+        + "   beats beta = 1?"
+    )
+    for method, label in (
+        ("dp-gdws", "dp.learning (public L)"),
+        (LITERAL, "thesis Alg. 4 literal (data L)"),
+    ):
         cells = {}
         for beta in SMOOTHING_BETAS:
-            gaps = np.array([results[t]["gap"] for t in tasks if t.method == method and t.beta == beta])
+            gaps = np.array(
+                [results[t]["gap"] for t in tasks if t.method == method and t.beta == beta]
+            )
             cells[beta] = (gaps.mean(), gaps.std(ddof=1) / np.sqrt(len(gaps)), len(gaps))
         text = "".join(f"{m:>11.3g} +- {se:<5.2g}" for m, se, _ in cells.values())
         said = []
@@ -239,9 +338,11 @@ def report_smoothing(name, results, tasks, a):
             tie = abs(gap) <= 2 * np.hypot(cells[1.0][1], cells[beta][1])
             said.append(f"beta {beta:g}: " + ("tie (2 s.e.)" if tie else verdict(gap > 0)))
         print(f"{label:>28} {text}   {'; '.join(said)} ({cells[1.0][2]} reps)")
-    print("why: beta (g + Lap(S T / eps)) is DP-GD's release times beta (post-processing: no less noise), and "
-          "the update is heavy ball with momentum 1 - beta, whose effective step grows like "
-          "sqrt((2 - beta) / beta) under (4.21)")
+    print(
+        "why: beta (g + Lap(S T / eps)) is DP-GD's release times beta (post-processing: no less noise), and "
+        "the update is heavy ball with momentum 1 - beta, whose effective step grows like "
+        "sqrt((2 - beta) / beta) under (4.21)"
+    )
 
 
 def report_compare(name, results, tasks, a, ours):
@@ -249,15 +350,22 @@ def report_compare(name, results, tasks, a, ours):
     means = mean_over_reps(results, tasks)
     methods = list(dict.fromkeys(t.method for t in tasks))
     settings = list(dict.fromkeys((t.data, t.epsilon, t.batch, t.n_iter) for t in tasks))
-    print(f"{'data':>9} {'eps':>4} {'m':>5} {'T':>6} " + "".join(f"{m:>10}" for m in methods) + "   ours best")
+    print(
+        f"{'data':>9} {'eps':>4} {'m':>5} {'T':>6} "
+        + "".join(f"{m:>10}" for m in methods)
+        + "   ours best"
+    )
     held = 0
     for data, eps, batch, T in settings:
         row = {m: means[(data, m, eps, 0.1, batch, T)] for m in methods}
-        top = sorted(row, key=row.get)[:len(ours)]
+        top = sorted(row, key=row.get)[: len(ours)]
         ok = set(top) == set(ours)
         held += ok
-        print(f"{data:>9} {eps:>4g} {batch or 'n':>5} {T:>6} " + "".join(f"{row[m]:>10.3g}" for m in methods)
-              + f"   {verdict(ok)}")
+        print(
+            f"{data:>9} {eps:>4g} {batch or 'n':>5} {T:>6} "
+            + "".join(f"{row[m]:>10.3g}" for m in methods)
+            + f"   {verdict(ok)}"
+        )
     print(f"ordering holds in {held} of {len(settings)} settings")
     report_per_dataset(results, tasks, ours, methods)
 
@@ -269,26 +377,44 @@ def report_per_dataset(results, tasks, ours, methods):
         return
     by_setting: dict[tuple, dict[int, dict[str, float]]] = {}
     for t in picked:
-        by_setting.setdefault((t.batch, t.n_iter), {}).setdefault(t.rep, {})[t.method] = results[t]["gap"]
+        by_setting.setdefault((t.batch, t.n_iter), {}).setdefault(t.rep, {})[t.method] = results[t][
+            "gap"
+        ]
     for (batch, T), reps in by_setting.items():
-        wins = sum(set(sorted(g, key=g.get)[:len(ours)]) == set(ours) for g in reps.values())
-        print(f"  eps 0.5, m={batch or 'n'}, T={T}: ours best on {wins} of {len(reps)} data sets (Figs. 4.7/4.20)")
+        wins = sum(set(sorted(g, key=g.get)[: len(ours)]) == set(ours) for g in reps.values())
+        print(
+            f"  eps 0.5, m={batch or 'n'}, T={T}: ours best on {wins} of {len(reps)} data sets (Figs. 4.7/4.20)"
+        )
 
 
 def report_table(results, tasks, a):
     """The table: held-out accuracy and f - f* of every method at eps 0.5 and 1 (Gaussian ones at delta 1e-5)."""
     gaps, accs = mean_over_reps(results, tasks), mean_over_reps(results, tasks, "accuracy")
     keys = list(dict.fromkeys((t.method, t.batch) for t in tasks))
-    print(f"{'method':>20} {'batch':>6} {'noise / accounting':>26} | {'acc 0.5':>8} {'f-f* 0.5':>9} | "
-          f"{'acc 1':>7} {'f-f* 1':>9}")
+    print(
+        f"{'method':>20} {'batch':>6} {'noise / accounting':>26} | {'acc 0.5':>8} {'f-f* 0.5':>9} | "
+        f"{'acc 1':>7} {'f-f* 1':>9}"
+    )
     for method, batch in keys:
-        how = "Gaussian, " + ("zCDP" if batch in (None, 10) and method != "dp-sgd" else "RDP") \
-            if method in GAUSSIAN else "Laplace, pure eps"
-        cells = [(accs[("synthetic", method, e, 0.1, batch, a.n_iter)], gaps[("synthetic", method, e, 0.1, batch,
-                                                                              a.n_iter)]) for e in (0.5, 1.0)]
-        print(f"{method:>20} {batch or 'full':>6} {how:>26} | {cells[0][0]:>8.3f} {cells[0][1]:>9.3g} | "
-              f"{cells[1][0]:>7.3f} {cells[1][1]:>9.3g}")
-    print(f"(delta = {DELTA:g} for the Gaussian variants and dp-sgd; held-out accuracy on 5000 fresh records)")
+        how = (
+            "Gaussian, " + ("zCDP" if batch in (None, 10) and method != "dp-sgd" else "RDP")
+            if method in GAUSSIAN
+            else "Laplace, pure eps"
+        )
+        cells = [
+            (
+                accs[("synthetic", method, e, 0.1, batch, a.n_iter)],
+                gaps[("synthetic", method, e, 0.1, batch, a.n_iter)],
+            )
+            for e in (0.5, 1.0)
+        ]
+        print(
+            f"{method:>20} {batch or 'full':>6} {how:>26} | {cells[0][0]:>8.3f} {cells[0][1]:>9.3g} | "
+            f"{cells[1][0]:>7.3f} {cells[1][1]:>9.3g}"
+        )
+    print(
+        f"(delta = {DELTA:g} for the Gaussian variants and dp-sgd; held-out accuracy on 5000 fresh records)"
+    )
 
 
 def plot_section(name, results, tasks, out_dir):
@@ -301,25 +427,48 @@ def plot_section(name, results, tasks, out_dir):
     settings = list(dict.fromkeys((t.data, t.epsilon, t.batch, t.n_iter) for t in tasks))
     for data, eps, batch, T in settings:
         fig, ax = plt.subplots(figsize=(6, 4))
-        lines = list(dict.fromkeys((t.method, t.beta) for t in tasks
-                                   if (t.data, t.epsilon, t.batch, t.n_iter) == (data, eps, batch, T)))
+        lines = list(
+            dict.fromkeys(
+                (t.method, t.beta)
+                for t in tasks
+                if (t.data, t.epsilon, t.batch, t.n_iter) == (data, eps, batch, T)
+            )
+        )
         for method, beta in lines:
-            runs = [results[t] for t in tasks if (t.data, t.method, t.epsilon, t.beta, t.batch, t.n_iter)
-                    == (data, method, eps, beta, batch, T) and t in results]
+            runs = [
+                results[t]
+                for t in tasks
+                if (t.data, t.method, t.epsilon, t.beta, t.batch, t.n_iter)
+                == (data, method, eps, beta, batch, T)
+                and t in results
+            ]
             finite = [r["curve"] for r in runs if r["status"] == "completed"]
             if not finite:
                 continue
             curve = np.mean(finite, axis=0)
             x = np.minimum(np.arange(len(curve)) * runs[0]["every"], T)
-            ax.semilogy(x, np.maximum(curve, 1e-12), label=f"{method} b={beta:g}" if "gdws" in method else method)
-        ax.set(xlabel="iteration", ylabel="f - f*", title=f"{name}: {data}, eps={eps:g}, m={batch or 'n'}")
+            ax.semilogy(
+                x,
+                np.maximum(curve, 1e-12),
+                label=f"{method} b={beta:g}" if "gdws" in method else method,
+            )
+        ax.set(
+            xlabel="iteration",
+            ylabel="f - f*",
+            title=f"{name}: {data}, eps={eps:g}, m={batch or 'n'}",
+        )
         ax.legend(fontsize=7)
-        fig.savefig(os.path.join(out_dir, f"{name}_{data}_eps{eps:g}_m{batch or 'n'}_T{T}.png"), dpi=100)
+        fig.savefig(
+            os.path.join(out_dir, f"{name}_{data}_eps{eps:g}_m{batch or 'n'}_T{T}.png"), dpi=100
+        )
         plt.close(fig)
 
 
 REPORTS = {
-    "beta": report_beta, "stochastic-beta": report_beta, "online": report_beta, "smoothing": report_smoothing,
+    "beta": report_beta,
+    "stochastic-beta": report_beta,
+    "online": report_beta,
+    "smoothing": report_smoothing,
     "mag": functools.partial(report_compare, ours=("dp-mag",)),
     "deterministic": functools.partial(report_compare, ours=OURS_DET),
     "smag": functools.partial(report_compare, ours=("dp-smag",)),
@@ -356,9 +505,14 @@ def defaults_data(n_synthetic: int = 1000, d: int = 10):
     w = 3.0 * rng.standard_normal(d)
     synthetic = rng.standard_normal((n_synthetic, d)) / np.sqrt(d)
     labels = (rng.random(n_synthetic) < 1 / (1 + np.exp(-synthetic @ w))).astype(int)
-    return {name: (X / np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None], y)
-            for name, X, y in (("breast cancer", cancer, raw.target), ("synthetic", synthetic, labels),
-                               ("digits 0-vs-rest", pixels, (digits.target == 0).astype(int)))}
+    return {
+        name: (X / np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None], y)
+        for name, X, y in (
+            ("breast cancer", cancer, raw.target),
+            ("synthetic", synthetic, labels),
+            ("digits 0-vs-rest", pixels, (digits.target == 0).astype(int)),
+        )
+    }
 
 
 def diffprivlib_scores(python: str, X, y, epsilons, seeds: int):
@@ -373,8 +527,12 @@ def diffprivlib_scores(python: str, X, y, epsilons, seeds: int):
         paths = [os.path.join(tmp, "X.npy"), os.path.join(tmp, "y.npy")]
         np.save(paths[0], X, allow_pickle=False)
         np.save(paths[1], y, allow_pickle=False)
-        done = subprocess.run([python, "-c", DIFFPRIVLIB_RUN, *paths, ",".join(map(str, epsilons)), str(seeds)],
-                              capture_output=True, text=True, check=False)
+        done = subprocess.run(
+            [python, "-c", DIFFPRIVLIB_RUN, *paths, ",".join(map(str, epsilons)), str(seeds)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
     if done.returncode != 0:
         print(f"diffprivlib failed in {python}: {done.stderr.strip().splitlines()[-1:]}")
         return None
@@ -386,51 +544,104 @@ def report_defaults(a):
     import dp
 
     epsilons, seeds = (0.5, 1.0, 4.0), 10
-    print("thesis: (none) issue 19's goal: defaults >= 0.88 at eps 1 on breast cancer, ahead of diffprivlib's "
-          "LogisticRegression(epsilon, data_norm=1) at eps 0.5, 1, 4 on breast cancer and a second set")
-    print(f"{'data':>16} {'n':>5} {'d':>3} {'eps':>4} {'our plan':>16} {'ours mean (min)':>16} "
-          f"{'no intercept':>16} {'diffprivlib mean (min)':>23} {'majority':>9}   ours ahead")
+    print(
+        "thesis: (none) issue 19's goal: defaults >= 0.88 at eps 1 on breast cancer, ahead of diffprivlib's "
+        "LogisticRegression(epsilon, data_norm=1) at eps 0.5, 1, 4 on breast cancer and a second set"
+    )
+    print(
+        f"{'data':>16} {'n':>5} {'d':>3} {'eps':>4} {'our plan':>16} {'ours mean (min)':>16} "
+        f"{'no intercept':>16} {'diffprivlib mean (min)':>23} {'majority':>9}   ours ahead"
+    )
     for name, (X, y) in defaults_data().items():
         theirs = diffprivlib_scores(a.diffprivlib_python, X, y, epsilons, seeds)
         majority = max(y.mean(), 1 - y.mean())
         for eps in epsilons:
-            models = [dp.PrivateLogisticRegression(epsilon=eps, data_norm=1.0, classes=[0, 1], random_state=seed)
-                      .fit(X, y) for seed in range(seeds)]
+            models = [
+                dp.PrivateLogisticRegression(
+                    epsilon=eps, data_norm=1.0, classes=[0, 1], random_state=seed
+                ).fit(X, y)
+                for seed in range(seeds)
+            ]
             ours = [m.score(X, y) for m in models]
-            no_intercept = [dp.PrivateLogisticRegression(epsilon=eps, data_norm=1.0, classes=[0, 1],
-                                                         fit_intercept=False, random_state=seed).fit(X, y).score(X, y)
-                            for seed in range(seeds)]
+            no_intercept = [
+                dp.PrivateLogisticRegression(
+                    epsilon=eps,
+                    data_norm=1.0,
+                    classes=[0, 1],
+                    fit_intercept=False,
+                    random_state=seed,
+                )
+                .fit(X, y)
+                .score(X, y)
+                for seed in range(seeds)
+            ]
             plan = f"{models[0].results_[0].method} T={models[0].n_iter_}"
-            other = "not installed" if theirs is None else f"{np.mean(theirs[eps]):.3f} ({min(theirs[eps]):.3f})"
+            other = (
+                "not installed"
+                if theirs is None
+                else f"{np.mean(theirs[eps]):.3f} ({min(theirs[eps]):.3f})"
+            )
             ahead = "n/a" if theirs is None else verdict(np.mean(ours) > np.mean(theirs[eps]))
-            print(f"{name:>16} {len(y):>5} {X.shape[1]:>3} {eps:>4g} {plan:>16} "
-                  f"{np.mean(ours):>9.3f} ({min(ours):.3f}) "
-                  f"{np.mean(no_intercept):>9.3f} ({min(no_intercept):.3f}) "
-                  f"{other:>23} {majority:>9.3f}   {ahead}")
+            print(
+                f"{name:>16} {len(y):>5} {X.shape[1]:>3} {eps:>4g} {plan:>16} "
+                f"{np.mean(ours):>9.3f} ({min(ours):.3f}) "
+                f"{np.mean(no_intercept):>9.3f} ({min(no_intercept):.3f}) "
+                f"{other:>23} {majority:>9.3f}   {ahead}"
+            )
     if a.diffprivlib_python and not os.path.exists(a.diffprivlib_python):
-        print(f"(diffprivlib: no interpreter at {a.diffprivlib_python}; make one with python3 -m venv /tmp/dplib-venv "
-              "&& /tmp/dplib-venv/bin/pip install 'scikit-learn<1.6' diffprivlib)")
+        print(
+            f"(diffprivlib: no interpreter at {a.diffprivlib_python}; make one with python3 -m venv /tmp/dplib-venv "
+            "&& /tmp/dplib-venv/bin/pip install 'scikit-learn<1.6' diffprivlib)"
+        )
 
 
 def parse_args():
-    ap = argparse.ArgumentParser(description="Reproduce Kuru's thesis ch. 4 (private gradient methods)")
-    ap.add_argument("--full", action="store_true", help="the thesis' sizes: 10 reps, 100 betas, 1e4-iteration figures")
+    ap = argparse.ArgumentParser(
+        description="Reproduce Kuru's thesis ch. 4 (private gradient methods)"
+    )
+    ap.add_argument(
+        "--full",
+        action="store_true",
+        help="the thesis' sizes: 10 reps, 100 betas, 1e4-iteration figures",
+    )
     ap.add_argument("--reps", type=int, default=None, help="repetitions (default 2; --full: 10)")
     ap.add_argument("--n", type=int, default=10_000, help="synthetic records (thesis 1e4)")
     ap.add_argument("--d", type=int, default=10, help="synthetic dimension (thesis 10)")
     ap.add_argument("--n-iter", type=int, default=1000, help="iterations T (thesis 1e3)")
-    ap.add_argument("--eps", type=float, nargs="+", default=None, help="default 0.5 1 (--full: 0.5 0.8 1)")
-    ap.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 100, 1000], help="sample sizes m")
-    ap.add_argument("--real-sizes", type=int, nargs="+", default=None,
-                    help="sample sizes on the real data (default 100; --full: 1 10 100 1000 where < n)")
-    ap.add_argument("--sections", nargs="+", default=list(THESIS) + ["table", "defaults"],
-                    choices=list(THESIS) + ["table", "defaults"])
-    ap.add_argument("--diffprivlib-python", default="/tmp/dplib-venv/bin/python",
-                    help="a Python with diffprivlib (it needs scikit-learn < 1.6) for the defaults section")
+    ap.add_argument(
+        "--eps", type=float, nargs="+", default=None, help="default 0.5 1 (--full: 0.5 0.8 1)"
+    )
+    ap.add_argument(
+        "--sizes", type=int, nargs="+", default=[1, 10, 100, 1000], help="sample sizes m"
+    )
+    ap.add_argument(
+        "--real-sizes",
+        type=int,
+        nargs="+",
+        default=None,
+        help="sample sizes on the real data (default 100; --full: 1 10 100 1000 where < n)",
+    )
+    ap.add_argument(
+        "--sections",
+        nargs="+",
+        default=list(THESIS) + ["table", "defaults"],
+        choices=list(THESIS) + ["table", "defaults"],
+    )
+    ap.add_argument(
+        "--diffprivlib-python",
+        default="/tmp/dplib-venv/bin/python",
+        help="a Python with diffprivlib (it needs scikit-learn < 1.6) for the defaults section",
+    )
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--points", type=int, default=25, help="f evaluations per run (curve resolution)")
-    ap.add_argument("--probe", type=int, default=12, help="runs timed serially and on Dask for the speed-up")
-    ap.add_argument("--out", default=None, help="directory for the PNG figures (not written otherwise)")
+    ap.add_argument(
+        "--points", type=int, default=25, help="f evaluations per run (curve resolution)"
+    )
+    ap.add_argument(
+        "--probe", type=int, default=12, help="runs timed serially and on Dask for the speed-up"
+    )
+    ap.add_argument(
+        "--out", default=None, help="directory for the PNG figures (not written otherwise)"
+    )
     a = ap.parse_args()
     a.reps = a.reps or (10 if a.full else 2)
     a.eps = a.eps or ([0.5, 0.8, 1.0] if a.full else [0.5, 1.0])
@@ -467,18 +678,27 @@ def run_thesis_sections(a, work):
 
     every_task = list(dict.fromkeys(t for ts in work.values() for t in ts))
     probe = work.get("beta", every_task)[: a.probe]
-    cluster = LocalCluster(n_workers=a.workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address="127.0.0.1:0")
+    cluster = LocalCluster(
+        n_workers=a.workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address="127.0.0.1:0",
+    )
     client = Client(cluster)
     try:
         client.run(warm_up, probe, a.n, a.d)
-        with threadpool_limits(1):  # as on the workers: one BLAS thread, so the iterates are identical
+        with threadpool_limits(
+            1
+        ):  # as on the workers: one BLAS thread, so the iterates are identical
             warm_up(probe, a.n, a.d)
             t0 = time.perf_counter()
             serial = [run_task(t, a.n, a.d, a.points) for t in probe]
             t_serial = time.perf_counter() - t0
         t1 = time.perf_counter()
-        parallel = client.gather(client.map(run_task, probe, n=a.n, d=a.d, points=a.points, pure=False))
+        parallel = client.gather(
+            client.map(run_task, probe, n=a.n, d=a.d, points=a.points, pure=False)
+        )
         t_dask = time.perf_counter() - t1
         same = all(s["gap"] == p["gap"] for s, p in zip(serial, parallel))
         rest = [t for t in every_task if t not in set(probe)]
@@ -487,15 +707,21 @@ def run_thesis_sections(a, work):
     finally:
         client.close()
         cluster.close()
-    print(f"Kuru thesis ch. 4 reproduction: n={a.n}, d={a.d}, lambda={LAMBDA}, C={C}, T={a.n_iter}, "
-          f"reps={a.reps}, {len(every_task)} runs; load average {os.getloadavg()[0]:.1f}")
-    print(f"Dask ({a.workers} worker processes on 127.0.0.1) vs a serial loop on the same {len(probe)} runs: "
-          f"serial {t_serial:.1f} s, Dask {t_dask:.1f} s, speed-up {t_serial / t_dask:.2f}x "
-          f"(identical results: {same})")
+    print(
+        f"Kuru thesis ch. 4 reproduction: n={a.n}, d={a.d}, lambda={LAMBDA}, C={C}, T={a.n_iter}, "
+        f"reps={a.reps}, {len(every_task)} runs; load average {os.getloadavg()[0]:.1f}"
+    )
+    print(
+        f"Dask ({a.workers} worker processes on 127.0.0.1) vs a serial loop on the same {len(probe)} runs: "
+        f"serial {t_serial:.1f} s, Dask {t_dask:.1f} s, speed-up {t_serial / t_dask:.2f}x "
+        f"(identical results: {same})"
+    )
     cpu_serial, cpu_dask = sum(r["cpu"] for r in serial), sum(r["cpu"] for r in parallel)
-    print(f"  CPU seconds per wall second: serial {cpu_serial / t_serial:.2f}, Dask {cpu_dask / t_dask:.2f} "
-          f"(on a machine saturated by other jobs extra workers get no extra CPU, and the speed-up is the ratio "
-          f"of these)")
+    print(
+        f"  CPU seconds per wall second: serial {cpu_serial / t_serial:.2f}, Dask {cpu_dask / t_dask:.2f} "
+        f"(on a machine saturated by other jobs extra workers get no extra CPU, and the speed-up is the ratio "
+        f"of these)"
+    )
     for name, tasks in work.items():
         print(f"\n=== {name} ===")
         if name in THESIS:

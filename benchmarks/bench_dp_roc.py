@@ -46,15 +46,24 @@ def main():
         truth = model_precision(model, args.p, random_state=100 + model)
         curves = {eps: [] for eps in settings}
         for rep in range(args.reps):
-            X = normalize_rows_by_max_norm(sample_gaussian(truth, args.n, random_state=[model, rep]))
+            X = normalize_rows_by_max_norm(
+                sample_gaussian(truth, args.n, random_state=[model, rep])
+            )
             S = X.T @ X / args.n
             for eps in settings:
                 if eps is None:
                     noisy = S
                 else:
-                    noisy = dp.project_psd(dp.private_covariance(
-                        X, eps, 1e-3, mechanism=args.mechanism, clip=1.0,
-                        random_state=np.random.default_rng([model, rep, int(eps * 10)])).covariance)
+                    noisy = dp.project_psd(
+                        dp.private_covariance(
+                            X,
+                            eps,
+                            1e-3,
+                            mechanism=args.mechanism,
+                            clip=1.0,
+                            random_state=np.random.default_rng([model, rep, int(eps * 10)]),
+                        ).covariance
+                    )
                 off = np.abs(noisy - np.diag(np.diag(noisy))).max()
                 alphas = np.geomspace(off, off * 1e-3, args.n_alphas)
                 path = dp.graphical_lasso_path(noisy, alphas, tol=1e-4, max_iter=300)
@@ -69,8 +78,11 @@ def main():
             ax.plot(f, t, marker=".", label=f"{label} (AUC {auc:.3f})")
             print(f"Model {model}, {label:<12} AUC {auc:.3f}")
         ax.plot([0, 1], [0, 1], color="grey", lw=0.5, ls="--")
-        ax.set(title=f"Model {model}: p={args.p}, n={args.n}, {args.reps} reps, {args.mechanism}",
-               xlabel="false positive rate", ylabel="true positive rate")
+        ax.set(
+            title=f"Model {model}: p={args.p}, n={args.n}, {args.reps} reps, {args.mechanism}",
+            xlabel="false positive rate",
+            ylabel="true positive rate",
+        )
         ax.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(args.out, dpi=120)

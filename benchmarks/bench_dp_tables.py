@@ -137,11 +137,13 @@ def paper_cell(table, n, eps, model):
 def relative_losses(private, reference):
     """Return relative (matrix l1 = max column sum, Frobenius, spectral) losses (Su et al. 5.1)."""
     diff = private - reference
-    return np.array([
-        np.abs(diff).sum(axis=0).max() / np.abs(reference).sum(axis=0).max(),
-        np.linalg.norm(diff) / np.linalg.norm(reference),
-        np.linalg.norm(diff, 2) / np.linalg.norm(reference, 2),
-    ])
+    return np.array(
+        [
+            np.abs(diff).sum(axis=0).max() / np.abs(reference).sum(axis=0).max(),
+            np.linalg.norm(diff) / np.linalg.norm(reference),
+            np.linalg.norm(diff, 2) / np.linalg.norm(reference, 2),
+        ]
+    )
 
 
 def _dataset(model, n, p, rep):
@@ -156,8 +158,12 @@ def choose_lambda(table, model, n, p):
     import dp
 
     X = _dataset(model, n, p, 10_000)
-    alpha, _, _ = dp.cross_validate_alpha(X, estimator="ridge" if table == 1 else "glasso", cv=5,
-                                          **({} if table == 1 else {"tol": 1e-5, "max_iter": 2000}))
+    alpha, _, _ = dp.cross_validate_alpha(
+        X,
+        estimator="ridge" if table == 1 else "glasso",
+        cv=5,
+        **({} if table == 1 else {"tol": 1e-5, "max_iter": 2000}),
+    )
     return alpha
 
 
@@ -177,8 +183,9 @@ def solve_paper_admm(S, lam, K, rho=100.0):
 
     p = S.shape[0]
     zeros = np.zeros((p, p))
-    res = dp.admm_graphical_lasso(S, lam, rho=rho, tol=0.0, max_iter=K, adaptive_rho=False,
-                                  init=(zeros, zeros))
+    res = dp.admm_graphical_lasso(
+        S, lam, rho=rho, tol=0.0, max_iter=K, adaptive_rho=False, init=(zeros, zeros)
+    )
     return res.precision, bool(np.all(np.isfinite(res.precision)))
 
 
@@ -199,9 +206,15 @@ def replication(table, model, n, p, rep, lam, eps_list, mechanisms, regimes, max
     for mech in mechanisms:
         for k, eps in enumerate(eps_list):
             released = dp.private_covariance(
-                X, eps, 1.0 / n if mech == "gaussian" else 0.0, mechanism=mech, clip=1.0,
+                X,
+                eps,
+                1.0 / n if mech == "gaussian" else 0.0,
+                mechanism=mech,
+                clip=1.0,
                 calibration="paper",
-                random_state=np.random.default_rng([rep, k, n, model, table, int(mech == "gaussian")]),
+                random_state=np.random.default_rng(
+                    [rep, k, n, model, table, int(mech == "gaussian")]
+                ),
             )
             for regime in regimes:
                 private, ok = solvers[regime](released.covariance, True)
@@ -220,8 +233,11 @@ def _cell(reps):
 def print_table(table, mech, regime, args, results, models):
     """Print one table: ours per (n, eps), the paper's line under it (Gaussian noise)."""
     algo = "DP-RP (Alg. 1)" if table == 1 else "DP-AGL (Alg. 2)"
-    what = {"ridge": "closed form", "converged": f"ADMM converged (tol 1e-6, max_iter {args.max_iter}), "
-            "PSD-projected S~", "paper-admm": f"paper's ADMM: rho 100, Z0 = U0 = 0, no projection, K = {args.K}"}
+    what = {
+        "ridge": "closed form",
+        "converged": f"ADMM converged (tol 1e-6, max_iter {args.max_iter}), PSD-projected S~",
+        "paper-admm": f"paper's ADMM: rho 100, Z0 = U0 = 0, no projection, K = {args.K}",
+    }
     print(f"\n=== Table {table}: {algo}, {mech} noise; {what[regime]} ===")
     names = ["l1", "F", "l2"]
     header = "".join(f"{f'M{m} {nm}':>19}" for m in models for nm in names)
@@ -238,7 +254,11 @@ def print_table(table, mech, regime, args, results, models):
                 if eps in PAPER_EPS and n in PAPER[table] and mech == "gaussian":
                     pm, ps = paper_cell(table, n, eps, model)
                     paper += [f"{m:.3g} ({s:.2g})" for m, s in zip(pm, ps)]
-            note = "" if regime == "ridge" else f"  [{'converged' if regime == 'converged' else 'finite'} {np.mean(conv):.0%}]"
+            note = (
+                ""
+                if regime == "ridge"
+                else f"  [{'converged' if regime == 'converged' else 'finite'} {np.mean(conv):.0%}]"
+            )
             print(f"{n:>4} {eps:>4} {'ours':>5}" + "".join(f"{c:>19}" for c in ours) + note)
             if paper:
                 print(f"{'':>9} {'paper':>5}" + "".join(f"{c:>19}" for c in paper))
@@ -251,26 +271,45 @@ def main():
     ap.add_argument("--ns", type=int, nargs="+", default=[100, 200, 400])
     ap.add_argument("--eps", type=float, nargs="+", default=PAPER_EPS)
     ap.add_argument("--tables", type=int, nargs="+", default=[1, 2])
-    ap.add_argument("--models", type=int, nargs="+", default=None,
-                    help="models to run (default: the table's three; Table 1: 1-3, Table 2: 2-4)")
+    ap.add_argument(
+        "--models",
+        type=int,
+        nargs="+",
+        default=None,
+        help="models to run (default: the table's three; Table 1: 1-3, Table 2: 2-4)",
+    )
     ap.add_argument("--mechanisms", nargs="+", default=["gaussian", "laplace"])
-    ap.add_argument("--max-iter", type=int, default=2000, help="ADMM iteration cap of the converged DP-AGL")
-    ap.add_argument("--paper-admm", action="store_true",
-                    help="also run DP-AGL as the paper did (rho 100, Z0 = U0 = 0, no projection, K iterations)")
+    ap.add_argument(
+        "--max-iter", type=int, default=2000, help="ADMM iteration cap of the converged DP-AGL"
+    )
+    ap.add_argument(
+        "--paper-admm",
+        action="store_true",
+        help="also run DP-AGL as the paper did (rho 100, Z0 = U0 = 0, no projection, K iterations)",
+    )
     ap.add_argument("--K", type=int, default=2000, help="iterations of the --paper-admm run")
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
-    for name, values in (("--reps", [args.reps]), ("--p", [args.p]), ("--ns", args.ns), ("--K", [args.K])):
+    for name, values in (
+        ("--reps", [args.reps]),
+        ("--p", [args.p]),
+        ("--ns", args.ns),
+        ("--K", [args.K]),
+    ):
         if min(values) < 1:
             ap.error(f"{name} must be >= 1")
     regimes = ["converged", "paper-admm"] if args.paper_admm else ["converged"]
-    models_of = {t: [m for m in TABLE_MODELS[t] if args.models is None or m in args.models] for t in args.tables}
+    models_of = {
+        t: [m for m in TABLE_MODELS[t] if args.models is None or m in args.models]
+        for t in args.tables
+    }
 
     from distributed import Client, LocalCluster
 
     start = time.perf_counter()
-    cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None)
+    cluster = LocalCluster(
+        n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None
+    )
     client = Client(cluster)
     try:
         jobs = {}
@@ -278,26 +317,46 @@ def main():
             for model in models_of[table]:
                 for n in args.ns:
                     lam = client.submit(choose_lambda, table, model, n, args.p, pure=False)
-                    jobs[(table, model, n)] = (lam, [
-                        client.submit(replication, table, model, n, args.p, rep, lam, args.eps,
-                                      args.mechanisms, regimes, args.max_iter, args.K, pure=False)
-                        for rep in range(args.reps)
-                    ])
+                    jobs[(table, model, n)] = (
+                        lam,
+                        [
+                            client.submit(
+                                replication,
+                                table,
+                                model,
+                                n,
+                                args.p,
+                                rep,
+                                lam,
+                                args.eps,
+                                args.mechanisms,
+                                regimes,
+                                args.max_iter,
+                                args.K,
+                                pure=False,
+                            )
+                            for rep in range(args.reps)
+                        ],
+                    )
         results = {key: (lam.result(), client.gather(futs)) for key, (lam, futs) in jobs.items()}
     finally:
         client.close()
         cluster.close()
 
-    print(f"Su et al. reproduction: p={args.p}, reps={args.reps}, delta=1/n (paper: p=100, 50 reps); "
-          "mean (standard error); the paper's value on the 'paper' line (Gaussian noise)")
+    print(
+        f"Su et al. reproduction: p={args.p}, reps={args.reps}, delta=1/n (paper: p=100, 50 reps); "
+        "mean (standard error); the paper's value on the 'paper' line (Gaussian noise)"
+    )
     for table in args.tables:
         for mech in args.mechanisms:
-            for regime in (["ridge"] if table == 1 else regimes):
+            for regime in ["ridge"] if table == 1 else regimes:
                 print_table(table, mech, regime, args, results, models_of[table])
     if args.paper_admm:
-        print("\nmeaningful: the 'ADMM converged' rows (the private vs the non-private graphical lasso "
-              "solution). The paper's-ADMM rows measure how far K fixed-rho steps from Z = 0 drift "
-              "under noise, not the estimator.")
+        print(
+            "\nmeaningful: the 'ADMM converged' rows (the private vs the non-private graphical lasso "
+            "solution). The paper's-ADMM rows measure how far K fixed-rho steps from Z = 0 drift "
+            "under noise, not the estimator."
+        )
     print(f"\nwall time {time.perf_counter() - start:.0f} s; load average {os.getloadavg()}")
 
 

@@ -41,8 +41,18 @@ def time_to_target(ratings, threads: int, max_time: float, repeats: int, safegua
     results = []
     for _ in range(repeats):
         problem = MatrixFactorization(ratings, RANK)
-        results.append(minimize_hamsi(problem, cover, random_state=1, threads=threads, target=TARGET_RMSE,
-                                      max_epochs=None, max_time=max_time, safeguard=safeguard))
+        results.append(
+            minimize_hamsi(
+                problem,
+                cover,
+                random_state=1,
+                threads=threads,
+                target=TARGET_RMSE,
+                max_epochs=None,
+                max_time=max_time,
+                safeguard=safeguard,
+            )
+        )
     return sorted(results, key=lambda result: result.time)
 
 
@@ -53,29 +63,52 @@ def regularization_effect(ratings, reg: float, rank: int, epochs: int):
     train, test = ratings.split(0.2, seed=1)
     scores = {}
     for value in (0.0, reg):
-        model = MatrixFactorizer(rank=rank, blocks=1, threads=1, reg=value, biases=True, max_epochs=epochs,
-                                 random_state=1, on_divergence="warn").fit(train, validation=test)
+        model = MatrixFactorizer(
+            rank=rank,
+            blocks=1,
+            threads=1,
+            reg=value,
+            biases=True,
+            max_epochs=epochs,
+            random_state=1,
+            on_divergence="warn",
+        ).fit(train, validation=test)
         scores[value] = (model.rmse(test), model.trace_.column("train_rmse")[-1])
     return scores
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--max-time", type=float, default=60.0, help="give up on RMSE 0.30 after this many seconds")
+    parser.add_argument(
+        "--max-time", type=float, default=60.0, help="give up on RMSE 0.30 after this many seconds"
+    )
     parser.add_argument("--skip-reg", action="store_true", help="only the speed comparison")
-    parser.add_argument("--no-safeguard", dest="safeguard", action="store_false",
-                        help="thesis Alg. 3 without the safeguard (its cost shows as the difference)")
-    parser.add_argument("--repeats", type=int, default=3, help="identical timed runs per thread count")
+    parser.add_argument(
+        "--no-safeguard",
+        dest="safeguard",
+        action="store_false",
+        help="thesis Alg. 3 without the safeguard (its cost shows as the difference)",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="identical timed runs per thread count"
+    )
     parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], choices=[1, 2])
-    parser.add_argument("--reg", default="10:2,50:10",
-                        help="rank:reg pairs to compare against reg 0 (default 10:2,50:10)")
+    parser.add_argument(
+        "--reg",
+        default="10:2,50:10",
+        help="rank:reg pairs to compare against reg 0 (default 10:2,50:10)",
+    )
     parser.add_argument("--reg-epochs", type=int, default=150)
     args = parser.parse_args()
 
     ratings = make_ratings("ml-100k-like", seed=1)
-    print(f"data: {ratings}; rank {RANK}; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    print(
+        f"data: {ratings}; rank {RANK}; load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores"
+    )
     print(f"best (median) of {args.repeats} identical runs")
-    print(f"{'threads':>7} {'ms/inner':>15} {'ref ms':>7} {'inner':>6} {'s to 0.30':>15} {'ref s':>6}  phases of best (s)")
+    print(
+        f"{'threads':>7} {'ms/inner':>15} {'ref ms':>7} {'inner':>6} {'s to 0.30':>15} {'ref s':>6}  phases of best (s)"
+    )
     for threads in args.threads:
         results = time_to_target(ratings, threads, args.max_time, args.repeats, args.safeguard)
         best, median = results[0], results[len(results) // 2]
@@ -84,17 +117,23 @@ def main() -> None:
         seconds = f"{best.time:.2f} ({median.time:.2f})" if reached else f">{best.time:.0f}"
         phases = ", ".join(f"{name} {value:.2f}" for name, value in best.phase_times.items())
         ref_ms, ref_s = REFERENCE[threads]
-        print(f"{threads:>7} {per_inner:>15} {ref_ms:>7.1f} {best.nit:>6} {seconds:>15} {ref_s:>6.1f}  {phases}")
+        print(
+            f"{threads:>7} {per_inner:>15} {ref_ms:>7.1f} {best.nit:>6} {seconds:>15} {ref_s:>6.1f}  {phases}"
+        )
 
     if not args.skip_reg:
         print(f"\n80/20 split, biases, {args.reg_epochs} cycles, 1 thread: test RMSE (train RMSE)")
         for pair in args.reg.split(","):
             rank, reg = int(pair.split(":")[0]), float(pair.split(":")[1])
             scores = regularization_effect(ratings, reg, rank, args.reg_epochs)
-            line = "  ".join(f"reg {value:g}: {test:.4f} ({train:.4f})" for value, (test, train) in scores.items())
+            line = "  ".join(
+                f"reg {value:g}: {test:.4f} ({train:.4f})"
+                for value, (test, train) in scores.items()
+            )
             better = scores[reg][0] < scores[0.0][0]
             print(f"  rank {rank:3d}  {line}  regularized better: {better}")
             assert better, "reg > 0 should beat reg = 0 on held-out ratings"
+
 
 if __name__ == "__main__":
     main()

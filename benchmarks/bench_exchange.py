@@ -38,9 +38,7 @@ def message_of(size: int):
 
 
 def mailbox_rounds(peer: str, rounds: int, size: int, run: str) -> float:
-    from distributed import get_worker
-
-    box, me = local_mailbox(), get_worker().address
+    box = local_mailbox()
     payload = message_of(size)
     box.start(run, [peer], 30.0)  # no link secret: the rounds go through the comms
     start = time.perf_counter()
@@ -135,8 +133,10 @@ def actor_rounds(own, peer, rounds: int, size: int) -> float:
 
 
 def run_pair(client, workers, function, *args_per_worker) -> float:
-    futures = [client.submit(function, *args, workers=[w], pure=False, allow_other_workers=False)
-               for w, args in zip(workers, args_per_worker)]
+    futures = [
+        client.submit(function, *args, workers=[w], pure=False, allow_other_workers=False)
+        for w, args in zip(workers, args_per_worker)
+    ]
     return max(client.gather(futures))
 
 
@@ -150,26 +150,58 @@ def main(argv=None):
     with connect(n_workers=2, threads_per_worker=2, quiet=True) as client:
         install(client)
         a, b = sorted(client.scheduler_info()["workers"])
-        box_futures = [client.submit(Box, workers=[w], actor=True) for w in (a, b)]  # kept: they hold the actors
+        box_futures = [
+            client.submit(Box, workers=[w], actor=True) for w in (a, b)
+        ]  # kept: they hold the actors
         boxes = [f.result() for f in box_futures]
         for kib in args.kib:
             size = kib * 1024
             times = {"direct links": [], "mailbox comms": [], "shared memory": [], "actors": []}
             for repeat in range(args.repeats):
                 run, secret = f"bench-{kib}-{repeat}", secrets.token_bytes(32)
-                times["direct links"].append(run_pair(client, [a, b], links_rounds, (b, args.rounds, size, run, secret),
-                                                      (a, args.rounds, size, run, secret)))
-                times["mailbox comms"].append(run_pair(client, [a, b], mailbox_rounds,
-                                                       (b, args.rounds, size, run + "-c"), (a, args.rounds, size, run + "-c")))
-                names = (f"hamsi-bench-{os.getpid()}-{repeat}-a", f"hamsi-bench-{os.getpid()}-{repeat}-b")
-                times["shared memory"].append(run_pair(client, [a, b], shared_rounds,
-                                                       (names[0], names[1], args.rounds, size),
-                                                       (names[1], names[0], args.rounds, size)))
+                times["direct links"].append(
+                    run_pair(
+                        client,
+                        [a, b],
+                        links_rounds,
+                        (b, args.rounds, size, run, secret),
+                        (a, args.rounds, size, run, secret),
+                    )
+                )
+                times["mailbox comms"].append(
+                    run_pair(
+                        client,
+                        [a, b],
+                        mailbox_rounds,
+                        (b, args.rounds, size, run + "-c"),
+                        (a, args.rounds, size, run + "-c"),
+                    )
+                )
+                names = (
+                    f"hamsi-bench-{os.getpid()}-{repeat}-a",
+                    f"hamsi-bench-{os.getpid()}-{repeat}-b",
+                )
+                times["shared memory"].append(
+                    run_pair(
+                        client,
+                        [a, b],
+                        shared_rounds,
+                        (names[0], names[1], args.rounds, size),
+                        (names[1], names[0], args.rounds, size),
+                    )
+                )
                 rounds = max(10, args.rounds // 10)
-                seconds = run_pair(client, [a, b], actor_rounds, (boxes[0], boxes[1], rounds, size),
-                                   (boxes[1], boxes[0], rounds, size))
+                seconds = run_pair(
+                    client,
+                    [a, b],
+                    actor_rounds,
+                    (boxes[0], boxes[1], rounds, size),
+                    (boxes[1], boxes[0], rounds, size),
+                )
                 times["actors"].append(seconds * args.rounds / rounds)
-            print(f"{kib} KiB per message, microseconds per exchange round, best (median) of {args.repeats}:")
+            print(
+                f"{kib} KiB per message, microseconds per exchange round, best (median) of {args.repeats}:"
+            )
             for name, values in times.items():
                 us = 1e6 * np.array(values) / args.rounds
                 print(f"  {name:14s} {us.min():10.0f} ({np.median(us):10.0f})")

@@ -30,8 +30,10 @@ def main():
 
     X = sample_gaussian(model_precision(1, args.p, random_state=0), args.n, random_state=1)
     top = np.max(np.linalg.norm(X, axis=1))
-    print(f"graphical lasso, Model 1, p={args.p}, n={args.n} (best of {args.repeat}); "
-          f"load average {os.getloadavg()}")
+    print(
+        f"graphical lasso, Model 1, p={args.p}, n={args.n} (best of {args.repeat}); "
+        f"load average {os.getloadavg()}"
+    )
     print(f"{'data':<10}{'solver':<26}{'time [s]':>10}{'objective':>20}{'nonzeros':>10}")
     for name, scale in (("raw", 1.0), ("unit-ball", top)):
         compare(X / scale, args.alpha / scale**2, name, args.repeat)
@@ -56,11 +58,18 @@ def compare(X, alpha, name, repeat):
     t_admm, res = best_of(lambda: dp.admm_graphical_lasso(S, alpha, tol=1e-6), repeat)
     f_sk = dp.glasso_objective(prec_sk, S, alpha)
     rel = (res.objective - f_sk) / abs(f_sk)
-    print(f"{name:<10}{'sklearn graphical_lasso':<26}{t_sk:>10.3f}{f_sk:>20.10f}{np.count_nonzero(prec_sk):>10}")
-    print(f"{name:<10}{'dp.admm_graphical_lasso':<26}{t_admm:>10.3f}{res.objective:>20.10f}"
-          f"{np.count_nonzero(res.precision):>10}")
-    print(f"{'':<10}speed-up {t_sk / t_admm:.1f}x; relative objective difference {rel:+.2e} "
-          f"(negative = ADMM lower); ADMM {res.n_iter} iterations, {res.message}")
+    print(
+        f"{name:<10}{'sklearn graphical_lasso':<26}{t_sk:>10.3f}{f_sk:>20.10f}{np.count_nonzero(prec_sk):>10}"
+    )
+    print(
+        f"{name:<10}{'dp.admm_graphical_lasso':<26}{t_admm:>10.3f}{res.objective:>20.10f}"
+        f"{np.count_nonzero(res.precision):>10}"
+    )
+    print(
+        f"{'':<10}speed-up {t_sk / t_admm:.1f}x; relative objective difference {rel:+.2e} "
+        f"(negative = ADMM lower); ADMM {res.n_iter} iterations, {res.message}"
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -52,10 +52,14 @@ def main(argv=None) -> int:
     cols = rng.integers(0, n, args.pairs).astype(np.int32)
     vals = rng.integers(1, 6, args.pairs).astype(np.float64)
     chunks = equal_bounds(args.pairs, HELDOUT_CHUNKS)
-    print(f"{args.pairs} pairs, rank {args.rank}, range [{LO:g}, {HI:g}], {args.repeats} repeats; "
-          f"load average {os.getloadavg()[0]:.2f}")
-    print(f"{'scale':>6} {'outside':>8} {'unclipped ms (best/median)':>27} {'clipped ms (best/median)':>25} "
-          f"{'ratio':>6}")
+    print(
+        f"{args.pairs} pairs, rank {args.rank}, range [{LO:g}, {HI:g}], {args.repeats} repeats; "
+        f"load average {os.getloadavg()[0]:.2f}"
+    )
+    print(
+        f"{'scale':>6} {'outside':>8} {'unclipped ms (best/median)':>27} {'clipped ms (best/median)':>25} "
+        f"{'ratio':>6}"
+    )
     for scale in (0.1, 0.3, 1.0):
         U = scale * rng.standard_normal((m, args.rank))
         V = scale * rng.standard_normal((n, args.rank))
@@ -63,13 +67,16 @@ def main(argv=None) -> int:
         outside = float(np.mean((served < LO) | (served > HI)))
 
         def sse(lo, hi):
-            return lambda: kernels.mf_squared_error_chunked(rows, cols, vals, U, V, args.rank, OFFSET, lo, hi,
-                                                            chunks)
+            return lambda: kernels.mf_squared_error_chunked(
+                rows, cols, vals, U, V, args.rank, OFFSET, lo, hi, chunks
+            )
 
         plain, clipped = timed(sse(-np.inf, np.inf), args.repeats), timed(sse(LO, HI), args.repeats)
         ratio = statistics.median(clipped) / statistics.median(plain)
-        print(f"{scale:>6g} {outside:>8.2f} {1e3 * min(plain):>13.1f} / {1e3 * statistics.median(plain):<11.1f} "
-              f"{1e3 * min(clipped):>12.1f} / {1e3 * statistics.median(clipped):<10.1f} {ratio:>6.2f}")
+        print(
+            f"{scale:>6g} {outside:>8.2f} {1e3 * min(plain):>13.1f} / {1e3 * statistics.median(plain):<11.1f} "
+            f"{1e3 * min(clipped):>12.1f} / {1e3 * statistics.median(clipped):<10.1f} {ratio:>6.2f}"
+        )
     print(f"load average after: {os.getloadavg()[0]:.2f}")
     return 0
 

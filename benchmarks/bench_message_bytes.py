@@ -52,12 +52,25 @@ def measure(ratings, workers: int, rank: int, epochs: int) -> dict:
     out = {"workers": workers}
     with connect(n_workers=workers, threads_per_worker=1, quiet=True) as client:
         for owned in (False, True):
-            result = fit_distributed(ratings, rank=rank, partition=part, client=client, random_state=1,
-                                     max_epochs=epochs, chunk_epochs=epochs, shared_memory=False, owned_v=owned)
+            result = fit_distributed(
+                ratings,
+                rank=rank,
+                partition=part,
+                client=client,
+                random_state=1,
+                max_epochs=epochs,
+                chunk_epochs=epochs,
+                shared_memory=False,
+                owned_v=owned,
+            )
             assert result.owned_v is owned and not result.shared_memory
             total = sum(result.worker_bytes_sent.values()) / result.nit
             out["owned" if owned else "replicated"] = {
-                "all": total, "per_worker": total / workers, "ms": ms_per_inner(result.trace), "x": result.x}
+                "all": total,
+                "per_worker": total / workers,
+                "ms": ms_per_inner(result.trace),
+                "x": result.x,
+            }
     out["same"] = bool(np.array_equal(out["owned"].pop("x"), out["replicated"].pop("x")))
     return out
 
@@ -73,17 +86,23 @@ def main(argv=None):
     items, width = ratings.shape[1], args.rank
     print(f"load average before: {os.getloadavg()}; {os.cpu_count()} cores")
     rows = [measure(ratings, w, args.rank, args.epochs) for w in args.workers]
-    print(f"{args.dataset} ({ratings.nnz} ratings, {items} items), rank {args.rank}, STRATA-B B = workers, "
-          f"{args.epochs} cycles, shared_memory=False; load average after: {os.getloadavg()}")
+    print(
+        f"{args.dataset} ({ratings.nnz} ratings, {items} items), rank {args.rank}, STRATA-B B = workers, "
+        f"{args.epochs} cycles, shared_memory=False; load average after: {os.getloadavg()}"
+    )
     print("MB per inner iteration (model in brackets), ms per inner iteration after cycle 1")
-    print(f"{'workers':>7s} | {'replicated: all':>22s} {'per worker':>10s} {'ms':>7s} | "
-          f"{'owned: all':>22s} {'per worker':>10s} {'ms':>7s} | {'same iterates':>13s}")
+    print(
+        f"{'workers':>7s} | {'replicated: all':>22s} {'per worker':>10s} {'ms':>7s} | "
+        f"{'owned: all':>22s} {'per worker':>10s} {'ms':>7s} | {'same iterates':>13s}"
+    )
     for r in rows:
         rep, own, w = r["replicated"], r["owned"], r["workers"]
-        print(f"{w:7d} | {rep['all'] / 1e6:9.3f} ({modeled_bytes(w, items, width, False) / 1e6:9.3f}) "
-              f"{rep['per_worker'] / 1e6:10.3f} {rep['ms']:7.1f} | "
-              f"{own['all'] / 1e6:9.3f} ({modeled_bytes(w, items, width, True) / 1e6:9.3f}) "
-              f"{own['per_worker'] / 1e6:10.3f} {own['ms']:7.1f} | {str(r['same']):>13s}")
+        print(
+            f"{w:7d} | {rep['all'] / 1e6:9.3f} ({modeled_bytes(w, items, width, False) / 1e6:9.3f}) "
+            f"{rep['per_worker'] / 1e6:10.3f} {rep['ms']:7.1f} | "
+            f"{own['all'] / 1e6:9.3f} ({modeled_bytes(w, items, width, True) / 1e6:9.3f}) "
+            f"{own['per_worker'] / 1e6:10.3f} {own['ms']:7.1f} | {str(r['same']):>13s}"
+        )
     by_workers = {r["workers"]: r for r in rows}
     if 2 in by_workers:
         base = by_workers[2]
@@ -93,8 +112,10 @@ def main(argv=None):
             print(f"all workers, {w} / 2 workers: replicated {replicated:.2f}x, owned {owned:.2f}x")
         if 4 in by_workers:
             ratio = by_workers[4]["owned"]["all"] / base["owned"]["all"]
-            print(f"goal: owned bytes at 4 workers <= {GOAL}x those at 2: {'met' if ratio <= GOAL else 'NOT met'} "
-                  f"({ratio:.2f}x)")
+            print(
+                f"goal: owned bytes at 4 workers <= {GOAL}x those at 2: {'met' if ratio <= GOAL else 'NOT met'} "
+                f"({ratio:.2f}x)"
+            )
     if not all(r["same"] for r in rows):
         raise SystemExit("owned and replicated runs gave different iterates")
 

@@ -51,8 +51,9 @@ def bomb(genuine: str, path: str, gigabytes: float) -> None:
         info = zipfile.ZipInfo("user_factors.npy")
         info.compress_type = zipfile.ZIP_DEFLATED
         with archive.open(info, "w", force_zip64=True) as member:
-            np.lib.format.write_array_header_1_0(member, {"descr": "<f8", "fortran_order": False,
-                                                          "shape": (rows, 3)})
+            np.lib.format.write_array_header_1_0(
+                member, {"descr": "<f8", "fortran_order": False, "shape": (rows, 3)}
+            )
             chunk, left = bytes(1 << 24), rows * 3 * 8
             while left:
                 member.write(chunk[: min(left, len(chunk))])
@@ -67,7 +68,7 @@ def measure(path: str) -> tuple[float, float, str]:
         read_model(path)
         outcome = "loaded"
     except InputError as exc:
-        outcome = f"refused: {str(exc)[len(path) + 2:][:90]}"
+        outcome = f"refused: {str(exc)[len(path) + 2 :][:90]}"
     seconds = time.perf_counter() - started
     peak = tracemalloc.get_traced_memory()[1] / 2**20
     tracemalloc.stop()
@@ -76,10 +77,17 @@ def measure(path: str) -> tuple[float, float, str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--gigabytes", type=float, nargs="+", default=[0.5, 2.0],
-                        help="declared size of the bomb's user_factors")
+    parser.add_argument(
+        "--gigabytes",
+        type=float,
+        nargs="+",
+        default=[0.5, 2.0],
+        help="declared size of the bomb's user_factors",
+    )
     args = parser.parse_args()
-    print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+    print(
+        f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}"
+    )
     print(f"{'file':>22} {'on disk':>10} {'declared':>10} {'seconds':>9} {'peak MB':>8}  outcome")
     with tempfile.TemporaryDirectory() as folder:
         genuine = genuine_model(folder)
@@ -87,12 +95,18 @@ def main() -> None:
             path = os.path.join(folder, f"bomb-{gigabytes:g}GB.npz")
             bomb(genuine, path, gigabytes)
             seconds, peak, outcome = measure(path)
-            print(f"{os.path.basename(path):>22} {os.path.getsize(path) / 2**20:>8.2f}MB {gigabytes:>8.2f}GB "
-                  f"{seconds:>9.4f} {peak:>8.2f}  {outcome}")
+            print(
+                f"{os.path.basename(path):>22} {os.path.getsize(path) / 2**20:>8.2f}MB {gigabytes:>8.2f}GB "
+                f"{seconds:>9.4f} {peak:>8.2f}  {outcome}"
+            )
         seconds, peak, outcome = measure(genuine)
-        print(f"{'genuine model.npz':>22} {os.path.getsize(genuine) / 2**20:>8.2f}MB {'-':>10} {seconds:>9.4f} "
-              f"{peak:>8.2f}  {outcome}")
-    print(f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}")
+        print(
+            f"{'genuine model.npz':>22} {os.path.getsize(genuine) / 2**20:>8.2f}MB {'-':>10} {seconds:>9.4f} "
+            f"{peak:>8.2f}  {outcome}"
+        )
+    print(
+        f"load average {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f}"
+    )
 
 
 if __name__ == "__main__":

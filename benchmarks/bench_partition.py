@@ -58,8 +58,21 @@ def measure(workdir, ratings, scheme, blocks):
     rows_path, cols_path = os.path.join(workdir, "rows.npy"), os.path.join(workdir, "cols.npy")
     np.save(rows_path, ratings.rows)
     np.save(cols_path, ratings.cols)
-    out = subprocess.run([sys.executable, "-c", CHILD, rows_path, cols_path, json.dumps(list(ratings.shape)),
-                          scheme, str(blocks)], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            rows_path,
+            cols_path,
+            json.dumps(list(ratings.shape)),
+            scheme,
+            str(blocks),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -73,10 +86,18 @@ def main() -> int:
     cases = [  # (label, shape, nnz, schemes, target seconds)
         ("ML-100K-like", (943, 1682), 100_000, ["strata", "strata-b"], None),
         ("ML-1M-like", (6040, 3706), 1_000_000 // scale, ["color", "color-b", "hogwild"], 10.0),
-        ("20M, Netflix-shaped", (240_000, 18_000), 20_000_000 // scale, ["strata", "strata-b"], 5.0),
+        (
+            "20M, Netflix-shaped",
+            (240_000, 18_000),
+            20_000_000 // scale,
+            ["strata", "strata-b"],
+            5.0,
+        ),
     ]
-    print(f"{'data':<22} {'ratings':>10} {'scheme':<9} {'seconds':>8} {'target':>7} {'mem/arrays':>10} "
-          f"{'imbalance':>9}  notes")
+    print(
+        f"{'data':<22} {'ratings':>10} {'scheme':<9} {'seconds':>8} {'target':>7} {'mem/arrays':>10} "
+        f"{'imbalance':>9}  notes"
+    )
     with tempfile.TemporaryDirectory() as workdir:
         for label, shape, nnz, schemes, target in cases:
             started = time.perf_counter()
@@ -93,10 +114,15 @@ def main() -> int:
                 if label.startswith("ML-100K") and scheme == "strata-b":
                     notes += "   thesis: [6395, 6232, 6204, 6183]"
                 goal = f"<{target:g}" if target else "-"
-                print(f"{label:<22} {ratings.rows.size:>10} {scheme:<9} {r['seconds']:>8.2f} {goal:>7} "
-                      f"{r['extra_bytes'] / array_bytes:>10.2f} {r['imbalance']:>9.3f}  {notes}", flush=True)
-            print(f"{'':<22} (data generated in {made:.1f} s; mem/arrays = peak RSS during make() minus RSS before, "
-                  f"over the bytes of rows+cols int32; the int64 result alone is 1.0)")
+                print(
+                    f"{label:<22} {ratings.rows.size:>10} {scheme:<9} {r['seconds']:>8.2f} {goal:>7} "
+                    f"{r['extra_bytes'] / array_bytes:>10.2f} {r['imbalance']:>9.3f}  {notes}",
+                    flush=True,
+                )
+            print(
+                f"{'':<22} (data generated in {made:.1f} s; mem/arrays = peak RSS during make() minus RSS before, "
+                f"over the bytes of rows+cols int32; the int64 result alone is 1.0)"
+            )
     return 0
 
 

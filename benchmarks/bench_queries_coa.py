@@ -25,8 +25,12 @@ import os
 import sys
 import time
 
-if "--threads" in sys.argv:  # must precede numpy's import: runtime limits leave OpenBLAS threads spinning
-    os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = sys.argv[sys.argv.index("--threads") + 1]
+if (
+    "--threads" in sys.argv
+):  # must precede numpy's import: runtime limits leave OpenBLAS threads spinning
+    os.environ["OPENBLAS_NUM_THREADS"] = os.environ["OMP_NUM_THREADS"] = sys.argv[
+        sys.argv.index("--threads") + 1
+    ]
 
 import numpy as np  # noqa: E402
 
@@ -41,7 +45,10 @@ HDMM = {  # (ratio, seconds) on this kind of 2-core machine
     "related": {256: (0.4373, 13), 512: (0.4177, 33), 1024: (0.3889, 117)},
 }
 SEED_OCTAVE = {  # (ratio at n = 512, seconds at n = 256, seconds at n = 512)
-    "range": 0.060, "discrete": 0.115, "related": 0.435, "seconds": {256: "4-5", 512: "40-44"},
+    "range": 0.060,
+    "discrete": 0.115,
+    "related": 0.435,
+    "seconds": {256: "4-5", 512: "40-44"},
 }
 
 
@@ -65,12 +72,15 @@ def report(kind: str, n: int, method: str, W, strategy, seconds: float, median: 
     hdmm = HDMM.get(kind, {}).get(n)
     seed = SEED_OCTAVE[kind] if n == 512 else None
     above = f"{strategy.objective / base / optimum - 1:+.2%}" if optimum else "-"
-    print(f"{kind:>9} {n:>5} {method:>10} {strategy.objective / base:>9.5f} {cert.lower_bound / base:>9.5f} "
-          f"{cert.gap:>8.1e} {seconds:>7.2f} {costs.counts['newton']:>4} {costs.counts['hessian']:>5} "
-          f"{seconds / newton:>6.2f}  chol {costs.cholesky:5.1f} grad {costs.gradient:5.1f} "
-          f"hess {costs.hessian:5.1f} eig {costs.eigen:5.1f} cert {costs.certificate:5.1f} | "
-          f"opt {optimum if optimum else '-'} ({above}) HDMM {hdmm if hdmm else '-'} seed {seed if seed else '-'} "
-          f"[{strategy.status}] med {median:.1f} load {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"{kind:>9} {n:>5} {method:>10} {strategy.objective / base:>9.5f} {cert.lower_bound / base:>9.5f} "
+        f"{cert.gap:>8.1e} {seconds:>7.2f} {costs.counts['newton']:>4} {costs.counts['hessian']:>5} "
+        f"{seconds / newton:>6.2f}  chol {costs.cholesky:5.1f} grad {costs.gradient:5.1f} "
+        f"hess {costs.hessian:5.1f} eig {costs.eigen:5.1f} cert {costs.certificate:5.1f} | "
+        f"opt {optimum if optimum else '-'} ({above}) HDMM {hdmm if hdmm else '-'} seed {seed if seed else '-'} "
+        f"[{strategy.status}] med {median:.1f} load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
 
 
 def main() -> None:
@@ -78,44 +88,83 @@ def main() -> None:
     ap.add_argument("--workloads", default="range,discrete,related")
     ap.add_argument("--sizes", default="256,512,1024")
     ap.add_argument("--methods", default="coa-dual,coa-schur,coa")
-    ap.add_argument("--paper-max-n", type=int, default=512, help="largest n for method coa (slow; default 512)")
+    ap.add_argument(
+        "--paper-max-n", type=int, default=512, help="largest n for method coa (slow; default 512)"
+    )
     ap.add_argument("-m", type=int, default=1024)
     ap.add_argument("--gap-tol", type=float, default=1e-3)
-    ap.add_argument("--repeats", type=int, default=1, help="runs per cell; the best is reported (default 1)")
-    ap.add_argument("--threads", type=int, default=None,
-                    help="BLAS threads, set before numpy loads (default: the library's; 1 on a loaded machine)")
-    ap.add_argument("--largest", action="store_true", help="double n from 2048 until a solve exceeds --budget")
-    ap.add_argument("--largest-method", default="coa-dual", help="method for --largest (default coa-dual)")
-    ap.add_argument("--largest-workloads", default="range,discrete",
-                    help="workloads for --largest (default range,discrete: WDiscrete has no equal columns)")
-    ap.add_argument("--max-n", type=int, default=16384, help="last n tried by --largest (default 16384)")
-    ap.add_argument("--budget", type=float, default=600.0, help="seconds per solve for --largest (default 600)")
+    ap.add_argument(
+        "--repeats", type=int, default=1, help="runs per cell; the best is reported (default 1)"
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="BLAS threads, set before numpy loads (default: the library's; 1 on a loaded machine)",
+    )
+    ap.add_argument(
+        "--largest", action="store_true", help="double n from 2048 until a solve exceeds --budget"
+    )
+    ap.add_argument(
+        "--largest-method", default="coa-dual", help="method for --largest (default coa-dual)"
+    )
+    ap.add_argument(
+        "--largest-workloads",
+        default="range,discrete",
+        help="workloads for --largest (default range,discrete: WDiscrete has no equal columns)",
+    )
+    ap.add_argument(
+        "--max-n", type=int, default=16384, help="last n tried by --largest (default 16384)"
+    )
+    ap.add_argument(
+        "--budget", type=float, default=600.0, help="seconds per solve for --largest (default 600)"
+    )
     args = ap.parse_args()
-    print(f"m={args.m}, workloads default_rng(1), gap_tol={args.gap_tol:g}; load average before: "
-          f"{tuple(round(v, 2) for v in os.getloadavg())}; BLAS threads: {args.threads or 'default'}; "
-          f"best of {args.repeats}")
-    print("ratio = expected error / identity's; bound = certified lower bound on the optimum; "
-          "s/it = seconds per Newton iteration; cost split in seconds; med = median time; load = 1-min average")
-    print(f"{'workload':>9} {'n':>5} {'method':>10} {'ratio':>9} {'bound':>9} {'gap':>8} {'time':>7} "
-          f"{'it':>4} {'Hv':>5} {'s/it':>6}")
+    print(
+        f"m={args.m}, workloads default_rng(1), gap_tol={args.gap_tol:g}; load average before: "
+        f"{tuple(round(v, 2) for v in os.getloadavg())}; BLAS threads: {args.threads or 'default'}; "
+        f"best of {args.repeats}"
+    )
+    print(
+        "ratio = expected error / identity's; bound = certified lower bound on the optimum; "
+        "s/it = seconds per Newton iteration; cost split in seconds; med = median time; load = 1-min average"
+    )
+    print(
+        f"{'workload':>9} {'n':>5} {'method':>10} {'ratio':>9} {'bound':>9} {'gap':>8} {'time':>7} "
+        f"{'it':>4} {'Hv':>5} {'s/it':>6}"
+    )
     for kind in args.workloads.split(","):
         for n in (int(v) for v in args.sizes.split(",") if v):
             for method in args.methods.split(","):
                 if method == "coa" and n > args.paper_max_n:
                     continue
-                runs = [solve(kind, n, args.m, method, args.gap_tol, None) for _ in range(args.repeats)]
+                runs = [
+                    solve(kind, n, args.m, method, args.gap_tol, None) for _ in range(args.repeats)
+                ]
                 W, strategy, seconds = min(runs, key=lambda run: run[2])
-                report(kind, n, method, W, strategy, seconds, float(np.median([run[2] for run in runs])))
+                report(
+                    kind,
+                    n,
+                    method,
+                    W,
+                    strategy,
+                    seconds,
+                    float(np.median([run[2] for run in runs])),
+                )
     for kind in args.largest_workloads.split(",") if args.largest else ():
         n = 2048
         while n <= args.max_n:
-            W, strategy, seconds = solve(kind, n, args.m, args.largest_method, args.gap_tol, args.budget)
+            W, strategy, seconds = solve(
+                kind, n, args.m, args.largest_method, args.gap_tol, args.budget
+            )
             report(kind, n, args.largest_method, W, strategy, seconds, seconds)
             if strategy.status != "converged" or seconds > args.budget:
                 break
             n *= 2
-    print(f"load average after: {tuple(round(v, 2) for v in os.getloadavg())}; seed's Octave times: "
-          f"n=256 {SEED_OCTAVE['seconds'][256]} s, n=512 {SEED_OCTAVE['seconds'][512]} s")
+    print(
+        f"load average after: {tuple(round(v, 2) for v in os.getloadavg())}; seed's Octave times: "
+        f"n=256 {SEED_OCTAVE['seconds'][256]} s, n=512 {SEED_OCTAVE['seconds'][512]} s"
+    )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,14 @@ import numpy as np
 
 WORKLOADS = ("discrete", "range", "related")
 BASELINES = ("workload", "identity", "wavelet", "hierarchical")
-LABELS = {"lrm": "LRM", "workload": "LM", "identity": "NOD", "wavelet": "WM", "hierarchical": "HM", "amm": "AMM"}
+LABELS = {
+    "lrm": "LRM",
+    "workload": "LM",
+    "identity": "NOD",
+    "wavelet": "WM",
+    "hierarchical": "HM",
+    "amm": "AMM",
+}
 PAPER_CLAIMS = {
     "2": "paper Fig. 2: error flat in gamma from 1e-4 to 10 on all three workloads; larger gamma runs faster",
     "3": "paper Fig. 3: r < rank(W) up to 100x worse; stable from r = 1.2 rank(W); time grows with r",
@@ -53,21 +60,34 @@ def grid(args) -> list[dict]:
     cells = []
     for figure in args.figures:
         if figure in ("2", "3"):
-            gammas, factors = [1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0], [0.8, 1.0, 1.2, 1.4, 1.7, 2.1, 2.5, 3.0, 3.6]
+            gammas, factors = (
+                [1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0],
+                [0.8, 1.0, 1.2, 1.4, 1.7, 2.1, 2.5, 3.0, 3.6],
+            )
             values = gammas if figure == "2" else factors
             for kind in WORKLOADS:
-                cells += [dict(figure=figure, kind=kind, m=m0, n=n0, x=v, methods=("lrm",)) for v in values]
+                cells += [
+                    dict(figure=figure, kind=kind, m=m0, n=n0, x=v, methods=("lrm",))
+                    for v in values
+                ]
         elif figure in ("4", "5", "6"):
             kind = WORKLOADS[int(figure) - 4]
-            cells += [dict(figure=figure, kind=kind, m=m0, n=n, x=n, methods=("lrm", *BASELINES, "amm"))
-                      for n in n_values]
+            cells += [
+                dict(figure=figure, kind=kind, m=m0, n=n, x=n, methods=("lrm", *BASELINES, "amm"))
+                for n in n_values
+            ]
         elif figure in ("7", "8"):
             kind = "range" if figure == "7" else "related"
-            cells += [dict(figure=figure, kind=kind, m=m, n=n0, x=m, methods=("lrm", *BASELINES))
-                      for m in m_values if m <= n0]
+            cells += [
+                dict(figure=figure, kind=kind, m=m, n=n0, x=m, methods=("lrm", *BASELINES))
+                for m in m_values
+                if m <= n0
+            ]
         elif figure == "9":
-            cells += [dict(figure=figure, kind="related", m=m0, n=n0, x=f, methods=("lrm", *BASELINES))
-                      for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)]
+            cells += [
+                dict(figure=figure, kind="related", m=m0, n=n0, x=f, methods=("lrm", *BASELINES))
+                for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+            ]
     return cells
 
 
@@ -81,7 +101,11 @@ def run_cell(cell: dict, epsilons: list[float], reps: int, seed: int, lrm_option
         m, n = cell["m"], cell["n"]
         s = None
         if cell["kind"] == "related":
-            s = max(1, round(cell["x"] * min(m, n))) if cell["figure"] == "9" else max(1, min(m, n) // 2)
+            s = (
+                max(1, round(cell["x"] * min(m, n)))
+                if cell["figure"] == "9"
+                else max(1, min(m, n) // 2)
+            )
         extra = {"s": s} if s is not None else {}
         W = queries.make_workload(cell["kind"], m, n, random_state=seed, **extra)
         x = queries.power_law_histogram(n, random_state=seed + 1)
@@ -100,13 +124,25 @@ def run_cell(cell: dict, epsilons: list[float], reps: int, seed: int, lrm_option
             strategy = queries.optimize(W, method, **options)
             seconds = time.perf_counter() - started
             rng = np.random.default_rng(seed + 2)
-            empirical = [float(np.sum((queries.answer(W, x, strategy, 0.1, random_state=rng).values - W @ x) ** 2))
-                         for _ in range(reps)]
+            empirical = [
+                float(
+                    np.sum(
+                        (queries.answer(W, x, strategy, 0.1, random_state=rng).values - W @ x) ** 2
+                    )
+                )
+                for _ in range(reps)
+            ]
             out[method] = {
-                "expected": {eps: queries.expected_error(W, strategy, eps, x=x) for eps in epsilons},
+                "expected": {
+                    eps: queries.expected_error(W, strategy, eps, x=x) for eps in epsilons
+                },
                 "empirical": float(np.mean(empirical)),
-                "stderr": float(np.std(empirical, ddof=1) / np.sqrt(reps)) if reps > 1 else float("nan"),
-                "seconds": seconds, "status": strategy.status, "rank": strategy.matrix.shape[0],
+                "stderr": float(np.std(empirical, ddof=1) / np.sqrt(reps))
+                if reps > 1
+                else float("nan"),
+                "seconds": seconds,
+                "status": strategy.status,
+                "rank": strategy.matrix.shape[0],
                 "residual": strategy.info.get("residual", 0.0),
             }
     return {"cell": cell, "results": out}
@@ -115,44 +151,65 @@ def run_cell(cell: dict, epsilons: list[float], reps: int, seed: int, lrm_option
 def print_sweep(figure: str, rows: list[dict], epsilons: list[float]) -> None:
     """Print Fig. 2/3: LRM error at each epsilon and time per (workload, gamma or r factor)."""
     name = "gamma" if figure == "2" else "r/rank(W)"
-    print(f"\n=== Fig. {figure}: LRM vs {name} (m={rows[0]['cell']['m']}, n={rows[0]['cell']['n']}) ===")
+    print(
+        f"\n=== Fig. {figure}: LRM vs {name} (m={rows[0]['cell']['m']}, n={rows[0]['cell']['n']}) ==="
+    )
     print(PAPER_CLAIMS[figure])
     eps_cols = "".join(f"{f'err eps={e:g}':>15}" for e in epsilons)
-    print(f"{'workload':>9} {name:>10} {'r':>5}{eps_cols}{'empirical(0.1)':>16}{'||W-BL||_F':>12}{'time s':>8}  status")
+    print(
+        f"{'workload':>9} {name:>10} {'r':>5}{eps_cols}{'empirical(0.1)':>16}{'||W-BL||_F':>12}{'time s':>8}  status"
+    )
     for row in rows:
         r = row["results"]["lrm"]
         errs = "".join(f"{r['expected'][e]:>15.4g}" for e in epsilons)
-        print(f"{row['cell']['kind']:>9} {row['cell']['x']:>10g} {r['rank']:>5}{errs}{r['empirical']:>16.4g}"
-              f"{r['residual']:>12.3g}{r['seconds']:>8.2f}  {r['status']}")
+        print(
+            f"{row['cell']['kind']:>9} {row['cell']['x']:>10g} {r['rank']:>5}{errs}{r['empirical']:>16.4g}"
+            f"{r['residual']:>12.3g}{r['seconds']:>8.2f}  {r['status']}"
+        )
 
 
 def print_comparison(figure: str, rows: list[dict]) -> None:
     """Print Figs. 4-9: expected (empirical) error at eps = 0.1 per method, LRM time and ratio."""
     cell = rows[0]["cell"]
     axis = {"4": "n", "5": "n", "6": "n", "7": "m", "8": "m", "9": "s/min(m,n)"}[figure]
-    print(f"\n=== Fig. {figure}: {cell['kind']} vs {axis}, eps = 0.1 (expected error; Monte-Carlo mean below) ===")
+    print(
+        f"\n=== Fig. {figure}: {cell['kind']} vs {axis}, eps = 0.1 (expected error; Monte-Carlo mean below) ==="
+    )
     print(PAPER_CLAIMS[figure])
     methods = list(rows[0]["results"])
-    print(f"{axis:>11}" + "".join(f"{LABELS[mt]:>12}" for mt in methods) + f"{'LRM s':>8}{'LRM/best other':>16}")
+    print(
+        f"{axis:>11}"
+        + "".join(f"{LABELS[mt]:>12}" for mt in methods)
+        + f"{'LRM s':>8}{'LRM/best other':>16}"
+    )
     for row in rows:
         res = row["results"]
         best_other = min(res[mt]["expected"][0.1] for mt in methods if mt != "lrm")
-        print(f"{row['cell']['x']:>11g}" + "".join(f"{res[mt]['expected'][0.1]:>12.4g}" for mt in methods)
-              + f"{res['lrm']['seconds']:>8.2f}{res['lrm']['expected'][0.1] / best_other:>16.3g}")
+        print(
+            f"{row['cell']['x']:>11g}"
+            + "".join(f"{res[mt]['expected'][0.1]:>12.4g}" for mt in methods)
+            + f"{res['lrm']['seconds']:>8.2f}{res['lrm']['expected'][0.1] / best_other:>16.3g}"
+        )
         print(f"{'(MC)':>11}" + "".join(f"{res[mt]['empirical']:>12.4g}" for mt in methods))
 
 
 def main():
     ap = argparse.ArgumentParser(description="Reproduce seed 001 Figs. 2-9 (LRM)")
     ap.add_argument("--figures", nargs="+", default=["2", "3", "4", "5", "6", "7", "8", "9"])
-    ap.add_argument("--paper", action="store_true", help="the paper's sizes (n = 1024, m = 256, n up to 8192)")
+    ap.add_argument(
+        "--paper", action="store_true", help="the paper's sizes (n = 1024, m = 256, n up to 8192)"
+    )
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--lrm-max-time", type=float, default=None, help="cap each LRM solve (seconds)")
-    ap.add_argument("--solver", choices=["alm", "auto"], default="alm",
-                    help="LRM's solver: alm (default: the paper's Alg. 1, with our finish) or auto (the library's "
-                         "default, p-Identity search beside it); Figs. 2-3 sweep Alg. 1's gamma and r: always alm")
+    ap.add_argument(
+        "--solver",
+        choices=["alm", "auto"],
+        default="alm",
+        help="LRM's solver: alm (default: the paper's Alg. 1, with our finish) or auto (the library's "
+        "default, p-Identity search beside it); Figs. 2-3 sweep Alg. 1's gamma and r: always alm",
+    )
     args = ap.parse_args()
     epsilons = [1.0, 0.1, 0.01]
     lrm_options = {"max_time": args.lrm_max_time} if args.lrm_max_time else {}
@@ -162,22 +219,33 @@ def main():
 
     cells = grid(args)
     started = time.perf_counter()
-    cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
-                           host="127.0.0.1", dashboard_address=":0")
+    cluster = LocalCluster(
+        n_workers=args.workers,
+        threads_per_worker=1,
+        processes=True,
+        host="127.0.0.1",
+        dashboard_address=":0",
+    )
     client = Client(cluster)
     try:
         # the biggest cells first, so the slowest task does not start last
         order = sorted(range(len(cells)), key=lambda i: -cells[i]["m"] * cells[i]["n"])
-        futures = {i: client.submit(run_cell, cells[i], epsilons, args.reps, args.seed, lrm_options, pure=False)
-                   for i in order}
+        futures = {
+            i: client.submit(
+                run_cell, cells[i], epsilons, args.reps, args.seed, lrm_options, pure=False
+            )
+            for i in order
+        }
         rows = [futures[i].result() for i in range(len(cells))]
     finally:
         client.close()
         cluster.close()
-    print(f"seed 001 reproduction: {len(cells)} cells as Dask tasks on {args.workers} workers, "
-          f"{time.perf_counter() - started:.0f} s wall, loadavg {os.getloadavg()[0]:.1f}; "
-          f"{'paper sizes' if args.paper else 'reduced sizes (--paper for the full grid)'}; "
-          f"power-law synthetic histogram (real data unreachable); {args.reps} releases per cell")
+    print(
+        f"seed 001 reproduction: {len(cells)} cells as Dask tasks on {args.workers} workers, "
+        f"{time.perf_counter() - started:.0f} s wall, loadavg {os.getloadavg()[0]:.1f}; "
+        f"{'paper sizes' if args.paper else 'reduced sizes (--paper for the full grid)'}; "
+        f"power-law synthetic histogram (real data unreachable); {args.reps} releases per cell"
+    )
     for figure in args.figures:
         mine = [row for row in rows if row["cell"]["figure"] == figure]
         if figure in ("2", "3"):

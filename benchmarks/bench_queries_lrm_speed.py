@@ -49,13 +49,24 @@ import numpy as np
 def alm_line(result, identity: float, seconds: float) -> str:
     """Return seconds, iterations, ms per Alg. 2 step and Alg. 1's ratio to identity of one decomposition."""
     per_step = result.phase_seconds["L update (Alg. 2)"] / max(result.n_inner, 1)
-    return (f"{seconds:7.2f} s  outer {result.n_outer:4d}  inner {result.n_inner:5d}  {per_step * 1e3:5.2f} ms per "
-            f"Alg. 2 step  ratio to identity {result.objective / identity:.4f}  ({result.status}, "
-            f"||W - B L||_F = {result.residual:.3g})")
+    return (
+        f"{seconds:7.2f} s  outer {result.n_outer:4d}  inner {result.n_inner:5d}  {per_step * 1e3:5.2f} ms per "
+        f"Alg. 2 step  ratio to identity {result.objective / identity:.4f}  ({result.status}, "
+        f"||W - B L||_F = {result.residual:.3g})"
+    )
 
 
-def measure(kind: str, m: int, n: int, repeats: int, max_time: float | None, refine_max_time: float | None,
-            seed: int, baseline, threads: int) -> None:
+def measure(
+    kind: str,
+    m: int,
+    n: int,
+    repeats: int,
+    max_time: float | None,
+    refine_max_time: float | None,
+    seed: int,
+    baseline,
+    threads: int,
+) -> None:
     """Run LRM (Alg. 1, then the finish/refinement) `repeats` times on one workload; print times and phases.
 
     With a baseline module (--baseline REF), its low_rank_decomposition runs first on the same W and
@@ -72,29 +83,58 @@ def measure(kind: str, m: int, n: int, repeats: int, max_time: float | None, ref
 
         started = time.perf_counter()
         old = baseline.low_rank_decomposition(W, max_time=max_time, random_state=seed)
-        print(f"{kind:>9} m={m:<5} n={n:<5} baseline Alg. 1: {alm_line(old, identity, time.perf_counter() - started)}; "
-              f"loadavg {os.getloadavg()[0]:.1f}", flush=True)
+        print(
+            f"{kind:>9} m={m:<5} n={n:<5} baseline Alg. 1: {alm_line(old, identity, time.perf_counter() - started)}; "
+            f"loadavg {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
         started = time.perf_counter()
-        paper = low_rank_decomposition(W, max_time=max_time, random_state=seed, threads=threads,
-                                       max_inner=PAPER_SCHEDULE[0], beta_period=PAPER_SCHEDULE[1])
-        print(f"{kind:>9} m={m:<5} n={n:<5} paper schedule: {alm_line(paper, identity, time.perf_counter() - started)}; "
-              f"loadavg {os.getloadavg()[0]:.1f}", flush=True)
-    runs = [queries.optimize(W, "lrm", solver="alm", max_time=max_time, refine_max_time=refine_max_time,
-                             random_state=seed, threads=threads) for _ in range(repeats)]
+        paper = low_rank_decomposition(
+            W,
+            max_time=max_time,
+            random_state=seed,
+            threads=threads,
+            max_inner=PAPER_SCHEDULE[0],
+            beta_period=PAPER_SCHEDULE[1],
+        )
+        print(
+            f"{kind:>9} m={m:<5} n={n:<5} paper schedule: {alm_line(paper, identity, time.perf_counter() - started)}; "
+            f"loadavg {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+    runs = [
+        queries.optimize(
+            W,
+            "lrm",
+            solver="alm",
+            max_time=max_time,
+            refine_max_time=refine_max_time,
+            random_state=seed,
+            threads=threads,
+        )
+        for _ in range(repeats)
+    ]
     alm_seconds = sorted(r.seconds - r.info["finish_seconds"] for r in runs)
     total = sorted(r.seconds for r in runs)
     last = runs[-1]
     alm_total = alm_seconds[-1] if repeats == 1 else last.seconds - last.info["finish_seconds"]
-    phases = ", ".join(f"{k} {v:.1f} s ({v / alm_total:.0%})" for k, v in last.info["phase_seconds"].items())
-    print(f"{kind:>9} m={m:<5} n={n:<5} r={last.info['alm_rank']:<5} Alg. 1: best {alm_seconds[0]:7.2f} s  median "
-          f"{np.median(alm_seconds):7.2f} s  outer {last.info['outer']:4d}  inner {last.info['inner']:5d}  "
-          f"ratio to identity {last.info['alm_objective'] / identity:.4f} (||W - B L||_F = {last.info['alm_residual']:.3g}); "
-          f"loadavg {os.getloadavg()[0]:.1f}")
+    phases = ", ".join(
+        f"{k} {v:.1f} s ({v / alm_total:.0%})" for k, v in last.info["phase_seconds"].items()
+    )
+    print(
+        f"{kind:>9} m={m:<5} n={n:<5} r={last.info['alm_rank']:<5} Alg. 1: best {alm_seconds[0]:7.2f} s  median "
+        f"{np.median(alm_seconds):7.2f} s  outer {last.info['outer']:4d}  inner {last.info['inner']:5d}  "
+        f"ratio to identity {last.info['alm_objective'] / identity:.4f} (||W - B L||_F = {last.info['alm_residual']:.3g}); "
+        f"loadavg {os.getloadavg()[0]:.1f}"
+    )
     per_step = last.info["phase_seconds"]["L update (Alg. 2)"] / max(last.info["inner"], 1)
     print(f"{'':>9} {phases}; {per_step * 1e3:.2f} ms per Alg. 2 step")
-    print(f"{'':>9} with finish/refinement: best {total[0]:7.2f} s  median {np.median(total):7.2f} s  "
-          f"(finish {last.info['finish_seconds']:.1f} s)  ratio to identity {last.objective / identity:.4f}  "
-          f"{last.status}; {last.message.split('; ')[-1]}", flush=True)
+    print(
+        f"{'':>9} with finish/refinement: best {total[0]:7.2f} s  median {np.median(total):7.2f} s  "
+        f"(finish {last.info['finish_seconds']:.1f} s)  ratio to identity {last.objective / identity:.4f}  "
+        f"{last.status}; {last.message.split('; ')[-1]}",
+        flush=True,
+    )
     measure_auto(W, identity, seed, threads)
 
 
@@ -106,9 +146,12 @@ def measure_auto(W: np.ndarray, identity: float, seed: int, threads: int) -> Non
     auto = queries.optimize(W, "lrm", random_state=seed, threads=threads)
     seconds = time.perf_counter() - started
     alm = auto.info.get("alm_seconds", 0.0) + auto.info.get("finish_seconds", 0.0)
-    print(f"{'':>9} solver='auto': {seconds:7.2f} s (Alg. 1 + finish {alm:.1f} s, p-Identity sweep "
-          f"{auto.info['p_identity_seconds']:.1f} s)  ratio to identity {auto.objective / identity:.4f}, kept "
-          f"{auto.info['solver']} ({auto.status}); loadavg {os.getloadavg()[0]:.1f}", flush=True)
+    print(
+        f"{'':>9} solver='auto': {seconds:7.2f} s (Alg. 1 + finish {alm:.1f} s, p-Identity sweep "
+        f"{auto.info['p_identity_seconds']:.1f} s)  ratio to identity {auto.objective / identity:.4f}, kept "
+        f"{auto.info['solver']} ({auto.status}); loadavg {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
 
 
 def sorted_projection(V: np.ndarray) -> np.ndarray:
@@ -119,7 +162,9 @@ def sorted_projection(V: np.ndarray) -> np.ndarray:
     block = np.ascontiguousarray(magnitudes[:, outside].T)
     descending = -np.sort(-block, axis=1)
     sums = np.cumsum(descending, axis=1) - 1.0
-    rho = np.maximum(np.count_nonzero(descending * np.arange(1, block.shape[1] + 1) > sums, axis=1), 1)
+    rho = np.maximum(
+        np.count_nonzero(descending * np.arange(1, block.shape[1] + 1) > sums, axis=1), 1
+    )
     theta = np.maximum(sums[np.arange(block.shape[0]), rho - 1] / rho, 0.0)
     out[:, outside] = np.copysign(np.maximum(block - theta[:, None], 0.0).T, V[:, outside])
     return out
@@ -134,8 +179,13 @@ def best_and_median(candidates: dict, repeats: int) -> str:
             started = time.perf_counter()
             run()
             timings.setdefault(name, []).append(time.perf_counter() - started)
-    return ", ".join(f"{name} best {min(t) * 1e3:.2f} ms median {np.median(t) * 1e3:.2f} ms"
-                     for name, t in timings.items()) + f"; loadavg {os.getloadavg()[0]:.1f}"
+    return (
+        ", ".join(
+            f"{name} best {min(t) * 1e3:.2f} ms median {np.median(t) * 1e3:.2f} ms"
+            for name, t in timings.items()
+        )
+        + f"; loadavg {os.getloadavg()[0]:.1f}"
+    )
 
 
 def measure_step(r: int, n: int, baseline_projection, repeats: int = 20) -> None:
@@ -151,12 +201,16 @@ def measure_step(r: int, n: int, baseline_projection, repeats: int = 20) -> None
     from dp.queries.l1_ball import project_columns_l1, projected_gradient_step
 
     rng = np.random.default_rng(0)
-    V = rng.standard_normal((r, n)) * 0.01 - rng.standard_normal((r, n)) * 1e-3  # columns of L1 norm ~2.5
+    V = (
+        rng.standard_normal((r, n)) * 0.01 - rng.standard_normal((r, n)) * 1e-3
+    )  # columns of L1 norm ~2.5
     assert np.allclose(sorted_projection(V), project_columns_l1(V), atol=1e-15)
     out = np.empty_like(V)
-    projections = {"sort-based": lambda: sorted_projection(V),
-                   "Michelot blocks 1 thread": lambda: project_columns_l1(V, out=out, threads=1),
-                   "2 threads": lambda: project_columns_l1(V, out=out, threads=2)}
+    projections = {
+        "sort-based": lambda: sorted_projection(V),
+        "Michelot blocks 1 thread": lambda: project_columns_l1(V, out=out, threads=1),
+        "2 threads": lambda: project_columns_l1(V, out=out, threads=2),
+    }
     if baseline_projection is not None:
         projections["baseline"] = lambda: baseline_projection(V)
     print(f"L1 projection r={r} n={n}: " + best_and_median(projections, repeats))
@@ -164,12 +218,19 @@ def measure_step(r: int, n: int, baseline_projection, repeats: int = 20) -> None
     gram = gram @ gram.T
     products = {}
     for threads in (1, 2):
+
         def product(threads=threads):
             with threadpool_limits(threads):
                 np.matmul(gram, V, out=out)
+
         products[f"{threads} BLAS thread{'s' if threads > 1 else ''}"] = product
     print(f"gram @ search ({r} x {r} by {r} x {n}): " + best_and_median(products, repeats))
-    zeros, current, search, following = np.zeros_like(V), np.zeros_like(V), V.copy(), np.empty_like(V)
+    zeros, current, search, following = (
+        np.zeros_like(V),
+        np.zeros_like(V),
+        V.copy(),
+        np.empty_like(V),
+    )
 
     def numpy_step():
         step = np.subtract(zeros, zeros)
@@ -183,9 +244,17 @@ def measure_step(r: int, n: int, baseline_projection, repeats: int = 20) -> None
         search[...] = V
         projected_gradient_step(search, zeros, zeros, 1.0, current, following, 0.5, threads=threads)
 
-    print("Alg. 2 step without the product: " + best_and_median(
-        {"numpy passes + projection": numpy_step, "fused 1 thread": lambda: fused(1), "fused 2 threads": lambda: fused(2)},
-        repeats))
+    print(
+        "Alg. 2 step without the product: "
+        + best_and_median(
+            {
+                "numpy passes + projection": numpy_step,
+                "fused 1 thread": lambda: fused(1),
+                "fused 2 threads": lambda: fused(2),
+            },
+            repeats,
+        )
+    )
 
 
 def load_baseline(ref: str):
@@ -198,8 +267,13 @@ def load_baseline(ref: str):
     folder = tempfile.mkdtemp(prefix="lrm-baseline-")
     modules = []
     for name in ("l1_ball", "lrm"):
-        source = subprocess.run(["git", "show", f"{ref}:dp/queries/{name}.py"], check=True, capture_output=True,
-                                text=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout
+        source = subprocess.run(
+            ["git", "show", f"{ref}:dp/queries/{name}.py"],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+        ).stdout
         source = source.replace("from dp.queries.l1_ball import", "from baseline_l1_ball import")
         path = os.path.join(folder, f"baseline_{name}.py")
         with open(path, "w") as handle:
@@ -218,28 +292,59 @@ def main():
     ap.add_argument("--m", type=int, default=256)
     ap.add_argument("--workloads", nargs="+", default=["discrete", "range", "related"])
     ap.add_argument("--large", action="store_true", help="also n = 8192 (10-minute goal)")
-    ap.add_argument("--threads", type=int, default=2, help="BLAS threads and threads of the fused Alg. 2 step")
+    ap.add_argument(
+        "--threads", type=int, default=2, help="BLAS threads and threads of the fused Alg. 2 step"
+    )
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--max-time", type=float, default=600.0, help="cap on Alg. 1 per solve (seconds)")
-    ap.add_argument("--refine-max-time", type=float, default=120.0, help="cap on the refinement (seconds)")
+    ap.add_argument(
+        "--max-time", type=float, default=600.0, help="cap on Alg. 1 per solve (seconds)"
+    )
+    ap.add_argument(
+        "--refine-max-time", type=float, default=120.0, help="cap on the refinement (seconds)"
+    )
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--baseline", metavar="REF", help="also run Alg. 1 of git revision REF side by side (e.g. main)")
+    ap.add_argument(
+        "--baseline",
+        metavar="REF",
+        help="also run Alg. 1 of git revision REF side by side (e.g. main)",
+    )
     args = ap.parse_args()
 
     from threadpoolctl import threadpool_limits
 
-    print(f"LRM speed (seed 001 Alg. 1-2), gamma 0.01, r = 1.2 rank(W), {args.threads} BLAS threads; "
-          f"paper: Matlab, 2.5 GHz quad-core; goal < 10 s at n = 1024, m = 256")
+    print(
+        f"LRM speed (seed 001 Alg. 1-2), gamma 0.01, r = 1.2 rank(W), {args.threads} BLAS threads; "
+        f"paper: Matlab, 2.5 GHz quad-core; goal < 10 s at n = 1024, m = 256"
+    )
     started = time.perf_counter()
     baseline, baseline_l1 = load_baseline(args.baseline) if args.baseline else (None, None)
     measure_step(308, args.n, None if baseline_l1 is None else baseline_l1.project_columns_l1)
     with threadpool_limits(args.threads):
         for kind in args.workloads:
-            measure(kind, args.m, args.n, args.repeats, args.max_time, args.refine_max_time, args.seed, baseline,
-                    args.threads)
+            measure(
+                kind,
+                args.m,
+                args.n,
+                args.repeats,
+                args.max_time,
+                args.refine_max_time,
+                args.seed,
+                baseline,
+                args.threads,
+            )
         if args.large:
             for kind in args.workloads:
-                measure(kind, args.m, 8192, 1, args.max_time, args.refine_max_time, args.seed, None, args.threads)
+                measure(
+                    kind,
+                    args.m,
+                    8192,
+                    1,
+                    args.max_time,
+                    args.refine_max_time,
+                    args.seed,
+                    None,
+                    args.threads,
+                )
     print(f"total {time.perf_counter() - started:.0f} s")
 
 

@@ -31,6 +31,7 @@ import os
 import time
 
 import numpy as np
+from scaling_model import Constants, Network, predict_point, project_hosts
 from scipy.optimize import nnls
 
 import partition
@@ -42,22 +43,30 @@ from hamsi.data.synth import make_ratings
 from hamsi.optimizer import minimize_hamsi
 from hamsi.problems import MatrixFactorization
 from partition.strata import balanced_bounds, balanced_bounds_of_counts, stratify
-from scaling_model import Constants, Network, predict_point, project_hosts
 
 GOAL = 1.7
 MEMORY = 5
 HOSTS = (1, 2, 4, 8, 16, 32, 64)
 NETWORK = Network(bits_per_second=25e9, rtt=50e-6)
 ANCHORS = (
-    ("DSGD (Gemulla, Nijkamp, Haas, Sismanis, KDD 2011, 'Large-scale matrix factorization with distributed "
-     "stochastic gradient descent')", "Netflix strong scaling: no figure read here (the stored pages give the "
-     "abstract only); not quoted"),
-    ("NOMAD (Yun, Yu, Hsieh, Vishwanathan, Dhillon, VLDB 2014, 'NOMAD: Non-locking, stOchastic Multi-machine "
-     "algorithm for Asynchronous and Decentralized matrix completion')", "Netflix / Yahoo! Music scaling over "
-     "machines: no figure read here (abstract only); not quoted"),
-    ("Spark MLlib ALS (Das, Upadhyaya, Meng, Talwalkar, CIKM 2017, 'Collaborative Filtering as a Case-Study for "
-     "Model Parallelism on Bulk Synchronous Systems'; Databricks blog 2014-07-23 'Scalable Collaborative "
-     "Filtering with Spark MLlib')", "no ML-20M/Netflix strong-scaling number read here; not quoted"),
+    (
+        "DSGD (Gemulla, Nijkamp, Haas, Sismanis, KDD 2011, 'Large-scale matrix factorization with distributed "
+        "stochastic gradient descent')",
+        "Netflix strong scaling: no figure read here (the stored pages give the "
+        "abstract only); not quoted",
+    ),
+    (
+        "NOMAD (Yun, Yu, Hsieh, Vishwanathan, Dhillon, VLDB 2014, 'NOMAD: Non-locking, stOchastic Multi-machine "
+        "algorithm for Asynchronous and Decentralized matrix completion')",
+        "Netflix / Yahoo! Music scaling over "
+        "machines: no figure read here (abstract only); not quoted",
+    ),
+    (
+        "Spark MLlib ALS (Das, Upadhyaya, Meng, Talwalkar, CIKM 2017, 'Collaborative Filtering as a Case-Study for "
+        "Model Parallelism on Bulk Synchronous Systems'; Databricks blog 2014-07-23 'Scalable Collaborative "
+        "Filtering with Spark MLlib')",
+        "no ML-20M/Netflix strong-scaling number read here; not quoted",
+    ),
 )
 
 
@@ -71,8 +80,11 @@ def lead_split(result) -> dict:
     """Return the lead worker's compute / exchange / wait in ms per inner iteration (whole run)."""
     phases = result.worker_phases[result.workers[0]]
     compute = sum(v for k, v in phases.items() if k not in ("exchange", "wait"))
-    return {"compute": 1e3 * compute / result.nit, "exchange": 1e3 * phases["exchange"] / result.nit,
-            "wait": 1e3 * phases["wait"] / result.nit}
+    return {
+        "compute": 1e3 * compute / result.nit,
+        "exchange": 1e3 * phases["exchange"] / result.nit,
+        "wait": 1e3 * phases["wait"] / result.nit,
+    }
 
 
 def best_of(fn, repeat: int = 5) -> float:
@@ -110,8 +122,11 @@ def busiest_thread(before: dict, after: dict) -> float:
 
 
 # ---------------------------------------------------------------------------------------- runs
-PATHS = {"shared": dict(shared_memory=True, owned_v=False), "replicated": dict(shared_memory=False, owned_v=False),
-         "owned": dict(shared_memory=False, owned_v=True)}
+PATHS = {
+    "shared": dict(shared_memory=True, owned_v=False),
+    "replicated": dict(shared_memory=False, owned_v=False),
+    "owned": dict(shared_memory=False, owned_v=True),
+}
 
 
 def path_used(result) -> str:
@@ -126,23 +141,40 @@ def run_point(client, ratings, part, args, path=None) -> dict:
     wrote (result.worker_bytes_sent, counted in cluster.links as the frames are written).
     """
     before = client.run(thread_cpu)
-    result = fit_distributed(ratings, rank=args.rank, partition=part, random_state=1, max_epochs=args.epochs,
-                             client=client, chunk_epochs=args.epochs, **PATHS.get(path, {}))
+    result = fit_distributed(
+        ratings,
+        rank=args.rank,
+        partition=part,
+        random_state=1,
+        max_epochs=args.epochs,
+        client=client,
+        chunk_epochs=args.epochs,
+        **PATHS.get(path, {}),
+    )
     cpu = {w: busiest_thread(before[w], after) for w, after in client.run(thread_cpu).items()}
     sent = sum(result.worker_bytes_sent.values())
     cycles = len(result.trace.column("inner")) - 1  # the trace's first row is the start
-    return {"ms": ms_per_inner(result.trace), "split": lead_split(result), "bytes": sent / result.nit,
-            "pair_share": result.pairs_accepted / cycles, "x": result.x, "path": path_used(result),
-            "nit": result.nit, "load": os.getloadavg()[0],
-            "cpu_share": min(cpu.values()) / result.time}
+    return {
+        "ms": ms_per_inner(result.trace),
+        "split": lead_split(result),
+        "bytes": sent / result.nit,
+        "pair_share": result.pairs_accepted / cycles,
+        "x": result.x,
+        "path": path_used(result),
+        "nit": result.nit,
+        "load": os.getloadavg()[0],
+        "cpu_share": min(cpu.values()) / result.time,
+    }
 
 
 def goal_runs(ratings, args) -> dict:
     """Return ms per inner iteration of 1 and 2 workers on the same B = 2 cover, alternating runs."""
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
     times, shares, same = {1: [], 2: []}, {1: [], 2: []}, True
-    with connect(n_workers=1, threads_per_worker=1, quiet=True) as one, \
-            connect(n_workers=2, threads_per_worker=1, quiet=True) as two:
+    with (
+        connect(n_workers=1, threads_per_worker=1, quiet=True) as one,
+        connect(n_workers=2, threads_per_worker=1, quiet=True) as two,
+    ):
         for _ in range(args.repeats):
             runs = {w: run_point(c, ratings, part, args) for w, c in ((1, one), (2, two))}
             same = same and bool(np.array_equal(runs[1]["x"], runs[2]["x"]))
@@ -158,16 +190,33 @@ def point_runs(ratings, args) -> list:
     rows = []
     for W in args.workers:
         part = partition.make("strata-b", ratings, blocks=W, seed=1)
-        local = minimize_hamsi(MatrixFactorization(ratings, args.rank), part, random_state=1,
-                               max_epochs=args.epochs, threads=1)
+        local = minimize_hamsi(
+            MatrixFactorization(ratings, args.rank),
+            part,
+            random_state=1,
+            max_epochs=args.epochs,
+            threads=1,
+        )
         with connect(n_workers=W, threads_per_worker=1, quiet=True) as client:
-            for path in (("replicated",) if W == 1 else ("replicated", "owned", "shared")):
-                runs = [run_point(client, ratings, part, args, path) for _ in range(args.point_repeats)]
+            for path in ("replicated",) if W == 1 else ("replicated", "owned", "shared"):
+                runs = [
+                    run_point(client, ratings, part, args, path) for _ in range(args.point_repeats)
+                ]
                 best = min(runs, key=lambda r: r["ms"])
-                rows.append({"W": W, "path": best["path"], "ms": best["ms"], "pair_share": best["pair_share"],
-                             "median": float(np.median([r["ms"] for r in runs])), "split": best["split"],
-                             "bytes": best["bytes"], "load": best["load"], "cpu_share": best["cpu_share"],
-                             "same": all(np.array_equal(r["x"], local.x) for r in runs)})
+                rows.append(
+                    {
+                        "W": W,
+                        "path": best["path"],
+                        "ms": best["ms"],
+                        "pair_share": best["pair_share"],
+                        "median": float(np.median([r["ms"] for r in runs])),
+                        "split": best["split"],
+                        "bytes": best["bytes"],
+                        "load": best["load"],
+                        "cpu_share": best["cpu_share"],
+                        "same": all(np.array_equal(r["x"], local.x) for r in runs),
+                    }
+                )
     return rows
 
 
@@ -191,7 +240,12 @@ def block_table(ratings, n_blocks: int, rank: int, passes: int = 7, part=None) -
     V = 0.1 * rng.standard_normal((part.shape[1], rank))
     gV, empty = np.zeros_like(V), np.zeros(0)
     shape = (n_blocks, n_blocks)
-    seconds, counts, rows, items = np.full(shape, np.inf), np.zeros(shape), np.zeros(shape), np.zeros(shape)
+    seconds, counts, rows, items = (
+        np.full(shape, np.inf),
+        np.zeros(shape),
+        np.zeros(shape),
+        np.zeros(shape),
+    )
     factors = [0.1 * rng.standard_normal((d.row_hi - d.row_lo, rank)) for d in datas]
     for _ in range(passes):
         for d, U in zip(datas, factors):
@@ -200,9 +254,15 @@ def block_table(ratings, n_blocks: int, rank: int, passes: int = 7, part=None) -
                 q = (d.shard + k) % n_blocks
                 r, c, v = d.rows[k], d.cols[k], d.vals[k]
                 start = time.thread_time()
-                kernels.mf_block_gradient(r, c, v, U, V, gU, gV, rank, 1.0 / ratings.nnz, 0.0, empty, empty)
+                kernels.mf_block_gradient(
+                    r, c, v, U, V, gU, gV, rank, 1.0 / ratings.nnz, 0.0, empty, empty
+                )
                 seconds[d.shard, q] = min(seconds[d.shard, q], time.thread_time() - start)
-                counts[d.shard, q], rows[d.shard, q], items[d.shard, q] = v.size, np.unique(r).size, np.unique(c).size
+                counts[d.shard, q], rows[d.shard, q], items[d.shard, q] = (
+                    v.size,
+                    np.unique(r).size,
+                    np.unique(c).size,
+                )
     return {"seconds": seconds, "ratings": counts, "rows": rows, "items": items}
 
 
@@ -217,49 +277,94 @@ def cost_balanced(ratings, n_blocks: int, touch_rows: float, touch_items: float)
     bounds = []
     for index, length, touch in ((ratings.rows, m, touch_rows), (ratings.cols, n, touch_items)):
         counts = np.bincount(index, minlength=length)
-        bounds.append(balanced_bounds_of_counts(np.round(1000 * (counts + touch * (counts > 0))).astype(np.int64),
-                                                n_blocks))
-    return stratify(np.asarray(ratings.rows), np.asarray(ratings.cols), ratings.shape, bounds[0], bounds[1],
-                    "strata-cost", 1)
+        bounds.append(
+            balanced_bounds_of_counts(
+                np.round(1000 * (counts + touch * (counts > 0))).astype(np.int64), n_blocks
+            )
+        )
+    return stratify(
+        np.asarray(ratings.rows),
+        np.asarray(ratings.cols),
+        ratings.shape,
+        bounds[0],
+        bounds[1],
+        "strata-cost",
+        1,
+    )
 
 
 def slowest_over_mean(table: dict) -> float:
     """Return the mean over subsets of the slowest block's time / the mean block's (1: no wait)."""
     t, W = table["seconds"], table["seconds"].shape[0]
-    return float(np.mean([max(t[p, (p + k) % W] for p in range(W)) / np.mean([t[p, (p + k) % W] for p in range(W)])
-                          for k in range(W)]))
+    return float(
+        np.mean(
+            [
+                max(t[p, (p + k) % W] for p in range(W))
+                / np.mean([t[p, (p + k) % W] for p in range(W)])
+                for k in range(W)
+            ]
+        )
+    )
 
 
 def print_cost_balanced(name: str, rank: int, fit: np.ndarray, workers) -> None:
     """Item 3: does cutting the intervals by fitted cost instead of ratings shorten the wait? (alternating runs)"""
     ratings = make_ratings(name, seed=1)
     touch_rows, touch_items = fit[1] / fit[0], fit[2] / fit[0]
-    print(f"  {name}, intervals cut by cost (a row weighs {touch_rows:.2f} ratings, an item {touch_items:.2f}) vs "
-          f"STRATA-B: slowest / mean block per subset, two alternating measurements each")
+    print(
+        f"  {name}, intervals cut by cost (a row weighs {touch_rows:.2f} ratings, an item {touch_items:.2f}) vs "
+        f"STRATA-B: slowest / mean block per subset, two alternating measurements each"
+    )
     for W in workers:
         if W == 1:
             continue
-        covers = {"strata-b": partition.make("strata-b", ratings, blocks=W, seed=1),
-                  "by cost": cost_balanced(ratings, W, touch_rows, touch_items)}
+        covers = {
+            "strata-b": partition.make("strata-b", ratings, blocks=W, seed=1),
+            "by cost": cost_balanced(ratings, W, touch_rows, touch_items),
+        }
         seen = {label: [] for label in covers}
         for _ in range(2):
             for label, cover in covers.items():
                 seen[label].append(slowest_over_mean(block_table(ratings, W, rank, part=cover)))
-        print(f"    W = {W}: " + "; ".join(f"{label} {', '.join(f'{v:.3f}' for v in values)}"
-                                          for label, values in seen.items()))
+        print(
+            f"    W = {W}: "
+            + "; ".join(
+                f"{label} {', '.join(f'{v:.3f}' for v in values)}" for label, values in seen.items()
+            )
+        )
 
 
 def vector_costs(size: int, memory: int = MEMORY) -> tuple[float, float, float, float]:
     """Return seconds per parameter of (W'g and norms, a pair iteration's partials, the L-BFGS step, gV assembly)."""
     rng = np.random.default_rng(0)
     x, x_start, g, g_start = (rng.standard_normal(size) for _ in range(4))
-    S, Y = kernels.as_memory_rows(rng.standard_normal((memory, size)), rng.standard_normal((memory, size)))
+    S, Y = kernels.as_memory_rows(
+        rng.standard_normal((memory, size)), rng.standard_normal((memory, size))
+    )
     s_new, y_new = np.zeros((1, size)), np.zeros((1, size))
     pair, new_pair_g, gram = np.empty(2 * memory + 2), np.empty(2), np.empty(2 * memory + 1)
     wtg, norms, coef = np.empty(2 * memory), np.empty(2), 1e-3 * rng.standard_normal(2 * memory)
+
     def partials(with_pair: bool):
-        kernels.shard_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, with_pair, with_pair, True, True,
-                                         pair, new_pair_g, gram, wtg, norms)
+        kernels.shard_iteration_partials(
+            x,
+            x_start,
+            g,
+            g_start,
+            S,
+            Y,
+            s_new,
+            y_new,
+            with_pair,
+            with_pair,
+            True,
+            True,
+            pair,
+            new_pair_g,
+            gram,
+            wtg,
+            norms,
+        )
 
     plain, paired = best_of(lambda: partials(False)), best_of(lambda: partials(True))
     step = best_of(lambda: kernels.shard_lbfgs_step(x, g, S, Y, coef, 1.0, 1e-9))
@@ -283,7 +388,9 @@ def link_round(peer: str, run: str, size: int, rounds: int, secret: bytes) -> tu
     from cluster.messages import GradientPart, Message
 
     box = local_mailbox()
-    message = Message(0, "bench", gradient=[GradientPart(0, (0, max(size // 8, 1)), np.ones(max(size // 8, 1)))])
+    message = Message(
+        0, "bench", gradient=[GradientPart(0, (0, max(size // 8, 1)), np.ones(max(size // 8, 1)))]
+    )
     # the frame also carries the message's small index arrays (80 bytes for an 8-byte payload)
     box.start(run, [peer], 30.0, secret, FrameLimit(max_array_bytes=max(size, 4096) + 64))
     box.round(run, -1, [peer], message, 30.0)
@@ -327,15 +434,33 @@ def message_costs(client) -> dict:
         runs = []
         for repeat in range(3):
             run, secret = f"bench-scaling-{size}-{repeat}-{os.getpid()}", secrets.token_bytes(32)
-            futures = [client.submit(link_round, peer, run, int(size), rounds, secret, workers=[me], pure=False,
-                                     allow_other_workers=False) for me, peer in ((a, b), (b, a))]
+            futures = [
+                client.submit(
+                    link_round,
+                    peer,
+                    run,
+                    int(size),
+                    rounds,
+                    secret,
+                    workers=[me],
+                    pure=False,
+                    allow_other_workers=False,
+                )
+                for me, peer in ((a, b), (b, a))
+            ]
             runs.append(max(client.gather(futures)))
         best = min(runs)
         wall.append(best[0])
         cpu.append(best[1])
-    byte = (wall[2] - wall[1]) / (sizes[2] - sizes[1])  # wall: both ends' copies and loopback's transfer
-    return {"message": cpu[0], "latency": max(wall[0] - cpu[0], 0.0), "byte": float(byte),
-            "raw": {int(z): (w, c) for z, w, c in zip(sizes, wall, cpu)}}
+    byte = (wall[2] - wall[1]) / (
+        sizes[2] - sizes[1]
+    )  # wall: both ends' copies and loopback's transfer
+    return {
+        "message": cpu[0],
+        "latency": max(wall[0] - cpu[0], 0.0),
+        "byte": float(byte),
+        "raw": {int(z): (w, c) for z, w, c in zip(sizes, wall, cpu)},
+    }
 
 
 def frame_sizes(memory: int = MEMORY) -> tuple[float, float]:
@@ -349,10 +474,18 @@ def frame_sizes(memory: int = MEMORY) -> tuple[float, float]:
             p = ShardPartials(shard)
             p.wtg, p.norms = np.zeros(2 * memory), np.zeros(2)
             if pair:
-                p.pair, p.new_pair_g, p.gram = np.zeros(2 * memory + 2), np.zeros(2), np.zeros(2 * memory + 1)
+                p.pair, p.new_pair_g, p.gram = (
+                    np.zeros(2 * memory + 2),
+                    np.zeros(2),
+                    np.zeros(2 * memory + 1),
+                )
             shards.append(p)
-        return float(sum(len(b) if isinstance(b, bytes) else b.nbytes
-                         for b in encode(Message(1, "tcp://127.0.0.1:40000", shards=shards))))
+        return float(
+            sum(
+                len(b) if isinstance(b, bytes) else b.nbytes
+                for b in encode(Message(1, "tcp://127.0.0.1:40000", shards=shards))
+            )
+        )
 
     return frame(False), frame(True)
 
@@ -366,7 +499,9 @@ def corun_factor(client, datas, part, rank: int) -> float:
     V = 0.1 * rng.standard_normal((part.shape[1], rank))
     args = (d.rows[0], d.cols[0], d.vals[0], U, V, 40)
     alone = client.submit(time_block, *args, workers=[a], pure=False).result()
-    both = client.gather([client.submit(time_block, *args, workers=[w], pure=False) for w in (a, b)])
+    both = client.gather(
+        [client.submit(time_block, *args, workers=[w], pure=False) for w in (a, b)]
+    )
     return float(np.mean(both) / alone)
 
 
@@ -378,18 +513,35 @@ def measure_constants(ratings, args) -> tuple[Constants, dict, dict]:
     datas, part = shard_datas(ratings, 1, args.rank)
     d = datas[0]
     rng = np.random.default_rng(0)
-    U, V = 0.1 * rng.standard_normal((part.shape[0], args.rank)), 0.1 * rng.standard_normal((part.shape[1], args.rank))
-    eval_rating = best_of(lambda: kernels.mf_squared_error(d.rows[0], d.cols[0], d.vals[0], U, V, args.rank,
-                                                           0.0)) / d.vals[0].size
+    U, V = (
+        0.1 * rng.standard_normal((part.shape[0], args.rank)),
+        0.1 * rng.standard_normal((part.shape[1], args.rank)),
+    )
+    eval_rating = (
+        best_of(
+            lambda: kernels.mf_squared_error(d.rows[0], d.cols[0], d.vals[0], U, V, args.rank, 0.0)
+        )
+        / d.vals[0].size
+    )
     datas2, part2 = shard_datas(ratings, 2, args.rank)
     with connect(n_workers=2, threads_per_worker=1, quiet=True) as client:
         links = message_costs(client)
         corun = corun_factor(client, datas2, part2, args.rank)
-    constants = Constants(blocks={W: t["seconds"] for W, t in tables.items()}, sizes=sizes,
-                          partials=vector[:, 0], pair=vector[:, 1], step=vector[:, 2], assemble=vector[:, 3],
-                          eval_rating=eval_rating,
-                          message=links["message"], latency=links["latency"], byte=links["byte"],
-                          frame=frame_sizes(), corun=corun, cores=os.cpu_count() or 1)
+    constants = Constants(
+        blocks={W: t["seconds"] for W, t in tables.items()},
+        sizes=sizes,
+        partials=vector[:, 0],
+        pair=vector[:, 1],
+        step=vector[:, 2],
+        assemble=vector[:, 3],
+        eval_rating=eval_rating,
+        message=links["message"],
+        latency=links["latency"],
+        byte=links["byte"],
+        frame=frame_sizes(),
+        corun=corun,
+        cores=os.cpu_count() or 1,
+    )
     return constants, tables, links
 
 
@@ -407,14 +559,27 @@ def ml20m_blocks(rank: int, passes: int = 3) -> tuple[dict, dict, tuple, int]:
     rng = np.random.default_rng(0)
     for H in HOSTS:
         rb, cb = balanced_bounds(rows, m, H), balanced_bounds(cols, n, H)
-        p_of, q_of = np.searchsorted(rb, rows, side="right") - 1, np.searchsorted(cb, cols, side="right") - 1
+        p_of, q_of = (
+            np.searchsorted(rb, rows, side="right") - 1,
+            np.searchsorted(cb, cols, side="right") - 1,
+        )
         counts = np.bincount(p_of * H + q_of, minlength=H * H).reshape(H, H)
-        imbalance[H] = float(np.mean([max(counts[p, (p + k) % H] for p in range(H)) for k in range(H)])
-                             / (ratings.nnz / H ** 2))
+        imbalance[H] = float(
+            np.mean([max(counts[p, (p + k) % H] for p in range(H)) for k in range(H)])
+            / (ratings.nnz / H**2)
+        )
         take = np.flatnonzero((p_of == 0) & (q_of == 0))[:4_000_000]
-        U, V = 0.1 * rng.standard_normal((int(rb[1]), rank)), 0.1 * rng.standard_normal((int(cb[1]), rank))
-        blocks[H] = (rows[take].astype(np.int32), cols[take].astype(np.int32),
-                     np.asarray(ratings.values, dtype=np.float64)[take], U, V)
+        U, V = (
+            0.1 * rng.standard_normal((int(rb[1]), rank)),
+            0.1 * rng.standard_normal((int(cb[1]), rank)),
+        )
+        blocks[H] = (
+            rows[take].astype(np.int32),
+            cols[take].astype(np.int32),
+            np.asarray(ratings.values, dtype=np.float64)[take],
+            U,
+            V,
+        )
     best = {H: [np.inf, np.inf] for H in HOSTS}
     empty = np.zeros(0)
     for _ in range(passes):
@@ -425,7 +590,10 @@ def ml20m_blocks(rank: int, passes: int = 3) -> tuple[dict, dict, tuple, int]:
             middle = time.thread_time()
             kernels.mf_squared_error(r, c, v, U, V, rank, 0.0)
             end = time.thread_time()
-            best[H] = [min(best[H][0], (middle - start) / v.size), min(best[H][1], (end - middle) / v.size)]
+            best[H] = [
+                min(best[H][0], (middle - start) / v.size),
+                min(best[H][1], (end - middle) / v.size),
+            ]
     return {H: tuple(b) for H, b in best.items()}, imbalance, (m, n), ratings.nnz
 
 
@@ -434,35 +602,57 @@ def print_goal(goal: dict, args) -> None:
     one, two = np.array(goal["times"][1]), np.array(goal["times"][2])
     best, median = one.min() / two.min(), np.median(one) / np.median(two)
     s = goal["split"]
-    print(f"\n1 -> 2 workers, ml-1m-like rank {args.rank}, STRATA-B B = 2 on both (same iterates: {goal['same']}), "
-          f"{args.epochs} cycles, {args.repeats} alternating runs; load average now {os.getloadavg()}")
-    print(f"  1 worker : best {one.min():7.2f} ms / inner iteration, median {np.median(one):7.2f}  (all: "
-          f"{', '.join(f'{t:.1f}' for t in one)})")
-    print(f"  2 workers: best {two.min():7.2f} ms / inner iteration, median {np.median(two):7.2f}  (all: "
-          f"{', '.join(f'{t:.1f}' for t in two)})")
-    print(f"  speed-up: best {best:.2f}x, median {median:.2f}x (goal >= {GOAL}: "
-          f"{'met' if min(best, median) >= GOAL else 'NOT met'}); 2 workers' lead, last run: compute "
-          f"{s['compute']:.2f} / exchange {s['exchange']:.2f} / wait {s['wait']:.2f} ms")
-    print("  CPU the HAMSI task's thread got / the optimization time (~1: a core all along; less: other processes "
-          "held the cores): 1 worker " + ", ".join(f"{v:.2f}" for v in goal["cpu_share"][1]) + "; 2 workers (the less "
-          "served) " + ", ".join(f"{v:.2f}" for v in goal["cpu_share"][2]))
+    print(
+        f"\n1 -> 2 workers, ml-1m-like rank {args.rank}, STRATA-B B = 2 on both (same iterates: {goal['same']}), "
+        f"{args.epochs} cycles, {args.repeats} alternating runs; load average now {os.getloadavg()}"
+    )
+    print(
+        f"  1 worker : best {one.min():7.2f} ms / inner iteration, median {np.median(one):7.2f}  (all: "
+        f"{', '.join(f'{t:.1f}' for t in one)})"
+    )
+    print(
+        f"  2 workers: best {two.min():7.2f} ms / inner iteration, median {np.median(two):7.2f}  (all: "
+        f"{', '.join(f'{t:.1f}' for t in two)})"
+    )
+    print(
+        f"  speed-up: best {best:.2f}x, median {median:.2f}x (goal >= {GOAL}: "
+        f"{'met' if min(best, median) >= GOAL else 'NOT met'}); 2 workers' lead, last run: compute "
+        f"{s['compute']:.2f} / exchange {s['exchange']:.2f} / wait {s['wait']:.2f} ms"
+    )
+    print(
+        "  CPU the HAMSI task's thread got / the optimization time (~1: a core all along; less: other processes "
+        "held the cores): 1 worker "
+        + ", ".join(f"{v:.2f}" for v in goal["cpu_share"][1])
+        + "; 2 workers (the less "
+        "served) " + ", ".join(f"{v:.2f}" for v in goal["cpu_share"][2])
+    )
 
 
 def print_blocks(name: str, tables: dict) -> np.ndarray | None:
     """Item 3: the wait on the slowest block, and what a block's time follows (least squares)."""
-    print(f"\nblocks of {name} (item 3): every block's gradient timed alone; the slowest block of a subset sets "
-          f"the pace")
-    print(f"{'W':>3s} {'max/mean ratings':>17s} {'max/mean time':>14s} {'wait share':>11s} "
-          f"{'ns/rating min..max':>19s}")
+    print(
+        f"\nblocks of {name} (item 3): every block's gradient timed alone; the slowest block of a subset sets "
+        f"the pace"
+    )
+    print(
+        f"{'W':>3s} {'max/mean ratings':>17s} {'max/mean time':>14s} {'wait share':>11s} "
+        f"{'ns/rating min..max':>19s}"
+    )
     design, target = [], []
     for W, t in tables.items():
         if W == 1:
             continue
         sub = [[(p, (p + k) % W) for p in range(W)] for k in range(W)]
-        by_count = np.mean([max(t["ratings"][b] for b in s) / np.mean([t["ratings"][b] for b in s]) for s in sub])
-        by_time = np.mean([max(t["seconds"][b] for b in s) / np.mean([t["seconds"][b] for b in s]) for s in sub])
+        by_count = np.mean(
+            [max(t["ratings"][b] for b in s) / np.mean([t["ratings"][b] for b in s]) for s in sub]
+        )
+        by_time = np.mean(
+            [max(t["seconds"][b] for b in s) / np.mean([t["seconds"][b] for b in s]) for s in sub]
+        )
         per = 1e9 * t["seconds"] / np.maximum(t["ratings"], 1)
-        print(f"{W:3d} {by_count:17.3f} {by_time:14.3f} {1 - 1 / by_time:11.1%} {per.min():9.1f}..{per.max():<9.1f}")
+        print(
+            f"{W:3d} {by_count:17.3f} {by_time:14.3f} {1 - 1 / by_time:11.1%} {per.min():9.1f}..{per.max():<9.1f}"
+        )
         design += [np.column_stack([t["ratings"].ravel(), t["rows"].ravel(), t["items"].ravel()])]
         target += [t["seconds"].ravel()]
     if design:
@@ -471,92 +661,146 @@ def print_blocks(name: str, tables: dict) -> np.ndarray | None:
         residual = np.abs(X @ coef - y) / y
         only = np.linalg.lstsq(X[:, :1], y, rcond=None)[0]
         residual_only = np.abs(X[:, :1] @ only - y) / y
-        print(f"  non-negative least squares over {y.size} blocks: time = {1e9 * coef[0]:.1f} ns x ratings + "
-              f"{1e9 * coef[1]:.1f} ns x rows "
-              f"+ {1e9 * coef[2]:.1f} ns x items; median |error| {np.median(residual):.1%} "
-              f"(ratings alone, {1e9 * only[0]:.1f} ns each: {np.median(residual_only):.1%})")
-        print("  wait share = 1 - mean/max: the share of the slowest block's time the others spend waiting")
+        print(
+            f"  non-negative least squares over {y.size} blocks: time = {1e9 * coef[0]:.1f} ns x ratings + "
+            f"{1e9 * coef[1]:.1f} ns x rows "
+            f"+ {1e9 * coef[2]:.1f} ns x items; median |error| {np.median(residual):.1%} "
+            f"(ratings alone, {1e9 * only[0]:.1f} ns each: {np.median(residual_only):.1%})"
+        )
+        print(
+            "  wait share = 1 - mean/max: the share of the slowest block's time the others spend waiting"
+        )
         return coef
     return None
 
 
 def print_points(rows: list, constants: Constants, ratings, args) -> None:
-    print(f"\nmeasured points, ml-1m-like rank {args.rank}, STRATA-B B = W, {args.epochs} cycles, best (median) of "
-          f"{args.point_repeats}; model: constants measured by micro benchmarks (not fitted); this machine has "
-          f"{constants.cores} cores; load average now {os.getloadavg()}")
-    print(f"{'W':>3s} {'V path':>10s} {'ms/inner':>16s} {'model':>7s} {'error':>7s} {'at CPU':>7s} {'error':>7s} "
-          f"{'lead compute/exch/wait ms':>27s} "
-          f"{'model grad/wait/upd/eval/exch':>31s} {'KB/inner':>9s} {'model KB':>9s} {'=in-proc':>8s} {'time':>11s} "
-          f"{'load':>5s} {'CPU':>5s}")
+    print(
+        f"\nmeasured points, ml-1m-like rank {args.rank}, STRATA-B B = W, {args.epochs} cycles, best (median) of "
+        f"{args.point_repeats}; model: constants measured by micro benchmarks (not fitted); this machine has "
+        f"{constants.cores} cores; load average now {os.getloadavg()}"
+    )
+    print(
+        f"{'W':>3s} {'V path':>10s} {'ms/inner':>16s} {'model':>7s} {'error':>7s} {'at CPU':>7s} {'error':>7s} "
+        f"{'lead compute/exch/wait ms':>27s} "
+        f"{'model grad/wait/upd/eval/exch':>31s} {'KB/inner':>9s} {'model KB':>9s} {'=in-proc':>8s} {'time':>11s} "
+        f"{'load':>5s} {'CPU':>5s}"
+    )
     for r in rows:
-        p = predict_point(constants, r["W"], ratings.shape, ratings.nnz, args.rank, r["path"], r["pair_share"])
+        p = predict_point(
+            constants, r["W"], ratings.shape, ratings.nnz, args.rank, r["path"], r["pair_share"]
+        )
         s = r["split"]
         error = p["inner"] * 1e3 / r["ms"] - 1
-        at_cpu = 1e3 * p["unshared"] / r["cpu_share"]  # the model's work, done at the CPU share this run got
-        model_parts = "/".join(f"{1e3 * p[k]:.1f}" for k in ("gradient", "wait", "update", "evaluation", "exchange"))
-        print(f"{r['W']:3d} {r['path']:>10s} {r['ms']:7.2f} ({r['median']:6.2f}) "
-              f"{1e3 * p['inner']:7.2f} {error:+7.1%} {at_cpu:7.2f} {at_cpu / r['ms'] - 1:+7.1%} "
-              f"{s['compute']:9.2f} /{s['exchange']:6.2f} /{s['wait']:6.2f}    "
-              f"{model_parts:>31s} {r['bytes'] / 1e3:9.1f} {p['bytes'] / 1e3:9.1f} {str(r['same']):>8s} "
-              f"{'meaningless' if p['meaningless'] else 'valid':>11s} {r['load']:5.1f} {r['cpu_share']:5.2f}")
+        at_cpu = (
+            1e3 * p["unshared"] / r["cpu_share"]
+        )  # the model's work, done at the CPU share this run got
+        model_parts = "/".join(
+            f"{1e3 * p[k]:.1f}" for k in ("gradient", "wait", "update", "evaluation", "exchange")
+        )
+        print(
+            f"{r['W']:3d} {r['path']:>10s} {r['ms']:7.2f} ({r['median']:6.2f}) "
+            f"{1e3 * p['inner']:7.2f} {error:+7.1%} {at_cpu:7.2f} {at_cpu / r['ms'] - 1:+7.1%} "
+            f"{s['compute']:9.2f} /{s['exchange']:6.2f} /{s['wait']:6.2f}    "
+            f"{model_parts:>31s} {r['bytes'] / 1e3:9.1f} {p['bytes'] / 1e3:9.1f} {str(r['same']):>8s} "
+            f"{'meaningless' if p['meaningless'] else 'valid':>11s} {r['load']:5.1f} {r['cpu_share']:5.2f}"
+        )
     per_peer = 8 * ratings.shape[1] * args.rank / 1e3
-    print(f"  bytes per inner iteration (all workers): replicated (W - 1) n w 8 = (W - 1) x {per_peer:.1f} KB (every"
-          f" worker's block of gV rows to every peer) + partials; owned (2K - 1 + (1 + 2a) (W - 1)) / (K + 1) x "
-          f"{per_peer:.1f} KB (cluster.work.item_rows_per_iteration; a: the share of cycles that stored a pair) + "
-          f"partials; shared memory: partials only")
-    print("  model: an idle machine (x W / cores when W > cores); at CPU: the model's work (not sliced) divided by"
-          " the CPU share the run's least served HAMSI thread got (column CPU), i.e. the model on the core time"
-          " the run really had")
-    print("  load: the 1-minute load average after the best run (this machine is shared; the model is of an idle one);"
-          " CPU: the CPU seconds the least served worker's HAMSI thread got / the optimization time (~1: a core all"
-          " along)")
-    print("  'meaningless': more worker processes than cores, the time is the OS's time slicing (model: x W / cores);"
-          " the bytes and the iterates still hold")
+    print(
+        f"  bytes per inner iteration (all workers): replicated (W - 1) n w 8 = (W - 1) x {per_peer:.1f} KB (every"
+        f" worker's block of gV rows to every peer) + partials; owned (2K - 1 + (1 + 2a) (W - 1)) / (K + 1) x "
+        f"{per_peer:.1f} KB (cluster.work.item_rows_per_iteration; a: the share of cycles that stored a pair) + "
+        f"partials; shared memory: partials only"
+    )
+    print(
+        "  model: an idle machine (x W / cores when W > cores); at CPU: the model's work (not sliced) divided by"
+        " the CPU share the run's least served HAMSI thread got (column CPU), i.e. the model on the core time"
+        " the run really had"
+    )
+    print(
+        "  load: the 1-minute load average after the best run (this machine is shared; the model is of an idle one);"
+        " CPU: the CPU seconds the least served worker's HAMSI thread got / the optimization time (~1: a core all"
+        " along)"
+    )
+    print(
+        "  'meaningless': more worker processes than cores, the time is the OS's time slicing (model: x W / cores);"
+        " the bytes and the iterates still hold"
+    )
 
 
 def print_constants(c: Constants, links: dict) -> None:
-    print("\nconstants, measured here (one thread's CPU time, fastest of several), ns per parameter:")
+    print(
+        "\nconstants, measured here (one thread's CPU time, fastest of several), ns per parameter:"
+    )
     print(f"{'params':>9s} {'partials':>9s} {'pair it.':>9s} {'step':>7s} {'assemble':>9s}")
     for size, a, e, b, d in zip(c.sizes, c.partials, c.pair, c.step, c.assemble):
         print(f"{int(size):9d} {1e9 * a:9.2f} {1e9 * e:9.2f} {1e9 * b:7.2f} {1e9 * d:9.2f}")
-    print(f"  evaluation {1e9 * c.eval_rating:.1f} ns/rating; two processes' gradient at once / alone {c.corun:.2f}; "
-          f"link round with one peer: {1e6 * c.latency:.0f} us wake-up + {1e6 * c.message:.0f} us CPU per message + "
-          f"{1e9 * c.byte:.3f} ns per byte (rounds, wall / CPU: "
-          + ", ".join(f"{s} B {1e6 * w:.0f} / {1e6 * u:.0f} us" for s, (w, u) in links["raw"].items())
-          + f"); a frame of two shards' partials {c.frame[0]:.0f} B, {c.frame[1]:.0f} B with the pair's")
+    print(
+        f"  evaluation {1e9 * c.eval_rating:.1f} ns/rating; two processes' gradient at once / alone {c.corun:.2f}; "
+        f"link round with one peer: {1e6 * c.latency:.0f} us wake-up + {1e6 * c.message:.0f} us CPU per message + "
+        f"{1e9 * c.byte:.3f} ns per byte (rounds, wall / CPU: "
+        + ", ".join(f"{s} B {1e6 * w:.0f} / {1e6 * u:.0f} us" for s, (w, u) in links["raw"].items())
+        + f"); a frame of two shards' partials {c.frame[0]:.0f} B, {c.frame[1]:.0f} B with the pair's"
+    )
 
 
-def print_projection(c: Constants, per_rating: dict, imbalance: dict, shape, nnz: int, rank: int) -> None:
+def print_projection(
+    c: Constants, per_rating: dict, imbalance: dict, shape, nnz: int, rank: int
+) -> None:
     m, n = shape
-    print(f"\nextrapolation: ml-20m-like ({m} x {n}, {nnz} ratings), rank {rank}, one worker per host, "
-          f"{NETWORK.bits_per_second / 1e9:g} Gbit/s, {1e6 * NETWORK.rtt:g} us RTT; a cycle is H + 1 inner "
-          f"iterations (1 on one host), a pass over the ratings H; speed-up = seconds per pass on 1 host / on H hosts")
-    print(f"{'H':>3s} {'ns/rating':>9s} {'imbal':>6s} | {'replicated V: s/cycle':>21s} {'s/pass':>7s} {'speed-up':>8s} "
-          f"{'MB/inner':>9s} | {'owned V: s/cycle':>16s} {'s/pass':>7s} {'speed-up':>8s} {'MB/inner':>9s}")
-    base = {o: project_hosts(c, per_rating, imbalance, 1, shape, nnz, rank, NETWORK, o)["pass"] for o in (False, True)}
+    print(
+        f"\nextrapolation: ml-20m-like ({m} x {n}, {nnz} ratings), rank {rank}, one worker per host, "
+        f"{NETWORK.bits_per_second / 1e9:g} Gbit/s, {1e6 * NETWORK.rtt:g} us RTT; a cycle is H + 1 inner "
+        f"iterations (1 on one host), a pass over the ratings H; speed-up = seconds per pass on 1 host / on H hosts"
+    )
+    print(
+        f"{'H':>3s} {'ns/rating':>9s} {'imbal':>6s} | {'replicated V: s/cycle':>21s} {'s/pass':>7s} {'speed-up':>8s} "
+        f"{'MB/inner':>9s} | {'owned V: s/cycle':>16s} {'s/pass':>7s} {'speed-up':>8s} {'MB/inner':>9s}"
+    )
+    base = {
+        o: project_hosts(c, per_rating, imbalance, 1, shape, nnz, rank, NETWORK, o)["pass"]
+        for o in (False, True)
+    }
     for H in HOSTS:
-        rep, own = (project_hosts(c, per_rating, imbalance, H, shape, nnz, rank, NETWORK, o) for o in (False, True))
-        print(f"{H:3d} {1e9 * per_rating[H][0]:9.1f} {imbalance[H]:6.2f} | {rep['cycle']:21.3f} {rep['pass']:7.3f} "
-              f"{base[False] / rep['pass']:7.2f}x {rep['bytes_inner'] / 1e6:9.1f} | {own['cycle']:16.3f} "
-              f"{own['pass']:7.3f} {base[False] / own['pass']:7.2f}x {own['bytes_inner'] / 1e6:9.1f}")
-    print("  speed-ups are over the 1-host pass of the same engine; bytes per inner iteration are the cluster's")
+        rep, own = (
+            project_hosts(c, per_rating, imbalance, H, shape, nnz, rank, NETWORK, o)
+            for o in (False, True)
+        )
+        print(
+            f"{H:3d} {1e9 * per_rating[H][0]:9.1f} {imbalance[H]:6.2f} | {rep['cycle']:21.3f} {rep['pass']:7.3f} "
+            f"{base[False] / rep['pass']:7.2f}x {rep['bytes_inner'] / 1e6:9.1f} | {own['cycle']:16.3f} "
+            f"{own['pass']:7.3f} {base[False] / own['pass']:7.2f}x {own['bytes_inner'] / 1e6:9.1f}"
+        )
+    print(
+        "  speed-ups are over the 1-host pass of the same engine; bytes per inner iteration are the cluster's"
+    )
 
 
 def print_anchors() -> None:
-    print("\nanchors (published strong scaling; searched in the stored pages, numbers only where read):")
+    print(
+        "\nanchors (published strong scaling; searched in the stored pages, numbers only where read):"
+    )
     for name, what in ANCHORS:
         print(f"  - {name}: {what}")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--epochs", type=int, default=8, help="cycles per run (the goal is stated at 20)")
+    parser.add_argument(
+        "--epochs", type=int, default=8, help="cycles per run (the goal is stated at 20)"
+    )
     parser.add_argument("--rank", type=int, default=50)
-    parser.add_argument("--repeats", type=int, default=3, help="alternating runs of the 1 -> 2 goal")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="alternating runs of the 1 -> 2 goal"
+    )
     parser.add_argument("--point-repeats", type=int, default=2, help="runs per measured point")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
-    parser.add_argument("--block-data", nargs="*", default=["long-tail-like", "ml-20m-like"],
-                        help="more presets whose blocks are timed (item 3)")
+    parser.add_argument(
+        "--block-data",
+        nargs="*",
+        default=["long-tail-like", "ml-20m-like"],
+        help="more presets whose blocks are timed (item 3)",
+    )
     parser.add_argument("--skip-goal", action="store_true")
     parser.add_argument("--goal-only", action="store_true", help="only the 1 -> 2 workers goal")
     parser.add_argument("--skip-points", action="store_true", help="no Dask runs at 1..8 workers")
@@ -570,8 +814,14 @@ def main(argv=None):
     constants, tables, links = measure_constants(ratings, args)
     print_blocks("ml-1m-like", tables)
     for name in args.block_data:
-        fit = print_blocks(name, {W: block_table(make_ratings(name, seed=1), W, args.rank)
-                                  for W in args.workers if W > 1})
+        fit = print_blocks(
+            name,
+            {
+                W: block_table(make_ratings(name, seed=1), W, args.rank)
+                for W in args.workers
+                if W > 1
+            },
+        )
         if fit is not None and fit[0] > 0 and (fit[1] > 0 or fit[2] > 0):
             print_cost_balanced(name, args.rank, fit, args.workers)
     print_constants(constants, links)

@@ -54,7 +54,12 @@ def plot_phases(results: dict, path: str):
     figure, axis = plt.subplots(figsize=(10, 4))
     bottom = np.zeros(len(labels))
     for key, values in parts.items():
-        axis.bar(labels, values, bottom=bottom, label=key if key != "hessian" else "Hessian approximation")
+        axis.bar(
+            labels,
+            values,
+            bottom=bottom,
+            label=key if key != "hessian" else "Hessian approximation",
+        )
         bottom += np.asarray(values)
     axis.set_ylabel("seconds per cycle (worker 0)")
     axis.set_title("time per cycle by phase (thesis Fig. 3.7 analogue), ml-1m-like, det")
@@ -68,7 +73,9 @@ def plot_phases(results: dict, path: str):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=5.0, help="optimization time per run (paper: 25)")
+    parser.add_argument(
+        "--seconds", type=float, default=5.0, help="optimization time per run (paper: 25)"
+    )
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rank", type=int, default=50)
     parser.add_argument("--data", default="ml-1m-like")
@@ -83,11 +90,22 @@ def main(argv=None):
             for schedule in ("det", "stoc"):
                 for scheme in SCHEMES:
                     results[(method, schedule, scheme)] = fit_distributed(
-                        ratings, rank=args.rank, method=method, schedule=schedule, partition=partitions[scheme],
-                        random_state=1, max_epochs=None, max_time=args.seconds, client=client, chunk_epochs=50,
-                        safeguard=False)  # the thesis method, as the table measured it
-    print(f"Table 3.1 rerun: final train RMSE after {args.seconds:g} s on {args.data} ({ratings.nnz} ratings), "
-          f"rank {args.rank}, {args.workers} Dask workers; paper: MovieLens 1M, 25 s, 16 threads")
+                        ratings,
+                        rank=args.rank,
+                        method=method,
+                        schedule=schedule,
+                        partition=partitions[scheme],
+                        random_state=1,
+                        max_epochs=None,
+                        max_time=args.seconds,
+                        client=client,
+                        chunk_epochs=50,
+                        safeguard=False,
+                    )  # the thesis method, as the table measured it
+    print(
+        f"Table 3.1 rerun: final train RMSE after {args.seconds:g} s on {args.data} ({ratings.nnz} ratings), "
+        f"rank {args.rank}, {args.workers} Dask workers; paper: MovieLens 1M, 25 s, 16 threads"
+    )
     header = " ".join(f"{s:>17s}" for s in SCHEMES)
     print(f"{'':12s} {header}")
     print(f"{'':12s} " + " ".join(f"{'ours':>8s} {'paper':>8s}" for _ in SCHEMES))
@@ -98,14 +116,27 @@ def main(argv=None):
                 res = results[(method, schedule, scheme)]
                 cells.append(f"{res.trace.rows[-1][3]:8.4f} {paper:8.4f}")
             print(f"{LABEL[method]:6s} {schedule:5s} " + " ".join(cells))
-    print("cycles done: " + "; ".join(f"{LABEL[m]} {s} {sc}: {results[(m, s, sc)].n_cycles}"
-                                      for m in ("mbgd", "hamsi") for s in ("det",) for sc in SCHEMES))
+    print(
+        "cycles done: "
+        + "; ".join(
+            f"{LABEL[m]} {s} {sc}: {results[(m, s, sc)].n_cycles}"
+            for m in ("mbgd", "hamsi")
+            for s in ("det",)
+            for sc in SCHEMES
+        )
+    )
     from hamsi.plots import plot_convergence
 
     convergence = os.path.join(args.out, "table31_convergence.png")
-    plot_convergence({f"{LABEL[m]} {sc}": results[(m, "det", sc)].trace for m in ("mbgd", "hamsi")
-                      for sc in ("strata-b", "hogwild")}, convergence,
-                     title=f"{args.data}, {args.workers} Dask workers (Fig. 3.5 analogue)")
+    plot_convergence(
+        {
+            f"{LABEL[m]} {sc}": results[(m, "det", sc)].trace
+            for m in ("mbgd", "hamsi")
+            for sc in ("strata-b", "hogwild")
+        },
+        convergence,
+        title=f"{args.data}, {args.workers} Dask workers (Fig. 3.5 analogue)",
+    )
     phases = os.path.join(args.out, "table31_phases.png")
     plot_phases(results, phases)
     print(f"wrote {convergence} and {phases}")

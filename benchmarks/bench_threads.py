@@ -55,16 +55,20 @@ def child(args) -> dict:
     cover = partition.make("strata-b", ratings, blocks=2, seed=0)
 
     def seconds(threads: int, cycles: int) -> float:
-        problem = MatrixFactorization(ratings, args.rank, reg=0.1, biases=True, reg_weighting="count",
-                                      init_scale=0.1)
+        problem = MatrixFactorization(
+            ratings, args.rank, reg=0.1, biases=True, reg_weighting="count", init_scale=0.1
+        )
         result = minimize_hamsi(problem, cover, random_state=0, max_epochs=cycles, threads=threads)
         return float(result.trace.rows[-1][2])
 
     seconds(2, 2)  # compile / load the cache and start the threading layer
     times = {}
     for situation in ("alone", "busy"):
-        busy = (subprocess.Popen([sys.executable, "-c", "while True: pass"]) if situation == "busy"
-                else None)
+        busy = (
+            subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            if situation == "busy"
+            else None
+        )
         try:
             if busy is not None:
                 time.sleep(0.5)
@@ -85,26 +89,49 @@ def main(argv=None) -> int:
     if args.child:
         print(json.dumps(child(args)))
         return 0
-    print(f"{args.data}, rank {args.rank}, {args.cycles} cycles, {args.repeats} repeats; "
-          f"{os.cpu_count()} cores; load average {os.getloadavg()}")
-    command = [sys.executable, __file__, "--child", "--data", args.data, "--rank", str(args.rank),
-               "--cycles", str(args.cycles), "--repeats", str(args.repeats)]
+    print(
+        f"{args.data}, rank {args.rank}, {args.cycles} cycles, {args.repeats} repeats; "
+        f"{os.cpu_count()} cores; load average {os.getloadavg()}"
+    )
+    command = [
+        sys.executable,
+        __file__,
+        "--child",
+        "--data",
+        args.data,
+        "--rank",
+        str(args.rank),
+        "--cycles",
+        str(args.cycles),
+        "--repeats",
+        str(args.repeats),
+    ]
     for name, settings in WAIT_SETTINGS.items():
-        env = {key: value for key, value in os.environ.items()
-               if key not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")}
+        env = {
+            key: value
+            for key, value in os.environ.items()
+            if key not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "KMP_BLOCKTIME")
+        }
         env.update(settings)
         output = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
         measured = json.loads(output.strip().splitlines()[-1])
         report = measured["report"]
-        print(f"\n{name}: layer {report['layer']}, OMP_WAIT_POLICY={report['OMP_WAIT_POLICY'] or '-'}, "
-              f"GOMP_SPINCOUNT={report['GOMP_SPINCOUNT'] or '-'}")
+        print(
+            f"\n{name}: layer {report['layer']}, OMP_WAIT_POLICY={report['OMP_WAIT_POLICY'] or '-'}, "
+            f"GOMP_SPINCOUNT={report['GOMP_SPINCOUNT'] or '-'}"
+        )
         for situation, data in measured["times"].items():
             runs = {int(k): v for k, v in data["runs"].items()}
             medians = {t: statistics.median(v) for t, v in runs.items()}
-            cells = "  ".join(f"{t} thread{'s' if t > 1 else ''}: best {min(runs[t]):.3f} s, "
-                              f"median {medians[t]:.3f} s" for t in (1, 2))
-            print(f"  {situation:5s} {cells}  ratio 2/1 {medians[2] / medians[1]:.2f}x "
-                  f"(goal <= 1.5x when busy)  load {tuple(round(v, 2) for v in data['load'])}")
+            cells = "  ".join(
+                f"{t} thread{'s' if t > 1 else ''}: best {min(runs[t]):.3f} s, "
+                f"median {medians[t]:.3f} s"
+                for t in (1, 2)
+            )
+            print(
+                f"  {situation:5s} {cells}  ratio 2/1 {medians[2] / medians[1]:.2f}x "
+                f"(goal <= 1.5x when busy)  load {tuple(round(v, 2) for v in data['load'])}"
+            )
     return 0
 
 

@@ -27,7 +27,9 @@ from hamsi.data.synth import make_ratings
 from hamsi.optimizer import minimize_hamsi
 from hamsi.problems import MatrixFactorization
 
-REFERENCE_SECONDS = {"ml-100k-like": 3.15}  # C++ reference on MovieLens-100K, train RMSE 0.30, rank 50
+REFERENCE_SECONDS = {
+    "ml-100k-like": 3.15
+}  # C++ reference on MovieLens-100K, train RMSE 0.30, rank 50
 
 
 def reach(result, target: float) -> tuple[float, int]:
@@ -41,17 +43,43 @@ def reach(result, target: float) -> tuple[float, int]:
 def measure(name, args, client) -> dict:
     ratings = make_ratings(name, seed=1)
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
-    options = dict(random_state=1, max_epochs=None, max_time=args.max_time, target=args.target,
-                   safeguard=args.safeguard)
-    minimize_hamsi(MatrixFactorization(ratings, args.rank), part, random_state=1, max_epochs=1, threads=2)  # warm
+    options = dict(
+        random_state=1,
+        max_epochs=None,
+        max_time=args.max_time,
+        target=args.target,
+        safeguard=args.safeguard,
+    )
+    minimize_hamsi(
+        MatrixFactorization(ratings, args.rank), part, random_state=1, max_epochs=1, threads=2
+    )  # warm
     local, dask = [], []
     for _ in range(args.repeats):
-        local.append(reach(minimize_hamsi(MatrixFactorization(ratings, args.rank), part, threads=2, **options),
-                           args.target))
-        dask.append(reach(fit_distributed(ratings, rank=args.rank, partition=part, client=client,
-                                          chunk_epochs=args.chunk_epochs, **options), args.target))
-    return {"data": name, "local": [t for t, _ in local], "dask": [t for t, _ in dask],
-            "inner": max(i for _, i in local + dask)}
+        local.append(
+            reach(
+                minimize_hamsi(MatrixFactorization(ratings, args.rank), part, threads=2, **options),
+                args.target,
+            )
+        )
+        dask.append(
+            reach(
+                fit_distributed(
+                    ratings,
+                    rank=args.rank,
+                    partition=part,
+                    client=client,
+                    chunk_epochs=args.chunk_epochs,
+                    **options,
+                ),
+                args.target,
+            )
+        )
+    return {
+        "data": name,
+        "local": [t for t, _ in local],
+        "dask": [t for t, _ in dask],
+        "inner": max(i for _, i in local + dask),
+    }
 
 
 def main(argv=None):
@@ -67,18 +95,36 @@ def main(argv=None):
     print(f"load average before: {os.getloadavg()}")
     with connect(n_workers=2, threads_per_worker=1, quiet=True) as client:
         rows = [measure(name, args, client) for name in args.datasets]
-    print(f"optimization seconds to train RMSE {args.target}, rank {args.rank}, STRATA-B B=2, seed 1, safeguard "
-          f"{args.safeguard}; best (median) of {args.repeats}; load average after: {os.getloadavg()}")
-    print(f"{'data':14s} {'in-process 2 thr':>17s} {'Dask 2 workers':>16s} {'Dask/in-process':>16s} "
-          f"{'C++ ref':>8s} {'Dask/reference':>15s} {'inner its':>9s} {'ms/inner in-proc / Dask':>24s}")
+    print(
+        f"optimization seconds to train RMSE {args.target}, rank {args.rank}, STRATA-B B=2, seed 1, safeguard "
+        f"{args.safeguard}; best (median) of {args.repeats}; load average after: {os.getloadavg()}"
+    )
+    print(
+        f"{'data':14s} {'in-process 2 thr':>17s} {'Dask 2 workers':>16s} {'Dask/in-process':>16s} "
+        f"{'C++ ref':>8s} {'Dask/reference':>15s} {'inner its':>9s} {'ms/inner in-proc / Dask':>24s}"
+    )
     for r in rows:
-        lb, lm, db, dm = min(r["local"]), np.median(r["local"]), min(r["dask"]), np.median(r["dask"])
+        lb, lm, db, dm = (
+            min(r["local"]),
+            np.median(r["local"]),
+            min(r["dask"]),
+            np.median(r["dask"]),
+        )
         ref = REFERENCE_SECONDS.get(r["data"])
-        ref_text = (f"{ref:8.2f} {ratio(db, ref):>7s} ({ratio(dm, ref):>5s})" if ref else f"{'n/a':>8s} {'n/a':>15s}")
-        per = (f"{1e3 * lb / r['inner']:10.2f} / {1e3 * db / r['inner']:.2f}" if r["inner"] and np.isfinite(db)
-               else f"{'-':>17s}")
-        print(f"{r['data']:14s} {lb:7.2f} ({lm:7.2f}) {db:7.2f} ({dm:6.2f}) {ratio(db, lb):>7s} ({ratio(dm, lm):>5s}) "
-              f"{ref_text} {r['inner']:9d} {per}")
+        ref_text = (
+            f"{ref:8.2f} {ratio(db, ref):>7s} ({ratio(dm, ref):>5s})"
+            if ref
+            else f"{'n/a':>8s} {'n/a':>15s}"
+        )
+        per = (
+            f"{1e3 * lb / r['inner']:10.2f} / {1e3 * db / r['inner']:.2f}"
+            if r["inner"] and np.isfinite(db)
+            else f"{'-':>17s}"
+        )
+        print(
+            f"{r['data']:14s} {lb:7.2f} ({lm:7.2f}) {db:7.2f} ({dm:6.2f}) {ratio(db, lb):>7s} ({ratio(dm, lm):>5s}) "
+            f"{ref_text} {r['inner']:9d} {per}"
+        )
     print(f"inf: the target was not reached within --max-time {args.max_time:g} s")
 
 

@@ -37,23 +37,24 @@ import numpy as np
 from cluster.work import item_rows_per_iteration
 
 
-
 @dataclass
 class Constants:
     """Measured costs (seconds) on this machine; blocks[W] is the (W, W) table of block gradients."""
 
     blocks: dict
-    sizes: np.ndarray     # vector lengths at which the per-parameter costs were timed
+    sizes: np.ndarray  # vector lengths at which the per-parameter costs were timed
     partials: np.ndarray  # per parameter: the shard partials W'g and norms (every inner iteration)
-    pair: np.ndarray      # per parameter: the partials of a pair iteration (+ pair rows, pair and Gram products)
-    step: np.ndarray      # per parameter: the L-BFGS step
+    pair: (
+        np.ndarray
+    )  # per parameter: the partials of a pair iteration (+ pair rows, pair and Gram products)
+    step: np.ndarray  # per parameter: the L-BFGS step
     assemble: np.ndarray  # per parameter of V: zero gV and add the peers' rows (message path)
-    eval_rating: float    # per rating: the cycle's train SSE
-    message: float        # CPU per message (encode, send, receive, decode), loopback
-    latency: float        # wake-up latency of a round on this host (wall minus CPU of a tiny round)
-    byte: float           # per byte sent (and received), loopback
-    frame: tuple          # bytes of a frame of two shards' partials: (ordinary, pair iteration)
-    corun: float          # gradient of C processes at once / alone
+    eval_rating: float  # per rating: the cycle's train SSE
+    message: float  # CPU per message (encode, send, receive, decode), loopback
+    latency: float  # wake-up latency of a round on this host (wall minus CPU of a tiny round)
+    byte: float  # per byte sent (and received), loopback
+    frame: tuple  # bytes of a frame of two shards' partials: (ordinary, pair iteration)
+    corun: float  # gradient of C processes at once / alone
     cores: int
 
     def per_param(self, name: str, size: float) -> float:
@@ -67,7 +68,9 @@ class Constants:
         one iteration in K + 1 asks for the pair partials (every one when K = 1).
         """
         pair_share = 1.0 / inner_per_cycle(n_subsets)
-        partials = (1 - pair_share) * self.per_param("partials", size) + pair_share * self.per_param("pair", size)
+        partials = (1 - pair_share) * self.per_param(
+            "partials", size
+        ) + pair_share * self.per_param("pair", size)
         return size * (partials + self.per_param("step", size))
 
 
@@ -99,7 +102,9 @@ def owned_rows(W: int, pair_share: float = 1.0) -> float:
     return item_rows_per_iteration(W, W, owned=True, pair_share=pair_share) / W if W > 1 else 0.0
 
 
-def bytes_out(c: Constants, W: int, n: int, width: int, path: str, pair_share: float = 1.0) -> float:
+def bytes_out(
+    c: Constants, W: int, n: int, width: int, path: str, pair_share: float = 1.0
+) -> float:
     """Return the bytes one worker's frames carry per inner iteration (to all its W - 1 peers).
 
     path: "shared" (partials only), "replicated" (its block of gV rows to every peer) or "owned".
@@ -110,7 +115,9 @@ def bytes_out(c: Constants, W: int, n: int, width: int, path: str, pair_share: f
     return (W - 1) * partials_frame(c, W) + rows * n * width * 8
 
 
-def predict_point(c: Constants, W: int, shape, nnz: int, width: int, path: str, pair_share: float = 1.0) -> dict:
+def predict_point(
+    c: Constants, W: int, shape, nnz: int, width: int, path: str, pair_share: float = 1.0
+) -> dict:
     """Return the modelled ms per inner iteration on this machine, by part, and the bytes per iteration.
 
     path "shared" or "owned": each worker steps the V shards it holds (owned: and writes the rows it
@@ -136,9 +143,19 @@ def predict_point(c: Constants, W: int, shape, nnz: int, width: int, path: str, 
     compute = pace * corun + u_work + v_work + evaluation
     slicing = max(1.0, W / c.cores)
     total = slicing * (compute + exchange)
-    return {"W": W, "path": path, "gradient": slicing * pace * corun, "wait": slicing * (pace - lead) * corun,
-            "update": slicing * (u_work + v_work), "evaluation": slicing * evaluation, "exchange": slicing * exchange,
-            "inner": total, "unshared": compute + exchange, "bytes": W * out, "meaningless": W > c.cores}
+    return {
+        "W": W,
+        "path": path,
+        "gradient": slicing * pace * corun,
+        "wait": slicing * (pace - lead) * corun,
+        "update": slicing * (u_work + v_work),
+        "evaluation": slicing * evaluation,
+        "exchange": slicing * exchange,
+        "inner": total,
+        "unshared": compute + exchange,
+        "bytes": W * out,
+        "meaningless": W > c.cores,
+    }
 
 
 @dataclass
@@ -149,8 +166,17 @@ class Network:
     rtt: float = 50e-6
 
 
-def project_hosts(c: Constants, rating_seconds: dict, imbalance: dict, hosts: int, shape, nnz: int, rank: int,
-                  net: Network, owned: bool) -> dict:
+def project_hosts(
+    c: Constants,
+    rating_seconds: dict,
+    imbalance: dict,
+    hosts: int,
+    shape,
+    nnz: int,
+    rank: int,
+    net: Network,
+    owned: bool,
+) -> dict:
     """Return modelled seconds per cycle (and per pass over the ratings) on `hosts` hosts, one worker each.
 
     rating_seconds[H]: (gradient, evaluation) per rating, measured on a block of this data at H hosts;
@@ -164,15 +190,19 @@ def project_hosts(c: Constants, rating_seconds: dict, imbalance: dict, hosts: in
     H = hosts
     width = rank
     per_byte = c.byte + 8.0 / net.bits_per_second
-    gradient = nnz / H ** 2 * rating_seconds[H][0] * imbalance[H]
+    gradient = nnz / H**2 * rating_seconds[H][0] * imbalance[H]
     u_work = c.vector((m / H) * width, H)
     full = n * width
     partials = (H - 1) * partials_frame(c, H)
     latency = net.rtt / 2 + (H - 1) * c.message if H > 1 else 0.0
-    if owned:  # V_j's rows to its next home every inner iteration, V synced once a cycle (owned_rows)
+    if (
+        owned
+    ):  # V_j's rows to its next home every inner iteration, V synced once a cycle (owned_rows)
         v_work = c.vector((n / H) * width, H) + owned_rows(H) * full * c.per_param("assemble", full)
         out = partials + owned_rows(H) * full * 8
-        end_of_cycle = latency if H > 1 else 0.0  # the sync's own round; its bytes are in owned_rows
+        end_of_cycle = (
+            latency if H > 1 else 0.0
+        )  # the sync's own round; its bytes are in owned_rows
     else:
         v_work = c.vector((n / H) * width, H)
         if H > 1:  # every worker steps all of V and assembles gV from the peers' rows
@@ -184,5 +214,14 @@ def project_hosts(c: Constants, rating_seconds: dict, imbalance: dict, hosts: in
     per_cycle = inner_per_cycle(H)
     evaluation = (nnz / H) * rating_seconds[H][1] + latency
     cycle = per_cycle * inner + evaluation + end_of_cycle
-    return {"hosts": H, "inner": inner, "gradient": gradient, "V": v_work, "round": round_seconds,
-            "cycle": cycle, "pass": cycle * H / per_cycle, "bytes_inner": H * out, "owned": owned}
+    return {
+        "hosts": H,
+        "inner": inner,
+        "gradient": gradient,
+        "V": v_work,
+        "round": round_seconds,
+        "cycle": cycle,
+        "pass": cycle * H / per_cycle,
+        "bytes_inner": H * out,
+        "owned": owned,
+    }

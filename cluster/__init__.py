@@ -26,4 +26,12 @@ def __getattr__(name):
     raise AttributeError(f"module 'cluster' has no attribute {name!r}")
 
 
-__all__ = ["ClusterError", "PeerLost", "minimize_hamsi", "fit_distributed", "connect", "DaskMatrixFactorizer", "estimator_for"]
+__all__ = [
+    "ClusterError",
+    "PeerLost",
+    "minimize_hamsi",
+    "fit_distributed",
+    "connect",
+    "DaskMatrixFactorizer",
+    "estimator_for",
+]

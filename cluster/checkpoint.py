@@ -130,7 +130,9 @@ def save(directory, *, arrays: dict, meta: dict, fingerprint: dict) -> None:
     out = dict(arrays)
     out.update({f"{META_ARRAY}{i}": a for i, a in enumerate(encoder.arrays)})
     out[META] = np.frombuffer(text.encode(), dtype=np.uint8)
-    out[FINGERPRINT] = np.frombuffer(json.dumps(fingerprint, sort_keys=True).encode(), dtype=np.uint8)
+    out[FINGERPRINT] = np.frombuffer(
+        json.dumps(fingerprint, sort_keys=True).encode(), dtype=np.uint8
+    )
     with atomic_output(os.path.join(directory, FILENAME), "wb") as handle:
         np.savez(handle, **out)
 
@@ -140,14 +142,18 @@ def _read(path: str) -> dict:
     try:
         with np.load(path, allow_pickle=False) as data:
             if not hasattr(data, "files"):
-                raise InputError(f"{path}: not a hamsi checkpoint (a single array, not an .npz archive)")
+                raise InputError(
+                    f"{path}: not a hamsi checkpoint (a single array, not an .npz archive)"
+                )
             return {k: data[k] for k in data.files}
     except InputError:
         raise
     except ValueError as exc:  # object arrays need pickle: refused
         raise InputError(f"{path}: not a hamsi checkpoint ({exc})") from None
     except (OSError, EOFError, zipfile.BadZipFile, KeyError) as exc:
-        raise InputError(f"{path}: cannot read the checkpoint ({type(exc).__name__}: {exc})") from None
+        raise InputError(
+            f"{path}: cannot read the checkpoint ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def _json_entry(path: str, data: dict, key: str):
@@ -171,10 +177,18 @@ def load(directory, fingerprint: dict) -> tuple[dict, dict]:
     if not isinstance(saved, dict):
         raise InputError(f"{path}: not a hamsi checkpoint (the fingerprint is not a mapping)")
     if saved != json.loads(json.dumps(fingerprint, sort_keys=True)):
-        diff = sorted(k for k in set(saved) | set(fingerprint) if saved.get(k) != fingerprint.get(k))
-        raise InputError(f"{path}: checkpoint was written for a different run (differs in {', '.join(diff)})")
+        diff = sorted(
+            k for k in set(saved) | set(fingerprint) if saved.get(k) != fingerprint.get(k)
+        )
+        raise InputError(
+            f"{path}: checkpoint was written for a different run (differs in {', '.join(diff)})"
+        )
     meta = _Decoder(path, data).value(_json_entry(path, data, META))
     if not isinstance(meta, dict):
         raise InputError(f"{path}: not a hamsi checkpoint (the state is not a mapping)")
-    arrays = {k: v for k, v in data.items() if k not in (META, FINGERPRINT) and not k.startswith(META_ARRAY)}
+    arrays = {
+        k: v
+        for k, v in data.items()
+        if k not in (META, FINGERPRINT) and not k.startswith(META_ARRAY)
+    }
     return arrays, meta

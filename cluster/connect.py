@@ -18,8 +18,10 @@ CONNECT_TIMEOUT = 5.0
 # The LocalCluster hamsi starts (never a cluster it connects to): Dask's statistical profiler
 # samples every thread's stack every 10 ms, taking the GIL from the HAMSI task 100 times a second.
 LOCAL_WORKER_CONFIG = {"distributed.worker.profile.enabled": False}
-MAIN_GUARD_HINT = ("If this is a script that starts a local cluster, put its code under "
-                   "`if __name__ == \"__main__\":` (Dask's worker processes re-import the main module).")
+MAIN_GUARD_HINT = (
+    "If this is a script that starts a local cluster, put its code under "
+    '`if __name__ == "__main__":` (Dask\'s worker processes re-import the main module).'
+)
 
 
 def default_workers() -> int:
@@ -31,9 +33,16 @@ def default_workers() -> int:
 
 
 @contextlib.contextmanager
-def connect(client=None, scheduler: str | None = None, n_workers: int | None = None,
-            threads_per_worker: int = 1, memory_limit="auto", timeout: float = CONNECT_TIMEOUT,
-            quiet: bool = False, security=None):
+def connect(
+    client=None,
+    scheduler: str | None = None,
+    n_workers: int | None = None,
+    threads_per_worker: int = 1,
+    memory_limit="auto",
+    timeout: float = CONNECT_TIMEOUT,
+    quiet: bool = False,
+    security=None,
+):
     """Yield a distributed.Client: the given one, one connected to `scheduler`, or a new LocalCluster.
 
     The LocalCluster (worker processes on loopback, n_workers = cores by default) and any client
@@ -54,8 +63,10 @@ def connect(client=None, scheduler: str | None = None, n_workers: int | None = N
         try:
             opened = Client(scheduler, timeout=timeout, set_as_default=False, security=security)
         except (OSError, TimeoutError) as exc:
-            raise ClusterError(f"cannot reach the Dask scheduler at {scheduler} within {timeout:g} s "
-                               f"({type(exc).__name__}: {exc}); is `dask scheduler` running there?") from exc
+            raise ClusterError(
+                f"cannot reach the Dask scheduler at {scheduler} within {timeout:g} s "
+                f"({type(exc).__name__}: {exc}); is `dask scheduler` running there?"
+            ) from exc
         try:
             yield opened
         finally:
@@ -72,24 +83,38 @@ def connect(client=None, scheduler: str | None = None, n_workers: int | None = N
         raise ClusterError(MAIN_GUARD_HINT)
     try:
         with workers_ignore_sigint(), dask.config.set(LOCAL_WORKER_CONFIG):
-            local = LocalCluster(n_workers=n_workers, threads_per_worker=int(threads_per_worker),
-                                 processes=True, host="127.0.0.1", dashboard_address=":0",
-                                 memory_limit=memory_limit, silence_logs=logging.ERROR, security=security,
-                                 protocol="tls://" if security.tls_ca_file else None)
+            local = LocalCluster(
+                n_workers=n_workers,
+                threads_per_worker=int(threads_per_worker),
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=":0",
+                memory_limit=memory_limit,
+                silence_logs=logging.ERROR,
+                security=security,
+                protocol="tls://" if security.tls_ca_file else None,
+            )
     except RuntimeError as exc:
-        raise ClusterError(f"the local Dask cluster did not start ({exc}). {MAIN_GUARD_HINT}") from exc
+        raise ClusterError(
+            f"the local Dask cluster did not start ({exc}). {MAIN_GUARD_HINT}"
+        ) from exc
     try:
         opened = Client(local, set_as_default=False, security=security)
         try:
             if not quiet:
-                print(f"hamsi: local Dask cluster, {n_workers} workers x {threads_per_worker} threads; "
-                      f"dashboard {opened.dashboard_link}", file=sys.stderr)
+                print(
+                    f"hamsi: local Dask cluster, {n_workers} workers x {threads_per_worker} threads; "
+                    f"dashboard {opened.dashboard_link}",
+                    file=sys.stderr,
+                )
                 cores = default_workers()
                 if n_workers * int(threads_per_worker) > cores:
                     # every inner iteration waits for all workers: one that waits for a core stalls them all
-                    print(f"hamsi: warning: {n_workers} workers x {threads_per_worker} threads on {cores} cores; "
-                          f"each inner iteration waits for the slowest worker, so expect it to be slow",
-                          file=sys.stderr)
+                    print(
+                        f"hamsi: warning: {n_workers} workers x {threads_per_worker} threads on {cores} cores; "
+                        f"each inner iteration waits for the slowest worker, so expect it to be slow",
+                        file=sys.stderr,
+                    )
             yield opened
         finally:
             quiet_worker_logs(opened)
@@ -147,8 +172,10 @@ def scheduler_address(address: str) -> str:
     except ValueError as exc:
         raise ClusterError(f"scheduler address {address!r} is not host:port ({exc})") from exc
     if not parts.hostname or port is None:
-        raise ClusterError(f"scheduler address {address!r} has no port; give it as tcp://HOST:PORT "
-                           f"(a Dask scheduler listens on 8786 by default)")
+        raise ClusterError(
+            f"scheduler address {address!r} has no port; give it as tcp://HOST:PORT "
+            f"(a Dask scheduler listens on 8786 by default)"
+        )
     return text
 
 
@@ -163,8 +190,10 @@ def reach_tcp(address: str, timeout: float) -> None:
     try:
         socket.create_connection((parts.hostname, parts.port), timeout=timeout).close()
     except OSError as exc:
-        raise ClusterError(f"cannot reach the Dask scheduler at {address} within {timeout:g} s "
-                           f"({type(exc).__name__}: {exc}); is `dask scheduler` running there?") from exc
+        raise ClusterError(
+            f"cannot reach the Dask scheduler at {address} within {timeout:g} s "
+            f"({type(exc).__name__}: {exc}); is `dask scheduler` running there?"
+        ) from exc
 
 
 def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT, security=None) -> str:
@@ -178,16 +207,17 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT, security=Non
     import concurrent.futures
 
     from distributed.comm import connect as open_comm
-
     from distributed.security import Security
 
     address = scheduler_address(address)
     reach_tcp(address, timeout)
     security = Security() if security is None else security
     if address.startswith("tls://") and not security.tls_ca_file:
-        raise ClusterError(f"the scheduler {address} speaks TLS: give its CA and a client certificate "
-                           f"(--tls-ca-file, --tls-cert, --tls-key; or security=Security(...), or Dask's "
-                           f"distributed.comm.tls configuration)")
+        raise ClusterError(
+            f"the scheduler {address} speaks TLS: give its CA and a client certificate "
+            f"(--tls-ca-file, --tls-cert, --tls-key; or security=Security(...), or Dask's "
+            f"distributed.comm.tls configuration)"
+        )
     connection_args = security.get_connection_args("client")
 
     async def identity():
@@ -201,17 +231,25 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT, security=Non
     def ask():
         return asyncio.run(asyncio.wait_for(identity(), timeout))
 
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:  # own event loop, whatever the caller runs
+    with concurrent.futures.ThreadPoolExecutor(
+        1
+    ) as pool:  # own event loop, whatever the caller runs
         try:
             reply = pool.submit(ask).result(timeout + 1.0)
-        except (asyncio.TimeoutError, concurrent.futures.TimeoutError) as exc:
-            raise ClusterError(f"{address} accepted a connection but did not answer as a Dask scheduler within "
-                               f"{timeout:g} s; is `dask scheduler` running there (and not another service)?") from exc
+        except (TimeoutError, concurrent.futures.TimeoutError) as exc:
+            raise ClusterError(
+                f"{address} accepted a connection but did not answer as a Dask scheduler within "
+                f"{timeout:g} s; is `dask scheduler` running there (and not another service)?"
+            ) from exc
         except (OSError, ValueError, TypeError) as exc:
-            raise ClusterError(f"cannot reach the Dask scheduler at {address} within {timeout:g} s "
-                               f"({type(exc).__name__}: {exc}); is `dask scheduler` running there?") from exc
+            raise ClusterError(
+                f"cannot reach the Dask scheduler at {address} within {timeout:g} s "
+                f"({type(exc).__name__}: {exc}); is `dask scheduler` running there?"
+            ) from exc
     if not (isinstance(reply, dict) and reply.get("type") == "Scheduler"):
-        raise ClusterError(f"{address} answered, but not as a Dask scheduler (got {str(reply)[:80]!r})")
+        raise ClusterError(
+            f"{address} answered, but not as a Dask scheduler (got {str(reply)[:80]!r})"
+        )
     return address
 
 
@@ -231,8 +269,10 @@ def worker_addresses(client, minimum: int = 1, wait: float = 5.0) -> list[str]:
         client.wait_for_workers(minimum, timeout=wait)
     except TimeoutError as exc:
         have = len(worker_info(client))
-        raise ClusterError(f"the scheduler at {client.scheduler.address} has {have} workers; "
-                           f"this run needs at least {minimum}") from exc
+        raise ClusterError(
+            f"the scheduler at {client.scheduler.address} has {have} workers; "
+            f"this run needs at least {minimum}"
+        ) from exc
     return sorted(worker_info(client))
 
 
@@ -243,5 +283,7 @@ def worker_memory_limits(client) -> dict[str, tuple[int, int]]:
     numpy, numba, Dask, and whatever it already holds).
     """
     info = worker_info(client)
-    return {addr: (int(w.get("memory_limit") or 0), int((w.get("metrics") or {}).get("memory") or 0))
-            for addr, w in info.items()}
+    return {
+        addr: (int(w.get("memory_limit") or 0), int((w.get("metrics") or {}).get("memory") or 0))
+        for addr, w in info.items()
+    }

@@ -38,20 +38,38 @@ import copy
 import glob
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from hamsi.data.moments import RatingStatistics, mean_of, sum_in_order
-from hamsi.data.ratings import _LOOKUP_SLACK, _as_integer_ids, dense_index, heldout_mask
-from hamsi.errors import InputError
-from hamsi.problems.matrix_factorization import (BiasShard, bias_weight, check_penalty, heldout_range,
-                                                penalty_weights)
 from cluster.layout import FactorLayout
 from cluster.placement import ShardData, assign_shards, set_v_homes, touched_items, v_homes
 from cluster.plan import FactorConfig
-from cluster.routing import (DuplicatePair, PiecePlaces, ShardRatings, block_counts, cut_pieces, empty_shard,
-                             fill_shard, finish_shard, release_freed_memory)
+from cluster.routing import (
+    DuplicatePair,
+    PiecePlaces,
+    ShardRatings,
+    block_counts,
+    cut_pieces,
+    empty_shard,
+    fill_shard,
+    finish_shard,
+    release_freed_memory,
+)
 from cluster.shard import CommonState, ShardState
+from hamsi.data.moments import RatingStatistics, mean_of, sum_in_order
+from hamsi.data.ratings import _LOOKUP_SLACK, _as_integer_ids, dense_index, heldout_mask
+from hamsi.errors import InputError
+from hamsi.problems.matrix_factorization import (
+    BiasShard,
+    bias_weight,
+    check_penalty,
+    heldout_range,
+    penalty_weights,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCHEMES = ("strata", "strata-b")
 FILE_KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
@@ -81,7 +99,11 @@ def _files_in(directory: str) -> list:
     """Return the Parquet (else CSV) files of a directory, sorted by name."""
     names = sorted(os.listdir(directory))
     for kind in ("parquet", "csv"):
-        found = [os.path.join(directory, f) for f in names if FILE_KINDS.get(os.path.splitext(f)[1].lower()) == kind]
+        found = [
+            os.path.join(directory, f)
+            for f in names
+            if FILE_KINDS.get(os.path.splitext(f)[1].lower()) == kind
+        ]
         if found:
             return found
     return []
@@ -100,11 +122,13 @@ def source_files(source) -> tuple[list, str]:
         raise InputError(f"{text}: matches no Parquet or CSV file")
     kinds = {FILE_KINDS.get(os.path.splitext(f)[1].lower()) for f in files}
     if len(kinds) != 1 or None in kinds:
-        raise InputError(f"{text}: the files must all be .parquet or all .csv; got {sorted(map(str, kinds))}")
+        raise InputError(
+            f"{text}: the files must all be .parquet or all .csv; got {sorted(map(str, kinds))}"
+        )
     return files, kinds.pop()
 
 
-def read_rating_file(path: str, kind: str, columns) -> "pandas.DataFrame":
+def read_rating_file(path: str, kind: str, columns) -> pd.DataFrame:
     """Return the checked (user, item, rating) frame of one Parquet or CSV file (a task on a worker)."""
     import pyarrow as pa
 
@@ -132,14 +156,17 @@ def checked_frame(frame, columns, label: str):
     use = [frame.columns[k] for k in _pick_columns(names, columns, label)]
     out = {}
     for key, name in zip(("user", "item"), use[:2]):
-        out[key] = _as_integer_ids(frame[name].to_numpy(), f"{key} id (column {name!r})",
-                                   lambda k: f"{label}: row {k}")
+        out[key] = _as_integer_ids(
+            frame[name].to_numpy(), f"{key} id (column {name!r})", lambda k: f"{label}: row {k}"
+        )
     raw = frame[use[2]]
     values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
     bad = ~np.isfinite(values)
     if bad.any():
         k = int(np.argmax(bad))
-        raise InputError(f"{label}: row {k}: rating {raw.iloc[k]!r} in column {use[2]!r} is not a finite number")
+        raise InputError(
+            f"{label}: row {k}: rating {raw.iloc[k]!r} in column {use[2]!r} is not a finite number"
+        )
     out["rating"] = values
     return pd.DataFrame(out)
 
@@ -185,13 +212,20 @@ def over_partitions(client, readers: list, task, **kwargs) -> list:
 # --------------------------------------------------------------------------- worker tasks
 def _distinct_ids(frame) -> tuple:
     """Return (rows, sorted distinct users, sorted distinct items) of one partition (`dense_index`'s)."""
-    return len(frame), dense_index(frame["user"].to_numpy())[0], dense_index(frame["item"].to_numpy())[0]
+    return (
+        len(frame),
+        dense_index(frame["user"].to_numpy())[0],
+        dense_index(frame["item"].to_numpy())[0],
+    )
 
 
 def _merge_distinct(*parts) -> tuple:
     """Return the merged (rows, distinct users, distinct items) of several `_distinct_ids` results."""
-    return (sum(p[0] for p in parts), dense_index(np.concatenate([p[1] for p in parts]))[0],
-            dense_index(np.concatenate([p[2] for p in parts]))[0])
+    return (
+        sum(p[0] for p in parts),
+        dense_index(np.concatenate([p[1] for p in parts]))[0],
+        dense_index(np.concatenate([p[2] for p in parts]))[0],
+    )
 
 
 def _positions(sorted_ids: np.ndarray, values: np.ndarray) -> np.ndarray:
@@ -199,7 +233,11 @@ def _positions(sorted_ids: np.ndarray, values: np.ndarray) -> np.ndarray:
 
     The table is `dense_index`'s rule (MovieLens ids are small): O(n + max id) instead of n log(ids).
     """
-    if sorted_ids.size and sorted_ids[0] >= 0 and sorted_ids[-1] < _LOOKUP_SLACK * values.size + (1 << 20):
+    if (
+        sorted_ids.size
+        and sorted_ids[0] >= 0
+        and sorted_ids[-1] < _LOOKUP_SLACK * values.size + (1 << 20)
+    ):
         table = np.empty(int(sorted_ids[-1]) + 1, dtype=np.int32)
         table[sorted_ids] = np.arange(sorted_ids.size, dtype=np.int32)
         return table[values]
@@ -214,7 +252,11 @@ def _ids_only(distinct: tuple) -> tuple:
 def _dense(frame, ids: tuple, fraction: float, seed) -> tuple:
     """Return the partition's dense rows and cols (int32), ratings and held-out flags (`heldout_mask`)."""
     users, items = frame["user"].to_numpy(), frame["item"].to_numpy()
-    held = (heldout_mask(users, items, fraction, seed) if fraction > 0 else np.zeros(len(frame), dtype=bool))
+    held = (
+        heldout_mask(users, items, fraction, seed)
+        if fraction > 0
+        else np.zeros(len(frame), dtype=bool)
+    )
     return _positions(ids[1], users), _positions(ids[2], items), frame["rating"].to_numpy(), held
 
 
@@ -222,8 +264,11 @@ def _counts(frame, ids, fraction, seed, shape) -> tuple:
     """Return (training ratings per user, per item, held-out ratings) of one partition."""
     rows, cols, _, held = _dense(frame, ids, fraction, seed)
     train = ~held
-    return (np.bincount(rows[train], minlength=shape[0]), np.bincount(cols[train], minlength=shape[1]),
-            int(np.count_nonzero(held)))
+    return (
+        np.bincount(rows[train], minlength=shape[0]),
+        np.bincount(cols[train], minlength=shape[1]),
+        int(np.count_nonzero(held)),
+    )
 
 
 def _merge_counts(*parts) -> tuple:
@@ -249,7 +294,9 @@ def _piece(pieces: list, shard: int):
 
 def _rows_of_pair(frame, user, item) -> list:
     """Return the rows of the partition that hold the raw (user, item) pair (the duplicate message)."""
-    return np.flatnonzero((frame["user"].to_numpy() == user) & (frame["item"].to_numpy() == item)).tolist()
+    return np.flatnonzero(
+        (frame["user"].to_numpy() == user) & (frame["item"].to_numpy() == item)
+    ).tolist()
 
 
 def _shard_summary(data: ShardRatings) -> tuple:
@@ -296,15 +343,27 @@ def _row_bias(base: BiasShard, col_bias, reg, reg_weighting, damping):
     return copy.copy(base).solve_rows(col_bias, reg, reg_weighting, damping)
 
 
-def _shard_data(data: ShardRatings, homes: list, col_bounds, reg: float, reg_weighting: str,
-                damping: float) -> ShardData:
+def _shard_data(
+    data: ShardRatings, homes: list, col_bounds, reg: float, reg_weighting: str, damping: float
+) -> ShardData:
     """Return the ShardData the chunk tasks read (cluster.placement), built on the shard's host."""
     counts = np.bincount(data.rows, minlength=data.row_hi - data.row_lo).astype(np.float64)
     row_reg, row_norm_weight = penalty_weights(reg, counts, reg_weighting, damping)
     cols = data.subsets("cols")
-    out = ShardData(data.shard, data.row_lo, data.row_hi, data.subsets("rows"), cols, data.subsets("vals"),
-                    [touched_items(c) for c in cols], row_reg, row_norm_weight, data.test_rows, data.test_cols,
-                    data.test_vals)
+    out = ShardData(
+        data.shard,
+        data.row_lo,
+        data.row_hi,
+        data.subsets("rows"),
+        cols,
+        data.subsets("vals"),
+        [touched_items(c) for c in cols],
+        row_reg,
+        row_norm_weight,
+        data.test_rows,
+        data.test_cols,
+        data.test_vals,
+    )
     set_v_homes(out, homes, col_bounds)
     return out
 
@@ -319,10 +378,10 @@ def _normals(init_rng, skip: int, count: int) -> np.ndarray:
     return rng.standard_normal(count)
 
 
-def _factor_rows(init_rng, skip, n_rows, start: "StartSpec", bias):
+def _factor_rows(init_rng, skip, n_rows, start: StartSpec, bias):
     """Return n_rows x width start rows: N(0, 1) times init_scale (as `initial_point`), the bias column set."""
     out = np.zeros((n_rows, start.width))
-    out[:, :start.rank] = _normals(init_rng, skip, n_rows * start.rank).reshape(n_rows, start.rank)
+    out[:, : start.rank] = _normals(init_rng, skip, n_rows * start.rank).reshape(n_rows, start.rank)
     if start.init_scale != 1.0:
         out *= start.init_scale
     if bias is not None:
@@ -330,19 +389,30 @@ def _factor_rows(init_rng, skip, n_rows, start: "StartSpec", bias):
     return out
 
 
-def _shard_start(shard: int, lo: int, hi: int, start: "StartSpec", row_bias, memory: int) -> ShardState:
+def _shard_start(
+    shard: int, lo: int, hi: int, start: StartSpec, row_bias, memory: int
+) -> ShardState:
     """Return row shard `shard`'s start state: U_p from the init stream, zero memory rows."""
     U = _factor_rows(start.init_rng, lo * start.rank, hi - lo, start, row_bias)
     size = U.size
-    return ShardState(shard, U, np.zeros((memory, size)), np.zeros((memory, size)), np.zeros(size), np.zeros(size))
+    return ShardState(
+        shard, U, np.zeros((memory, size)), np.zeros((memory, size)), np.zeros(size), np.zeros(size)
+    )
 
 
-def _common_start(start: "StartSpec", col_bias, memory: int) -> CommonState:
+def _common_start(start: StartSpec, col_bias, memory: int) -> CommonState:
     """Return the replicated start: V from the init stream (after all of U's normals), zero memory rows."""
     V = _factor_rows(start.init_rng, start.shape[0] * start.rank, start.shape[1], start, col_bias)
     size = V.size
-    return CommonState(V, np.zeros((memory, size)), np.zeros((memory, size)), np.zeros(size), np.zeros(size),
-                       None, None)
+    return CommonState(
+        V,
+        np.zeros((memory, size)),
+        np.zeros((memory, size)),
+        np.zeros(size),
+        np.zeros(size),
+        None,
+        None,
+    )
 
 
 @dataclass(frozen=True)
@@ -376,13 +446,19 @@ class GridCover:
         return self.row_bounds.size - 1
 
 
-def grid_bounds(scheme: str, row_counts: np.ndarray, col_counts: np.ndarray, n_blocks: int) -> tuple:
+def grid_bounds(
+    scheme: str, row_counts: np.ndarray, col_counts: np.ndarray, n_blocks: int
+) -> tuple:
     """Return (row bounds, col bounds) of STRATA (equal lengths) or STRATA-B (balanced by the counts)."""
     from partition.strata import balanced_bounds_of_counts, equal_length_bounds
 
     if scheme == "strata":
-        return equal_length_bounds(row_counts.size, n_blocks), equal_length_bounds(col_counts.size, n_blocks)
-    return balanced_bounds_of_counts(row_counts, n_blocks), balanced_bounds_of_counts(col_counts, n_blocks)
+        return equal_length_bounds(row_counts.size, n_blocks), equal_length_bounds(
+            col_counts.size, n_blocks
+        )
+    return balanced_bounds_of_counts(row_counts, n_blocks), balanced_bounds_of_counts(
+        col_counts, n_blocks
+    )
 
 
 class WorkerRatings:
@@ -393,11 +469,23 @@ class WorkerRatings:
     `ShardedFactorization` the driver runs.
     """
 
-    def __init__(self, client, source, *, columns=None, scheme="strata-b", n_blocks: int,
-                 heldout_fraction: float = 0.0, seed=None, workers=None):
+    def __init__(
+        self,
+        client,
+        source,
+        *,
+        columns=None,
+        scheme="strata-b",
+        n_blocks: int,
+        heldout_fraction: float = 0.0,
+        seed=None,
+        workers=None,
+    ):
         if scheme not in SCHEMES:
-            raise InputError(f"ratings on the workers need partitioner strata or strata-b (its blocks follow "
-                             f"from the counts alone); got {scheme!r}")
+            raise InputError(
+                f"ratings on the workers need partitioner strata or strata-b (its blocks follow "
+                f"from the counts alone); got {scheme!r}"
+            )
         self.client = client
         readers, self.labels = partition_readers(source, columns)
         distinct = _tree(client, _merge_distinct, over_partitions(client, readers, _distinct_ids))
@@ -408,18 +496,29 @@ class WorkerRatings:
         self.shape = (int(users.size), int(items.size))
         ids = client.submit(_ids_only, distinct, pure=False)
         where = dict(ids=ids, fraction=float(heldout_fraction), seed=seed)
-        row_counts, col_counts, n_test = client.gather(_tree(client, _merge_counts, over_partitions(
-            client, readers, _counts, shape=self.shape, **where)))
+        row_counts, col_counts, n_test = client.gather(
+            _tree(
+                client,
+                _merge_counts,
+                over_partitions(client, readers, _counts, shape=self.shape, **where),
+            )
+        )
         self.row_counts, self.col_counts, self.n_test = row_counts, col_counts, int(n_test)
         self.n_ratings = int(row_counts.sum())
         if self.n_ratings == 0:
-            raise InputError(f"{_name(source)}: every rating was held out; lower the validation fraction")
+            raise InputError(
+                f"{_name(source)}: every rating was held out; lower the validation fraction"
+            )
         n_blocks = min(int(n_blocks), min(self.shape))
-        self.cover = GridCover(scheme, self.shape, *grid_bounds(scheme, row_counts, col_counts, n_blocks))
+        self.cover = GridCover(
+            scheme, self.shape, *grid_bounds(scheme, row_counts, col_counts, n_blocks)
+        )
         rb = self.cover.row_bounds
         cumulative = np.concatenate([[0], np.cumsum(row_counts)])
         self.sizes = [int(cumulative[rb[p + 1]] - cumulative[rb[p]]) for p in range(n_blocks)]
-        self.owner = assign_shards(n_blocks, list(workers or client.scheduler_info()["workers"]), self.sizes)
+        self.owner = assign_shards(
+            n_blocks, list(workers or client.scheduler_info()["workers"]), self.sizes
+        )
         self.shards = self._route(readers, where)
         try:
             summaries = client.gather(client.map(_shard_summary, self.shards, pure=False))
@@ -433,8 +532,9 @@ class WorkerRatings:
         spread = float(np.sqrt(mean_of(np.concatenate(squares), self.n_ratings)))
         self.rating_min = min(s[1] for s in summaries)
         self.rating_max = max(s[2] for s in summaries)
-        self.statistics = RatingStatistics(self.n_ratings, spread,
-                                           int(max(row_counts.max(), col_counts.max())))
+        self.statistics = RatingStatistics(
+            self.n_ratings, spread, int(max(row_counts.max(), col_counts.max()))
+        )
 
     def _route(self, readers: list, where: dict) -> list:
         """Return futures of the row shards' ShardRatings, built on their hosts (module step 5, cluster.routing).
@@ -445,48 +545,122 @@ class WorkerRatings:
         """
         from distributed import wait
 
-        client, (rb, cb), owner = self.client, (self.cover.row_bounds, self.cover.col_bounds), self.owner
-        places = PiecePlaces.of(client.gather(over_partitions(client, readers, _block_counts, row_bounds=rb,
-                                                              col_bounds=cb, **where)))
+        client, (rb, cb), owner = (
+            self.client,
+            (self.cover.row_bounds, self.cover.col_bounds),
+            self.owner,
+        )
+        places = PiecePlaces.of(
+            client.gather(
+                over_partitions(
+                    client, readers, _block_counts, row_bounds=rb, col_bounds=cb, **where
+                )
+            )
+        )
         pinned = dict(allow_other_workers=True, pure=False)
-        shards = [client.submit(empty_shard, p, rb[p], rb[p + 1], places.subset_cuts[p],
-                                int(places.test_starts[-1, p]), workers=[owner[p]], **pinned)
-                  for p in range(rb.size - 1)]
+        shards = [
+            client.submit(
+                empty_shard,
+                p,
+                rb[p],
+                rb[p + 1],
+                places.subset_cuts[p],
+                int(places.test_starts[-1, p]),
+                workers=[owner[p]],
+                **pinned,
+            )
+            for p in range(rb.size - 1)
+        ]
         window = ROUTE_WINDOW * len(set(owner.values()))
         earlier = []
         for first in range(0, len(readers), window):
             batch = range(first, min(first + window, len(readers)))
-            cuts = over_partitions(client, [readers[f] for f in batch], _cut_by_shard, row_bounds=rb, **where)
+            cuts = over_partitions(
+                client, [readers[f] for f in batch], _cut_by_shard, row_bounds=rb, **where
+            )
             for f, cut in zip(batch, cuts):
                 for p, shard in enumerate(shards):
-                    train, test = places.train_starts[f:f + 2, p], places.test_starts[f:f + 2, p]
+                    train, test = (
+                        places.train_starts[f : f + 2, p],
+                        places.test_starts[f : f + 2, p],
+                    )
                     if train[1] == train[0] and test[1] == test[0]:
                         continue
                     piece = client.submit(_piece, cut, p, pure=False)
-                    shards[p] = client.submit(fill_shard, shard, piece, places.subset_starts[f, p], int(train[0]),
-                                              int(test[0]), cb, workers=[owner[p]], **pinned)
+                    shards[p] = client.submit(
+                        fill_shard,
+                        shard,
+                        piece,
+                        places.subset_starts[f, p],
+                        int(train[0]),
+                        int(test[0]),
+                        cb,
+                        workers=[owner[p]],
+                        **pinned,
+                    )
             with client.as_current():  # distributed.wait asks for the current client
                 wait(earlier)
             earlier = list(shards)
-        return [client.submit(finish_shard, shards[p], self.user_ids, self.item_ids, places.train_starts[:, p],
-                              places.test_starts[:, p], workers=[owner[p]], **pinned) for p in range(rb.size - 1)]
+        return [
+            client.submit(
+                finish_shard,
+                shards[p],
+                self.user_ids,
+                self.item_ids,
+                places.train_starts[:, p],
+                places.test_starts[:, p],
+                workers=[owner[p]],
+                **pinned,
+            )
+            for p in range(rb.size - 1)
+        ]
 
     def _duplicate_message(self, readers: list, pair: DuplicatePair) -> str:
         """Return the InputError text of a repeated pair: both occurrences' file (or partition) and row."""
         found = sorted(set(pair.partitions))
-        rows = dict(zip(found, self.client.gather(over_partitions(
-            self.client, [readers[f] for f in found], _rows_of_pair, user=pair.user, item=pair.item))))
+        rows = dict(
+            zip(
+                found,
+                self.client.gather(
+                    over_partitions(
+                        self.client,
+                        [readers[f] for f in found],
+                        _rows_of_pair,
+                        user=pair.user,
+                        item=pair.item,
+                    )
+                ),
+            )
+        )
         where = [(f, rows[f].pop(0)) for f in pair.partitions]
-        return (f"duplicate (user, item) pair ({pair.user}, {pair.item}) in "
-                + " and ".join(f"{self.labels[f]} row {row}" for f, row in where))
+        return f"duplicate (user, item) pair ({pair.user}, {pair.item}) in " + " and ".join(
+            f"{self.labels[f]} row {row}" for f, row in where
+        )
 
-    def problem(self, rank: int, *, reg: float = 0.0, biases: bool = False, reg_weighting: str = "uniform",
-                reg_damping: float = 0.0, init_scale: float = 1.0, init_biases: bool = False,
-                clip_heldout: bool = True) -> "ShardedFactorization":
+    def problem(
+        self,
+        rank: int,
+        *,
+        reg: float = 0.0,
+        biases: bool = False,
+        reg_weighting: str = "uniform",
+        reg_damping: float = 0.0,
+        init_scale: float = 1.0,
+        init_biases: bool = False,
+        clip_heldout: bool = True,
+    ) -> ShardedFactorization:
         """Return the MatrixFactorization of these ratings with the data on the workers (same keywords)."""
-        return ShardedFactorization(self, rank, reg=reg, biases=biases, reg_weighting=reg_weighting,
-                                    reg_damping=reg_damping, init_scale=init_scale, init_biases=init_biases,
-                                    clip_heldout=clip_heldout)
+        return ShardedFactorization(
+            self,
+            rank,
+            reg=reg,
+            biases=biases,
+            reg_weighting=reg_weighting,
+            reg_damping=reg_damping,
+            init_scale=init_scale,
+            init_biases=init_biases,
+            clip_heldout=clip_heldout,
+        )
 
 
 def _name(source) -> str:
@@ -497,8 +671,10 @@ def _name(source) -> str:
 def _tree(client, merge, futures):
     """Return one future: `merge` applied on the workers in groups of MERGE_FANIN until one is left."""
     while len(futures) > 1:
-        futures = [client.submit(merge, *futures[i:i + MERGE_FANIN], pure=False)
-                   for i in range(0, len(futures), MERGE_FANIN)]
+        futures = [
+            client.submit(merge, *futures[i : i + MERGE_FANIN], pure=False)
+            for i in range(0, len(futures), MERGE_FANIN)
+        ]
     return futures[0] if len(futures) == 1 else client.submit(merge, futures[0], pure=False)
 
 
@@ -512,23 +688,42 @@ class ShardedFactorization:
 
     metric = "rmse"
 
-    def __init__(self, ratings: WorkerRatings, rank, *, reg, biases, reg_weighting, init_scale, init_biases,
-                 reg_damping: float = 0.0, clip_heldout: bool = True):
+    def __init__(
+        self,
+        ratings: WorkerRatings,
+        rank,
+        *,
+        reg,
+        biases,
+        reg_weighting,
+        init_scale,
+        init_biases,
+        reg_damping: float = 0.0,
+        clip_heldout: bool = True,
+    ):
         check_penalty(reg_weighting, reg_damping)
         self.ratings = ratings
         self.shape = ratings.shape
         self.rank, self.reg, self.biases = int(rank), float(reg), bool(biases)
-        self.reg_weighting, self.reg_damping, self.init_scale = reg_weighting, float(reg_damping), float(init_scale)
+        self.reg_weighting, self.reg_damping, self.init_scale = (
+            reg_weighting,
+            float(reg_damping),
+            float(init_scale),
+        )
         self.init_biases = bool(init_biases) and self.biases
         self.width = self.rank + (1 if self.biases else 0)
         self.n_functions = ratings.n_ratings
         self.n_params = (self.shape[0] + self.shape[1]) * self.width
         self.scale = 1.0 / self.n_functions
         self.offset = ratings.mean if self.biases else 0.0
-        self.rating_range = (ratings.rating_min, ratings.rating_max)  # the workers' reduced training range
+        self.rating_range = (
+            ratings.rating_min,
+            ratings.rating_max,
+        )  # the workers' reduced training range
         self.heldout_range = heldout_range(self.rating_range, clip_heldout)
-        self.col_reg, self.col_norm_weight = penalty_weights(self.reg, ratings.col_counts.astype(np.float64),
-                                                             reg_weighting, self.reg_damping)
+        self.col_reg, self.col_norm_weight = penalty_weights(
+            self.reg, ratings.col_counts.astype(np.float64), reg_weighting, self.reg_damping
+        )
         self.layout = None
 
     def arrange(self, cover: GridCover) -> GridCover:
@@ -539,15 +734,18 @@ class ShardedFactorization:
     def shard_bounds(self, cover: GridCover) -> np.ndarray:
         """Return offsets of U_0..U_{B-1}, V_0..V_{B-1} in x (MatrixFactorization.shard_bounds)."""
         m = self.shape[0]
-        return np.concatenate([cover.row_bounds * self.width,
-                               (m + cover.col_bounds[1:]) * self.width]).astype(np.int64)
+        return np.concatenate(
+            [cover.row_bounds * self.width, (m + cover.col_bounds[1:]) * self.width]
+        ).astype(np.int64)
 
     def factors(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Return the views (U, V) of x."""
         split = self.shape[0] * self.width
-        return x[:split].reshape(self.shape[0], self.width), x[split:].reshape(self.shape[1], self.width)
+        return x[:split].reshape(self.shape[0], self.width), x[split:].reshape(
+            self.shape[1], self.width
+        )
 
-    def worker_layout(self, bounds) -> "WorkerLayout":
+    def worker_layout(self, bounds) -> WorkerLayout:
         """Return the driver's layout of this problem (cluster.layout.layout_for asks for it)."""
         return WorkerLayout(self, bounds)
 
@@ -561,23 +759,47 @@ class WorkerLayout(FactorLayout):
         ratings, client = problem.ratings, problem.ratings.client
         self.problem, self.width, self.m = problem, problem.width, problem.shape[0]
         self.n_shards = (bounds.size - 1) // 2
-        self.row_bounds = bounds[:self.n_shards + 1] // self.width
+        self.row_bounds = bounds[: self.n_shards + 1] // self.width
         self.ratings = ratings
         cb = ratings.cover.col_bounds
         self.datas = None
         self.shard_futures = [
-            client.submit(_shard_data, ratings.shards[p], ratings.homes[p], cb, problem.reg, problem.reg_weighting,
-                          problem.reg_damping, workers=[ratings.owner[p]], allow_other_workers=True, pure=False)
-            for p in range(self.n_shards)]
+            client.submit(
+                _shard_data,
+                ratings.shards[p],
+                ratings.homes[p],
+                cb,
+                problem.reg,
+                problem.reg_weighting,
+                problem.reg_damping,
+                workers=[ratings.owner[p]],
+                allow_other_workers=True,
+                pure=False,
+            )
+            for p in range(self.n_shards)
+        ]
         n_v = cb.size - 1
-        self.homes_complete = all(sorted(h[k] for h in ratings.homes) == list(range(n_v))
-                                  for k in range(ratings.cover.n_subsets))
+        self.homes_complete = all(
+            sorted(h[k] for h in ratings.homes) == list(range(n_v))
+            for k in range(ratings.cover.n_subsets)
+        )
         v_bounds = (cb * self.width).astype(np.int64)
         self.config = FactorConfig(
-            rank=problem.rank, width=self.width, n_items=problem.shape[1], n_ratings=problem.n_functions,
-            n_test=ratings.n_test, scale=problem.scale, offset=problem.offset, reg=problem.reg,
-            col_reg=problem.col_reg, col_norm_weight=problem.col_norm_weight, n_subsets=ratings.cover.n_subsets,
-            v_bounds=v_bounds, n_shards=self.n_shards, heldout_range=problem.heldout_range)
+            rank=problem.rank,
+            width=self.width,
+            n_items=problem.shape[1],
+            n_ratings=problem.n_functions,
+            n_test=ratings.n_test,
+            scale=problem.scale,
+            offset=problem.offset,
+            reg=problem.reg,
+            col_reg=problem.col_reg,
+            col_norm_weight=problem.col_norm_weight,
+            n_subsets=ratings.cover.n_subsets,
+            v_bounds=v_bounds,
+            n_shards=self.n_shards,
+            heldout_range=problem.heldout_range,
+        )
 
     def sizes(self) -> list:
         """Training ratings per shard (placement balances them; the memory check reads them)."""
@@ -585,8 +807,9 @@ class WorkerLayout(FactorLayout):
 
     def place(self, client, shard: int, host: str):
         """Return a future of the shard's data on `host` (built there, or copied worker to worker)."""
-        return client.submit(_same, self.shard_futures[shard], workers=[host], allow_other_workers=False,
-                             pure=False)
+        return client.submit(
+            _same, self.shard_futures[shard], workers=[host], allow_other_workers=False, pure=False
+        )
 
     def start_futures(self, client, owner: dict, used: list, memory: int, random_state=None):
         """Return ({shard: ShardState future}, {worker: CommonState future}), built on the hosts.
@@ -597,16 +820,42 @@ class WorkerLayout(FactorLayout):
         from hamsi.stepper import engine_rngs
 
         problem = self.problem
-        start = StartSpec(engine_rngs(random_state)[0], problem.shape, problem.rank, problem.width,
-                          problem.init_scale)
+        start = StartSpec(
+            engine_rngs(random_state)[0],
+            problem.shape,
+            problem.rank,
+            problem.width,
+            problem.init_scale,
+        )
         row_bias, col_bias = self._biases(client)
         rb = self.row_bounds
-        states = {p: client.submit(_shard_start, p, int(rb[p]), int(rb[p + 1]), start,
-                                   None if row_bias is None else row_bias[p], memory, workers=[owner[p]],
-                                   allow_other_workers=False, pure=False)
-                  for p in range(self.n_shards)}
-        commons = {a: client.submit(_common_start, start, col_bias, memory, workers=[a], allow_other_workers=False,
-                                    pure=False) for a in used}
+        states = {
+            p: client.submit(
+                _shard_start,
+                p,
+                int(rb[p]),
+                int(rb[p + 1]),
+                start,
+                None if row_bias is None else row_bias[p],
+                memory,
+                workers=[owner[p]],
+                allow_other_workers=False,
+                pure=False,
+            )
+            for p in range(self.n_shards)
+        }
+        commons = {
+            a: client.submit(
+                _common_start,
+                start,
+                col_bias,
+                memory,
+                workers=[a],
+                allow_other_workers=False,
+                pure=False,
+            )
+            for a in used
+        }
         return states, commons
 
     def _biases(self, client):
@@ -615,18 +864,45 @@ class WorkerLayout(FactorLayout):
         if not problem.init_biases:
             return None, None
         counts = ratings.col_counts.astype(np.float64)
-        bases = [client.submit(_bias_shard, ratings.shards[p], problem.offset, workers=[ratings.owner[p]],
-                               allow_other_workers=True, pure=False) for p in range(self.n_shards)]
+        bases = [
+            client.submit(
+                _bias_shard,
+                ratings.shards[p],
+                problem.offset,
+                workers=[ratings.owner[p]],
+                allow_other_workers=True,
+                pure=False,
+            )
+            for p in range(self.n_shards)
+        ]
         row_bias = [None] * self.n_shards
         col_bias = None
         for _ in range(BIAS_SWEEPS):
-            partials = [client.submit(_col_partial, bases[p], row_bias[p], problem.shape[1], pure=False)
-                        for p in range(self.n_shards)]
-            col_bias = client.submit(_item_bias, counts, problem.reg, problem.reg_weighting, problem.reg_damping,
-                                     *partials, pure=False)
-            row_bias = [client.submit(_row_bias, bases[p], col_bias, problem.reg, problem.reg_weighting,
-                                      problem.reg_damping, pure=False)
-                        for p in range(self.n_shards)]
+            partials = [
+                client.submit(_col_partial, bases[p], row_bias[p], problem.shape[1], pure=False)
+                for p in range(self.n_shards)
+            ]
+            col_bias = client.submit(
+                _item_bias,
+                counts,
+                problem.reg,
+                problem.reg_weighting,
+                problem.reg_damping,
+                *partials,
+                pure=False,
+            )
+            row_bias = [
+                client.submit(
+                    _row_bias,
+                    bases[p],
+                    col_bias,
+                    problem.reg,
+                    problem.reg_weighting,
+                    problem.reg_damping,
+                    pure=False,
+                )
+                for p in range(self.n_shards)
+            ]
         return row_bias, col_bias
 
 

@@ -19,13 +19,6 @@ import uuid
 
 import numpy as np
 
-from hamsi import stepper as steps
-from hamsi.errors import InputError
-from hamsi.loop import ROW_NAMES
-from hamsi.optimizer import GAMMA, GD_ETA, HAMSI_ETA, finish_result
-from hamsi.problems import MatrixFactorization
-from hamsi.stop_rules import StopRules
-from hamsi.trace import PhaseTimes, Trace
 from cluster import checkpoint as ckpt
 from cluster.connect import connect, worker_addresses, worker_info, worker_memory_limits
 from cluster.errors import ClusterError, PeerLost
@@ -36,14 +29,23 @@ from cluster.placement import assign_shards
 from cluster.plan import ChunkPlan
 from cluster.warm import warm_up
 from cluster.work import item_rows_per_iteration
+from hamsi import stepper as steps
+from hamsi.errors import InputError
+from hamsi.loop import ROW_NAMES
+from hamsi.optimizer import GAMMA, GD_ETA, HAMSI_ETA, finish_result
+from hamsi.problems import MatrixFactorization
+from hamsi.stop_rules import StopRules
+from hamsi.trace import PhaseTimes, Trace
 
 METHODS = steps.METHODS
 # How long a chunk may go without hearing from a peer before the task gives up (a dead peer is
 # normally noticed at once: its connection is refused).
 PEER_TIMEOUT = 60.0
 MAX_RECOVERIES = 5
-RESUME_HINT = ("resume from the last checkpoint with `hamsi factorize ... --resume DIR` (API: resume=DIR; "
-               "checkpoints are written with --checkpoint DIR)")
+RESUME_HINT = (
+    "resume from the last checkpoint with `hamsi factorize ... --resume DIR` (API: resume=DIR; "
+    "checkpoints are written with --checkpoint DIR)"
+)
 # Dask pauses a worker at 80% of its memory limit; leave room for the task's temporaries.
 MEMORY_SHARE = 0.6
 # How often the client checks that the workers of a running chunk are still alive.
@@ -66,7 +68,7 @@ def reporting_cluster_losses(client):
     try:
         yield
     except (Exception, asyncio.CancelledError) as exc:
-        raise cluster_lost(client, exc, before) or exc
+        raise cluster_lost(client, exc, before) or exc  # noqa: B904 (exc is the context already)
 
 
 def cluster_lost(client, error, workers_before: set) -> ClusterError | None:
@@ -82,13 +84,17 @@ def cluster_lost(client, error, workers_before: set) -> ClusterError | None:
     text = str(error).strip().splitlines()
     why = f"{type(error).__name__}: {text[0]}" if text else type(error).__name__
     if client.status != "running" or not _scheduler_answers(client):
-        return ClusterError(f"lost the connection to the Dask scheduler at {client.scheduler.address} ({why}); "
-                            f"{RESUME_HINT}")
+        return ClusterError(
+            f"lost the connection to the Dask scheduler at {client.scheduler.address} ({why}); "
+            f"{RESUME_HINT}"
+        )
     gone = sorted(workers_before - set(worker_info(client)))
     if not gone:
         return None
-    return ClusterError(f"worker {', '.join(gone)} died during the run ({why}); if it was killed at its memory "
-                        f"limit, use more workers or a larger limit; {RESUME_HINT}")
+    return ClusterError(
+        f"worker {', '.join(gone)} died during the run ({why}); if it was killed at its memory "
+        f"limit, use more workers or a larger limit; {RESUME_HINT}"
+    )
 
 
 def _scheduler_answers(client, timeout: float = 3.0) -> bool:
@@ -106,17 +112,43 @@ def _pick(result: dict, key, index=None):
     return value if index is None else value[index]
 
 
-def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = None,
-                   n_workers: int | None = None, threads_per_worker: int = 1, method: str = "hamsi",
-                   schedule: str = "det", eta: float | None = None, gamma: float = GAMMA,
-                   eta_gd: float = GD_ETA, memory: int = 5, x0=None, random_state=None,
-                   max_epochs: int | None = 100, max_time: float | None = None, tol: float = 0.0,
-                   target: float | None = None, patience: int | None = None, heldout=None,
-                   threads: int | None = None, callback=None, safeguard: bool = True,
-                   chunk_epochs: int = 10, checkpoint: str | None = None,
-                   checkpoint_every: int | None = None, resume: str | None = None, backup: bool = True,
-                   peer_timeout: float = PEER_TIMEOUT, on_chunk=None, quiet: bool = False,
-                   shared_memory: bool | None = None, owned_v: bool | None = None, security=None):
+def minimize_hamsi(
+    problem,
+    partition,
+    *,
+    client=None,
+    scheduler: str | None = None,
+    n_workers: int | None = None,
+    threads_per_worker: int = 1,
+    method: str = "hamsi",
+    schedule: str = "det",
+    eta: float | None = None,
+    gamma: float = GAMMA,
+    eta_gd: float = GD_ETA,
+    memory: int = 5,
+    x0=None,
+    random_state=None,
+    max_epochs: int | None = 100,
+    max_time: float | None = None,
+    tol: float = 0.0,
+    target: float | None = None,
+    patience: int | None = None,
+    heldout=None,
+    threads: int | None = None,
+    callback=None,
+    safeguard: bool = True,
+    chunk_epochs: int = 10,
+    checkpoint: str | None = None,
+    checkpoint_every: int | None = None,
+    resume: str | None = None,
+    backup: bool = True,
+    peer_timeout: float = PEER_TIMEOUT,
+    on_chunk=None,
+    quiet: bool = False,
+    shared_memory: bool | None = None,
+    owned_v: bool | None = None,
+    security=None,
+):
     """Return the OptimizeResult of HAMSI (thesis Alg. 3; method="mbgd": mini-batch GD) on Dask workers.
 
     The keywords of hamsi.optimizer.minimize_hamsi mean the same here (safeguard, patience with
@@ -143,30 +175,96 @@ def minimize_hamsi(problem, partition, *, client=None, scheduler: str | None = N
     if eta is None:
         eta = HAMSI_ETA if method == "hamsi" else GD_ETA
     memory = memory if method == "hamsi" else 1
-    with connect(client=client, scheduler=scheduler, n_workers=n_workers, threads_per_worker=threads_per_worker,
-                 quiet=quiet, security=security) as dask_client, reporting_cluster_losses(dask_client):
+    with (
+        connect(
+            client=client,
+            scheduler=scheduler,
+            n_workers=n_workers,
+            threads_per_worker=threads_per_worker,
+            quiet=quiet,
+            security=security,
+        ) as dask_client,
+        reporting_cluster_losses(dask_client),
+    ):
         workers = worker_addresses(dask_client, minimum=n_workers or 1)
-        run = _DistributedRun(problem, partition, dask_client, workers, heldout=heldout, backup=backup,
-                              peer_timeout=peer_timeout, quiet=quiet, memory=memory,
-                              shared_memory=shared_memory, owned_v=owned_v)
-        stepper = steps.Stepper(method=method, n_subsets=run.layout_k, n_params=problem.n_params,
-                                schedule=schedule, memory=memory, eta=eta,
-                                gamma=gamma, eta_gd=eta_gd, safeguard=safeguard, random_state=random_state)
-        stop = StopRules(max_epochs=max_epochs, max_time=max_time, tol=tol, target=target, patience=patience,
-                         has_heldout=heldout is not None, eta=eta, safeguard=stepper.safeguard,
-                         metric=problem.metric)
-        run.fingerprint_extra = {"method": method, "schedule": schedule, "random_state": random_state}
-        return run.optimize(stepper, stop, x0=x0, random_state=random_state, chunk_epochs=chunk_epochs,
-                            checkpoint=checkpoint, checkpoint_every=checkpoint_every, resume=resume,
-                            callback=callback, on_chunk=on_chunk)
+        run = _DistributedRun(
+            problem,
+            partition,
+            dask_client,
+            workers,
+            heldout=heldout,
+            backup=backup,
+            peer_timeout=peer_timeout,
+            quiet=quiet,
+            memory=memory,
+            shared_memory=shared_memory,
+            owned_v=owned_v,
+        )
+        stepper = steps.Stepper(
+            method=method,
+            n_subsets=run.layout_k,
+            n_params=problem.n_params,
+            schedule=schedule,
+            memory=memory,
+            eta=eta,
+            gamma=gamma,
+            eta_gd=eta_gd,
+            safeguard=safeguard,
+            random_state=random_state,
+        )
+        stop = StopRules(
+            max_epochs=max_epochs,
+            max_time=max_time,
+            tol=tol,
+            target=target,
+            patience=patience,
+            has_heldout=heldout is not None,
+            eta=eta,
+            safeguard=stepper.safeguard,
+            metric=problem.metric,
+        )
+        run.fingerprint_extra = {
+            "method": method,
+            "schedule": schedule,
+            "random_state": random_state,
+        }
+        return run.optimize(
+            stepper,
+            stop,
+            x0=x0,
+            random_state=random_state,
+            chunk_epochs=chunk_epochs,
+            checkpoint=checkpoint,
+            checkpoint_every=checkpoint_every,
+            resume=resume,
+            callback=callback,
+            on_chunk=on_chunk,
+        )
 
 
-def fit_distributed(ratings, *, rank: int = 10, method: str = "hamsi", scheme: str = "strata-b",
-                    blocks: int | None = None, subsets: int | None = None, partition=None,
-                    reg: float = 0.0, biases: bool = False, client=None, scheduler: str | None = None,
-                    n_workers: int | None = None, threads_per_worker: int = 1, random_state=None,
-                    quiet: bool = False, safeguard: bool = True, security=None, columns=None,
-                    heldout_fraction: float = 0.0, **options):
+def fit_distributed(
+    ratings,
+    *,
+    rank: int = 10,
+    method: str = "hamsi",
+    scheme: str = "strata-b",
+    blocks: int | None = None,
+    subsets: int | None = None,
+    partition=None,
+    reg: float = 0.0,
+    biases: bool = False,
+    client=None,
+    scheduler: str | None = None,
+    n_workers: int | None = None,
+    threads_per_worker: int = 1,
+    random_state=None,
+    quiet: bool = False,
+    safeguard: bool = True,
+    security=None,
+    columns=None,
+    heldout_fraction: float = 0.0,
+    **options,
+):
     """Return the OptimizeResult of matrix factorization by HAMSI (or mb-GD) on Dask: the MF convenience.
 
     Builds MatrixFactorization(ratings, rank, reg, biases) and the cover (`partition`, else
@@ -181,54 +279,116 @@ def fit_distributed(ratings, *, rank: int = 10, method: str = "hamsi", scheme: s
     user user_ids[a]).
     """
     import partition as partitions
-
     from cluster.dataset import WorkerRatings, is_distributed_source
 
-    with connect(client=client, scheduler=scheduler, n_workers=n_workers,
-                 threads_per_worker=threads_per_worker, quiet=quiet, security=security) as dask_client:
+    with connect(
+        client=client,
+        scheduler=scheduler,
+        n_workers=n_workers,
+        threads_per_worker=threads_per_worker,
+        quiet=quiet,
+        security=security,
+    ) as dask_client:
         workers = worker_addresses(dask_client, minimum=n_workers or 1)
         if is_distributed_source(ratings):
             if partition is not None:
-                raise ValueError("ratings on the workers take scheme= (strata or strata-b), not a partition")
-            data = WorkerRatings(dask_client, ratings, columns=columns, scheme=scheme,
-                                 n_blocks=blocks or len(workers), heldout_fraction=heldout_fraction,
-                                 seed=random_state, workers=workers)
-            result = minimize_hamsi(data.problem(rank, reg=reg, biases=biases), data.cover, client=dask_client,
-                                    method=method, random_state=random_state, quiet=quiet, safeguard=safeguard,
-                                    heldout=data if data.n_test else None, **options)
+                raise ValueError(
+                    "ratings on the workers take scheme= (strata or strata-b), not a partition"
+                )
+            data = WorkerRatings(
+                dask_client,
+                ratings,
+                columns=columns,
+                scheme=scheme,
+                n_blocks=blocks or len(workers),
+                heldout_fraction=heldout_fraction,
+                seed=random_state,
+                workers=workers,
+            )
+            result = minimize_hamsi(
+                data.problem(rank, reg=reg, biases=biases),
+                data.cover,
+                client=dask_client,
+                method=method,
+                random_state=random_state,
+                quiet=quiet,
+                safeguard=safeguard,
+                heldout=data if data.n_test else None,
+                **options,
+            )
             result.user_ids, result.item_ids = data.user_ids, data.item_ids
             return result
         if partition is None:
             # the estimator's convention: partition seed 0 when random_state is None
-            partition = partitions.make(scheme, ratings, blocks=blocks or len(workers), subsets=subsets,
-                                        seed=0 if random_state is None else random_state)
+            partition = partitions.make(
+                scheme,
+                ratings,
+                blocks=blocks or len(workers),
+                subsets=subsets,
+                seed=0 if random_state is None else random_state,
+            )
         problem = MatrixFactorization(ratings, rank, reg=reg, biases=biases)
-        return minimize_hamsi(problem, partition, client=dask_client, method=method, random_state=random_state,
-                              quiet=quiet, safeguard=safeguard, **options)
+        return minimize_hamsi(
+            problem,
+            partition,
+            client=dask_client,
+            method=method,
+            random_state=random_state,
+            quiet=quiet,
+            safeguard=safeguard,
+            **options,
+        )
 
 
 class _DistributedRun:
     """Placement, chunk submission, recovery and result assembly of one distributed run."""
 
-    def __init__(self, problem, partition, client, workers, *, heldout, backup, peer_timeout, quiet, memory,
-                 shared_memory=None, owned_v=None):
+    def __init__(
+        self,
+        problem,
+        partition,
+        client,
+        workers,
+        *,
+        heldout,
+        backup,
+        peer_timeout,
+        quiet,
+        memory,
+        shared_memory=None,
+        owned_v=None,
+    ):
         self.problem, self.partition, self.client = problem, partition, client
         self.shared_memory, self.owned_v = shared_memory, owned_v
         self.shared_used = False  # any chunk ran with V in shared memory
         self.owned_used = False  # any chunk ran with V owned on the message path
         self._share_checked = {}  # workers -> may they share V
-        self.heldout, self.backup, self.peer_timeout, self.quiet = heldout, backup, peer_timeout, quiet
+        self.heldout, self.backup, self.peer_timeout, self.quiet = (
+            heldout,
+            backup,
+            peer_timeout,
+            quiet,
+        )
         self.layout_k = problem.arrange(partition).n_subsets
         self.bounds = problem.shard_bounds(partition)
         self.layout = layout_for(problem, partition, self.bounds, heldout)
         self.memory_size = int(memory)
         self.workers = list(workers)
         self.recoveries = []
-        self.unresponsive: set = set()  # workers that stopped answering: never used again by this run
+        self.unresponsive: set = (
+            set()
+        )  # workers that stopped answering: never used again by this run
         self.fingerprint_extra = {}
-        self.snapshot_token = uuid.uuid4().hex[:12]  # names the run's chunk-start files (cluster.snapshot)
-        self.backups, self.decisions = {}, {}  # {shard: its buddy}, {worker: its decisions after the last chunk}
-        self.chunk_first = None  # the first cycle of the chunk running (names its chunk-start files)
+        self.snapshot_token = uuid.uuid4().hex[
+            :12
+        ]  # names the run's chunk-start files (cluster.snapshot)
+        self.backups, self.decisions = (
+            {},
+            {},
+        )  # {shard: its buddy}, {worker: its decisions after the last chunk}
+        self.chunk_first = (
+            None  # the first cycle of the chunk running (names its chunk-start files)
+        )
         install(client)
         # numba loads its cached kernels on first call; do it before the clock starts
         client.run(warm_up, getattr(problem, "width", 2), int(memory))
@@ -263,7 +423,8 @@ class _DistributedRun:
                 raise ClusterError(
                     f"worker {addr} would hold ~{need / 2**20:.0f} MiB of shards and state on top of the "
                     f"{baseline / 2**20:.0f} MiB it uses already, more than {MEMORY_SHARE:.0%} of its "
-                    f"{limit / 2**20:.0f} MiB memory limit; use more workers or larger --memory-limit / a bigger machine")
+                    f"{limit / 2**20:.0f} MiB memory limit; use more workers or larger --memory-limit / a bigger machine"
+                )
 
     def _place(self, workers):
         """Scatter every shard's data to its host (once; again only for shards that moved)."""
@@ -284,25 +445,42 @@ class _DistributedRun:
                 futures[key] = self.layout.place(self.client, key, host)
         self.data_futures, self._data_host = futures, hosts
 
-    def _initial_states(self, full: dict, stepper, stop, time_used: float, cycles_done: int, started: bool):
+    def _initial_states(
+        self, full: dict, stepper, stop, time_used: float, cycles_done: int, started: bool
+    ):
         """Scatter shard states and one CommonState per worker from full vectors (start or resume).
 
         full None: the layout builds the start on the workers (cluster.dataset: the ratings never
         reach the client); the decisions are then added to each worker's CommonState there.
         """
-        decisions = dict(stepper=stepper, stop=stop, time_used=time_used, cycles_done=cycles_done, started=started)
+        decisions = dict(
+            stepper=stepper,
+            stop=stop,
+            time_used=time_used,
+            cycles_done=cycles_done,
+            started=started,
+        )
         if full is None:
-            self.state_futures, commons = self.layout.start_futures(self.client, self.owner, self.used,
-                                                                    self.memory_size, self.random_state)
-            self.common_futures = {a: self.client.submit(_with_decisions, commons[a], decisions, workers=[a],
-                                                         pure=False) for a in self.used}
+            self.state_futures, commons = self.layout.start_futures(
+                self.client, self.owner, self.used, self.memory_size, self.random_state
+            )
+            self.common_futures = {
+                a: self.client.submit(
+                    _with_decisions, commons[a], decisions, workers=[a], pure=False
+                )
+                for a in self.used
+            }
             self.backups = {}
             return
         states, common = self.layout.split(full, self.memory_size)
         common = _with_decisions(common, decisions)
-        self.state_futures = {p: self.client.scatter(s, workers=[self.owner[p]], hash=False)
-                              for p, s in states.items()}
-        self.common_futures = {a: self.client.scatter(common, workers=[a], hash=False) for a in self.used}
+        self.state_futures = {
+            p: self.client.scatter(s, workers=[self.owner[p]], hash=False)
+            for p, s in states.items()
+        }
+        self.common_futures = {
+            a: self.client.scatter(common, workers=[a], hash=False) for a in self.used
+        }
         self.backups = {}
 
     def _can_share(self) -> bool:
@@ -329,8 +507,10 @@ class _DistributedRun:
         """
         if self.owned_v is False or not self.layout.homes_complete or len(self.used) < 2:
             return None
-        if self.owned_v is None and (item_rows_per_iteration(len(self.used), self.layout_k, owned=True)
-                                     >= item_rows_per_iteration(len(self.used), self.layout_k, owned=False)):
+        if self.owned_v is None and (
+            item_rows_per_iteration(len(self.used), self.layout_k, owned=True)
+            >= item_rows_per_iteration(len(self.used), self.layout_k, owned=False)
+        ):
             return None
         n_v = len(self.layout.config.v_bounds) - 1
         holders = [[""] * n_v for _ in range(self.layout_k)]
@@ -346,11 +526,23 @@ class _DistributedRun:
         futures = {}
         for addr in self.used:
             mine = plan.shards_of(addr)
-            datas = [self.data_futures[p] for p in mine] if self.layout.n_shards else [self.data_futures[addr]]
+            datas = (
+                [self.data_futures[p] for p in mine]
+                if self.layout.n_shards
+                else [self.data_futures[addr]]
+            )
             futures[addr] = self.client.submit(
-                run_chunk, plan, datas, [self.state_futures[p] for p in mine], self.common_futures[addr],
-                workers=[addr], allow_other_workers=False, pure=False, retries=0,
-                key=f"hamsi-chunk-{plan.run_id}-{self.used.index(addr)}")
+                run_chunk,
+                plan,
+                datas,
+                [self.state_futures[p] for p in mine],
+                self.common_futures[addr],
+                workers=[addr],
+                allow_other_workers=False,
+                pure=False,
+                retries=0,
+                key=f"hamsi-chunk-{plan.run_id}-{self.used.index(addr)}",
+            )
         return futures
 
     def _alive(self) -> set:
@@ -377,20 +569,32 @@ class _DistributedRun:
                 self._abort(futures, plan, [a for a in self.used if a in alive], cancel=False)
                 # only when no worker died: a stopped worker still looks alive, and its peers' timeouts
                 # are the failures; after a death the survivors are merely slow to report their abort
-                hung = self._unresponsive(futures, lost, min(self.peer_timeout, HUNG_GRACE)) if failed and not lost else []
+                hung = (
+                    self._unresponsive(futures, lost, min(self.peer_timeout, HUNG_GRACE))
+                    if failed and not lost
+                    else []
+                )
                 for f in futures.values():
                     f.cancel()
                 self.unresponsive.update(hung)
                 lost += hung
                 errors = [f.exception() for f in failed if f.status == "error"]
-                real = [e for e in errors if not isinstance(e, PeerLost)]  # StartTimeout is a ClusterError
-                if real and not lost:  # a failure of the computation itself: rerunning would repeat it
+                real = [
+                    e for e in errors if not isinstance(e, PeerLost)
+                ]  # StartTimeout is a ClusterError
+                if (
+                    real and not lost
+                ):  # a failure of the computation itself: rerunning would repeat it
                     raise real[0]
                 why = f"{type(errors[0]).__name__}: {errors[0]}" if errors else "worker lost"
-                shown = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
+                shown = ", ".join(lost[:3]) + (
+                    f" and {len(lost) - 3} more" if len(lost) > 3 else ""
+                )
                 if hung:
                     shown += f" ({len(hung)} not answering: hung or stopped)"
-                raise PeerLost(f"chunk {plan.run_id} failed ({why}); lost workers: {shown or 'none'}")
+                raise PeerLost(
+                    f"chunk {plan.run_id} failed ({why}); lost workers: {shown or 'none'}"
+                )
             if all(f.status == "finished" for f in futures.values()):
                 return
             changed.wait(WATCH_INTERVAL)
@@ -437,8 +641,16 @@ class _DistributedRun:
         gathered = dict(zip(self.used, client.gather([summaries[a] for a in self.used])))
         self.state_futures, self.common_futures = states, commons
         self.backups = self._write_backups(states) if self.backup and len(self.used) > 1 else {}
-        self.decisions = {a: dict(stepper=s["stepper"], stop=s["stop"], time_used=s["time_used"],
-                                  cycles_done=s["cycles_done"], started=True) for a, s in gathered.items()}
+        self.decisions = {
+            a: dict(
+                stepper=s["stepper"],
+                stop=s["stop"],
+                time_used=s["time_used"],
+                cycles_done=s["cycles_done"],
+                started=True,
+            )
+            for a, s in gathered.items()
+        }
         self._origin = None
         return gathered
 
@@ -456,17 +668,40 @@ class _DistributedRun:
         client, token = self.client, self.snapshot_token
         buddy = dict(zip(self.used, self.used[1:] + self.used[:1]))
         hosts = {p: buddy[self.owner[p]] for p in sorted(states)}
-        queues = [[(p, name) for p in hosts if hosts[p] == b for name in PIECES] for b in dict.fromkeys(hosts.values())]
+        queues = [
+            [(p, name) for p in hosts if hosts[p] == b for name in PIECES]
+            for b in dict.fromkeys(hosts.values())
+        ]
         for wave in itertools.zip_longest(*queues):
-            written = [client.submit(store_piece, client.submit(piece_of, states[p], name, workers=[self.owner[p]],
-                                                                pure=False),
-                                     token, p, name, workers=[hosts[p]], allow_other_workers=False, pure=False)
-                       for p, name in filter(None, wave)]
+            written = [
+                client.submit(
+                    store_piece,
+                    client.submit(piece_of, states[p], name, workers=[self.owner[p]], pure=False),
+                    token,
+                    p,
+                    name,
+                    workers=[hosts[p]],
+                    allow_other_workers=False,
+                    pure=False,
+                )
+                for p, name in filter(None, wave)
+            ]
             with client.as_current():
                 wait(written)
             client.gather(written)
-        client.gather([client.submit(commit_backup, token, p, workers=[hosts[p]], allow_other_workers=False,
-                                     pure=False) for p in hosts])
+        client.gather(
+            [
+                client.submit(
+                    commit_backup,
+                    token,
+                    p,
+                    workers=[hosts[p]],
+                    allow_other_workers=False,
+                    pure=False,
+                )
+                for p in hosts
+            ]
+        )
         return hosts
 
     # ------------------------------------------------------------------ recovery
@@ -501,16 +736,26 @@ class _DistributedRun:
         states, lost = {}, []
         for p, fut in self.state_futures.items():
             if self.owner[p] in alive:
-                states[p] = client.submit(chunk_start, fut, token, chunk, workers=[self.owner[p]], pure=False)
+                states[p] = client.submit(
+                    chunk_start, fut, token, chunk, workers=[self.owner[p]], pure=False
+                )
             elif p in self.backups and self.backups[p] in alive:
-                states[p] = client.submit(load_backup, token, p, workers=[self.backups[p]], pure=False)
+                states[p] = client.submit(
+                    load_backup, token, p, workers=[self.backups[p]], pure=False
+                )
             else:
                 lost.append(p)
         holder = next((a for a in self.used if a in alive), None)
         if lost or holder is None:
-            dead = sorted({self.owner[p] for p in lost} | {self.backups[p] for p in lost if p in self.backups})
-            what = (f"shards {', '.join(map(str, sorted(lost)))} were lost with their hosts and backups "
-                    f"({', '.join(dead)})" if lost else "every copy of the replicated state was lost")
+            dead = sorted(
+                {self.owner[p] for p in lost} | {self.backups[p] for p in lost if p in self.backups}
+            )
+            what = (
+                f"shards {', '.join(map(str, sorted(lost)))} were lost with their hosts and backups "
+                f"({', '.join(dead)})"
+                if lost
+                else "every copy of the replicated state was lost"
+            )
             raise ClusterError(f"{what}; {RESUME_HINT}") from error
         commons = self.common_futures
         self.workers = survivors
@@ -522,9 +767,16 @@ class _DistributedRun:
         self.common_futures = {}
         for a in self.used:
             source = a if a in commons else holder
-            self.common_futures[a] = client.submit(chunk_start, commons[source], token, chunk,
-                                                   self.decisions.get(source, decided), source != a,
-                                                   workers=[source], pure=False)
+            self.common_futures[a] = client.submit(
+                chunk_start,
+                commons[source],
+                token,
+                chunk,
+                self.decisions.get(source, decided),
+                source != a,
+                workers=[source],
+                pure=False,
+            )
 
     # ------------------------------------------------------------------ the run
     def _start(self, stepper, stop, x0, random_state, resume, trace):
@@ -534,58 +786,115 @@ class _DistributedRun:
             for row in meta["trace"]:
                 trace.append(*row)
             full = {k: v for k, v in arrays.items() if not k.startswith("saved_")}
-            full["saved"] = {k[len("saved_"):]: v for k, v in arrays.items() if k.startswith("saved_")}
+            full["saved"] = {
+                k[len("saved_") :]: v for k, v in arrays.items() if k.startswith("saved_")
+            }
             saved_stop = meta["stop"]  # its state carries over; the limits are this call's
-            for name in ("best_heldout", "best_epoch", "new_best", "without_gain", "previous_objective"):
+            for name in (
+                "best_heldout",
+                "best_epoch",
+                "new_best",
+                "without_gain",
+                "previous_objective",
+            ):
                 setattr(stop, name, getattr(saved_stop, name))
             return full, meta["stepper"], stop, meta["time_used"], meta["cycles_done"], True
         self.random_state = random_state
         if x0 is None and getattr(self.layout, "builds_start", False):
             return None, stepper, stop, 0.0, 0, False
         n, M = self.problem.n_params, self.memory_size
-        x = (self.problem.initial_point(steps.engine_rngs(random_state)[0]) if x0 is None
-             else np.array(x0, dtype=np.float64, copy=True))
-        full = {"x": x, "S": np.zeros((M, n)), "Y": np.zeros((M, n)), "x_start": np.zeros(n),
-                "g_start": np.zeros(n), "saved": {}}
+        x = (
+            self.problem.initial_point(steps.engine_rngs(random_state)[0])
+            if x0 is None
+            else np.array(x0, dtype=np.float64, copy=True)
+        )
+        full = {
+            "x": x,
+            "S": np.zeros((M, n)),
+            "Y": np.zeros((M, n)),
+            "x_start": np.zeros(n),
+            "g_start": np.zeros(n),
+            "saved": {},
+        }
         return full, stepper, stop, 0.0, 0, False
 
     def _run_chunk(self, epochs, chunk_index, on_chunk):
         """Run one chunk to completion (rerunning it on the survivors after a loss); return the summaries."""
         while True:
             shared = self._can_share()
-            plan = ChunkPlan(run_id=uuid.uuid4().hex[:12], workers=list(self.used), owner=dict(self.owner),
-                             epochs=epochs, config=self.layout.config, timeout=self.peer_timeout,
-                             shared=shared, v_holders=None if shared else self._v_holders(),
-                             secret=secrets.token_bytes(32),
-                             snapshot=self.snapshot_token if len(self.used) > 1 else "")
+            plan = ChunkPlan(
+                run_id=uuid.uuid4().hex[:12],
+                workers=list(self.used),
+                owner=dict(self.owner),
+                epochs=epochs,
+                config=self.layout.config,
+                timeout=self.peer_timeout,
+                shared=shared,
+                v_holders=None if shared else self._v_holders(),
+                secret=secrets.token_bytes(32),
+                snapshot=self.snapshot_token if len(self.used) > 1 else "",
+            )
             self.shared_used = self.shared_used or plan.shared
             self.owned_used = self.owned_used or plan.v_holders is not None
             self.chunk_first = epochs.start  # names the chunk-start files (cluster.snapshot)
             futures = self._submit_chunk(plan)
             if on_chunk is not None:
-                on_chunk({"chunk": chunk_index, "first_cycle": epochs.start, "workers": list(self.used),
-                          "client": self.client, "futures": futures})
+                on_chunk(
+                    {
+                        "chunk": chunk_index,
+                        "first_cycle": epochs.start,
+                        "workers": list(self.used),
+                        "client": self.client,
+                        "futures": futures,
+                    }
+                )
             try:
                 self._watch(futures, plan)
                 return self._collect(futures)
             except PeerLost as error:
                 if len(self.recoveries) >= MAX_RECOVERIES:
-                    raise ClusterError(f"giving up after {MAX_RECOVERIES} recoveries: {error}; {RESUME_HINT}") from error
+                    raise ClusterError(
+                        f"giving up after {MAX_RECOVERIES} recoveries: {error}; {RESUME_HINT}"
+                    ) from error
                 if not self.quiet:
-                    print(f"hamsi: {error}; rerunning the chunk on the survivors", file=sys.stderr, flush=True)
+                    print(
+                        f"hamsi: {error}; rerunning the chunk on the survivors",
+                        file=sys.stderr,
+                        flush=True,
+                    )
                 self._recover(error)
             except BaseException:  # KeyboardInterrupt: stop the workers' tasks, then let it through
                 self._abort(futures, plan, self.used)
                 raise
 
-    def optimize(self, stepper, stop, *, x0, random_state, chunk_epochs, checkpoint, checkpoint_every, resume,
-                 callback, on_chunk):
+    def optimize(
+        self,
+        stepper,
+        stop,
+        *,
+        x0,
+        random_state,
+        chunk_epochs,
+        checkpoint,
+        checkpoint_every,
+        resume,
+        callback,
+        on_chunk,
+    ):
         """Run chunks until a stop rule fires; return the OptimizeResult (see finish_result)."""
         trace, phases, worker_phases, worker_bytes = Trace(), PhaseTimes(), {}, {}
-        full, stepper, stop, time_used, cycles_done, started = self._start(stepper, stop, x0, random_state,
-                                                                         resume, trace)
+        full, stepper, stop, time_used, cycles_done, started = self._start(
+            stepper, stop, x0, random_state, resume, trace
+        )
         self._place(self.workers)
-        self._origin = (full, stepper, stop, time_used, cycles_done, started)  # the first chunk's snapshot
+        self._origin = (
+            full,
+            stepper,
+            stop,
+            time_used,
+            cycles_done,
+            started,
+        )  # the first chunk's snapshot
         self._initial_states(*self._origin)
         reason, message, lead = None, "", None
         if stop.max_epochs is not None and cycles_done >= stop.max_epochs:
@@ -608,20 +917,43 @@ class _DistributedRun:
             self._add_phases(phases, worker_phases, summaries)
             for addr, summary in summaries.items():
                 worker_bytes[addr] = worker_bytes.get(addr, 0) + summary["bytes_sent"]
-            stepper, stop, reason, message = lead["stepper"], lead["stop"], lead["reason"], lead["message"]
+            stepper, stop, reason, message = (
+                lead["stepper"],
+                lead["stop"],
+                lead["reason"],
+                lead["message"],
+            )
             cycles_done = lead["cycles_done"]
             time_used = max(s["time_used"] for s in summaries.values())
-            if checkpoint and checkpoint_every and (cycles_done % checkpoint_every == 0 or reason is not None):
+            if (
+                checkpoint
+                and checkpoint_every
+                and (cycles_done % checkpoint_every == 0 or reason is not None)
+            ):
                 self._save(checkpoint, trace, stepper, stop, time_used, cycles_done)
         x = self.layout.join(*self._gather(with_memory=False))["x"]
         wall = time.perf_counter() - wall_start
         self.release()
-        result = finish_result(x, reason, message, trace, phases, stepper, stop, cycles_done,
-                               shard_bounds=self.bounds, exchange_time=phases.exchange + phases.wait,
-                               worker_phases=worker_phases, wall_time=wall, workers=list(self.used),
-                               shard_owner=dict(self.owner), recoveries=list(self.recoveries),
-                               shared_memory=self.shared_used, owned_v=self.owned_used,
-                               worker_bytes_sent=worker_bytes)
+        result = finish_result(
+            x,
+            reason,
+            message,
+            trace,
+            phases,
+            stepper,
+            stop,
+            cycles_done,
+            shard_bounds=self.bounds,
+            exchange_time=phases.exchange + phases.wait,
+            worker_phases=worker_phases,
+            wall_time=wall,
+            workers=list(self.used),
+            shard_owner=dict(self.owner),
+            recoveries=list(self.recoveries),
+            shared_memory=self.shared_used,
+            owned_v=self.owned_used,
+            worker_bytes_sent=worker_bytes,
+        )
         result.time = max(time_used, phases.total)
         return result
 
@@ -640,18 +972,36 @@ class _DistributedRun:
         full = self.layout.join(*self._gather(with_memory=True))
         arrays = {k: v for k, v in full.items() if k != "saved"}
         arrays.update({f"saved_{k}": v for k, v in full["saved"].items()})
-        ckpt.save(directory, arrays=arrays, meta={"trace": list(trace.rows), "stepper": stepper, "stop": stop,
-                                                  "time_used": time_used, "cycles_done": cycles_done},
-                  fingerprint=self.fingerprint())
+        ckpt.save(
+            directory,
+            arrays=arrays,
+            meta={
+                "trace": list(trace.rows),
+                "stepper": stepper,
+                "stop": stop,
+                "time_used": time_used,
+                "cycles_done": cycles_done,
+            },
+            fingerprint=self.fingerprint(),
+        )
 
     def fingerprint(self) -> dict:
         """Return what a checkpoint must match to be resumed: data, cover and constants."""
         p = self.problem
-        out = {"problem": type(p).__name__, "n_params": int(p.n_params), "n_functions": int(p.n_functions),
-               "scheme": getattr(self.partition, "scheme", None), "n_shards": int(self.bounds.size - 1),
-               "n_subsets": int(self.layout_k), "memory": self.memory_size, **self.fingerprint_extra}
+        out = {
+            "problem": type(p).__name__,
+            "n_params": int(p.n_params),
+            "n_functions": int(p.n_functions),
+            "scheme": getattr(self.partition, "scheme", None),
+            "n_shards": int(self.bounds.size - 1),
+            "n_subsets": int(self.layout_k),
+            "memory": self.memory_size,
+            **self.fingerprint_extra,
+        }
         if isinstance(p, MatrixFactorization):
-            out["ratings_checksum"] = float(np.sum(p.vals * (1.0 + p.rows % 7) * (1.0 + p.cols % 11)))
+            out["ratings_checksum"] = float(
+                np.sum(p.vals * (1.0 + p.rows % 7) * (1.0 + p.cols % 11))
+            )
         return out
 
     def _gather(self, with_memory: bool):
@@ -662,8 +1012,10 @@ class _DistributedRun:
         """
         client, lead = self.client, self.used[0]
         pick = _state_whole if with_memory else _state_vector
-        futures = [client.submit(pick, self.state_futures[p], workers=[self.owner[p]], pure=False)
-                   for p in range(self.layout.n_shards)]
+        futures = [
+            client.submit(pick, self.state_futures[p], workers=[self.owner[p]], pure=False)
+            for p in range(self.layout.n_shards)
+        ]
         futures.append(client.submit(pick, self.common_futures[lead], workers=[lead], pure=False))
         parts = client.gather(futures)
         return parts[:-1], parts[-1]
@@ -701,7 +1053,15 @@ def _state_vector(state):
 def _summary(result: dict) -> dict:
     """Return the small part of a chunk result: records, phases, decisions, reason, counters."""
     common = result["common"]
-    return {"records": result["records"], "phases": result["phases"], "stepper": common.stepper,
-            "stop": common.stop, "reason": result["reason"], "message": result["message"],
-            "cycles_done": common.cycles_done, "time_used": common.time_used, "worker": result["worker"],
-            "bytes_sent": result["bytes_sent"]}
+    return {
+        "records": result["records"],
+        "phases": result["phases"],
+        "stepper": common.stepper,
+        "stop": common.stop,
+        "reason": result["reason"],
+        "message": result["message"],
+        "cycles_done": common.cycles_done,
+        "time_used": common.time_used,
+        "worker": result["worker"],
+        "bytes_sent": result["bytes_sent"],
+    }

@@ -30,7 +30,9 @@ def local_client(n_workers, threads_per_worker):
     key = (n_workers, int(threads_per_worker))
     if key not in _LOCAL_CLUSTERS:
         stack = contextlib.ExitStack()
-        client = stack.enter_context(connect(n_workers=n_workers, threads_per_worker=threads_per_worker))
+        client = stack.enter_context(
+            connect(n_workers=n_workers, threads_per_worker=threads_per_worker)
+        )
         _LOCAL_CLUSTERS[key] = (client, stack)
     return _LOCAL_CLUSTERS[key][0]
 
@@ -77,14 +79,52 @@ class DaskMatrixFactorizer(MatrixFactorizer):
 
     _shared_params = ("client",)
 
-    def __init__(self, rank=AUTO, algorithm="hamsi", partitioner="strata-b", blocks=None, subsets=None,
-                 schedule="det", reg=AUTO, reg_weighting=AUTO, reg_damping=AUTO, biases=True, eta=AUTO,
-                 gamma=0.51, memory=5, init_scale=AUTO, max_time=None, max_epochs=100, tol=0.0, patience=None,
-                 validation_fraction=VALIDATION_FRACTION, safeguard=True, threads=None, random_state=None,
-                 on_divergence="raise", user_col="user", item_col="item", rating_col="rating", search=True, client=None,
-                 scheduler=None, n_workers=None, threads_per_worker=1, chunk_epochs=10, checkpoint=None,
-                 checkpoint_every=None, resume=None, shared_memory=None, owned_v=None, workers=None):
-        base = {name: value for name, value in locals().items() if name in MatrixFactorizer._get_param_names()}
+    def __init__(
+        self,
+        rank=AUTO,
+        algorithm="hamsi",
+        partitioner="strata-b",
+        blocks=None,
+        subsets=None,
+        schedule="det",
+        reg=AUTO,
+        reg_weighting=AUTO,
+        reg_damping=AUTO,
+        biases=True,
+        eta=AUTO,
+        gamma=0.51,
+        memory=5,
+        init_scale=AUTO,
+        max_time=None,
+        max_epochs=100,
+        tol=0.0,
+        patience=None,
+        validation_fraction=VALIDATION_FRACTION,
+        safeguard=True,
+        threads=None,
+        random_state=None,
+        on_divergence="raise",
+        user_col="user",
+        item_col="item",
+        rating_col="rating",
+        search=True,
+        client=None,
+        scheduler=None,
+        n_workers=None,
+        threads_per_worker=1,
+        chunk_epochs=10,
+        checkpoint=None,
+        checkpoint_every=None,
+        resume=None,
+        shared_memory=None,
+        owned_v=None,
+        workers=None,
+    ):
+        base = {
+            name: value
+            for name, value in locals().items()
+            if name in MatrixFactorizer._get_param_names()
+        }
         super().__init__(**base)
         self.client = client
         self.scheduler = scheduler
@@ -101,8 +141,12 @@ class DaskMatrixFactorizer(MatrixFactorizer):
     def _worker_count(self):
         """Return n_workers, or the deprecated `workers` with a FutureWarning."""
         if self.workers is not None:
-            warnings.warn("DaskMatrixFactorizer(workers=...) is deprecated and will be removed in the next "
-                          "release; use n_workers=", FutureWarning, stacklevel=4)
+            warnings.warn(
+                "DaskMatrixFactorizer(workers=...) is deprecated and will be removed in the next "
+                "release; use n_workers=",
+                FutureWarning,
+                stacklevel=4,
+            )
             if self.n_workers is None:
                 return self.workers
         return self.n_workers
@@ -126,8 +170,13 @@ class DaskMatrixFactorizer(MatrixFactorizer):
         from cluster.search import DaskTrialRunner
 
         if self._trial_runner is None:
-            self._trial_runner = DaskTrialRunner(self._active_client, self._trial_params(), fit_part, validation,
-                                                 self.threads_per_worker)
+            self._trial_runner = DaskTrialRunner(
+                self._active_client,
+                self._trial_params(),
+                fit_part,
+                validation,
+                self.threads_per_worker,
+            )
         return self._trial_runner(trials)
 
     def fit(self, X, y=None, *, validation=None, callback=None):
@@ -154,13 +203,22 @@ class DaskMatrixFactorizer(MatrixFactorizer):
         client = self._active_client
         n_workers = len(worker_addresses(client, minimum=self._worker_count() or 1))
         self.partition_ = self._partition(train, n_workers)
-        return self._solve(driver.minimize_hamsi, train, validation, callback, max_time, **self._engine_options())
+        return self._solve(
+            driver.minimize_hamsi, train, validation, callback, max_time, **self._engine_options()
+        )
 
     def _engine_options(self) -> dict:
         """Return the Dask engine's own keywords for cluster.driver.minimize_hamsi (both fit paths)."""
-        return dict(client=self._active_client, chunk_epochs=self.chunk_epochs, checkpoint=self.checkpoint,
-                    checkpoint_every=self.checkpoint_every, resume=self.resume, method=self.algorithm,
-                    shared_memory=self.shared_memory, owned_v=self.owned_v)
+        return dict(
+            client=self._active_client,
+            chunk_epochs=self.chunk_epochs,
+            checkpoint=self.checkpoint,
+            checkpoint_every=self.checkpoint_every,
+            resume=self.resume,
+            method=self.algorithm,
+            shared_memory=self.shared_memory,
+            owned_v=self.owned_v,
+        )
 
     def _fit_on_workers(self, source, validation, callback):
         """Fit on ratings that stay on the workers (cluster.dataset) and return self.
@@ -174,25 +232,44 @@ class DaskMatrixFactorizer(MatrixFactorizer):
 
         self.validate_params()
         if validation is not None:
-            raise InputError("validation= is not taken with ratings on the workers; the validation split is "
-                             "validation_fraction of the pairs, by a seeded hash (set patience)")
+            raise InputError(
+                "validation= is not taken with ratings on the workers; the validation split is "
+                "validation_fraction of the pairs, by a seeded hash (set patience)"
+            )
         if self.patience is not None and not self.validation_fraction:
             raise InputError("patience needs validation ratings: validation_fraction > 0")
         client = self._active_client
         columns = None if self._columns() == DEFAULT_COLUMNS else self._columns()
         fraction = self.validation_fraction if self.patience is not None else 0.0
         workers = worker_addresses(client, minimum=self._worker_count() or 1)
-        train = WorkerRatings(client, source, columns=columns, scheme=str(self.partitioner).lower(),
-                              n_blocks=self.blocks or len(workers), heldout_fraction=fraction,
-                              seed=self.random_state, workers=workers)
+        train = WorkerRatings(
+            client,
+            source,
+            columns=columns,
+            scheme=str(self.partitioner).lower(),
+            n_blocks=self.blocks or len(workers),
+            heldout_fraction=fraction,
+            seed=self.random_state,
+            workers=workers,
+        )
         self.partition_ = train.cover
         if self.search and self._searched():
-            warnings.warn(f"the hyper-parameter search does not run on ratings kept on the workers (a trial needs "
-                          f"its ratings in one process): {', '.join(self._searched())} take the unsearched "
-                          f"defaults; pass search=False to say so, or explicit values", UserWarning, stacklevel=3)
+            warnings.warn(
+                f"the hyper-parameter search does not run on ratings kept on the workers (a trial needs "
+                f"its ratings in one process): {', '.join(self._searched())} take the unsearched "
+                f"defaults; pass search=False to say so, or explicit values",
+                UserWarning,
+                stacklevel=3,
+            )
         self._choose_unsearched()
-        problem, result = self._solve(driver.minimize_hamsi, train, train if train.n_test else None, callback,
-                                      self.max_time, **self._engine_options())
+        problem, result = self._solve(
+            driver.minimize_hamsi,
+            train,
+            train if train.n_test else None,
+            callback,
+            self.max_time,
+            **self._engine_options(),
+        )
         return self._set_fitted(train, problem, result)
 
     def _problem(self, train, options: dict):

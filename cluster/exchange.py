@@ -19,12 +19,12 @@ import time
 
 import numpy as np
 
+from cluster.links import MAX_ARRAYS, FrameLimit
+from cluster.messages import MAX_SENDER_BYTES, Message
 from hamsi import kernels, loop
 from hamsi.exchange import Evaluation, Reductions
 from hamsi.optimizer import numba_threads
 from hamsi.trace import PhaseTimes, Trace
-from cluster.links import MAX_ARRAYS, FrameLimit
-from cluster.messages import MAX_SENDER_BYTES, Message
 
 FIELDS = ("pair", "new_pair_g", "gram", "wtg", "norms")
 
@@ -43,7 +43,9 @@ class MailboxExchange:
         """This worker's optimization time: before the chunk plus this chunk's phases."""
         return self.time_used + self.phases.total
 
-    def _round(self, message: Message, timed: bool = True, addressed: dict | None = None) -> list[Message]:
+    def _round(
+        self, message: Message, timed: bool = True, addressed: dict | None = None
+    ) -> list[Message]:
         """Send `message` to every peer and return all messages of this round (ours included).
 
         addressed: {peer: Message} sent instead, each peer its own (`message` is then ours).
@@ -56,9 +58,13 @@ class MailboxExchange:
             m.step = self._step
         if not self.peers:
             return [message]
-        received, sending, waiting, nbytes = self.box.round(self.plan.run_id, self._step, self.peers,
-                                                            message if addressed is None else addressed,
-                                                            self.plan.timeout)
+        received, sending, waiting, nbytes = self.box.round(
+            self.plan.run_id,
+            self._step,
+            self.peers,
+            message if addressed is None else addressed,
+            self.plan.timeout,
+        )
         self.bytes_sent += nbytes
         if timed:
             self.phases.exchange += sending
@@ -69,22 +75,38 @@ class MailboxExchange:
         start = time.perf_counter()
         parts, partials = self.work.compute(request)
         self.phases.gradient += time.perf_counter() - start
-        if isinstance(parts, dict):  # V shards handed to their next holders (owned V): a message per peer
+        if isinstance(
+            parts, dict
+        ):  # V shards handed to their next holders (owned V): a message per peer
             mine = Message(0, self.me, vote=request.vote, shards=partials)
-            addressed = {p: Message(0, self.me, vote=request.vote, shards=partials, items=parts.get(p, []))
-                         for p in self.peers}
+            addressed = {
+                p: Message(0, self.me, vote=request.vote, shards=partials, items=parts.get(p, []))
+                for p in self.peers
+            }
             messages = self._round(mine, addressed=addressed)
         else:
-            messages = self._round(Message(0, self.me, vote=request.vote, gradient=parts, shards=partials))
+            messages = self._round(
+                Message(0, self.me, vote=request.vote, gradient=parts, shards=partials)
+            )
         if any(m.vote for m in messages):
             return Reductions(stopped=True)
         start = time.perf_counter()
-        every = self.work.complete(request, [p for m in messages for p in m.gradient + m.items],
-                                   [p for m in messages for p in m.shards])
+        every = self.work.complete(
+            request,
+            [p for m in messages for p in m.gradient + m.items],
+            [p for m in messages for p in m.shards],
+        )
         self.phases.update += time.perf_counter() - start
-        return Reductions(**{name: np.vstack([getattr(p, name) for p in every]) if getattr(request, name) else None
-                             for name in FIELDS if name != "new_pair_g"},
-                          new_pair_g=np.vstack([p.new_pair_g for p in every]) if request.pair else None)
+        return Reductions(
+            **{
+                name: np.vstack([getattr(p, name) for p in every])
+                if getattr(request, name)
+                else None
+                for name in FIELDS
+                if name != "new_pair_g"
+            },
+            new_pair_g=np.vstack([p.new_pair_g for p in every]) if request.pair else None,
+        )
 
     def store_pair(self, slot: int) -> None:
         self.work.store_pair(slot)
@@ -110,16 +132,21 @@ class MailboxExchange:
     def evaluate(self) -> Evaluation:
         if self.work.shared:  # the last steps of the shared V are done before anyone reads it
             self.barrier()
-        if self.work.owned and not self.work.replicated:  # every worker gets the V shards stepped elsewhere
+        if (
+            self.work.owned and not self.work.replicated
+        ):  # every worker gets the V shards stepped elsewhere
             messages = self._round(Message(0, self.me, items=self.work.sync_items()))
             self.work.receive_sync([item for m in messages[1:] for item in m.items])
         start = time.perf_counter()
         mine = self.work.evaluation()
         clock = self.clock()
         messages = self._round(Message(0, self.me, clock=clock, evaluation=mine), timed=False)
-        train, objective, heldout = self.work.reduce_evaluation([e for m in messages for e in m.evaluation])
-        return Evaluation(train, objective, heldout, max(m.clock for m in messages),
-                          time.perf_counter() - start)
+        train, objective, heldout = self.work.reduce_evaluation(
+            [e for m in messages for e in m.evaluation]
+        )
+        return Evaluation(
+            train, objective, heldout, max(m.clock for m in messages), time.perf_counter() - start
+        )
 
 
 def run_chunk(plan, datas: list, states: list, common) -> dict:
@@ -140,7 +167,10 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
     box = local_mailbox()
     if plan.snapshot:
         write_own(plan.snapshot, plan.epochs.start, states, common)
-    for holder in (*states, common):  # the L-BFGS rows in the kernels' layout (a copy only when they arrived)
+    for holder in (
+        *states,
+        common,
+    ):  # the L-BFGS rows in the kernels' layout (a copy only when they arrived)
         if getattr(holder, "S", None) is not None:
             holder.S, holder.Y = kernels.as_memory_rows(holder.S, holder.Y)
     phases = PhaseTimes()
@@ -148,8 +178,13 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
     stepper, stop, trace = common.stepper, common.stop, Trace()
     replica = None
     try:
-        box.start(plan.run_id, exchange.peers, plan.timeout, plan.secret or None,
-                  frame_limit(plan.config, common.S.shape[0]))
+        box.start(
+            plan.run_id,
+            exchange.peers,
+            plan.timeout,
+            plan.secret or None,
+            frame_limit(plan.config, common.S.shape[0]),
+        )
         replica = open_replica(plan, exchange, common, me) if plan.shared else None
         exchange.work = plan.make_work(datas, states, common, me, replica)
         # one numba thread: the kernels run one block each (cluster.work), and a second OpenMP
@@ -158,7 +193,9 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
             if not common.started:
                 loop.start(stepper, exchange, stop, trace, None)
                 common.started = True
-            reason, message, epoch = loop.run_cycles(stepper, exchange, stop, trace, None, plan.epochs)
+            reason, message, epoch = loop.run_cycles(
+                stepper, exchange, stop, trace, None, plan.epochs
+            )
             if reason is not None and stop.keeps_best and stop.best_epoch is not None:
                 exchange.restore("best")
         if replica is not None:
@@ -170,8 +207,16 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
             replica.close()
     common.time_used = exchange.clock()
     common.cycles_done = epoch if epoch is not None else common.cycles_done
-    return {"states": states, "common": common, "records": trace.rows, "reason": reason, "message": message,
-            "phases": phases.as_dict(), "bytes_sent": exchange.bytes_sent, "worker": me}
+    return {
+        "states": states,
+        "common": common,
+        "records": trace.rows,
+        "reason": reason,
+        "message": message,
+        "phases": phases.as_dict(),
+        "bytes_sent": exchange.bytes_sent,
+        "worker": me,
+    }
 
 
 def frame_limit(config, memory: int) -> FrameLimit:
@@ -184,7 +229,9 @@ def frame_limit(config, memory: int) -> FrameLimit:
         longest = max(config.n_items * config.width, (config.n_shards + 1) * (config.n_subsets + 3))
     else:
         longest = int(config.bounds[-1])
-    longest = max(longest, 2 * memory + 2, 4 * MAX_ARRAYS + 8, MAX_SENDER_BYTES)  # + the skeleton of counts
+    longest = max(
+        longest, 2 * memory + 2, 4 * MAX_ARRAYS + 8, MAX_SENDER_BYTES
+    )  # + the skeleton of counts
     return FrameLimit(max_arrays=MAX_ARRAYS, max_array_bytes=8 * longest)
 
 

@@ -67,7 +67,12 @@ MAC = hashlib.sha256().digest_size
 FRAME = struct.Struct("!4sI")
 FRAME_MAGIC = b"HMSF"
 DESCRIPTOR = struct.Struct("!BBQQ")  # dtype code, ndim (0-2), shape (unused dimensions 0)
-DTYPES = {1: np.dtype(np.float64), 2: np.dtype(np.int64), 3: np.dtype(np.int32), 4: np.dtype(np.uint8)}
+DTYPES = {
+    1: np.dtype(np.float64),
+    2: np.dtype(np.int64),
+    3: np.dtype(np.int32),
+    4: np.dtype(np.uint8),
+}
 CODES = {dtype: code for code, dtype in DTYPES.items()}
 MAX_ARRAYS = 1 << 16
 
@@ -90,7 +95,9 @@ def encode(message) -> list:
     parts = [FRAME.pack(FRAME_MAGIC, len(arrays))]
     for a in arrays:
         if a.dtype not in CODES or a.ndim > 2:
-            raise TypeError(f"links carry 0-2 dimensional arrays of {sorted(map(str, CODES))}, not {a.dtype} x {a.ndim}")
+            raise TypeError(
+                f"links carry 0-2 dimensional arrays of {sorted(map(str, CODES))}, not {a.dtype} x {a.ndim}"
+            )
         shape = tuple(a.shape) + (0,) * (2 - a.ndim)
         parts.append(DESCRIPTOR.pack(CODES[a.dtype], a.ndim, *shape))
     return [b"".join(parts), *(a for a in arrays if a.nbytes)]
@@ -144,16 +151,20 @@ class _Inbound:
         if self.stage == "header":
             magic, count = FRAME.unpack(self.header)
             if magic != FRAME_MAGIC or count > self.limit.max_arrays:
-                raise FrameRefused(f"a frame of {count} arrays (magic {magic!r}); this run sends at most "
-                                   f"{self.limit.max_arrays}")
+                raise FrameRefused(
+                    f"a frame of {count} arrays (magic {magic!r}); this run sends at most "
+                    f"{self.limit.max_arrays}"
+                )
             self.descriptors = bytearray(DESCRIPTOR.size * count)
             self.stage = "descriptors"
             self.targets = [memoryview(self.descriptors)] if count else []
             if not count:
                 self._next_stage()
         elif self.stage == "descriptors":
-            self.arrays = [self._allocate(*DESCRIPTOR.unpack_from(self.descriptors, DESCRIPTOR.size * i))
-                           for i in range(len(self.descriptors) // DESCRIPTOR.size)]
+            self.arrays = [
+                self._allocate(*DESCRIPTOR.unpack_from(self.descriptors, DESCRIPTOR.size * i))
+                for i in range(len(self.descriptors) // DESCRIPTOR.size)
+            ]
             self.stage = "body"
             self.targets = [memoryview(a).cast("B") for a in self.arrays if a.nbytes]
             if not self.targets:
@@ -164,11 +175,15 @@ class _Inbound:
     def _allocate(self, code: int, ndim: int, rows: int, cols: int) -> np.ndarray:
         dtype, shape = DTYPES.get(code), (rows, cols)[:ndim]
         if dtype is None or ndim > 2 or any((rows, cols)[ndim:]):  # unused dimensions are 0
-            raise FrameRefused(f"an array of dtype code {code}, {ndim} dimensions, shape ({rows}, {cols})")
+            raise FrameRefused(
+                f"an array of dtype code {code}, {ndim} dimensions, shape ({rows}, {cols})"
+            )
         nbytes = math.prod(shape) * dtype.itemsize
         if nbytes > self.limit.max_array_bytes:
-            raise FrameRefused(f"an array of {rows} x {cols} {dtype} ({nbytes} bytes); this run sends at most "
-                               f"{self.limit.max_array_bytes} bytes per array")
+            raise FrameRefused(
+                f"an array of {rows} x {cols} {dtype} ({nbytes} bytes); this run sends at most "
+                f"{self.limit.max_array_bytes} bytes per array"
+            )
         return np.empty(shape, dtype=dtype)
 
     def value(self):
@@ -212,7 +227,7 @@ def _read_exactly(sock, size: int, waiting=None) -> bytes:
     while got < size:
         try:
             n = sock.recv_into(view[got:])
-        except socket.timeout:
+        except TimeoutError:
             if waiting is None:
                 raise
             waiting()
@@ -268,7 +283,9 @@ class Links:
                     return  # the listener was closed: the worker is going away
                 time.sleep(ACCEPT_RETRY)  # EMFILE, ENFILE, ENOBUFS, ECONNABORTED: keep accepting
                 continue
-            if not self._hellos.acquire(blocking=False):  # a flood of connections: refuse, keep serving
+            if not self._hellos.acquire(
+                blocking=False
+            ):  # a flood of connections: refuse, keep serving
                 sock.close()
                 continue
             threading.Thread(target=self._hello, args=(sock,), daemon=True).start()
@@ -306,20 +323,31 @@ class Links:
 
     def _connect(self, run: str, address, secret: bytes, deadline: float):
         """Return a socket to the peer at `address` after the hello (each side proved it holds `secret`)."""
+
         def waiting():  # a stopped peer's kernel accepts the connection, but nobody answers
             self._check_aborted(run)
             if time.monotonic() > deadline:
-                raise PeerLost(f"the link listener at {address[0]}:{address[1]} did not answer the hello")
+                raise PeerLost(
+                    f"the link listener at {address[0]}:{address[1]} did not answer the hello"
+                )
 
-        sock = socket.create_connection(tuple(address), timeout=max(deadline - time.monotonic(), 0.1))
+        sock = socket.create_connection(
+            tuple(address), timeout=max(deadline - time.monotonic(), 0.1)
+        )
         try:
             sock.settimeout(HELLO_POLL)
-            hello = HELLO.pack(HELLO_MAGIC, _fixed(run, 64), _fixed(self.worker_address, 128), os.urandom(NONCE))
+            hello = HELLO.pack(
+                HELLO_MAGIC, _fixed(run, 64), _fixed(self.worker_address, 128), os.urandom(NONCE)
+            )
             sock.sendall(hello)
             nonce = _read_exactly(sock, NONCE, waiting)
             sock.sendall(_mac(secret, b"connect", hello, nonce))
-            if not hmac.compare_digest(_read_exactly(sock, MAC, waiting), _mac(secret, b"accept", hello, nonce)):
-                raise PeerLost(f"the link listener at {address[0]}:{address[1]} did not prove it belongs to run {run}")
+            if not hmac.compare_digest(
+                _read_exactly(sock, MAC, waiting), _mac(secret, b"accept", hello, nonce)
+            ):
+                raise PeerLost(
+                    f"the link listener at {address[0]}:{address[1]} did not prove it belongs to run {run}"
+                )
         except BaseException:
             sock.close()
             raise
@@ -346,7 +374,9 @@ class Links:
                     try:
                         links[peer] = self._connect(run, address, secret, deadline)
                     except OSError as exc:
-                        raise PeerLost(f"cannot open the link to {peer}: {type(exc).__name__}: {exc}") from exc
+                        raise PeerLost(
+                            f"cannot open the link to {peer}: {type(exc).__name__}: {exc}"
+                        ) from exc
             for peer in sorted(peers):
                 if peer < self.worker_address:
                     links[peer] = self._take_accepted(run, peer, deadline)
@@ -419,7 +449,11 @@ class Links:
             selector.register(self._wake_r, selectors.EVENT_READ, None)
             for p in peers:
                 outbound[p].push(links[p])
-                selector.register(links[p], selectors.EVENT_READ | (0 if outbound[p].done else selectors.EVENT_WRITE), p)
+                selector.register(
+                    links[p],
+                    selectors.EVENT_READ | (0 if outbound[p].done else selectors.EVENT_WRITE),
+                    p,
+                )
             pending = set(peers)
             while pending or any(not o.done for o in outbound.values()):
                 self._check_aborted(run)
@@ -454,7 +488,9 @@ class Links:
             raise PeerLost(f"the link to {peer} failed: {type(exc).__name__}: {exc}") from exc
         if inbound[peer].done:
             pending.discard(peer)
-        events = (selectors.EVENT_READ if peer in pending else 0) | (0 if outbound[peer].done else selectors.EVENT_WRITE)
+        events = (selectors.EVENT_READ if peer in pending else 0) | (
+            0 if outbound[peer].done else selectors.EVENT_WRITE
+        )
         if events:
             selector.modify(sock, events, peer)
         else:

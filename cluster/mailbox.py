@@ -31,7 +31,7 @@ HANDLER = "hamsi_mail"
 FINISHED_KEPT = 1024
 
 # One mailbox per worker, found by the worker's address from the task thread.
-_BOXES: dict[str, "Mailbox"] = {}
+_BOXES: dict[str, Mailbox] = {}
 
 
 class Mailbox:
@@ -82,12 +82,15 @@ class Mailbox:
 
         Raises PeerLost naming the missing senders after `timeout` seconds.
         """
+
         def fail(missing):
             raise PeerLost(f"no message for step {step} from {missing} within {timeout:g} s")
 
         return self._wait(run, [(run, step, s) for s in senders], timeout, fail)
 
-    def start(self, run: str, peers: list[str], timeout: float, secret: bytes | None = None, limit=None):
+    def start(
+        self, run: str, peers: list[str], timeout: float, secret: bytes | None = None, limit=None
+    ):
         """Barrier at a chunk's start: return once every peer's task runs; raise StartTimeout after `timeout`.
 
         The start messages carry each worker's link address; when every worker has one (plain
@@ -101,16 +104,20 @@ class Mailbox:
         self.send(run, "start", peers, self.links.address if linked else None, timeout)
 
         def fail(missing):
-            raise StartTimeout(f"the chunk tasks of {', '.join(missing)} did not start within {timeout:g} s "
-                               f"(their workers are busy with other work or gone); run with fewer workers or "
-                               f"on a less busy cluster, or raise peer_timeout")
+            raise StartTimeout(
+                f"the chunk tasks of {', '.join(missing)} did not start within {timeout:g} s "
+                f"(their workers are busy with other work or gone); run with fewer workers or "
+                f"on a less busy cluster, or raise peer_timeout"
+            )
 
         addresses = self._wait(run, [(run, "start", p) for p in peers], timeout, fail)
         if peers and linked and all(a is not None for a in addresses):
             self.links.open(run, dict(zip(peers, addresses)), timeout)
             self._linked.add(run)
 
-    def round(self, run: str, step, peers: list[str], message, timeout: float) -> tuple[list, float, float, int]:
+    def round(
+        self, run: str, step, peers: list[str], message, timeout: float
+    ) -> tuple[list, float, float, int]:
         """Send `message` to every peer; return (the peers' messages in order, seconds sending, seconds waiting, bytes).
 
         message: one Message for every peer, or {peer: Message}. Bytes sent: the links' frames
@@ -155,15 +162,23 @@ class Mailbox:
         order. The write runs on the worker's event loop while the task thread keeps computing (the
         kernels drop the GIL), so `payload` must not change until `wait_posted` returns.
         """
+
         def message(addr):
             mine = payload[addr] if isinstance(payload, dict) else payload
-            return {"op": HANDLER, "reply": False, "run": run, "step": step, "sender": self.address,
-                    "payload": to_serialize(mine)}
+            return {
+                "op": HANDLER,
+                "reply": False,
+                "run": run,
+                "step": step,
+                "sender": self.address,
+                "payload": to_serialize(mine),
+            }
 
         async def post_all():
             async def post(addr):
                 comm = await self._comm_to(addr)
                 await comm.write(message(addr))
+
             await asyncio.gather(*(post(a) for a in peers))
 
         return asyncio.run_coroutine_threadsafe(post_all(), self.loop)
@@ -209,8 +224,12 @@ class MailboxPlugin(WorkerPlugin):
     idempotent = True
 
     async def setup(self, worker):
-        box = Mailbox(worker.address, asyncio.get_running_loop(), worker_links(worker.address),
-                      connection_args=worker.connection_args)
+        box = Mailbox(
+            worker.address,
+            asyncio.get_running_loop(),
+            worker_links(worker.address),
+            connection_args=worker.connection_args,
+        )
         _BOXES[worker.address] = box
         worker.handlers[HANDLER] = box.deliver
 
@@ -242,7 +261,9 @@ def local_mailbox() -> Mailbox:
     try:
         return _BOXES[worker.address]
     except KeyError:
-        raise RuntimeError("the hamsi mailbox plugin is not installed on this worker; call mailbox.install(client)")
+        raise RuntimeError(
+            "the hamsi mailbox plugin is not installed on this worker; call mailbox.install(client)"
+        ) from None
 
 
 def abort_run(run: str):

@@ -89,8 +89,14 @@ MAX_SENDER_BYTES = 1024
 
 def to_arrays(message: Message) -> list[np.ndarray]:
     """Return the arrays that encode `message` (see from_arrays for the layout)."""
-    skeleton = [message.step, int(bool(message.vote)), len(message.gradient), len(message.shards),
-                len(message.evaluation), len(message.items)]
+    skeleton = [
+        message.step,
+        int(bool(message.vote)),
+        len(message.gradient),
+        len(message.shards),
+        len(message.evaluation),
+        len(message.items),
+    ]
     scalars = [float(message.clock)]
     data = []
     for part in message.gradient:
@@ -121,9 +127,19 @@ class MalformedMessage(ValueError):
 
 def from_arrays(arrays: list[np.ndarray]) -> Message:
     """Return the Message that to_arrays encoded; MalformedMessage when the arrays do not fit the layout."""
-    if len(arrays) < 3 or arrays[0].dtype != np.int64 or arrays[1].dtype != np.float64 or arrays[2].dtype != np.uint8:
-        raise MalformedMessage("a message starts with its int64 skeleton, float64 scalars and uint8 sender")
-    skeleton, scalars = [int(v) for v in arrays[0].reshape(-1)], [float(v) for v in arrays[1].reshape(-1)]
+    if (
+        len(arrays) < 3
+        or arrays[0].dtype != np.int64
+        or arrays[1].dtype != np.float64
+        or arrays[2].dtype != np.uint8
+    ):
+        raise MalformedMessage(
+            "a message starts with its int64 skeleton, float64 scalars and uint8 sender"
+        )
+    skeleton, scalars = (
+        [int(v) for v in arrays[0].reshape(-1)],
+        [float(v) for v in arrays[1].reshape(-1)],
+    )
     data = iter(arrays[3:])
     cursor = iter(skeleton)
 
@@ -133,7 +149,9 @@ def from_arrays(arrays: list[np.ndarray]) -> Message:
         except StopIteration:
             raise MalformedMessage(f"the message ends before its {what}") from None
 
-    step, vote, n_gradient, n_shards, n_evaluation, n_items = (take(cursor, "header") for _ in range(6))
+    step, vote, n_gradient, n_shards, n_evaluation, n_items = (
+        take(cursor, "header") for _ in range(6)
+    )
     try:
         sender = arrays[2].tobytes().decode()
     except UnicodeDecodeError as exc:
@@ -151,7 +169,9 @@ def from_arrays(arrays: list[np.ndarray]) -> Message:
     for _ in range(n_evaluation):
         key, n_sse = take(cursor, "evaluation"), take(cursor, "evaluation size")
         norm, test = take(values, "norm"), take(values, "test sum")
-        message.evaluation.append(EvaluationPart(key, [take(values, "sse") for _ in range(n_sse)], norm, test))
+        message.evaluation.append(
+            EvaluationPart(key, [take(values, "sse") for _ in range(n_sse)], norm, test)
+        )
     for _ in range(n_items):
         shard, mask = take(cursor, "item shard"), take(cursor, "item shard fields")
         fields = {name: take(data, name) for i, name in enumerate(ITEM_FIELDS) if mask >> i & 1}

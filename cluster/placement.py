@@ -83,7 +83,7 @@ def split_by_row_shard(problem, row_bounds: np.ndarray, heldout=None) -> list[Sh
         by_shard = np.argsort(owner, kind="stable")
         cuts = np.searchsorted(owner[by_shard], np.arange(n_shards + 1))
         for p in range(n_shards):
-            take = by_shard[cuts[p]:cuts[p + 1]]
+            take = by_shard[cuts[p] : cuts[p + 1]]
             piece = pieces[p]
             piece["rows"].append(np.ascontiguousarray(rows[take] - row_bounds[p], dtype=np.int32))
             piece["cols"].append(np.ascontiguousarray(cols[take], dtype=np.int32))
@@ -100,13 +100,26 @@ def split_by_row_shard(problem, row_bounds: np.ndarray, heldout=None) -> list[Sh
         weight = np.ascontiguousarray(row_weight[lo:hi])
         if heldout is not None:
             mine = test_owner == p
-            test = (np.ascontiguousarray(test_rows[mine] - lo, dtype=np.int32),
-                    np.ascontiguousarray(heldout.cols[mine], dtype=np.int32),
-                    np.ascontiguousarray(heldout.values[mine], dtype=np.float64))
+            test = (
+                np.ascontiguousarray(test_rows[mine] - lo, dtype=np.int32),
+                np.ascontiguousarray(heldout.cols[mine], dtype=np.int32),
+                np.ascontiguousarray(heldout.values[mine], dtype=np.float64),
+            )
         else:
             test = (np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0))
-        out.append(ShardData(p, lo, hi, row_reg=reg, row_norm_weight=weight, test_rows=test[0],
-                             test_cols=test[1], test_vals=test[2], **pieces[p]))
+        out.append(
+            ShardData(
+                p,
+                lo,
+                hi,
+                row_reg=reg,
+                row_norm_weight=weight,
+                test_rows=test[0],
+                test_cols=test[1],
+                test_vals=test[2],
+                **pieces[p],
+            )
+        )
     return out
 
 
@@ -158,7 +171,11 @@ def v_homes(touching: list, n_v: int) -> list:
     homes = [[-1] * n_subsets for _ in touching]
     for k in range(n_subsets):
         sets = [t[k] for t in touching]
-        counts = np.bincount(np.concatenate(sets).astype(np.int64), minlength=n_v) if sets else np.zeros(n_v, int)
+        counts = (
+            np.bincount(np.concatenate(sets).astype(np.int64), minlength=n_v)
+            if sets
+            else np.zeros(n_v, int)
+        )
         for p, js in enumerate(sets):
             if js.size == 1 and counts[js[0]] == 1:
                 homes[p][k] = int(js[0])

@@ -54,9 +54,15 @@ class ChunkPlan:
     config: object
     timeout: float = 60.0
     shared: bool = False  # V in shared memory (cluster.shared): all workers on one host, STRATA/-B
-    v_holders: list | None = None  # V owned on the message path: [k][j] -> the worker of V_j's home in subset k
-    secret: bytes = field(default=b"", repr=False)  # authenticates the chunk's direct links (cluster.links)
-    snapshot: str = ""  # the run's token of the chunk-start files (cluster.snapshot); "" writes none
+    v_holders: list | None = (
+        None  # V owned on the message path: [k][j] -> the worker of V_j's home in subset k
+    )
+    secret: bytes = field(
+        default=b"", repr=False
+    )  # authenticates the chunk's direct links (cluster.links)
+    snapshot: str = (
+        ""  # the run's token of the chunk-start files (cluster.snapshot); "" writes none
+    )
 
     @property
     def lead(self) -> str:
@@ -73,9 +79,13 @@ class ChunkPlan:
 
         if isinstance(self.config, FactorConfig):
             if replica is not None:
-                return SharedFactorWork(self.config, datas, states, common, replica, me == self.lead)
+                return SharedFactorWork(
+                    self.config, datas, states, common, replica, me == self.lead
+                )
             if self.v_holders is not None:
                 return OwnedFactorWork(self.config, datas, states, common, me, self.v_holders)
             return FactorWork(self.config, datas, states, common)
         problem, heldout = datas[0]
-        return ReplicatedWork(self.config, problem, heldout, common, self.workers.index(me), len(self.workers))
+        return ReplicatedWork(
+            self.config, problem, heldout, common, self.workers.index(me), len(self.workers)
+        )

@@ -78,7 +78,7 @@ class ShardRatings:
         """
         out = np.zeros(self.row_hi - self.row_lo)
         for start in range(0, self.position_order.size, ORDER_CHUNK):
-            engine = self.position_order[start:start + ORDER_CHUNK]
+            engine = self.position_order[start : start + ORDER_CHUNK]
             vals = self.vals[engine]
             np.add.at(out, self.rows[engine], vals if transform is None else transform(vals))
         return out
@@ -90,19 +90,37 @@ class ShardRatings:
     def subsets(self, name: str) -> list:
         """Return the array `name` (rows, cols, vals) cut into the K subsets' blocks (views)."""
         array = getattr(self, name)
-        return [array[self.subset_cuts[k]:self.subset_cuts[k + 1]] for k in range(self.subset_cuts.size - 1)]
+        return [
+            array[self.subset_cuts[k] : self.subset_cuts[k + 1]]
+            for k in range(self.subset_cuts.size - 1)
+        ]
 
     def touched_v_shards(self) -> list:
         """Return, per subset k, the item shard its block touches ([(p + k) mod B], or none if empty)."""
         n = self.subset_cuts.size - 1
-        return [np.array([(self.shard + k) % n] if self.subset_cuts[k + 1] > self.subset_cuts[k] else [],
-                         dtype=np.int64) for k in range(n)]
+        return [
+            np.array(
+                [(self.shard + k) % n] if self.subset_cuts[k + 1] > self.subset_cuts[k] else [],
+                dtype=np.int64,
+            )
+            for k in range(n)
+        ]
 
     @property
     def nbytes(self) -> int:
         """Bytes of the arrays (what Dask's memory accounting should count)."""
-        return sum(a.nbytes for a in (self.rows, self.cols, self.vals, self.test_rows, self.test_cols,
-                                      self.test_vals, self.position_order))
+        return sum(
+            a.nbytes
+            for a in (
+                self.rows,
+                self.cols,
+                self.vals,
+                self.test_rows,
+                self.test_cols,
+                self.test_vals,
+                self.position_order,
+            )
+        )
 
 
 # Dask's size of a shard: what its memory accounting shows, and what makes moving a fill (and
@@ -130,8 +148,10 @@ def block_counts(rows, cols, held, row_bounds, col_bounds) -> np.ndarray:
     shard = np.searchsorted(row_bounds, rows, side="right") - 1
     train = ~held
     out = np.zeros((n_blocks, n_blocks + 1), dtype=np.int64)
-    out[:, :n_blocks] = np.bincount(shard[train] * n_blocks + subset_of(cols[train], col_bounds, shard[train]),
-                                    minlength=n_blocks * n_blocks).reshape(n_blocks, n_blocks)
+    out[:, :n_blocks] = np.bincount(
+        shard[train] * n_blocks + subset_of(cols[train], col_bounds, shard[train]),
+        minlength=n_blocks * n_blocks,
+    ).reshape(n_blocks, n_blocks)
     out[:, n_blocks] = np.bincount(shard[held], minlength=n_blocks)
     return out
 
@@ -144,7 +164,11 @@ def cut_pieces(rows, cols, vals, held, row_bounds) -> list:
         mine = shard == p
         train, test = mine & ~held, mine & held
         lo = np.int32(row_bounds[p])
-        pieces.append(Piece(rows[train] - lo, cols[train], vals[train], rows[test] - lo, cols[test], vals[test]))
+        pieces.append(
+            Piece(
+                rows[train] - lo, cols[train], vals[train], rows[test] - lo, cols[test], vals[test]
+            )
+        )
     return pieces
 
 
@@ -163,42 +187,66 @@ class PiecePlaces:
     test_starts: np.ndarray
 
     @classmethod
-    def of(cls, counts: list) -> "PiecePlaces":
+    def of(cls, counts: list) -> PiecePlaces:
         """Return the places of pieces with per-partition counts `counts` (list of (B, B + 1) arrays)."""
         counts = np.stack(counts)
         n_blocks = counts.shape[1]
         train, test = counts[:, :, :n_blocks], counts[:, :, n_blocks]
 
         def before(c):  # exclusive prefix sums over the partitions, with the total as the last row
-            return np.concatenate([np.zeros((1,) + c.shape[1:], dtype=np.int64), np.cumsum(c, axis=0)])
+            return np.concatenate(
+                [np.zeros((1,) + c.shape[1:], dtype=np.int64), np.cumsum(c, axis=0)]
+            )
 
         totals = train.sum(axis=0)
-        subset_cuts = np.concatenate([np.zeros((n_blocks, 1), dtype=np.int64), np.cumsum(totals, axis=1)], axis=1)
-        return cls(subset_cuts, before(train)[:-1] + subset_cuts[None, :, :-1], before(train.sum(axis=2)),
-                   before(test))
+        subset_cuts = np.concatenate(
+            [np.zeros((n_blocks, 1), dtype=np.int64), np.cumsum(totals, axis=1)], axis=1
+        )
+        return cls(
+            subset_cuts,
+            before(train)[:-1] + subset_cuts[None, :, :-1],
+            before(train.sum(axis=2)),
+            before(test),
+        )
 
 
-def empty_shard(shard: int, row_lo: int, row_hi: int, subset_cuts: np.ndarray, n_test: int) -> ShardRatings:
+def empty_shard(
+    shard: int, row_lo: int, row_hi: int, subset_cuts: np.ndarray, n_test: int
+) -> ShardRatings:
     """Return shard `shard`'s ShardRatings at its final size, to be filled by `fill_shard`."""
     n = int(subset_cuts[-1])
-    return ShardRatings(shard, int(row_lo), int(row_hi), np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32),
-                        np.empty(n), np.asarray(subset_cuts, dtype=np.int64), np.empty(n_test, dtype=np.int32),
-                        np.empty(n_test, dtype=np.int32), np.empty(n_test), np.empty(n, dtype=np.int32))
+    return ShardRatings(
+        shard,
+        int(row_lo),
+        int(row_hi),
+        np.empty(n, dtype=np.int32),
+        np.empty(n, dtype=np.int32),
+        np.empty(n),
+        np.asarray(subset_cuts, dtype=np.int64),
+        np.empty(n_test, dtype=np.int32),
+        np.empty(n_test, dtype=np.int32),
+        np.empty(n_test),
+        np.empty(n, dtype=np.int32),
+    )
 
 
-def fill_shard(data: ShardRatings, piece: Piece, subset_starts, train_start: int, test_start: int,
-               col_bounds) -> ShardRatings:
+def fill_shard(
+    data: ShardRatings, piece: Piece, subset_starts, train_start: int, test_start: int, col_bounds
+) -> ShardRatings:
     """Copy one partition's piece into its places in `data` (PiecePlaces) and return `data` (module docstring)."""
     subset = subset_of(piece.cols, col_bounds, data.shard)
     for k in range(data.subset_cuts.size - 1):
         mine = np.flatnonzero(subset == k)
         at = int(subset_starts[k])
-        data.rows[at:at + mine.size] = piece.rows[mine]
-        data.cols[at:at + mine.size] = piece.cols[mine]
-        data.vals[at:at + mine.size] = piece.vals[mine]
+        data.rows[at : at + mine.size] = piece.rows[mine]
+        data.cols[at : at + mine.size] = piece.cols[mine]
+        data.vals[at : at + mine.size] = piece.vals[mine]
         data.position_order[train_start + mine] = np.arange(at, at + mine.size, dtype=np.int32)
     end = test_start + piece.test_vals.size
-    data.test_rows[test_start:end], data.test_cols[test_start:end] = piece.test_rows, piece.test_cols
+    data.test_rows[test_start:end], data.test_cols[test_start:end] = (
+        piece.test_rows,
+        piece.test_cols,
+    )
     data.test_vals[test_start:end] = piece.test_vals
     return data
 
@@ -209,16 +257,23 @@ def finish_shard(data: ShardRatings, user_ids, item_ids, train_starts, test_star
     A repeated pair has one item, so one subset: each block is checked on its own (sorted keys, 4
     or 8 bytes per rating of the block); the held-out ratings apart (the split keeps pairs together).
     """
-    blocks = ((data.rows, data.cols, data.subset_cuts, train_starts, data.positions_of),
-              (data.test_rows, data.test_cols, np.array([0, data.test_rows.size]), test_starts, np.sort))
+    blocks = (
+        (data.rows, data.cols, data.subset_cuts, train_starts, data.positions_of),
+        (data.test_rows, data.test_cols, np.array([0, data.test_rows.size]), test_starts, np.sort),
+    )
     for rows, cols, cuts, starts, positions_of in blocks:
         for k in range(cuts.size - 1):
-            pair = _repeated_pair(rows[cuts[k]:cuts[k + 1]], cols[cuts[k]:cuts[k + 1]], item_ids.size)
+            pair = _repeated_pair(
+                rows[cuts[k] : cuts[k + 1]], cols[cuts[k] : cuts[k + 1]], item_ids.size
+            )
             if pair is not None:
                 both = np.flatnonzero((rows == pair[0]) & (cols == pair[1]))[:2]
                 partitions = np.searchsorted(starts, positions_of(both), side="right") - 1
-                raise DuplicatePair(int(user_ids[data.row_lo + pair[0]]), int(item_ids[pair[1]]),
-                                    [int(f) for f in partitions])
+                raise DuplicatePair(
+                    int(user_ids[data.row_lo + pair[0]]),
+                    int(item_ids[pair[1]]),
+                    [int(f) for f in partitions],
+                )
     data.value_sums = data.user_sums()
     return data
 

@@ -32,22 +32,34 @@ class Scorer:
 
     def predict(self, users, items, clip: bool = True) -> np.ndarray:
         """Return MatrixFactorizer.predict's values for raw ids (same fallback for unknown ids)."""
-        scores, _ = pair_scores(self.arrays, self.user_index.lookup(users), self.item_index.lookup(items))
+        scores, _ = pair_scores(
+            self.arrays, self.user_index.lookup(users), self.item_index.lookup(items)
+        )
         return np.clip(scores, self.rating_min, self.rating_max) if clip else scores
 
 
 def scorer_of(model) -> Scorer:
     """Return the Scorer of a fitted MatrixFactorizer (or DaskMatrixFactorizer)."""
     model._check_fitted()
-    return Scorer(model._user_index, model._item_index, model._arrays, np.asarray(model.item_ids_),
-                  np.asarray(model.user_ids_), float(model.rating_min_), float(model.rating_max_))
+    return Scorer(
+        model._user_index,
+        model._item_index,
+        model._arrays,
+        np.asarray(model.item_ids_),
+        np.asarray(model.user_ids_),
+        float(model.rating_min_),
+        float(model.rating_max_),
+    )
 
 
 def _predict_partition(part, scorer: Scorer, user, item, clip):
     import pandas as pd
 
-    return pd.Series(scorer.predict(part[user].to_numpy(), part[item].to_numpy(), clip), index=part.index,
-                     name="prediction")
+    return pd.Series(
+        scorer.predict(part[user].to_numpy(), part[item].to_numpy(), clip),
+        index=part.index,
+        name="prediction",
+    )
 
 
 def predict(model, pairs, *, clip: bool = True):
@@ -62,11 +74,22 @@ def predict(model, pairs, *, clip: bool = True):
     from hamsi.data.readers import ITEM_COLUMN_NAMES, USER_COLUMN_NAMES
 
     names = [str(c) for c in pairs.columns]
-    user, item = (_column(names, wanted, known) for wanted, known in
-                  ((model.user_col, USER_COLUMN_NAMES), (model.item_col, ITEM_COLUMN_NAMES)))
+    user, item = (
+        _column(names, wanted, known)
+        for wanted, known in (
+            (model.user_col, USER_COLUMN_NAMES),
+            (model.item_col, ITEM_COLUMN_NAMES),
+        )
+    )
     scorer = dask.delayed(scorer_of(model), pure=True)
-    return pairs.map_partitions(_predict_partition, scorer, user, item, clip,
-                                meta=pd.Series([], dtype=np.float64, name="prediction"))
+    return pairs.map_partitions(
+        _predict_partition,
+        scorer,
+        user,
+        item,
+        clip,
+        meta=pd.Series([], dtype=np.float64, name="prediction"),
+    )
 
 
 def _column(names: list, wanted: str, known) -> str:
@@ -86,9 +109,9 @@ def _top_block(scorer: Scorer, lo: int, hi: int, n: int, seen):
 
     columns = {"user": [], "rank": [], "item": [], "rating": [], "score": []}
     for row in range(lo, hi):
-        mine = None if seen is None else seen[1][seen[0][row - lo]:seen[0][row - lo + 1]]
+        mine = None if seen is None else seen[1][seen[0][row - lo] : seen[0][row - lo + 1]]
         best, scores = best_items(scorer.arrays, row, n, mine)
-        columns["user"].append(np.repeat(scorer.user_ids[row:row + 1], best.size))
+        columns["user"].append(np.repeat(scorer.user_ids[row : row + 1], best.size))
         columns["rank"].append(np.arange(1, best.size + 1, dtype=np.int32))
         columns["item"].append(scorer.item_ids[best])
         columns["rating"].append(np.clip(scores, scorer.rating_min, scorer.rating_max))
@@ -96,7 +119,9 @@ def _top_block(scorer: Scorer, lo: int, hi: int, n: int, seen):
     return pd.DataFrame({k: np.concatenate(v) if v else np.zeros(0) for k, v in columns.items()})
 
 
-def recommend_all(model, n: int = 10, *, exclude_seen: bool = True, users_per_task: int = USERS_PER_TASK):
+def recommend_all(
+    model, n: int = 10, *, exclude_seen: bool = True, users_per_task: int = USERS_PER_TASK
+):
     """Return a Dask DataFrame (user, rank, item, rating, score) of every known user's n best items.
 
     Each task ranks a block of users on a worker with the function `recommend` uses, so the rows
@@ -118,12 +143,18 @@ def recommend_all(model, n: int = 10, *, exclude_seen: bool = True, users_per_ta
         seen = None
         if exclude_seen:
             model.seen_items(lo)  # InputError when the model keeps no seen lists
-            indptr = model._seen_indptr[lo:hi + 1]
-            seen = (indptr - indptr[0], model._seen_items[indptr[0]:indptr[-1]])
+            indptr = model._seen_indptr[lo : hi + 1]
+            seen = (indptr - indptr[0], model._seen_items[indptr[0] : indptr[-1]])
         parts.append(dask.delayed(_top_block, pure=True)(shared, lo, hi, int(n), seen))
-    meta = pd.DataFrame({"user": pd.Series([], dtype=scorer.user_ids.dtype), "rank": pd.Series([], dtype=np.int32),
-                         "item": pd.Series([], dtype=scorer.item_ids.dtype), "rating": pd.Series([], dtype=float),
-                         "score": pd.Series([], dtype=float)})
+    meta = pd.DataFrame(
+        {
+            "user": pd.Series([], dtype=scorer.user_ids.dtype),
+            "rank": pd.Series([], dtype=np.int32),
+            "item": pd.Series([], dtype=scorer.item_ids.dtype),
+            "rating": pd.Series([], dtype=float),
+            "score": pd.Series([], dtype=float),
+        }
+    )
     return dd.from_delayed(parts, meta=meta, verify_meta=False)
 
 

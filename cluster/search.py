@@ -20,10 +20,22 @@ class DaskTrialRunner:
         self.client = client
         self.base_params = dict(base_params, threads=int(threads))
         # broadcast: every worker gets the ratings once; each trial then moves only its parameters
-        self.fit_part, self.validation = client.scatter([fit_part, validation], broadcast=True, hash=False)
+        self.fit_part, self.validation = client.scatter(
+            [fit_part, validation], broadcast=True, hash=False
+        )
 
     def __call__(self, trials) -> list[dict]:
         """Return the outcomes of `trials` in their order (hamsi.search.fit_trial on the workers)."""
-        futures = [self.client.submit(search.fit_trial, MatrixFactorizer, self.base_params, trial, self.fit_part,
-                                      self.validation, pure=False) for trial in trials]
+        futures = [
+            self.client.submit(
+                search.fit_trial,
+                MatrixFactorizer,
+                self.base_params,
+                trial,
+                self.fit_part,
+                self.validation,
+                pure=False,
+            )
+            for trial in trials
+        ]
         return self.client.gather(futures)

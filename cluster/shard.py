@@ -27,7 +27,7 @@ class ShardState:
     g_start: np.ndarray
     saved: dict = field(default_factory=dict)
 
-    def copy(self) -> "ShardState":
+    def copy(self) -> ShardState:
         """Return a deep copy (chunk tasks step their states in place: a copy is what another worker may fetch)."""
         return copy.deepcopy(self)
 
@@ -51,7 +51,7 @@ class CommonState:
     cycles_done: int = 0
     started: bool = False
 
-    def copy(self) -> "CommonState":
+    def copy(self) -> CommonState:
         """Return a deep copy."""
         return copy.deepcopy(self)
 
@@ -59,7 +59,7 @@ class CommonState:
 def zero_rows(g: np.ndarray, where) -> None:
     """Set the rows of g named by `where` ((lo, hi) or an index array) to zero."""
     if isinstance(where, tuple):
-        g[where[0]:where[1]] = 0.0
+        g[where[0] : where[1]] = 0.0
     else:
         g[where] = 0.0
 
@@ -67,7 +67,7 @@ def zero_rows(g: np.ndarray, where) -> None:
 def rows_of(g: np.ndarray, where) -> np.ndarray:
     """Return the rows of g named by `where` ((lo, hi) -> a view; indices -> a copy)."""
     if isinstance(where, tuple):
-        return g[where[0]:where[1]]
+        return g[where[0] : where[1]]
     return g[where]
 
 
@@ -78,6 +78,6 @@ def add_rows(g: np.ndarray, where, rows: np.ndarray) -> None:
     blocks would do: no update is lost. Added onto zeros, a single contribution is exact.
     """
     if isinstance(where, tuple):
-        g[where[0]:where[1]] += rows
+        g[where[0] : where[1]] += rows
     else:  # indices are unique (placement.touched_items), so a fancy += adds each row once
         g[where] += rows

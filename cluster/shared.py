@@ -92,7 +92,7 @@ def remove_stale(directory: str = DIRECTORY) -> list[str]:
     """
     removed = []
     for name in os.listdir(directory):
-        pid, _, run = name[len(PREFIX):].partition("-")
+        pid, _, run = name[len(PREFIX) :].partition("-")
         if not (name.startswith(PREFIX) and pid.isdigit() and run) or not _creator_gone(int(pid)):
             continue
         try:
@@ -119,16 +119,16 @@ class SharedReplica:
         flat = np.frombuffer(self._map, dtype=np.float64)
         offset = 0
         for name in VECTORS:
-            setattr(self, name, flat[offset:offset + n])
+            setattr(self, name, flat[offset : offset + n])
             offset += n
-        self.S, self.Y = memory_rows(memory, n, flat[offset:offset + 2 * memory * n])
+        self.S, self.Y = memory_rows(memory, n, flat[offset : offset + 2 * memory * n])
         offset += 2 * memory * n
         for name in PAIR:
-            setattr(self, name, flat[offset:offset + n].reshape(1, n))
+            setattr(self, name, flat[offset : offset + n].reshape(1, n))
             offset += n
 
     @classmethod
-    def create(cls, path: str, common) -> "SharedReplica":
+    def create(cls, path: str, common) -> SharedReplica:
         """Create the file and fill it from `common` (a cluster.shard.CommonState)."""
         x = common.x_rep.reshape(-1)
         replica = cls(path, x.size, common.S.shape[0], create=True)
@@ -137,7 +137,7 @@ class SharedReplica:
         return replica
 
     @classmethod
-    def attach(cls, path: str, common) -> "SharedReplica":
+    def attach(cls, path: str, common) -> SharedReplica:
         """Map the file the lead created (sizes from this worker's identical `common`)."""
         return cls(path, common.x_rep.size, common.S.shape[0], create=False)
 

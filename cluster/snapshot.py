@@ -40,7 +40,9 @@ def path_of(token: str, kind: str, key: int, chunk: int | None = None) -> str:
 
     chunk: the first cycle of the chunk whose start an own or common state is.
     """
-    return os.path.join(directory(token), f"{kind}-{key}" if chunk is None else f"{kind}-{key}-chunk-{chunk}")
+    return os.path.join(
+        directory(token), f"{kind}-{key}" if chunk is None else f"{kind}-{key}-chunk-{chunk}"
+    )
 
 
 def _write_arrays(path: str, arrays: dict) -> None:
@@ -67,7 +69,9 @@ def write_state(path: str, state) -> None:
     partial = path + ".partial"
     shutil.rmtree(partial, ignore_errors=True)
     main = ("U", state.U) if isinstance(state, ShardState) else ("x_rep", state.x_rep)
-    for name, value in [main] + [(name, getattr(state, name)) for name in VECTORS] + [("saved", state.saved)]:
+    for name, value in (
+        [main] + [(name, getattr(state, name)) for name in VECTORS] + [("saved", state.saved)]
+    ):
         _write_arrays(partial, _arrays_of(name, value))
     _replace(partial, path)
 
@@ -76,8 +80,10 @@ def read_state(path: str, shard: int | None = None, decisions: dict | None = Non
     """Return the ShardState `shard` written at `path`, or (shard None) the CommonState with `decisions` set."""
     arrays = {}
     for file in sorted(os.listdir(path)):
-        arrays[file[:-len(".npy")]] = np.load(os.path.join(path, file), allow_pickle=False)
-    saved = {name[len(SAVED):]: arrays.pop(name) for name in list(arrays) if name.startswith(SAVED)}
+        arrays[file[: -len(".npy")]] = np.load(os.path.join(path, file), allow_pickle=False)
+    saved = {
+        name[len(SAVED) :]: arrays.pop(name) for name in list(arrays) if name.startswith(SAVED)
+    }
     vectors = [arrays[name] for name in VECTORS]
     if shard is not None:
         return ShardState(shard, arrays["U"], *vectors, saved)
@@ -94,8 +100,10 @@ def write_own(token: str, chunk: int, states: list, common) -> None:
     """
     folder = directory(token)
     os.makedirs(folder, exist_ok=True)
-    mine = {os.path.basename(path_of(token, kind, key, chunk))
-            for kind, key in [("own", s.shard) for s in states] + [("common", 0)]}
+    mine = {
+        os.path.basename(path_of(token, kind, key, chunk))
+        for kind, key in [("own", s.shard) for s in states] + [("common", 0)]
+    }
     for name in os.listdir(folder):
         if name.startswith(("own-", "common-")) and name not in mine:
             shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
@@ -112,7 +120,9 @@ def chunk_start(state, token: str, chunk: int, decisions: dict | None = None, co
     worker's next chunk steps the original in place).
     """
     shard = getattr(state, "shard", None)
-    path = path_of(token, "common" if shard is None else "own", 0 if shard is None else shard, chunk)
+    path = path_of(
+        token, "common" if shard is None else "own", 0 if shard is None else shard, chunk
+    )
     if os.path.isdir(path):
         return read_state(path, shard, decisions)
     return state.copy() if copy else state

@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from hamsi import kernels
 from cluster.messages import EvaluationPart, GradientPart, ItemShard, ShardPartials
 from cluster.shard import add_rows, rows_of, zero_rows
-
+from hamsi import kernels
 
 _UNUSED = np.zeros(0)
 
 
-def shard_partials(shard: int, request, x, x_start, g, g_start, S, Y, s_new, y_new) -> ShardPartials:
+def shard_partials(
+    shard: int, request, x, x_start, g, g_start, S, Y, s_new, y_new
+) -> ShardPartials:
     """Return the partials `request` asks for on one shard (s_new, y_new: where the pair is formed)."""
     M = S.shape[0]
     out = ShardPartials(shard)
@@ -38,10 +39,24 @@ def shard_partials(shard: int, request, x, x_start, g, g_start, S, Y, s_new, y_n
         out.norms = np.empty(2)
     if not (request.pair or request.gram or request.wtg or request.norms):
         return out
-    kernels.shard_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, request.pair, request.gram,
-                                     request.wtg, request.norms,
-                                     *(_UNUSED if a is None else a
-                                       for a in (out.pair, out.new_pair_g, out.gram, out.wtg, out.norms)))
+    kernels.shard_iteration_partials(
+        x,
+        x_start,
+        g,
+        g_start,
+        S,
+        Y,
+        s_new,
+        y_new,
+        request.pair,
+        request.gram,
+        request.wtg,
+        request.norms,
+        *(
+            _UNUSED if a is None else a
+            for a in (out.pair, out.new_pair_g, out.gram, out.wtg, out.norms)
+        ),
+    )
     return out
 
 
@@ -52,7 +67,14 @@ class _Vectors:
     """
 
     def __init__(self, x, S, Y, x_start, g_start, saved, g=None, s_new=None, y_new=None):
-        self.x, self.S, self.Y, self.x_start, self.g_start, self.saved = x, S, Y, x_start, g_start, saved
+        self.x, self.S, self.Y, self.x_start, self.g_start, self.saved = (
+            x,
+            S,
+            Y,
+            x_start,
+            g_start,
+            saved,
+        )
         self.g = np.zeros_like(x) if g is None else g
         self.s_new = np.zeros((1, x.size)) if s_new is None else s_new
         self.y_new = np.zeros((1, x.size)) if y_new is None else y_new
@@ -78,8 +100,18 @@ class _Vectors:
     def partials(self, shard: int, request, lo: int, hi: int, g=None) -> ShardPartials:
         """Return shard `shard`'s partials over x[lo:hi] (g: another buffer holding its gradient)."""
         g = self.g[lo:hi] if g is None else g
-        return shard_partials(shard, request, self.x[lo:hi], self.x_start[lo:hi], g, self.g_start[lo:hi],
-                              self.S[:, lo:hi], self.Y[:, lo:hi], self.s_new[:, lo:hi], self.y_new[:, lo:hi])
+        return shard_partials(
+            shard,
+            request,
+            self.x[lo:hi],
+            self.x_start[lo:hi],
+            g,
+            self.g_start[lo:hi],
+            self.S[:, lo:hi],
+            self.Y[:, lo:hi],
+            self.s_new[:, lo:hi],
+            self.y_new[:, lo:hi],
+        )
 
 
 class _Common:
@@ -119,8 +151,14 @@ class FactorWork(_Common):
         self._host(cfg, datas, states)
         self.gV_parts = [np.zeros((cfg.n_items, cfg.width)) for _ in self.datas]
         self.V = common.x_rep
-        self.replica = _Vectors(common.x_rep.reshape(-1), common.S, common.Y, common.x_start, common.g_start,
-                                common.saved)
+        self.replica = _Vectors(
+            common.x_rep.reshape(-1),
+            common.S,
+            common.Y,
+            common.x_start,
+            common.g_start,
+            common.saved,
+        )
         self.gV = self.replica.g.reshape(cfg.n_items, cfg.width)
 
     def _host(self, cfg, datas, states) -> None:
@@ -128,8 +166,10 @@ class FactorWork(_Common):
         self.cfg = cfg
         self.datas = sorted(datas, key=lambda d: d.shard)
         by_shard = {s.shard: s for s in states}
-        self.hosted = [_Vectors(s.U.reshape(-1), s.S, s.Y, s.x_start, s.g_start, s.saved)
-                       for s in (by_shard[d.shard] for d in self.datas)]
+        self.hosted = [
+            _Vectors(s.U.reshape(-1), s.S, s.Y, s.x_start, s.g_start, s.saved)
+            for s in (by_shard[d.shard] for d in self.datas)
+        ]
 
     def vectors(self):
         return self.hosted + [self.replica]
@@ -143,8 +183,20 @@ class FactorWork(_Common):
             where = d.touched[k]
             zero_rows(gV, where)
             U = u.x.reshape(-1, cfg.width)
-            kernels.one_block_gradient(d.rows[k], d.cols[k], d.vals[k], U, self.V, u.g.reshape(U.shape), gV,
-                                      cfg.rank, cfg.scale, cfg.offset, d.row_reg, cfg.col_reg)
+            kernels.one_block_gradient(
+                d.rows[k],
+                d.cols[k],
+                d.vals[k],
+                U,
+                self.V,
+                u.g.reshape(U.shape),
+                gV,
+                cfg.rank,
+                cfg.scale,
+                cfg.offset,
+                d.row_reg,
+                cfg.col_reg,
+            )
             parts.append(GradientPart(d.shard, where, rows_of(gV, where)))
             partials.append(u.partials(d.shard, request, 0, u.x.size))
             j = d.v_home[k] if d.v_home else -1
@@ -166,9 +218,15 @@ class FactorWork(_Common):
             shard = cfg.n_shards + j
             if shard in have:
                 if request.pair:  # the home sent the products; the pair rows are still formed here
-                    kernels.shard_store_pair(self.replica.x[lo:hi], self.replica.x_start[lo:hi], self.replica.g[lo:hi],
-                                             self.replica.g_start[lo:hi], self.replica.s_new[:, lo:hi],
-                                             self.replica.y_new[:, lo:hi], 0)
+                    kernels.shard_store_pair(
+                        self.replica.x[lo:hi],
+                        self.replica.x_start[lo:hi],
+                        self.replica.g[lo:hi],
+                        self.replica.g_start[lo:hi],
+                        self.replica.s_new[:, lo:hi],
+                        self.replica.y_new[:, lo:hi],
+                        0,
+                    )
             else:
                 have[shard] = self.replica.partials(shard, request, lo, hi)
         return [have[s] for s in sorted(have)]
@@ -178,12 +236,31 @@ class FactorWork(_Common):
         cfg, out = self.cfg, []
         for d, u in zip(self.datas, self.hosted):
             U = u.x.reshape(-1, cfg.width)
-            sse = [float(kernels.one_block_squared_error(d.rows[k], d.cols[k], d.vals[k], U, self.V, cfg.rank,
-                                                         cfg.offset)) for k in range(len(d.vals))]
+            sse = [
+                float(
+                    kernels.one_block_squared_error(
+                        d.rows[k], d.cols[k], d.vals[k], U, self.V, cfg.rank, cfg.offset
+                    )
+                )
+                for k in range(len(d.vals))
+            ]
             norm = float(kernels.weighted_row_norms(U, d.row_norm_weight)) if cfg.reg > 0.0 else 0.0
-            test = (float(kernels.one_block_squared_error(d.test_rows, d.test_cols, d.test_vals, U, self.V,
-                                                           cfg.rank, cfg.offset, *cfg.heldout_range))
-                    if d.test_vals.size else 0.0)
+            test = (
+                float(
+                    kernels.one_block_squared_error(
+                        d.test_rows,
+                        d.test_cols,
+                        d.test_vals,
+                        U,
+                        self.V,
+                        cfg.rank,
+                        cfg.offset,
+                        *cfg.heldout_range,
+                    )
+                )
+                if d.test_vals.size
+                else 0.0
+            )
             out.append(EvaluationPart(d.shard, sse, norm, test))
         return out
 
@@ -196,8 +273,12 @@ class FactorWork(_Common):
             for e in parts:
                 sse += e.sse[k]
         norm = 0.0
-        if cfg.reg > 0.0:  # the engine's order: |U|^2 per row shard (parts are in shard order), then |V|^2
-            norm = kernels.regularizer_in_order(np.array([e.norm for e in parts]), self.V, cfg.col_norm_weight)
+        if (
+            cfg.reg > 0.0
+        ):  # the engine's order: |U|^2 per row shard (parts are in shard order), then |V|^2
+            norm = kernels.regularizer_in_order(
+                np.array([e.norm for e in parts]), self.V, cfg.col_norm_weight
+            )
         test = sum(e.test for e in parts)
         heldout = float(np.sqrt(test / cfg.n_test)) if cfg.n_test else float("nan")
         return float(np.sqrt(sse / cfg.n_ratings)), float(0.5 * cfg.scale * (sse + norm)), heldout
@@ -216,8 +297,20 @@ def home_block_partials(work, d, u, request, partials: list) -> int:
     u.g[:] = 0.0
     v.g[:] = 0.0
     U = u.x.reshape(-1, cfg.width)
-    kernels.one_block_gradient(d.rows[k], d.cols[k], d.vals[k], U, work.V, u.g.reshape(U.shape), work.gV,
-                              cfg.rank, cfg.scale, cfg.offset, d.row_reg, cfg.col_reg)
+    kernels.one_block_gradient(
+        d.rows[k],
+        d.cols[k],
+        d.vals[k],
+        U,
+        work.V,
+        u.g.reshape(U.shape),
+        work.gV,
+        cfg.rank,
+        cfg.scale,
+        cfg.offset,
+        d.row_reg,
+        cfg.col_reg,
+    )
     partials.append(u.partials(d.shard, request, 0, u.x.size))
     partials.append(v.partials(cfg.n_shards + j, request, 0, v.x.size))
     return j
@@ -236,15 +329,27 @@ class SharedFactorWork(FactorWork):
     shared = True
 
     def __init__(self, cfg, datas, states, common, replica, lead: bool):
-        self._host(cfg, datas, states)  # V is the shared replica: no local copy, no gV parts to assemble
+        self._host(
+            cfg, datas, states
+        )  # V is the shared replica: no local copy, no gV parts to assemble
         self.replica_memory, self.lead, self.saved_v = replica, lead, common.saved
         self.V = replica.x.reshape(cfg.n_items, cfg.width)
         self.gV = replica.g.reshape(cfg.n_items, cfg.width)
         bounds = [int(b) for b in cfg.v_bounds]
-        self.v_shards = [_Vectors(replica.x[lo:hi], replica.S[:, lo:hi], replica.Y[:, lo:hi], replica.x_start[lo:hi],
-                                  replica.g_start[lo:hi], None, g=replica.g[lo:hi], s_new=replica.s_new[:, lo:hi],
-                                  y_new=replica.y_new[:, lo:hi])
-                         for lo, hi in zip(bounds[:-1], bounds[1:])]
+        self.v_shards = [
+            _Vectors(
+                replica.x[lo:hi],
+                replica.S[:, lo:hi],
+                replica.Y[:, lo:hi],
+                replica.x_start[lo:hi],
+                replica.g_start[lo:hi],
+                None,
+                g=replica.g[lo:hi],
+                s_new=replica.s_new[:, lo:hi],
+                y_new=replica.y_new[:, lo:hi],
+            )
+            for lo, hi in zip(bounds[:-1], bounds[1:])
+        ]
         self.turn: list = []
 
     def vectors(self):
@@ -276,7 +381,9 @@ class SharedFactorWork(FactorWork):
             self.replica_memory.x[:] = self.saved_v[name]
 
 
-def item_rows_per_iteration(workers: int, subsets: int, owned: bool, pair_share: float = 1.0) -> float:
+def item_rows_per_iteration(
+    workers: int, subsets: int, owned: bool, pair_share: float = 1.0
+) -> float:
     """Return the V rows (units of items x width) all workers send per inner iteration, by the model.
 
     Replicated V (FactorWork): each worker's gV rows to every peer, (W - 1). Owned V: per cycle of
@@ -313,13 +420,30 @@ class OwnedFactorWork(FactorWork):
         self._host(cfg, datas, states)  # gV is formed per home: no gV parts to assemble
         self.me, self.holders = me, holders
         self.V = common.x_rep
-        self.replica = _Vectors(common.x_rep.reshape(-1), common.S, common.Y, common.x_start, common.g_start,
-                                common.saved)
+        self.replica = _Vectors(
+            common.x_rep.reshape(-1),
+            common.S,
+            common.Y,
+            common.x_start,
+            common.g_start,
+            common.saved,
+        )
         self.gV = self.replica.g.reshape(cfg.n_items, cfg.width)
         r, bounds = self.replica, [int(b) for b in cfg.v_bounds]
-        self.v_shards = [_Vectors(r.x[lo:hi], r.S[:, lo:hi], r.Y[:, lo:hi], r.x_start[lo:hi], r.g_start[lo:hi],
-                                  None, g=r.g[lo:hi], s_new=r.s_new[:, lo:hi], y_new=r.y_new[:, lo:hi])
-                         for lo, hi in zip(bounds[:-1], bounds[1:])]
+        self.v_shards = [
+            _Vectors(
+                r.x[lo:hi],
+                r.S[:, lo:hi],
+                r.Y[:, lo:hi],
+                r.x_start[lo:hi],
+                r.g_start[lo:hi],
+                None,
+                g=r.g[lo:hi],
+                s_new=r.s_new[:, lo:hi],
+                y_new=r.y_new[:, lo:hi],
+            )
+            for lo, hi in zip(bounds[:-1], bounds[1:])
+        ]
         self.current: list = []  # V shards whose gradient this worker formed in this iteration
         self.turn: list = []  # V shards this worker steps after this iteration's round
         self.held: list = []  # V shards whose newest x only this worker has (stepped here last)
@@ -339,7 +463,9 @@ class OwnedFactorWork(FactorWork):
             holder = self.holders[after][j]
             if holder != self.me:  # x and g are read-only until the round has sent them
                 # right after a sync the next holder has this V_j already: only its gradient travels
-                outgoing.setdefault(holder, []).append(ItemShard(j, x=None if self.replicated else v.x, g=v.g))
+                outgoing.setdefault(holder, []).append(
+                    ItemShard(j, x=None if self.replicated else v.x, g=v.g)
+                )
         self.turn = [j for j, holder in enumerate(self.holders[after]) if holder == self.me]
         return outgoing, partials
 
@@ -397,7 +523,9 @@ class ReplicatedWork(_Common):
         self.cfg, self.problem, self.heldout = cfg, problem, heldout
         self.rank, self.n_workers = rank, n_workers
         self.bounds = np.asarray(cfg.bounds, dtype=np.int64)
-        self.all = _Vectors(common.x_rep, common.S, common.Y, common.x_start, common.g_start, common.saved)
+        self.all = _Vectors(
+            common.x_rep, common.S, common.Y, common.x_start, common.g_start, common.saved
+        )
 
     def vectors(self):
         return [self.all]
@@ -418,14 +546,19 @@ class ReplicatedWork(_Common):
         g[:] = 0.0
         for part in sorted(parts, key=lambda p: p.key):
             g += part.rows
-        return [self.all.partials(p, request, int(self.bounds[p]), int(self.bounds[p + 1]))
-                for p in range(self.bounds.size - 1)]
+        return [
+            self.all.partials(p, request, int(self.bounds[p]), int(self.bounds[p + 1]))
+            for p in range(self.bounds.size - 1)
+        ]
 
     def evaluation(self) -> list:
         return []  # every worker evaluates the replicated x itself
 
     def reduce_evaluation(self, parts: list) -> tuple[float, float, float]:
         train, objective = self.problem.evaluate(self.all.x)
-        heldout = (self.problem.heldout_error(self.all.x, self.heldout) if self.heldout is not None
-                   else float("nan"))
+        heldout = (
+            self.problem.heldout_error(self.all.x, self.heldout)
+            if self.heldout is not None
+            else float("nan")
+        )
         return train, objective, heldout

@@ -18,27 +18,84 @@ What each release reveals (its neighbour relation, sensitivity, what is public, 
 objects hold that is not private) is listed in docs/privacy.md. Warnings about privacy
 parameters left implicit are dp.PrivacyLeakWarning; they depend on the arguments, never on data.
 """
+
+from dp import queries  # batches of linear queries: strategies, COA (dp.queries.optimize / answer)
 from dp.accounting import (
-    BudgetExceededError, Charge, PrivacyAccountant, PrivacyBudget, contribution_sensitivity, sensitivity_for,
-    zcdp_epsilon, zcdp_rho,
+    BudgetExceededError,
+    Charge,
+    PrivacyAccountant,
+    PrivacyBudget,
+    contribution_sensitivity,
+    sensitivity_for,
+    zcdp_epsilon,
+    zcdp_rho,
 )
-from dp.calibration import analytic_gaussian_sigma, classical_gaussian_sigma, gaussian_delta, gaussian_sigma
-from dp.covariance import PrivateCovariance, clip_rows, covariance_sensitivity, private_covariance, project_psd
+from dp.calibration import (
+    analytic_gaussian_sigma,
+    classical_gaussian_sigma,
+    gaussian_delta,
+    gaussian_sigma,
+)
+from dp.covariance import (
+    PrivateCovariance,
+    clip_rows,
+    covariance_sensitivity,
+    private_covariance,
+    project_psd,
+)
 from dp.estimators import PrivateGraphicalLasso, PrivateRidgePrecision
-from dp.learning import PrivateLogisticRegression, minimize_private  # thesis ch. 4 private gradient methods
-from dp.graphical_lasso import GraphicalLassoResult, admm_graphical_lasso, glasso_objective, graphical_lasso_path
+from dp.graphical_lasso import (
+    GraphicalLassoResult,
+    admm_graphical_lasso,
+    glasso_objective,
+    graphical_lasso_path,
+)
+from dp.learning import (  # thesis ch. 4 private gradient methods
+    PrivateLogisticRegression,
+    minimize_private,
+)
 from dp.mechanisms import Release, gaussian_mechanism, gaussian_mechanism_zcdp, laplace_mechanism
 from dp.model_selection import alpha_grid, cross_validate_alpha, neg_log_likelihood
 from dp.ridge_precision import ridge_objective, ridge_precision
 from dp.validation import DataError, PrivacyLeakWarning, PrivacyParameterError
-from dp import queries  # batches of linear queries: strategies, COA (dp.queries.optimize / answer)
 
 __all__ = [
-    "BudgetExceededError", "Charge", "PrivacyAccountant", "PrivacyBudget", "contribution_sensitivity",
-    "sensitivity_for", "zcdp_epsilon", "zcdp_rho", "analytic_gaussian_sigma", "classical_gaussian_sigma",
-    "gaussian_delta", "gaussian_sigma", "PrivateCovariance", "clip_rows", "covariance_sensitivity",
-    "private_covariance", "project_psd", "PrivateGraphicalLasso", "PrivateRidgePrecision", "GraphicalLassoResult",
-    "admm_graphical_lasso", "glasso_objective", "graphical_lasso_path", "Release",
-    "gaussian_mechanism", "gaussian_mechanism_zcdp", "laplace_mechanism", "alpha_grid", "cross_validate_alpha",
-    "neg_log_likelihood", "ridge_objective", "ridge_precision", "DataError", "PrivacyLeakWarning", "PrivacyParameterError",
+    "BudgetExceededError",
+    "Charge",
+    "PrivacyAccountant",
+    "PrivacyBudget",
+    "contribution_sensitivity",
+    "sensitivity_for",
+    "zcdp_epsilon",
+    "zcdp_rho",
+    "analytic_gaussian_sigma",
+    "classical_gaussian_sigma",
+    "gaussian_delta",
+    "gaussian_sigma",
+    "PrivateCovariance",
+    "clip_rows",
+    "covariance_sensitivity",
+    "private_covariance",
+    "project_psd",
+    "PrivateGraphicalLasso",
+    "PrivateRidgePrecision",
+    "GraphicalLassoResult",
+    "admm_graphical_lasso",
+    "glasso_objective",
+    "graphical_lasso_path",
+    "Release",
+    "gaussian_mechanism",
+    "gaussian_mechanism_zcdp",
+    "laplace_mechanism",
+    "alpha_grid",
+    "cross_validate_alpha",
+    "neg_log_likelihood",
+    "ridge_objective",
+    "ridge_precision",
+    "DataError",
+    "PrivacyLeakWarning",
+    "PrivacyParameterError",
+    "PrivateLogisticRegression",
+    "minimize_private",
+    "queries",
 ]

@@ -63,7 +63,9 @@ def analytic_gaussian_sigma(epsilon: float, delta: float, sensitivity: float) ->
     return ratio * sensitivity
 
 
-def gaussian_sigma(epsilon: float, delta: float, sensitivity: float, calibration: str = "analytic") -> float:
+def gaussian_sigma(
+    epsilon: float, delta: float, sensitivity: float, calibration: str = "analytic"
+) -> float:
     """Return the Gaussian noise scale for (epsilon, delta)-DP under `calibration`.
 
     "analytic": Balle-Wang; "classical": Dwork-Roth (epsilon < 1 only); "paper": the classical

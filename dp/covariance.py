@@ -55,7 +55,12 @@ from dp._random import as_random_bits
 from dp.accounting import PrivacyAccountant, resolve_neighbouring, sensitivity_for
 from dp.mechanisms import Release, gaussian_mechanism, laplace_mechanism
 from dp.validation import (
-    DEFAULT_CLIP, PrivacyParameterError, check_data, check_epsilon, check_mechanism_delta, check_positive,
+    DEFAULT_CLIP,
+    PrivacyParameterError,
+    check_data,
+    check_epsilon,
+    check_mechanism_delta,
+    check_positive,
     warn_implicit_clip,
 )
 
@@ -72,10 +77,14 @@ class PrivateCovariance:
     covariance: np.ndarray  # symmetric noisy S (may be indefinite)
     n_samples: float  # the divisor (see the class docstring)
     clip: float
-    release: Release | None  # None for the non-private S; the noisy sum X^T X under add-remove by count
+    release: (
+        Release | None
+    )  # None for the non-private S; the noisy sum X^T X under add-remove by count
     neighbouring: str = "replace-one"  # the relation the release's guarantee holds for
     count_release: Release | None = None  # the noisy count (add-remove without public_n)
-    noise_scale: float = 0.0  # noise scale of each entry of `covariance` (Laplace b or Gaussian sigma)
+    noise_scale: float = (
+        0.0  # noise scale of each entry of `covariance` (Laplace b or Gaussian sigma)
+    )
 
 
 def clip_rows(X: np.ndarray, clip: float) -> tuple[np.ndarray, int]:
@@ -89,8 +98,9 @@ def clip_rows(X: np.ndarray, clip: float) -> tuple[np.ndarray, int]:
     return X * scale[:, None], int(over.sum())
 
 
-def covariance_sensitivity(p: int, n: int, clip: float = 1.0, norm: str = "l2",
-                           neighbouring: str = "replace-one") -> float:
+def covariance_sensitivity(
+    p: int, n: int, clip: float = 1.0, norm: str = "l2", neighbouring: str = "replace-one"
+) -> float:
     """Return the sensitivity of the upper triangle of X^T X / n for a PUBLIC n (module docstring).
 
     replace-one, "l2": sqrt(2) c^2 / n (Su et al. eq. 3.2); "l1": c^2 min(p/sqrt(2) + 1,
@@ -183,30 +193,66 @@ def private_covariance(
 
     def release(values, sensitivity, eps, tag=label):
         if mechanism == "laplace":
-            return laplace_mechanism(values, sensitivity, eps, random_state=bits, budget=budget, label=tag)
-        return gaussian_mechanism(values, sensitivity, eps, delta, calibration=calibration,
-                                  random_state=bits, budget=budget, label=tag)
+            return laplace_mechanism(
+                values, sensitivity, eps, random_state=bits, budget=budget, label=tag
+            )
+        return gaussian_mechanism(
+            values,
+            sensitivity,
+            eps,
+            delta,
+            calibration=calibration,
+            random_state=bits,
+            budget=budget,
+            label=tag,
+        )
 
     bits = as_random_bits(random_state)
     if neighbouring == "replace-one" or public_n is not None:
         divisor = n if neighbouring == "replace-one" else int(public_n)
         if budget is not None:
             budget.check(epsilon, delta)
-        out = release(second_moment[iu] / divisor, covariance_sensitivity(p, divisor, clip, norm, neighbouring),
-                      epsilon)
-        return PrivateCovariance(_symmetric_from_triangle(out.values, p), divisor, clip, out, neighbouring,
-                                 noise_scale=out.noise_scale)
+        out = release(
+            second_moment[iu] / divisor,
+            covariance_sensitivity(p, divisor, clip, norm, neighbouring),
+            epsilon,
+        )
+        return PrivateCovariance(
+            _symmetric_from_triangle(out.values, p),
+            divisor,
+            clip,
+            out,
+            neighbouring,
+            noise_scale=out.noise_scale,
+        )
     # add-remove, n private: a noisy count (pure, count_fraction of epsilon) and the noisy sum
     if budget is not None:
         budget.check(epsilon, delta)  # both parts fit, or neither is released
     eps_count = count_fraction * epsilon
-    count = laplace_mechanism(np.array([float(n)]), 1.0, eps_count, random_state=bits, budget=budget,
-                              label="covariance row count (laplace)")
+    count = laplace_mechanism(
+        np.array([float(n)]),
+        1.0,
+        eps_count,
+        random_state=bits,
+        budget=budget,
+        label="covariance row count (laplace)",
+    )
     divisor = max(float(count.values[0]), 1.0)  # post-processing of the released count
-    total = release(second_moment[iu], covariance_sensitivity(p, 1, clip, norm, "add-remove"),
-                    epsilon - eps_count, tag=f"covariance sum ({mechanism})")
-    return PrivateCovariance(_symmetric_from_triangle(total.values, p) / divisor, divisor, clip, total,
-                             neighbouring, count_release=count, noise_scale=total.noise_scale / divisor)
+    total = release(
+        second_moment[iu],
+        covariance_sensitivity(p, 1, clip, norm, "add-remove"),
+        epsilon - eps_count,
+        tag=f"covariance sum ({mechanism})",
+    )
+    return PrivateCovariance(
+        _symmetric_from_triangle(total.values, p) / divisor,
+        divisor,
+        clip,
+        total,
+        neighbouring,
+        count_release=count,
+        noise_scale=total.noise_scale / divisor,
+    )
 
 
 def project_psd(S: np.ndarray, floor_ratio: float = 1e-3) -> np.ndarray:

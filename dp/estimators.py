@@ -36,8 +36,19 @@ from dp.graphical_lasso import admm_graphical_lasso
 from dp.model_selection import cross_validate_alpha, neg_log_likelihood
 from dp.ridge_precision import ridge_precision
 from dp.validation import (
-    DEFAULT_CLIP, DEFAULT_EPSILON, DataWarning, PrivacyLeakWarning, PrivacyParameterError, check_alpha, check_data,
-    check_epsilon, check_mechanism_delta, check_positive, constant_columns, is_implicit, warn_implicit_clip,
+    DEFAULT_CLIP,
+    DEFAULT_EPSILON,
+    DataWarning,
+    PrivacyLeakWarning,
+    PrivacyParameterError,
+    check_alpha,
+    check_data,
+    check_epsilon,
+    check_mechanism_delta,
+    check_positive,
+    constant_columns,
+    is_implicit,
+    warn_implicit_clip,
 )
 
 # fits that charged a fresh accountant (no shared budget) in this process; see the module docstring
@@ -52,12 +63,18 @@ def _note_unshared_fit(refit: bool, epsilon: float, stacklevel: int) -> None:
         _unshared_fits += 1
         count = _unshared_fits
     if refit or count > 1:
-        what = "this estimator was fitted before" if refit else f"this is private fit number {count} in this process"
+        what = (
+            "this estimator was fitted before"
+            if refit
+            else f"this is private fit number {count} in this process"
+        )
         warnings.warn(
             f"{what} without a shared budget: each such fit spends its epsilon ({epsilon:g} here) from "
             "a fresh accountant, so fits on the same rows (a refit, cross-validation, a grid search) "
             "add up and are recorded nowhere; pass budget=dp.PrivacyBudget(total) to every fit on "
-            "the same data", PrivacyLeakWarning, stacklevel=stacklevel,
+            "the same data",
+            PrivacyLeakWarning,
+            stacklevel=stacklevel,
         )
 
 
@@ -86,8 +103,11 @@ class _PrivatePrecision(BaseEstimator):
                     "give an epsilon, or drop the budget"
                 )
             return alpha, None, 0.0
-        if isinstance(self.epsilon, (int, float)) and not isinstance(self.epsilon, bool) \
-                and math.isinf(self.epsilon):
+        if (
+            isinstance(self.epsilon, (int, float))
+            and not isinstance(self.epsilon, bool)
+            and math.isinf(self.epsilon)
+        ):
             raise PrivacyParameterError(
                 "epsilon=inf is not a private fit; use epsilon=None for the non-private estimator "
                 "(it refuses a budget: nothing would be charged)"
@@ -100,7 +120,9 @@ class _PrivatePrecision(BaseEstimator):
             warnings.warn(
                 f"epsilon not given: fitting privately with epsilon={float(self.epsilon):g}, the default "
                 "(before issue 19 the default was epsilon=None, a NON-private fit: pass epsilon=None "
-                "for that); pass epsilon explicitly to silence this warning", PrivacyLeakWarning, stacklevel=3,
+                "for that); pass epsilon explicitly to silence this warning",
+                PrivacyLeakWarning,
+                stacklevel=3,
             )
         warn_implicit_clip(self.clip, stacklevel=4)
         return alpha, epsilon, delta
@@ -109,7 +131,9 @@ class _PrivatePrecision(BaseEstimator):
         """Return the accountant this fit charges: the shared `budget` or a fresh (epsilon, delta) one."""
         if self.budget is not None:
             return self.budget
-        return PrivacyAccountant(epsilon, delta, neighbouring=resolve_neighbouring(self.neighbouring, None))
+        return PrivacyAccountant(
+            epsilon, delta, neighbouring=resolve_neighbouring(self.neighbouring, None)
+        )
 
     def fit(self, X, y=None):
         """Fit on rows of X (records); sets precision_, covariance_, privacy_spent_, ... and returns self.
@@ -123,26 +147,48 @@ class _PrivatePrecision(BaseEstimator):
         X = check_data(X, min_rows=2, private=private)
         if not private:  # a non-private fit may talk about the data; a private one may not
             for col in constant_columns(X):
-                warnings.warn(f"column {col} of X is constant: the estimators assume zero-mean columns, "
-                              "and a constant zero column leaves the graphical lasso unbounded",
-                              DataWarning, stacklevel=2)
+                warnings.warn(
+                    f"column {col} of X is constant: the estimators assume zero-mean columns, "
+                    "and a constant zero column leaves the graphical lasso unbounded",
+                    DataWarning,
+                    stacklevel=2,
+                )
         if alpha == "cv":
-            alpha, _, _ = cross_validate_alpha(X, estimator=self._estimator_name, **self._cv_kwargs())
+            alpha, _, _ = cross_validate_alpha(
+                X, estimator=self._estimator_name, **self._cv_kwargs()
+            )
         self._check_alpha_value(alpha)
         if private and self.budget is None:
-            _note_unshared_fit(hasattr(self, "privacy_spent_") and self.privacy_spent_ != (0.0, 0.0),
-                               epsilon, stacklevel=3)
+            _note_unshared_fit(
+                hasattr(self, "privacy_spent_") and self.privacy_spent_ != (0.0, 0.0),
+                epsilon,
+                stacklevel=3,
+            )
         budget = self._budget(epsilon, delta) if private else None
         first_charge = len(budget.ledger) if budget is not None else 0
-        released = private_covariance(
-            X, epsilon, delta, mechanism=self.mechanism, clip=float(self.clip), calibration=self.calibration,
-            random_state=self.random_state, budget=budget, neighbouring=self.neighbouring,
-            public_n=self.public_n, count_fraction=self.count_fraction,
-        ) if private else private_covariance(X, None)
+        released = (
+            private_covariance(
+                X,
+                epsilon,
+                delta,
+                mechanism=self.mechanism,
+                clip=float(self.clip),
+                calibration=self.calibration,
+                random_state=self.random_state,
+                budget=budget,
+                neighbouring=self.neighbouring,
+                public_n=self.public_n,
+                count_fraction=self.count_fraction,
+            )
+            if private
+            else private_covariance(X, None)
+        )
         self.alpha_ = alpha
         self.sample_covariance_ = released.covariance
         self.noise_scale_ = released.noise_scale
-        self.privacy_spent_ = budget.cost(budget.ledger[first_charge:]) if budget is not None else (0.0, 0.0)
+        self.privacy_spent_ = (
+            budget.cost(budget.ledger[first_charge:]) if budget is not None else (0.0, 0.0)
+        )
         self.precision_ = self._solve(released.covariance, alpha)
         self.covariance_ = np.linalg.inv(self.precision_)
         return self
@@ -180,9 +226,20 @@ class PrivateRidgePrecision(_PrivatePrecision):
 
     _estimator_name = "ridge"
 
-    def __init__(self, alpha=0.01, epsilon=DEFAULT_EPSILON, delta=0.0, mechanism="laplace", clip=DEFAULT_CLIP,
-                 calibration="analytic", random_state=None, budget=None, neighbouring=None, public_n=None,
-                 count_fraction=0.1):
+    def __init__(
+        self,
+        alpha=0.01,
+        epsilon=DEFAULT_EPSILON,
+        delta=0.0,
+        mechanism="laplace",
+        clip=DEFAULT_CLIP,
+        calibration="analytic",
+        random_state=None,
+        budget=None,
+        neighbouring=None,
+        public_n=None,
+        count_fraction=0.1,
+    ):
         self.alpha = alpha
         self.epsilon = epsilon
         self.delta = delta
@@ -221,10 +278,26 @@ class PrivateGraphicalLasso(_PrivatePrecision):
 
     _estimator_name = "glasso"
 
-    def __init__(self, alpha=0.01, epsilon=DEFAULT_EPSILON, delta=0.0, mechanism="laplace", clip=DEFAULT_CLIP,
-                 calibration="analytic", rho=None, tol=1e-5, max_iter=1000, penalize_diagonal=False,
-                 adaptive_rho=True, project_psd=True, random_state=None, budget=None, neighbouring=None,
-                 public_n=None, count_fraction=0.1):
+    def __init__(
+        self,
+        alpha=0.01,
+        epsilon=DEFAULT_EPSILON,
+        delta=0.0,
+        mechanism="laplace",
+        clip=DEFAULT_CLIP,
+        calibration="analytic",
+        rho=None,
+        tol=1e-5,
+        max_iter=1000,
+        penalize_diagonal=False,
+        adaptive_rho=True,
+        project_psd=True,
+        random_state=None,
+        budget=None,
+        neighbouring=None,
+        public_n=None,
+        count_fraction=0.1,
+    ):
         self.alpha = alpha
         self.epsilon = epsilon
         self.delta = delta
@@ -244,8 +317,13 @@ class PrivateGraphicalLasso(_PrivatePrecision):
         self.count_fraction = count_fraction
 
     def _solver_kwargs(self):
-        return dict(rho=self.rho, tol=self.tol, max_iter=self.max_iter,
-                    penalize_diagonal=self.penalize_diagonal, adaptive_rho=self.adaptive_rho)
+        return dict(
+            rho=self.rho,
+            tol=self.tol,
+            max_iter=self.max_iter,
+            penalize_diagonal=self.penalize_diagonal,
+            adaptive_rho=self.adaptive_rho,
+        )
 
     def _cv_kwargs(self):
         return self._solver_kwargs()

@@ -24,7 +24,9 @@ class GraphicalLassoResult:
     dual_residuals: list = field(default_factory=list)
 
 
-def glasso_objective(theta: np.ndarray, S: np.ndarray, alpha: float, penalize_diagonal: bool = False) -> float:
+def glasso_objective(
+    theta: np.ndarray, S: np.ndarray, alpha: float, penalize_diagonal: bool = False
+) -> float:
     """Return -log det Theta + tr(S Theta) + alpha ||Theta||_1 (Su et al. eq. 1.2; inf if not PD).
 
     With penalize_diagonal=False the l1 norm runs over off-diagonal entries only (scikit-learn).
@@ -106,7 +108,9 @@ def _tolerances(theta, Z, U, S_norm, rho, tol) -> tuple[float, float]:
     return eps_pri, eps_dual
 
 
-def _admm(S, alpha, rho, tol, max_iter, penalize_diagonal, adaptive_rho, init) -> GraphicalLassoResult:
+def _admm(
+    S, alpha, rho, tol, max_iter, penalize_diagonal, adaptive_rho, init
+) -> GraphicalLassoResult:
     p = S.shape[0]
     if init is None:
         d = np.diag(S).mean() + alpha
@@ -119,7 +123,7 @@ def _admm(S, alpha, rho, tol, max_iter, penalize_diagonal, adaptive_rho, init) -
     converged = False
     message = f"iteration limit ({max_iter}) reached"
     it = 0
-    for it in range(1, max_iter + 1):
+    for it in range(1, max_iter + 1):  # noqa: B007 (the count is read after the loop)
         theta = _theta_step(S, Z, U, rho)
         Z_old = Z
         Z = _soft_threshold(theta + U, alpha / rho, penalize_diagonal)

@@ -53,7 +53,9 @@ def cross_validate_alpha(
         S_train = X[train].T @ X[train] / train.size
         S_test = X[test].T @ X[test] / test.size
         if estimator == "glasso":
-            precisions = [r.precision for r in graphical_lasso_path(S_train, alphas, **solver_kwargs)]
+            precisions = [
+                r.precision for r in graphical_lasso_path(S_train, alphas, **solver_kwargs)
+            ]
         elif estimator == "ridge":
             precisions = [ridge_precision(S_train, a) for a in alphas]
         else:

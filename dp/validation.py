@@ -128,7 +128,9 @@ def warn_implicit_clip(clip, stacklevel: int = 3) -> None:
             f"clip not given: rows are clipped to L2 norm {float(clip):g}, the default. The guarantee "
             "holds for any bound, but a bound that does not fit the data biases the estimate; choose "
             "clip from public knowledge of the data's range (never from the data themselves) and pass "
-            "it explicitly to silence this warning", PrivacyLeakWarning, stacklevel=stacklevel,
+            "it explicitly to silence this warning",
+            PrivacyLeakWarning,
+            stacklevel=stacklevel,
         )
 
 

@@ -22,4 +22,11 @@ def __getattr__(name):
     raise AttributeError(f"module 'hamsi' has no attribute {name!r}")
 
 
-__all__ = ["Ratings", "InputError", "DivergenceError", "load_ratings", "MatrixFactorizer", "__version__"]
+__all__ = [
+    "Ratings",
+    "InputError",
+    "DivergenceError",
+    "load_ratings",
+    "MatrixFactorizer",
+    "__version__",
+]

@@ -46,7 +46,9 @@ def atomic_paths(paths):
     try:
         for path in paths:
             directory = os.path.dirname(os.path.abspath(path))
-            fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".part")
+            fd, temporary = tempfile.mkstemp(
+                dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".part"
+            )
             os.close(fd)
             temporaries.append(temporary)
         yield list(temporaries)

@@ -75,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError as exc:  # the size checks should refuse first; this is the last resort
         if args.debug:
             raise
-        print(f"hamsi {args.command}: error: out of memory ({exc}); try smaller sizes", file=sys.stderr)
+        print(
+            f"hamsi {args.command}: error: out of memory ({exc}); try smaller sizes",
+            file=sys.stderr,
+        )
         return 1
 
 

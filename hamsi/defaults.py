@@ -78,8 +78,15 @@ PROBLEM_KEYS = ("reg", "biases", "reg_weighting", "reg_damping", "init_scale", "
 OPTIMIZER_KEYS = ("eta", "eta_gd", "gamma", "memory")
 
 
-def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float | None = None,
-                           reg_weighting: str = "uniform", reg_damping: float = 0.0) -> dict:
+def choose_hyperparameters(
+    ratings,
+    rank: int,
+    *,
+    subsets: int = 2,
+    reg: float | None = None,
+    reg_weighting: str = "uniform",
+    reg_damping: float = 0.0,
+) -> dict:
     """Return the default hyper-parameters for factorizing `ratings` at `rank` with HAMSI.
 
     ``choose_hyperparameters(ratings, rank, *, subsets=2, reg=None, reg_weighting="uniform", reg_damping=0.0)``
@@ -110,7 +117,9 @@ def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float |
         "init_scale": float(np.sqrt(INIT_SPREAD * scale / np.sqrt(rank))),
         "init_biases": True,
         "eta": HAMSI_ETA_COUNT_WEIGHTED if reg_weighting == "count" else HAMSI_ETA_DEFAULT,
-        "eta_gd": gradient_eta(stats, reg, reg_weighting, max(1, int(subsets)), GAMMA_DEFAULT, reg_damping),
+        "eta_gd": gradient_eta(
+            stats, reg, reg_weighting, max(1, int(subsets)), GAMMA_DEFAULT, reg_damping
+        ),
         "gamma": GAMMA_DEFAULT,
         "memory": MEMORY_DEFAULT,
         "patience": PATIENCE_DEFAULT,
@@ -118,7 +127,9 @@ def choose_hyperparameters(ratings, rank: int, *, subsets: int = 2, reg: float |
     }
 
 
-def gradient_eta(stats, reg: float, reg_weighting: str, subsets: int, gamma: float, damping: float = 0.0) -> float:
+def gradient_eta(
+    stats, reg: float, reg_weighting: str, subsets: int, gamma: float, damping: float = 0.0
+) -> float:
     """Return eta_GD whose first gradient step 1/eta_GD^gamma is 1/L (module doc).
 
     L is the largest curvature of the objective in one bias coordinate within one subset:

@@ -24,17 +24,46 @@ from hamsi.errors import DivergenceError, InputError
 from hamsi.optimizer import minimize_hamsi, minimize_mbgd
 from hamsi.problems import MatrixFactorization
 from hamsi.problems.matrix_factorization import REG_WEIGHTINGS
-from hamsi.recommender import FactorArrays, IdIndex, as_pairs, as_ratings, best_items, pair_scores, seen_lists
+from hamsi.recommender import (
+    FactorArrays,
+    IdIndex,
+    as_pairs,
+    as_ratings,
+    best_items,
+    pair_scores,
+    seen_lists,
+)
 from hamsi.trace import Trace
 
 ALGORITHMS = ("hamsi", "mbgd")
 AUTO = "auto"
 # Arrays of a fitted model: saved-file key -> attribute (None-valued ones are not written).
-MODEL_ARRAYS = {"user_ids": "user_ids_", "item_ids": "item_ids_", "user_factors": "user_factors_",
-                "item_factors": "item_factors_", "user_bias": "user_bias_", "item_bias": "item_bias_",
-                "seen_indptr": "_seen_indptr", "seen_items": "_seen_items", "item_known": "_item_known"}
-MODEL_SCALARS = ("rank_", "reg_weighting_", "reg_", "reg_damping_", "eta_", "eta_gd_", "init_scale_", "global_mean_", "rating_min_",
-                 "rating_max_", "n_iter_", "best_epoch_", "overfitting_")
+MODEL_ARRAYS = {
+    "user_ids": "user_ids_",
+    "item_ids": "item_ids_",
+    "user_factors": "user_factors_",
+    "item_factors": "item_factors_",
+    "user_bias": "user_bias_",
+    "item_bias": "item_bias_",
+    "seen_indptr": "_seen_indptr",
+    "seen_items": "_seen_items",
+    "item_known": "_item_known",
+}
+MODEL_SCALARS = (
+    "rank_",
+    "reg_weighting_",
+    "reg_",
+    "reg_damping_",
+    "eta_",
+    "eta_gd_",
+    "init_scale_",
+    "global_mean_",
+    "rating_min_",
+    "rating_max_",
+    "n_iter_",
+    "best_epoch_",
+    "overfitting_",
+)
 
 
 def available_cores() -> int:
@@ -141,14 +170,40 @@ class MatrixFactorizer(BaseEstimator):
     """
 
     _shared_params: tuple = ()  # parameters clone hands over as the same object (see __sklearn_clone__)
-    _item_known = None  # items with training ratings, kept only when the seen lists are not (Dask data path)
+    _item_known = (
+        None  # items with training ratings, kept only when the seen lists are not (Dask data path)
+    )
 
-    def __init__(self, rank=AUTO, algorithm="hamsi", partitioner="strata-b", blocks=None, subsets=None,
-                 schedule="det", reg=AUTO, reg_weighting=AUTO, reg_damping=AUTO, biases=True, eta=AUTO, gamma=0.51,
-                 memory=5, init_scale=AUTO, max_time=None, max_epochs=100, tol=0.0, patience=None,
-                 validation_fraction=defaults.VALIDATION_FRACTION, safeguard=True, threads=None,
-                 random_state=None, on_divergence="raise", user_col="user", item_col="item",
-                 rating_col="rating", search=True):
+    def __init__(
+        self,
+        rank=AUTO,
+        algorithm="hamsi",
+        partitioner="strata-b",
+        blocks=None,
+        subsets=None,
+        schedule="det",
+        reg=AUTO,
+        reg_weighting=AUTO,
+        reg_damping=AUTO,
+        biases=True,
+        eta=AUTO,
+        gamma=0.51,
+        memory=5,
+        init_scale=AUTO,
+        max_time=None,
+        max_epochs=100,
+        tol=0.0,
+        patience=None,
+        validation_fraction=defaults.VALIDATION_FRACTION,
+        safeguard=True,
+        threads=None,
+        random_state=None,
+        on_divergence="raise",
+        user_col="user",
+        item_col="item",
+        rating_col="rating",
+        search=True,
+    ):
         self.rank = rank
         self.algorithm = algorithm
         self.partitioner = partitioner
@@ -180,28 +235,48 @@ class MatrixFactorizer(BaseEstimator):
     def __sklearn_clone__(self):
         """Return an unfitted copy; parameters in _shared_params (a Dask client) stay the same object."""
         params = self.get_params(deep=False)
-        return type(self)(**{name: value if name in self._shared_params else clone(value, safe=False)
-                             for name, value in params.items()})
+        return type(self)(
+            **{
+                name: value if name in self._shared_params else clone(value, safe=False)
+                for name, value in params.items()
+            }
+        )
 
     # ------------------------------------------------------------------ validation
     def validate_params(self, name=lambda parameter: parameter) -> None:
         """Raise InputError on a bad hyper-parameter; name(parameter) is how messages call it (CLI: flag)."""
+
         def integer(parameter, minimum=1, allow_none=False, allow_auto=False):
             value = getattr(self, parameter)
             if (value is None and allow_none) or (allow_auto and value == AUTO):
                 return
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-                raise InputError(f"{name(parameter)} must be an integer >= {minimum}; got {value!r}")
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, numbers.Integral)
+                or value < minimum
+            ):
+                raise InputError(
+                    f"{name(parameter)} must be an integer >= {minimum}; got {value!r}"
+                )
 
         def number(parameter, allow_none=False, allow_auto=False, positive=False, below=None):
             value = getattr(self, parameter)
             if (value is None and allow_none) or (value == AUTO and allow_auto):
                 return
-            if (isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value)
-                    or value < 0 or (positive and value == 0) or (below is not None and value >= below)):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, numbers.Real)
+                or not math.isfinite(value)
+                or value < 0
+                or (positive and value == 0)
+                or (below is not None and value >= below)
+            ):
                 bound = f"in [0, {below:g})" if below else ("> 0" if positive else ">= 0")
-                raise InputError(f"{name(parameter)} must be a finite number {bound}"
-                                 + (" or 'auto'" if allow_auto else "") + f"; got {value!r}")
+                raise InputError(
+                    f"{name(parameter)} must be a finite number {bound}"
+                    + (" or 'auto'" if allow_auto else "")
+                    + f"; got {value!r}"
+                )
 
         integer("rank", allow_auto=True)
         integer("memory")
@@ -215,25 +290,33 @@ class MatrixFactorizer(BaseEstimator):
         number("max_time", allow_none=True)
         number("gamma")
         if self.gamma > 1.0:  # beyond 1, (eta t)^gamma overflows to a zero step within a few cycles
-            raise InputError(f"{name('gamma')} must lie in [0, 1] (thesis eq. 3.8 takes gamma in (0.5, 1]); "
-                             f"got {self.gamma:g}")
+            raise InputError(
+                f"{name('gamma')} must lie in [0, 1] (thesis eq. 3.8 takes gamma in (0.5, 1]); "
+                f"got {self.gamma:g}"
+            )
         number("validation_fraction", below=1.0)
         self._check_choice(name, "algorithm", ALGORITHMS)
         self._check_choice(name, "reg_weighting", REG_WEIGHTINGS + (AUTO,))
         if self.reg_weighting == "uniform" and self.reg_damping not in (AUTO, 0, 0.0):
-            raise InputError(f"{name('reg_damping')}={self.reg_damping!r} applies to the count-weighted penalty; "
-                             f"got {name('reg_weighting')}='uniform' (pass 'count', or reg_damping 0)")
+            raise InputError(
+                f"{name('reg_damping')}={self.reg_damping!r} applies to the count-weighted penalty; "
+                f"got {name('reg_weighting')}='uniform' (pass 'count', or reg_damping 0)"
+            )
         self._check_choice(name, "schedule", ("det", "stoc"))
         self._check_choice(name, "on_divergence", ("raise", "warn"))
         import partition
 
-        self._check_choice(name, "partitioner", tuple(partition.SCHEMES), str(self.partitioner).lower())
+        self._check_choice(
+            name, "partitioner", tuple(partition.SCHEMES), str(self.partitioner).lower()
+        )
 
     def _check_choice(self, name, parameter, choices, value=None):
         value = getattr(self, parameter) if value is None else value
         if value not in choices:
-            raise InputError(f"unknown {name(parameter)} {getattr(self, parameter)!r}; choose one of "
-                             f"{', '.join(choices)}")
+            raise InputError(
+                f"unknown {name(parameter)} {getattr(self, parameter)!r}; choose one of "
+                f"{', '.join(choices)}"
+            )
 
     def _columns(self) -> tuple:
         return (self.user_col, self.item_col, self.rating_col)
@@ -255,12 +338,18 @@ class MatrixFactorizer(BaseEstimator):
         if not np.all(np.isfinite(train.values)):
             raise InputError("ratings contain NaN or infinite values")
         if validation is not None:
-            validation = self._aligned(as_ratings(validation, None, self._columns(), what="validation"), train)
+            validation = self._aligned(
+                as_ratings(validation, None, self._columns(), what="validation"), train
+            )
         elif self.patience is not None:
             if not self.validation_fraction:
-                raise InputError("patience needs validation ratings: pass validation= or validation_fraction > 0")
+                raise InputError(
+                    "patience needs validation ratings: pass validation= or validation_fraction > 0"
+                )
             # a hash of the pairs, as the Dask data path splits its partitions (cluster.dataset)
-            train, validation = train.split_by_hash(self.validation_fraction, seed=self.random_state)
+            train, validation = train.split_by_hash(
+                self.validation_fraction, seed=self.random_state
+            )
         started = time.perf_counter()
         self._choose(train)
         problem, result = self._minimize(train, validation, callback, self._remaining(started))
@@ -302,8 +391,11 @@ class MatrixFactorizer(BaseEstimator):
         budget = None if self.max_time is None else search.SEARCH_TIME_SHARE * float(self.max_time)
         max_cycles = 100 if self.max_epochs is None else max(1, int(self.max_epochs))
         chosen, cycles, self.search_results_ = search.choose_by_validation(
-            grid, lambda trials: self._run_trials(trials, fit_part, validation), max_cycles=max_cycles,
-            time_budget=budget)
+            grid,
+            lambda trials: self._run_trials(trials, fit_part, validation),
+            max_cycles=max_cycles,
+            time_budget=budget,
+        )
         self._chosen = dict(chosen, cycles=cycles)
 
     def _warm_up_trials(self) -> None:
@@ -313,21 +405,30 @@ class MatrixFactorizer(BaseEstimator):
         """
         from partition.strata import warm_up as warm_up_strata
 
-        strata = str(self.partitioner).lower().startswith("strata")  # the other partitioners compile their own
+        strata = (
+            str(self.partitioner).lower().startswith("strata")
+        )  # the other partitioners compile their own
         # the trials run on one thread: the one-thread twins
         kernels.warm_up(0, also=warm_up_strata if strata else None)
 
     def _choose_unsearched(self) -> None:
         """Set _chosen without a search: explicit values as given, `auto` ones from search.UNSEARCHED."""
-        fixed = {name: search.UNSEARCHED.get(name, value) if value == AUTO else value
-                 for name, value in self._fixed().items()}
-        self._chosen = dict(fixed, reg=None if fixed["reg"] == AUTO else fixed["reg"], cycles=self.max_epochs)
+        fixed = {
+            name: search.UNSEARCHED.get(name, value) if value == AUTO else value
+            for name, value in self._fixed().items()
+        }
+        self._chosen = dict(
+            fixed, reg=None if fixed["reg"] == AUTO else fixed["reg"], cycles=self.max_epochs
+        )
         self.search_results_ = None
 
     def _trial_params(self) -> dict:
         """Return the parameters every trial shares: this model's, without the search and the clock."""
-        params = {name: value for name, value in self.get_params(deep=False).items()
-                  if name in MatrixFactorizer._get_param_names()}
+        params = {
+            name: value
+            for name, value in self.get_params(deep=False).items()
+            if name in MatrixFactorizer._get_param_names()
+        }
         params.update(max_time=None, patience=search.TRIAL_PATIENCE, on_divergence="warn")
         return params
 
@@ -349,7 +450,10 @@ class MatrixFactorizer(BaseEstimator):
             return [fit(trial) for trial in trials]
         # the warnings filters are one list for all threads: silence the trials' warnings (their
         # overfitting is their score) here, around the pool, not only inside each trial's thread
-        with warnings.catch_warnings(), ThreadPoolExecutor(workers, thread_name_prefix="hamsi-trial") as pool:
+        with (
+            warnings.catch_warnings(),
+            ThreadPoolExecutor(workers, thread_name_prefix="hamsi-trial") as pool,
+        ):
             warnings.simplefilter("ignore")
             return list(pool.map(fit, trials))
 
@@ -358,7 +462,9 @@ class MatrixFactorizer(BaseEstimator):
         if self.max_time is None:
             return None
         spent = time.perf_counter() - started
-        return max(float(self.max_time) - spent, (1.0 - search.SEARCH_TIME_SHARE) * float(self.max_time))
+        return max(
+            float(self.max_time) - spent, (1.0 - search.SEARCH_TIME_SHARE) * float(self.max_time)
+        )
 
     @staticmethod
     def _aligned(validation, train):
@@ -368,8 +474,15 @@ class MatrixFactorizer(BaseEstimator):
         users, items, values = as_pairs(validation)
         rows, cols = IdIndex(train.user_ids).lookup(users), IdIndex(train.item_ids).lookup(items)
         known = (rows >= 0) & (cols >= 0)
-        return type(train)(rows[known], cols[known], values[known], train.shape, train.user_ids, train.item_ids,
-                           validation.source)
+        return type(train)(
+            rows[known],
+            cols[known],
+            values[known],
+            train.shape,
+            train.user_ids,
+            train.item_ids,
+            validation.source,
+        )
 
     def _partition(self, train, default_blocks: int):
         """Return the cover of `train` (partition.make) with B = blocks or default_blocks."""
@@ -378,7 +491,9 @@ class MatrixFactorizer(BaseEstimator):
         blocks = min(self.blocks or default_blocks, min(train.shape))
         seed = 0 if self.random_state is None else self.random_state
         try:
-            return partition.make(self.partitioner, train, blocks=blocks, subsets=self.subsets, seed=seed)
+            return partition.make(
+                self.partitioner, train, blocks=blocks, subsets=self.subsets, seed=seed
+            )
         except partition.PartitionError as exc:
             raise InputError(str(exc)) from exc
 
@@ -387,7 +502,9 @@ class MatrixFactorizer(BaseEstimator):
         cores = available_cores()
         self.partition_ = self._partition(train, cores)
         minimize = minimize_hamsi if self.algorithm == "hamsi" else minimize_mbgd
-        return self._solve(minimize, train, validation, callback, max_time, threads=self.threads or cores)
+        return self._solve(
+            minimize, train, validation, callback, max_time, threads=self.threads or cores
+        )
 
     def _solve(self, minimize, train, validation, callback, max_time, **where):
         """Return (problem, result) of minimize(problem, partition_, ...) with the auto values resolved.
@@ -397,21 +514,41 @@ class MatrixFactorizer(BaseEstimator):
         """
         picked = self._chosen
         chosen = defaults.choose_hyperparameters(
-            getattr(train, "statistics", train), picked["rank"], subsets=self.partition_.n_subsets, reg=picked["reg"],
-            reg_weighting=picked["reg_weighting"], reg_damping=picked["reg_damping"])
+            getattr(train, "statistics", train),
+            picked["rank"],
+            subsets=self.partition_.n_subsets,
+            reg=picked["reg"],
+            reg_weighting=picked["reg_weighting"],
+            reg_damping=picked["reg_damping"],
+        )
         auto_eta = chosen["eta"] if self.algorithm == "hamsi" else chosen["eta_gd"]
-        chosen.update(biases=self.biases, gamma=self.gamma, memory=self.memory,
-                      eta=float(auto_eta if self.eta in (AUTO, None) else self.eta))
+        chosen.update(
+            biases=self.biases,
+            gamma=self.gamma,
+            memory=self.memory,
+            eta=float(auto_eta if self.eta in (AUTO, None) else self.eta),
+        )
         if self.init_scale != AUTO:  # a chosen start is the reference's kind: N(0, s^2), biases 0
             chosen.update(init_scale=float(self.init_scale), init_biases=False)
         self.rank_, self.reg_weighting_ = int(picked["rank"]), picked["reg_weighting"]
         self.reg_damping_ = float(chosen["reg_damping"])
         self.reg_, self.eta_, self.eta_gd_, self.init_scale_ = (
-            float(chosen[key]) for key in ("reg", "eta", "eta_gd", "init_scale"))
+            float(chosen[key]) for key in ("reg", "eta", "eta_gd", "init_scale")
+        )
         problem = self._problem(train, defaults.problem_options(chosen))
-        options = dict(defaults.optimizer_options(chosen), schedule=self.schedule, random_state=self.random_state,
-                       max_epochs=picked["cycles"], max_time=max_time, tol=self.tol, patience=self.patience,
-                       heldout=validation, callback=callback, safeguard=self.safeguard, **where)
+        options = dict(
+            defaults.optimizer_options(chosen),
+            schedule=self.schedule,
+            random_state=self.random_state,
+            max_epochs=picked["cycles"],
+            max_time=max_time,
+            tol=self.tol,
+            patience=self.patience,
+            heldout=validation,
+            callback=callback,
+            safeguard=self.safeguard,
+            **where,
+        )
         return problem, minimize(problem, self.partition_, **supported_options(minimize, **options))
 
     def _problem(self, train, options: dict):
@@ -438,11 +575,17 @@ class MatrixFactorizer(BaseEstimator):
                 raise DivergenceError(result.message)
             warnings.warn(result.message, RuntimeWarning, stacklevel=3)
         elif self.overfitting_:
-            kept = (f"the factors of cycle {self.best_epoch_} are kept" if self.patience is not None
-                     else "patience=N would keep the best cycle's factors")
-            warnings.warn(f"validation RMSE rose after cycle {self.best_epoch_} while the training RMSE kept "
-                          f"falling: the model overfits ({kept}; a larger reg or a smaller rank may help)",
-                          UserWarning, stacklevel=3)
+            kept = (
+                f"the factors of cycle {self.best_epoch_} are kept"
+                if self.patience is not None
+                else "patience=N would keep the best cycle's factors"
+            )
+            warnings.warn(
+                f"validation RMSE rose after cycle {self.best_epoch_} while the training RMSE kept "
+                f"falling: the model overfits ({kept}; a larger reg or a smaller rank may help)",
+                UserWarning,
+                stacklevel=3,
+            )
         return self
 
     def _set_training_facts(self, train):
@@ -457,11 +600,19 @@ class MatrixFactorizer(BaseEstimator):
         self._user_index, self._item_index = IdIndex(self.user_ids_), IdIndex(self.item_ids_)
         biases = self.user_bias_ is not None
         self._arrays = FactorArrays(
-            self.user_factors_, self.item_factors_, self.user_bias_, self.item_bias_,
-            offset=self.global_mean_ if biases else 0.0, global_mean=self.global_mean_,
+            self.user_factors_,
+            self.item_factors_,
+            self.user_bias_,
+            self.item_bias_,
+            offset=self.global_mean_ if biases else 0.0,
+            global_mean=self.global_mean_,
             user_known=np.diff(self._seen_indptr) > 0,
-            item_known=(np.bincount(self._seen_items, minlength=self.item_ids_.size) > 0
-                        if self._seen_items is not None else self._item_known))
+            item_known=(
+                np.bincount(self._seen_items, minlength=self.item_ids_.size) > 0
+                if self._seen_items is not None
+                else self._item_known
+            ),
+        )
 
     def _check_fitted(self):
         if not hasattr(self, "user_factors_"):
@@ -482,13 +633,19 @@ class MatrixFactorizer(BaseEstimator):
             users, items, _ = as_pairs(users, None, self._columns())
         users, items = np.atleast_1d(np.asarray(users)), np.atleast_1d(np.asarray(items))
         if users.shape != items.shape or users.ndim != 1:
-            raise InputError(f"users and items must be 1-D and of the same length; got shapes {users.shape} "
-                             f"and {items.shape}")
-        scores, unknown = pair_scores(self._arrays, self._user_index.lookup(users), self._item_index.lookup(items))
+            raise InputError(
+                f"users and items must be 1-D and of the same length; got shapes {users.shape} "
+                f"and {items.shape}"
+            )
+        scores, unknown = pair_scores(
+            self._arrays, self._user_index.lookup(users), self._item_index.lookup(items)
+        )
         self.n_unknown_ = int(np.count_nonzero(unknown))
         return np.clip(scores, self.rating_min_, self.rating_max_) if clip else scores
 
-    def recommend(self, user, n: int = 10, exclude_seen: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    def recommend(
+        self, user, n: int = 10, exclude_seen: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
         """Return (raw item ids, predicted ratings) of the n best items for `user`, best first.
 
         Items are ranked by the unclipped score; the ratings returned are predict()'s (clipped).
@@ -507,10 +664,12 @@ class MatrixFactorizer(BaseEstimator):
     def seen_items(self, row: int) -> np.ndarray:
         """Return the item positions model row `row` rated in training (InputError if the model keeps none)."""
         if self._seen_items is None:
-            raise InputError("this model was fitted on ratings that stayed on the workers and holds no list of the "
-                             "items each user rated; rank all items (exclude_seen=False; hamsi recommend "
-                             "--include-seen)")
-        return self._seen_items[self._seen_indptr[row]:self._seen_indptr[row + 1]]
+            raise InputError(
+                "this model was fitted on ratings that stayed on the workers and holds no list of the "
+                "items each user rated; rank all items (exclude_seen=False; hamsi recommend "
+                "--include-seen)"
+            )
+        return self._seen_items[self._seen_indptr[row] : self._seen_indptr[row + 1]]
 
     def rmse(self, X, y=None) -> float:
         """Return the root mean squared error of the (clipped) predictions on the ratings in X (or y)."""
@@ -518,7 +677,7 @@ class MatrixFactorizer(BaseEstimator):
         if values is None:
             raise InputError("X holds no ratings: pass y or a rating column")
         errors = self.predict(users, items) - values
-        return float(np.sqrt(np.mean(errors ** 2)))
+        return float(np.sqrt(np.mean(errors**2)))
 
     def score(self, X, y=None) -> float:
         """Return the negative RMSE on the ratings in X (greater is better, as scikit-learn expects)."""
@@ -528,11 +687,17 @@ class MatrixFactorizer(BaseEstimator):
     def save(self, path) -> None:
         """Write the fitted model (ids, factors, parameters, trace) to `path` (hamsi.model_io format)."""
         self._check_fitted()
-        params = {name: _plain(name, value) for name, value in self.get_params(deep=False).items()
-                  if name not in self._shared_params}
+        params = {
+            name: _plain(name, value)
+            for name, value in self.get_params(deep=False).items()
+            if name not in self._shared_params
+        }
         fitted = {name: _plain(name, getattr(self, name)) for name in MODEL_SCALARS}
-        arrays = {key: getattr(self, attribute) for key, attribute in MODEL_ARRAYS.items()
-                  if getattr(self, attribute) is not None}
+        arrays = {
+            key: getattr(self, attribute)
+            for key, attribute in MODEL_ARRAYS.items()
+            if getattr(self, attribute) is not None
+        }
         arrays["trace"] = np.array(self.trace_.rows, dtype=np.float64).reshape(-1, 6)
         model_io.write_model(path, params, fitted, arrays)
 
@@ -547,5 +712,7 @@ class MatrixFactorizer(BaseEstimator):
         model.search_results_ = None  # the search's table is not saved
         for key, attribute in MODEL_ARRAYS.items():
             setattr(model, attribute, arrays.get(key))
-        model._set_trace(Trace([(int(row[0]), int(row[1]), *map(float, row[2:])) for row in arrays["trace"]]))
+        model._set_trace(
+            Trace([(int(row[0]), int(row[1]), *map(float, row[2:])) for row in arrays["trace"]])
+        )
         return model

@@ -99,7 +99,9 @@ class Exchange(Protocol):
 class LocalExchange:
     """All shards in this process: the sharded numba kernels, parallel over shards (kernels.vector_kernels)."""
 
-    def __init__(self, problem, bounds: np.ndarray, x: np.ndarray, memory: int, heldout, phases: PhaseTimes):
+    def __init__(
+        self, problem, bounds: np.ndarray, x: np.ndarray, memory: int, heldout, phases: PhaseTimes
+    ):
         self.problem, self.bounds, self.heldout, self.phases = problem, bounds, heldout, phases
         n, n_shards = problem.n_params, bounds.size - 1
         self.x = x
@@ -107,9 +109,13 @@ class LocalExchange:
         self.S, self.Y = kernels.memory_rows(memory, n)
         self.x_start, self.g_start = np.zeros(n), np.zeros(n)
         self.s_new, self.y_new = np.zeros((1, n)), np.zeros((1, n))
-        self._out = Reductions(pair=np.zeros((n_shards, 2 * memory + 2)), new_pair_g=np.zeros((n_shards, 2)),
-                               gram=np.zeros((n_shards, 2 * memory + 1)), wtg=np.zeros((n_shards, 2 * memory)),
-                               norms=np.zeros((n_shards, 2)))
+        self._out = Reductions(
+            pair=np.zeros((n_shards, 2 * memory + 2)),
+            new_pair_g=np.zeros((n_shards, 2)),
+            gram=np.zeros((n_shards, 2 * memory + 1)),
+            wtg=np.zeros((n_shards, 2 * memory)),
+            norms=np.zeros((n_shards, 2)),
+        )
         self._saved: dict[str, np.ndarray] = {}
         self.k = kernels.vector_kernels(n)  # created under the run's numba thread count
 
@@ -124,20 +130,41 @@ class LocalExchange:
         self.problem.add_subset_gradient(self.x, self.g, request.subset)
         middle = time.perf_counter()
         out = self._out
-        self.k.sharded_iteration_partials(self.x, self.x_start, self.g, self.g_start, self.S, self.Y,
-                                           self.s_new, self.y_new, self.bounds, request.pair, request.wtg,
-                                           request.gram, request.norms, out.pair, out.new_pair_g, out.gram,
-                                           out.wtg, out.norms)
+        self.k.sharded_iteration_partials(
+            self.x,
+            self.x_start,
+            self.g,
+            self.g_start,
+            self.S,
+            self.Y,
+            self.s_new,
+            self.y_new,
+            self.bounds,
+            request.pair,
+            request.wtg,
+            request.gram,
+            request.norms,
+            out.pair,
+            out.new_pair_g,
+            out.gram,
+            out.wtg,
+            out.norms,
+        )
         self.phases.gradient += middle - start
         seconds = time.perf_counter() - middle
-        if request.pair:  # the curvature pair (Alg. 3, line 14); otherwise W^T g belongs to the step
+        if (
+            request.pair
+        ):  # the curvature pair (Alg. 3, line 14); otherwise W^T g belongs to the step
             self.phases.hessian += seconds
         else:
             self.phases.update += seconds
-        return Reductions(pair=out.pair if request.pair else None,
-                          new_pair_g=out.new_pair_g if request.pair else None,
-                          gram=out.gram if request.gram else None, wtg=out.wtg if request.wtg else None,
-                          norms=out.norms if request.norms else None)
+        return Reductions(
+            pair=out.pair if request.pair else None,
+            new_pair_g=out.new_pair_g if request.pair else None,
+            gram=out.gram if request.gram else None,
+            wtg=out.wtg if request.wtg else None,
+            norms=out.norms if request.norms else None,
+        )
 
     def store_pair(self, slot: int) -> None:
         self.k.sharded_copy_row(self.s_new, self.S, slot, self.bounds)
@@ -151,15 +178,20 @@ class LocalExchange:
         if coef is None:
             self.k.sharded_gradient_step(self.x, self.g, inv_beta, self.bounds)
         else:
-            self.k.sharded_lbfgs_step(self.x, self.g, self.S, self.Y, coef, sigma, inv_beta, self.bounds)
+            self.k.sharded_lbfgs_step(
+                self.x, self.g, self.S, self.Y, coef, sigma, inv_beta, self.bounds
+            )
 
     def evaluate(self) -> Evaluation:
         clock = self.clock()
         start = time.perf_counter()
         train, objective = self.problem.evaluate(self.x)
         seconds = time.perf_counter() - start
-        heldout = (self.problem.heldout_error(self.x, self.heldout) if self.heldout is not None
-                   else float("nan"))
+        heldout = (
+            self.problem.heldout_error(self.x, self.heldout)
+            if self.heldout is not None
+            else float("nan")
+        )
         return Evaluation(train, objective, heldout, clock, seconds)
 
     def save(self, name: str) -> None:

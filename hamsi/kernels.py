@@ -107,8 +107,9 @@ def mf_block_gradient(rows, cols, vals, U, V, gU, gV, rank, scale, offset, row_r
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def mf_subset_gradient(rows, cols, vals, starts, ends, U, V, gU, gV, rank, scale, offset,
-                       row_reg, col_reg):
+def mf_subset_gradient(
+    rows, cols, vals, starts, ends, U, V, gU, gV, rank, scale, offset, row_reg, col_reg
+):
     """Add the gradient of one subset, its blocks in parallel threads (thesis Alg. 3, lines 9-10).
 
     Block b is rows[starts[b]:ends[b]] (likewise cols, vals). The blocks must touch disjoint
@@ -118,13 +119,26 @@ def mf_subset_gradient(rows, cols, vals, starts, ends, U, V, gU, gV, rank, scale
     for blk in prange(starts.shape[0]):
         lo = starts[blk]
         hi = ends[blk]
-        mf_block_gradient(rows[lo:hi], cols[lo:hi], vals[lo:hi], U, V, gU, gV, rank, scale,
-                          offset, row_reg, col_reg)
+        mf_block_gradient(
+            rows[lo:hi],
+            cols[lo:hi],
+            vals[lo:hi],
+            U,
+            V,
+            gU,
+            gV,
+            rank,
+            scale,
+            offset,
+            row_reg,
+            col_reg,
+        )
 
 
 @njit(nogil=True, cache=True)
-def mf_subset_gradient_sequential(rows, cols, vals, starts, ends, U, V, gU, gV, rank, scale,
-                                  offset, row_reg, col_reg):
+def mf_subset_gradient_sequential(
+    rows, cols, vals, starts, ends, U, V, gU, gV, rank, scale, offset, row_reg, col_reg
+):
     """Add the gradient of one subset, block after block in block order.
 
     For blocks that share parameters (HOGWILD): running them one after the other keeps the sum
@@ -133,8 +147,20 @@ def mf_subset_gradient_sequential(rows, cols, vals, starts, ends, U, V, gU, gV, 
     for blk in range(starts.shape[0]):
         lo = starts[blk]
         hi = ends[blk]
-        mf_block_gradient(rows[lo:hi], cols[lo:hi], vals[lo:hi], U, V, gU, gV, rank, scale,
-                          offset, row_reg, col_reg)
+        mf_block_gradient(
+            rows[lo:hi],
+            cols[lo:hi],
+            vals[lo:hi],
+            U,
+            V,
+            gU,
+            gV,
+            rank,
+            scale,
+            offset,
+            row_reg,
+            col_reg,
+        )
 
 
 @njit(nogil=True, cache=True)
@@ -174,7 +200,9 @@ def mf_squared_error_chunked(rows, cols, vals, U, V, rank, offset, lo, hi, chunk
     for c in prange(n_chunks):
         a = chunk_bounds[c]
         b = chunk_bounds[c + 1]
-        partials[c] = mf_clipped_squared_error(rows[a:b], cols[a:b], vals[a:b], U, V, rank, offset, lo, hi)
+        partials[c] = mf_clipped_squared_error(
+            rows[a:b], cols[a:b], vals[a:b], U, V, rank, offset, lo, hi
+        )
     total = 0.0
     for c in range(n_chunks):
         total += partials[c]
@@ -222,7 +250,9 @@ def regularizer_in_order(row_partials, V, col_weights):
 # ---------------------------------------------------------------- per-shard vector algebra
 
 
-def memory_rows(memory: int, n: int, buffer: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def memory_rows(
+    memory: int, n: int, buffer: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Return (S, Y), each memory x n, as views of one n x 2M array (an entry's 2M values side by side).
 
     buffer: 2M n float64 values to lay them in (e.g. a shared mapping); default a new zeroed array.
@@ -245,7 +275,6 @@ def as_memory_rows(S: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray
     S_new, Y_new = memory_rows(memory, S.shape[1])
     S_new[:], Y_new[:] = S, Y
     return S_new, Y_new
-
 
 
 @njit(nogil=True, cache=True)
@@ -349,8 +378,25 @@ def shard_gradient_step(x, g, inv_beta):
 
 
 @njit(nogil=True, cache=True)
-def shard_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, want_pair, want_gram, want_wtg,
-                             want_norms, pair, new_pair_g, gram, wtg, norms):
+def shard_iteration_partials(
+    x,
+    x_start,
+    g,
+    g_start,
+    S,
+    Y,
+    s_new,
+    y_new,
+    want_pair,
+    want_gram,
+    want_wtg,
+    want_norms,
+    pair,
+    new_pair_g,
+    gram,
+    wtg,
+    norms,
+):
     """Write an inner iteration's requested partials on one shard in ONE pass over x, g and the memory.
 
     Bit for bit the separate kernels (each accumulator adds the same terms in the same index
@@ -440,8 +486,26 @@ def interleaved(q, n):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def sharded_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, bounds, want_pair, want_wtg,
-                               want_gram, want_norms, pair, new_pair_g, gram, wtg, norms):
+def sharded_iteration_partials(
+    x,
+    x_start,
+    g,
+    g_start,
+    S,
+    Y,
+    s_new,
+    y_new,
+    bounds,
+    want_pair,
+    want_wtg,
+    want_gram,
+    want_norms,
+    pair,
+    new_pair_g,
+    gram,
+    wtg,
+    norms,
+):
     """Write the per-shard partials one inner iteration asks for (rows of the outputs = shards).
 
     want_pair: form the candidate pair s_new = x - x_start, y_new = g - g_start (row 0 of s_new,
@@ -455,9 +519,25 @@ def sharded_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, bound
         p = interleaved(q, n_shards)
         lo = bounds[p]
         hi = bounds[p + 1]
-        shard_iteration_partials(x[lo:hi], x_start[lo:hi], g[lo:hi], g_start[lo:hi], S[:, lo:hi], Y[:, lo:hi],
-                                 s_new[:, lo:hi], y_new[:, lo:hi], want_pair, want_gram, want_wtg, want_norms,
-                                 pair[p], new_pair_g[p], gram[p], wtg[p], norms[p])
+        shard_iteration_partials(
+            x[lo:hi],
+            x_start[lo:hi],
+            g[lo:hi],
+            g_start[lo:hi],
+            S[:, lo:hi],
+            Y[:, lo:hi],
+            s_new[:, lo:hi],
+            y_new[:, lo:hi],
+            want_pair,
+            want_gram,
+            want_wtg,
+            want_norms,
+            pair[p],
+            new_pair_g[p],
+            gram[p],
+            wtg[p],
+            norms[p],
+        )
 
 
 @njit(parallel=True, nogil=True, cache=True)
@@ -522,8 +602,22 @@ def one_block_gradient(rows, cols, vals, U, V, gU, gV, rank, scale, offset, row_
     one thread 35 against 55 ns per rating at rank 10, about the same at rank 50. For callers that
     run one block per call on one numba thread (the Dask workers, cluster.work).
     """
-    mf_subset_gradient(rows, cols, vals, _FIRST, np.array([rows.shape[0]], dtype=np.int64), U, V, gU, gV, rank,
-                       scale, offset, row_reg, col_reg)
+    mf_subset_gradient(
+        rows,
+        cols,
+        vals,
+        _FIRST,
+        np.array([rows.shape[0]], dtype=np.int64),
+        U,
+        V,
+        gU,
+        gV,
+        rank,
+        scale,
+        offset,
+        row_reg,
+        col_reg,
+    )
 
 
 def one_block_squared_error(rows, cols, vals, U, V, rank, offset, lo=-np.inf, hi=np.inf) -> float:
@@ -532,8 +626,9 @@ def one_block_squared_error(rows, cols, vals, U, V, rank, offset, lo=-np.inf, hi
     On one thread 13 against 29 ns per rating at rank 10, 26 against 33 at rank 50 (see
     one_block_gradient for why).
     """
-    return mf_squared_error_chunked(rows, cols, vals, U, V, rank, offset, lo, hi,
-                                    np.array([0, rows.shape[0]], dtype=np.int64))
+    return mf_squared_error_chunked(
+        rows, cols, vals, U, V, rank, offset, lo, hi, np.array([0, rows.shape[0]], dtype=np.int64)
+    )
 
 
 def _one_thread_twin(kernel):
@@ -543,9 +638,12 @@ def _one_thread_twin(kernel):
     bits; it compiles in a fraction of the time (no parfor lowering) and skips numba's fork-join.
     """
     f = kernel.py_func
-    twin = types.FunctionType(f.__code__, f.__globals__, f"{f.__name__}_one_thread", f.__defaults__,
-                              f.__closure__)
-    twin.__qualname__ = twin.__name__  # numba's cache files are named after it: no clash with `kernel`'s
+    twin = types.FunctionType(
+        f.__code__, f.__globals__, f"{f.__name__}_one_thread", f.__defaults__, f.__closure__
+    )
+    twin.__qualname__ = (
+        twin.__name__
+    )  # numba's cache files are named after it: no clash with `kernel`'s
     twin.__doc__ = f.__doc__
     return njit(nogil=True, cache=True)(twin)
 
@@ -553,8 +651,14 @@ def _one_thread_twin(kernel):
 # The vector kernels of the engine (every one a loop over shards); the gradient and the SSE are
 # not among them: compiled with parallel=True they run about 1.5-2x faster even on one thread
 # (numba compiles a prange body with noalias arguments), so they are always the parallel ones.
-VECTOR_KERNELS = ("sharded_iteration_partials", "sharded_copy_row", "sharded_copy", "sharded_fill_zero",
-                  "sharded_gradient_step", "sharded_lbfgs_step")
+VECTOR_KERNELS = (
+    "sharded_iteration_partials",
+    "sharded_copy_row",
+    "sharded_copy",
+    "sharded_fill_zero",
+    "sharded_gradient_step",
+    "sharded_lbfgs_step",
+)
 # Below this many parameters the vector kernels' fork-join costs more than it saves: their
 # one-thread twins run, and a small fit never compiles the parallel ones. On 2 threads (ns per
 # parameter, parallel / twin; benchmarks/bench_threads.py's machine): the step 3.96 / 3.31 at 20k,
@@ -565,7 +669,9 @@ VECTOR_KERNELS = ("sharded_iteration_partials", "sharded_copy_row", "sharded_cop
 # 2.2 s); ml-100k-like at rank 50 (134k) stays below.
 PARALLEL_VECTOR_MIN = 1 << 18
 _PARALLEL = types.SimpleNamespace(**{name: globals()[name] for name in VECTOR_KERNELS})
-_ONE_THREAD = types.SimpleNamespace(**{name: _one_thread_twin(globals()[name]) for name in VECTOR_KERNELS})
+_ONE_THREAD = types.SimpleNamespace(
+    **{name: _one_thread_twin(globals()[name]) for name in VECTOR_KERNELS}
+)
 
 
 def vector_kernels(n_params: int):
@@ -575,7 +681,11 @@ def vector_kernels(n_params: int):
     hamsi.optimizer.numba_threads) or the vector is shorter than PARALLEL_VECTOR_MIN. Same bits
     either way; a new install's first fit compiles about half as much (issue 20).
     """
-    return _PARALLEL if numba.get_num_threads() > 1 and n_params >= PARALLEL_VECTOR_MIN else _ONE_THREAD
+    return (
+        _PARALLEL
+        if numba.get_num_threads() > 1 and n_params >= PARALLEL_VECTOR_MIN
+        else _ONE_THREAD
+    )
 
 
 _WARM: list = []
@@ -597,8 +707,22 @@ def warm_up(n_params: int = 0, disjoint: bool = True, also=None) -> None:
     if not disjoint and "sequential" not in _WARM:
         rows, vals = np.zeros(2, dtype=np.int32), np.ones(2)
         U, gU = np.zeros((2, 2)), np.zeros((2, 2))
-        mf_subset_gradient_sequential(rows, rows, vals, np.zeros(1, dtype=np.int64), np.full(1, 2, dtype=np.int64),
-                                      U, U.copy(), gU, gU.copy(), 2, 0.5, 0.0, np.ones(2), np.ones(2))
+        mf_subset_gradient_sequential(
+            rows,
+            rows,
+            vals,
+            np.zeros(1, dtype=np.int64),
+            np.full(1, 2, dtype=np.int64),
+            U,
+            U.copy(),
+            gU,
+            gU.copy(),
+            2,
+            0.5,
+            0.0,
+            np.ones(2),
+            np.ones(2),
+        )
         _WARM.append("sequential")
     if k in _WARM:
         if also is not None:
@@ -614,7 +738,9 @@ def warm_up(n_params: int = 0, disjoint: bool = True, also=None) -> None:
         except subprocess.TimeoutExpired:
             helper.kill()
             helper.wait()
-    _warm_gradient_and_step(k)  # loaded from the cache the helper wrote, or compiled here if it failed
+    _warm_gradient_and_step(
+        k
+    )  # loaded from the cache the helper wrote, or compiled here if it failed
     _WARM.append(k)
 
 
@@ -626,8 +752,22 @@ def _warm_gradient_and_step(k) -> None:
     x, g = np.zeros(8), np.zeros(8)
     U, V = x[:4].reshape(2, 2), x[4:].reshape(2, 2)
     gU, gV = g[:4].reshape(2, 2), g[4:].reshape(2, 2)
-    mf_subset_gradient(rows, rows, vals, np.zeros(1, dtype=np.int64), np.full(1, 2, dtype=np.int64), U, V, gU, gV,
-                       2, 0.5, 0.0, np.ones(2), np.ones(2))
+    mf_subset_gradient(
+        rows,
+        rows,
+        vals,
+        np.zeros(1, dtype=np.int64),
+        np.full(1, 2, dtype=np.int64),
+        U,
+        V,
+        gU,
+        gV,
+        2,
+        0.5,
+        0.0,
+        np.ones(2),
+        np.ones(2),
+    )
     S, Y = memory_rows(1, 8)
     k.sharded_lbfgs_step(x, g, S, Y, np.zeros(2), 1.0, 1.0, np.array([0, 4, 8], dtype=np.int64))
     lbfgs.warm_up()
@@ -638,16 +778,35 @@ def _warm_errors_and_vectors(k) -> None:
     rows, vals = np.zeros(2, dtype=np.int32), np.ones(2)
     x, g = np.zeros(8), np.zeros(8)
     U, V = x[:4].reshape(2, 2), x[4:].reshape(2, 2)
-    mf_squared_error_chunked(rows, rows, vals, U, V, 2, 0.0, -np.inf, np.inf, np.array([0, 2], dtype=np.int64))
+    mf_squared_error_chunked(
+        rows, rows, vals, U, V, 2, 0.0, -np.inf, np.inf, np.array([0, 2], dtype=np.int64)
+    )
     norms = np.zeros(1)
     row_shard_norms(U, np.ones(2), np.array([0, 2], dtype=np.int64), norms)
     regularizer_in_order(norms, U, np.ones(2))
     bounds = np.array([0, 4, 8], dtype=np.int64)
     S, Y = memory_rows(1, 8)
     new = np.zeros((1, 8))
-    k.sharded_iteration_partials(x, x, g, g, S, Y, new, new.copy(), bounds, True, True, True, True,
-                                 np.zeros((2, 4)), np.zeros((2, 2)), np.zeros((2, 3)), np.zeros((2, 2)),
-                                 np.zeros((2, 2)))
+    k.sharded_iteration_partials(
+        x,
+        x,
+        g,
+        g,
+        S,
+        Y,
+        new,
+        new.copy(),
+        bounds,
+        True,
+        True,
+        True,
+        True,
+        np.zeros((2, 4)),
+        np.zeros((2, 2)),
+        np.zeros((2, 3)),
+        np.zeros((2, 2)),
+        np.zeros((2, 2)),
+    )
     k.sharded_copy_row(new, S, 0, bounds)
     k.sharded_gradient_step(x, g, 1.0, bounds)
     k.sharded_copy(x, g, bounds)
@@ -669,14 +828,21 @@ def _start_compile_helper(k):
     import multiprocessing
 
     sum_partials_in_order(np.ones((2, 3)), np.zeros(3))
-    if (not sum_partials_in_order.stats.cache_misses or not sys.executable
-            or multiprocessing.parent_process() is not None):
+    if (
+        not sum_partials_in_order.stats.cache_misses
+        or not sys.executable
+        or multiprocessing.parent_process() is not None
+    ):
         return None
     name = "parallel" if k is _PARALLEL else "one-thread"
     code = "import sys; from hamsi import kernels; kernels._warm_gradient_and_step(kernels.KERNEL_SETS[sys.argv[1]])"
     try:
-        return subprocess.Popen([sys.executable, "-c", code, name], stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        return subprocess.Popen(
+            [sys.executable, "-c", code, name],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     except OSError:
         return None
 

@@ -33,8 +33,9 @@ ACCEPTANCE_THRESHOLD = 1.0e-6
 class LBFGSMemory:
     """The curvature memory of M pairs: sigma, R and C in ring indexing, and N once full."""
 
-    def __init__(self, memory: int = 5, sigma: float = SIGMA_INITIAL,
-                 threshold: float = ACCEPTANCE_THRESHOLD):
+    def __init__(
+        self, memory: int = 5, sigma: float = SIGMA_INITIAL, threshold: float = ACCEPTANCE_THRESHOLD
+    ):
         if memory < 1:
             raise ValueError(f"memory must be >= 1; got {memory}")
         self.memory = int(memory)
@@ -75,8 +76,8 @@ class LBFGSMemory:
             self.n_rejected += 1
             return False
         slot = self.next_slot
-        s_dot_y = np.array(products[2:2 + M], dtype=np.float64)
-        y_dot_y = np.array(products[2 + M:2 + 2 * M], dtype=np.float64)
+        s_dot_y = np.array(products[2 : 2 + M], dtype=np.float64)
+        y_dot_y = np.array(products[2 + M : 2 + 2 * M], dtype=np.float64)
         s_dot_y[slot] = sy
         y_dot_y[slot] = yy
         self.sy[:, slot] = s_dot_y
@@ -106,7 +107,7 @@ class LBFGSMemory:
         """Return H g for dense S, Y (rows in ring order): a reference path for tests, unsharded."""
         wtg = np.concatenate([S @ g, Y @ g])
         coef = self.coefficients(wtg)
-        return self.sigma * g + coef[:self.memory] @ S + coef[self.memory:] @ Y
+        return self.sigma * g + coef[: self.memory] @ S + coef[self.memory :] @ Y
 
 
 @njit(nogil=True, cache=True)

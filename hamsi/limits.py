@@ -37,5 +37,7 @@ def refuse_unless_fits(what: str, nbytes: float) -> None:
     """Raise InputError naming `what` when `nbytes` exceed the memory available now."""
     available = available_bytes()
     if not nbytes <= available:
-        raise InputError(f"{what} needs about {human_bytes(nbytes)} of memory, more than the "
-                         f"{human_bytes(available)} available")
+        raise InputError(
+            f"{what} needs about {human_bytes(nbytes)} of memory, more than the "
+            f"{human_bytes(available)} available"
+        )

@@ -14,7 +14,9 @@ ROW_NAMES = ("epoch", "inner", "time_s", "train_rmse", "test_rmse", "objective")
 
 def record(trace, callback, epoch: int, inner: int, evaluation) -> None:
     """Append one trace row (and call callback(row dict))."""
-    trace.append(epoch, inner, evaluation.time_s, evaluation.train, evaluation.heldout, evaluation.objective)
+    trace.append(
+        epoch, inner, evaluation.time_s, evaluation.train, evaluation.heldout, evaluation.objective
+    )
     if callback is not None:
         callback(dict(zip(ROW_NAMES, trace.rows[-1])))
 
@@ -45,14 +47,23 @@ def close_cycle(stepper, exchange, stop, trace, callback, epoch: int):
     """Evaluate, let the safeguard judge, record, and return (reason, message) or None."""
     evaluation, repeated = stepper.end_cycle(exchange.evaluate(), exchange)
     record(trace, callback, epoch, stepper.inner, evaluation)
-    verdict = stop.check(epoch, stepper.inner, evaluation.time_s, evaluation.train, evaluation.heldout,
-                         evaluation.objective, repeated=repeated)
+    verdict = stop.check(
+        epoch,
+        stepper.inner,
+        evaluation.time_s,
+        evaluation.train,
+        evaluation.heldout,
+        evaluation.objective,
+        repeated=repeated,
+    )
     if stop.keeps_best and stop.new_best:
         exchange.save("best")
     if verdict is None and stepper.gave_up:
-        verdict = "diverged", divergence_message(
-            evaluation.objective, epoch, stepper.inner, stepper.eta, True) + (
-            f" (the safeguard went back to the last good iterate {stepper.fallbacks} times)")
+        verdict = (
+            "diverged",
+            divergence_message(evaluation.objective, epoch, stepper.inner, stepper.eta, True)
+            + (f" (the safeguard went back to the last good iterate {stepper.fallbacks} times)"),
+        )
     return verdict
 
 

@@ -45,9 +45,15 @@ def write_model(path, params: dict, fitted: dict, arrays: dict) -> None:
     """
     for name in FACTOR_ENTRIES:
         if name in arrays and not np.all(np.isfinite(arrays[name])):
-            raise DivergenceError(f"{path}: not written: the model's {name} hold NaN or inf (the fit diverged)")
-    header = {"format": np.array(FORMAT), "format_version": np.array(FORMAT_VERSION),
-              "params": np.array(json.dumps(params)), "fitted": np.array(json.dumps(fitted))}
+            raise DivergenceError(
+                f"{path}: not written: the model's {name} hold NaN or inf (the fit diverged)"
+            )
+    header = {
+        "format": np.array(FORMAT),
+        "format_version": np.array(FORMAT_VERSION),
+        "params": np.array(json.dumps(params)),
+        "fitted": np.array(json.dumps(fitted)),
+    }
     with atomic_output(path, "wb") as handle:
         np.savez(handle, **header, **arrays)
 
@@ -57,10 +63,18 @@ def read_model(path) -> tuple[dict, dict, dict]:
     try:
         with zipfile.ZipFile(path) as archive:
             headers = _member_headers(archive, path)
-            header = {name: _read_member(archive, headers, name) for name in HEADER_ENTRIES if name in headers}
+            header = {
+                name: _read_member(archive, headers, name)
+                for name in HEADER_ENTRIES
+                if name in headers
+            }
             params, fitted = _check_header(path, header, headers)
             _check_declared_shapes(path, params, fitted, headers)
-            arrays = {name: _read_member(archive, headers, name) for name in headers if name not in HEADER_ENTRIES}
+            arrays = {
+                name: _read_member(archive, headers, name)
+                for name in headers
+                if name not in HEADER_ENTRIES
+            }
     except FileNotFoundError:
         raise InputError(f"{path}: no such model file") from None
     except IsADirectoryError:
@@ -81,21 +95,30 @@ def _member_headers(archive: zipfile.ZipFile, path) -> dict:
         name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
         with archive.open(info) as stream:
             version = np.lib.format.read_magic(stream)
-            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                           else np.lib.format.read_array_header_2_0)
+            read_header = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
             shape, _, dtype = read_header(stream)
             offset = stream.tell()
         if dtype.hasobject:
-            raise InputError(f"{path}: entry {name!r} holds Python objects (pickle); model files hold "
-                             f"numbers and strings only")
+            raise InputError(
+                f"{path}: entry {name!r} holds Python objects (pickle); model files hold "
+                f"numbers and strings only"
+            )
         data_bytes = math.prod(shape) * dtype.itemsize
         if info.file_size != offset + data_bytes:
-            raise InputError(f"{path}: entry {name!r} declares shape {shape} ({data_bytes} bytes) but its zip "
-                             f"member holds {info.file_size - offset} bytes")
+            raise InputError(
+                f"{path}: entry {name!r} declares shape {shape} ({data_bytes} bytes) but its zip "
+                f"member holds {info.file_size - offset} bytes"
+            )
         if info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1024):
-            raise InputError(f"{path}: entry {name!r} expands {info.file_size / max(info.compress_size, 1):.0f}x "
-                             f"({info.file_size} bytes from {info.compress_size}); hamsi writes models "
-                             f"uncompressed: refusing a possible zip bomb")
+            raise InputError(
+                f"{path}: entry {name!r} expands {info.file_size / max(info.compress_size, 1):.0f}x "
+                f"({info.file_size} bytes from {info.compress_size}); hamsi writes models "
+                f"uncompressed: refusing a possible zip bomb"
+            )
         headers[name] = (shape, dtype, info)
         total += data_bytes
     refuse_unless_fits(f"{path}: the model", total)
@@ -112,8 +135,10 @@ def _check_header(path, header: dict, headers: dict) -> tuple[dict, dict]:
     """Return (params, fitted) after checking format, version and the two JSON entries."""
     if "format" not in header:
         if "user_factors" in headers:
-            raise InputError(f"{path}: factors written by hamsi 0.1 without ids and parameters (no format "
-                             f"version); refit with `hamsi factorize --out` or MatrixFactorizer.save")
+            raise InputError(
+                f"{path}: factors written by hamsi 0.1 without ids and parameters (no format "
+                f"version); refit with `hamsi factorize --out` or MatrixFactorizer.save"
+            )
         raise InputError(f"{path}: not a hamsi model file (no 'format' entry)")
     for name in HEADER_ENTRIES:
         if name not in header:
@@ -127,14 +152,19 @@ def _check_header(path, header: dict, headers: dict) -> tuple[dict, dict]:
     version = int(header["format_version"])
     if version != FORMAT_VERSION:
         newer = "newer" if version > FORMAT_VERSION else "older"
-        raise InputError(f"{path}: model format version {version} is {newer} than the one this hamsi reads "
-                         f"({FORMAT_VERSION}); " + ("upgrade hamsi" if version > FORMAT_VERSION else "refit the model"))
+        raise InputError(
+            f"{path}: model format version {version} is {newer} than the one this hamsi reads "
+            f"({FORMAT_VERSION}); "
+            + ("upgrade hamsi" if version > FORMAT_VERSION else "refit the model")
+        )
     decoded = []
     for name in ("params", "fitted"):
         try:
             value = json.loads(str(header[name]))
         except json.JSONDecodeError as exc:
-            raise InputError(f"{path}: malformed model: entry {name!r} is not JSON ({exc})") from None
+            raise InputError(
+                f"{path}: malformed model: entry {name!r} is not JSON ({exc})"
+            ) from None
         if not isinstance(value, dict):
             raise InputError(f"{path}: malformed model: entry {name!r} is not a JSON object")
         decoded.append(value)
@@ -156,24 +186,45 @@ def _check_declared_shapes(path, params: dict, fitted: dict, headers: dict) -> N
     required += [] if "item_known" in headers else ["seen_items"]
     missing = [name for name in required if name not in headers]
     if missing:
-        raise InputError(f"{path}: malformed model: missing entr{'y' if len(missing) == 1 else 'ies'} "
-                         f"{', '.join(map(repr, missing))}")
-    users, items = (headers[name][0][0] if len(headers[name][0]) == 1 else -1 for name in ("user_ids", "item_ids"))
-    expected = {"user_ids": ((users,), "iuU"), "item_ids": ((items,), "iuU"),
-                "user_factors": ((users, rank), "f"), "item_factors": ((items, rank), "f"),
-                "user_bias": ((users,), "f"), "item_bias": ((items,), "f"),
-                "seen_indptr": ((users + 1,), "iu"), "seen_items": (None, "iu"), "trace": (None, "f"),
-                "item_known": ((items,), "b")}
+        raise InputError(
+            f"{path}: malformed model: missing entr{'y' if len(missing) == 1 else 'ies'} "
+            f"{', '.join(map(repr, missing))}"
+        )
+    users, items = (
+        headers[name][0][0] if len(headers[name][0]) == 1 else -1
+        for name in ("user_ids", "item_ids")
+    )
+    expected = {
+        "user_ids": ((users,), "iuU"),
+        "item_ids": ((items,), "iuU"),
+        "user_factors": ((users, rank), "f"),
+        "item_factors": ((items, rank), "f"),
+        "user_bias": ((users,), "f"),
+        "item_bias": ((items,), "f"),
+        "seen_indptr": ((users + 1,), "iu"),
+        "seen_items": (None, "iu"),
+        "trace": (None, "f"),
+        "item_known": ((items,), "b"),
+    }
     for name, (shape, kinds) in expected.items():
         if name not in headers:
             continue
         declared, dtype = headers[name][0], headers[name][1]
-        ok_shape = (declared == shape and min(shape) >= 1) if shape else (
-            len(declared) == 1 if name == "seen_items" else (len(declared) == 2 and declared[1] == 6))
+        ok_shape = (
+            (declared == shape and min(shape) >= 1)
+            if shape
+            else (
+                len(declared) == 1
+                if name == "seen_items"
+                else (len(declared) == 2 and declared[1] == 6)
+            )
+        )
         if not ok_shape or dtype.kind not in kinds:
             want = shape if shape else ("(nnz,)" if name == "seen_items" else "(cycles, 6)")
-            raise InputError(f"{path}: malformed model: entry {name!r} is {dtype} of shape {declared}; "
-                             f"expected shape {want} ({users} users, {items} items, rank {rank})")
+            raise InputError(
+                f"{path}: malformed model: entry {name!r} is {dtype} of shape {declared}; "
+                f"expected shape {want} ({users} users, {items} items, rank {rank})"
+            )
 
 
 def _check_values(path, fitted: dict, arrays: dict) -> None:
@@ -183,11 +234,19 @@ def _check_values(path, fitted: dict, arrays: dict) -> None:
             raise InputError(f"{path}: malformed model: entry {name!r} holds NaN or inf")
     for name in ("global_mean_", "rating_min_", "rating_max_"):
         value = fitted.get(name)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise InputError(f"{path}: malformed model: fitted {name!r} is {value!r}, not a finite number")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+        ):
+            raise InputError(
+                f"{path}: malformed model: fitted {name!r} is {value!r}, not a finite number"
+            )
     if fitted["rating_min_"] > fitted["rating_max_"]:
-        raise InputError(f"{path}: malformed model: rating_min_ {fitted['rating_min_']} > rating_max_ "
-                         f"{fitted['rating_max_']}")
+        raise InputError(
+            f"{path}: malformed model: rating_min_ {fitted['rating_min_']} > rating_max_ "
+            f"{fitted['rating_max_']}"
+        )
     for name in ("user_ids", "item_ids"):
         if np.unique(arrays[name]).size != arrays[name].size:
             raise InputError(f"{path}: malformed model: entry {name!r} repeats an id")
@@ -195,8 +254,12 @@ def _check_values(path, fitted: dict, arrays: dict) -> None:
         return
     indptr, seen = arrays["seen_indptr"], arrays["seen_items"]
     if indptr[0] != 0 or indptr[-1] != seen.size or np.any(np.diff(indptr) < 0):
-        raise InputError(f"{path}: malformed model: entry 'seen_indptr' is not a CSR index of the "
-                         f"{seen.size} entries of 'seen_items'")
+        raise InputError(
+            f"{path}: malformed model: entry 'seen_indptr' is not a CSR index of the "
+            f"{seen.size} entries of 'seen_items'"
+        )
     if seen.size and (seen.min() < 0 or seen.max() >= arrays["item_ids"].size):
-        raise InputError(f"{path}: malformed model: entry 'seen_items' holds an item index outside "
-                         f"0..{arrays['item_ids'].size - 1}")
+        raise InputError(
+            f"{path}: malformed model: entry 'seen_items' holds an item index outside "
+            f"0..{arrays['item_ids'].size - 1}"
+        )

@@ -29,8 +29,16 @@ HAMSI_ETA = 0.06
 GD_ETA = 0.001
 GAMMA = 0.51
 
-__all__ = ["minimize_hamsi", "minimize_mbgd", "beta_schedule", "engine_rngs", "finish_result",
-           "HAMSI_ETA", "GD_ETA", "GAMMA"]
+__all__ = [
+    "minimize_hamsi",
+    "minimize_mbgd",
+    "beta_schedule",
+    "engine_rngs",
+    "finish_result",
+    "HAMSI_ETA",
+    "GD_ETA",
+    "GAMMA",
+]
 
 
 @contextmanager
@@ -50,27 +58,79 @@ def finish_result(x, reason, message, trace, phases, stepper, stop, epoch, **ext
     note = overfitting_note(trace.rows, stop.best_epoch, stop.metric)
     if note:
         message = f"{message}; {note}"
-    result = make_result(x, reason, message, trace, phases, stepper.inner, epoch, sigma=stepper.lbfgs.sigma,
-                         pairs_accepted=stepper.pairs_accepted, pairs_rejected=stepper.pairs_rejected,
-                         fallbacks=stepper.fallbacks, safeguard=stepper.safeguard, **extra)
+    result = make_result(
+        x,
+        reason,
+        message,
+        trace,
+        phases,
+        stepper.inner,
+        epoch,
+        sigma=stepper.lbfgs.sigma,
+        pairs_accepted=stepper.pairs_accepted,
+        pairs_rejected=stepper.pairs_rejected,
+        fallbacks=stepper.fallbacks,
+        safeguard=stepper.safeguard,
+        **extra,
+    )
     result.best_epoch = stop.best_epoch
     result.overfitting = bool(note)
     return result
 
 
-def _minimize(problem, partition, *, method, schedule, eta, gamma, eta_gd, memory, x0, random_state,
-              max_epochs, max_time, tol, target, patience, heldout, threads, callback, safeguard):
+def _minimize(
+    problem,
+    partition,
+    *,
+    method,
+    schedule,
+    eta,
+    gamma,
+    eta_gd,
+    memory,
+    x0,
+    random_state,
+    max_epochs,
+    max_time,
+    tol,
+    target,
+    patience,
+    heldout,
+    threads,
+    callback,
+    safeguard,
+):
     """Run the loop with a LocalExchange and return the OptimizeResult (shared by both methods)."""
     layout = problem.arrange(partition)
     bounds = problem.shard_bounds(partition)
-    x = (problem.initial_point(engine_rngs(random_state)[0]) if x0 is None
-         else np.array(x0, dtype=np.float64, copy=True))
-    stepper = Stepper(method=method, n_subsets=layout.n_subsets, n_params=problem.n_params, schedule=schedule,
-                      memory=memory, eta=eta, gamma=gamma, eta_gd=eta_gd, safeguard=safeguard,
-                      random_state=random_state)
-    stop = StopRules(max_epochs=max_epochs, max_time=max_time, tol=tol, target=target, patience=patience,
-                     has_heldout=heldout is not None, eta=eta, safeguard=stepper.safeguard,
-                     metric=problem.metric)
+    x = (
+        problem.initial_point(engine_rngs(random_state)[0])
+        if x0 is None
+        else np.array(x0, dtype=np.float64, copy=True)
+    )
+    stepper = Stepper(
+        method=method,
+        n_subsets=layout.n_subsets,
+        n_params=problem.n_params,
+        schedule=schedule,
+        memory=memory,
+        eta=eta,
+        gamma=gamma,
+        eta_gd=eta_gd,
+        safeguard=safeguard,
+        random_state=random_state,
+    )
+    stop = StopRules(
+        max_epochs=max_epochs,
+        max_time=max_time,
+        tol=tol,
+        target=target,
+        patience=patience,
+        has_heldout=heldout is not None,
+        eta=eta,
+        safeguard=stepper.safeguard,
+        metric=problem.metric,
+    )
     phases = PhaseTimes()
     trace = Trace()
     with numba_threads(threads):
@@ -85,8 +145,18 @@ def _minimize(problem, partition, *, method, schedule, eta, gamma, eta_gd, memor
             reason, message, epoch = "epoch_limit", f"reached max_epochs = {max_epochs}", 0
         if stop.keeps_best and stop.best_epoch is not None:
             exchange.restore("best")
-    return finish_result(exchange.x, reason, message, trace, phases, stepper, stop, epoch, layout=layout,
-                         shard_bounds=bounds)
+    return finish_result(
+        exchange.x,
+        reason,
+        message,
+        trace,
+        phases,
+        stepper,
+        stop,
+        epoch,
+        layout=layout,
+        shard_bounds=bounds,
+    )
 
 
 def _count_from(first: int):
@@ -95,11 +165,27 @@ def _count_from(first: int):
         first += 1
 
 
-def minimize_hamsi(problem, partition, *, schedule: str = "det", eta: float = HAMSI_ETA,
-                   gamma: float = GAMMA, eta_gd: float = GD_ETA, memory: int = 5, x0=None,
-                   random_state=None, max_epochs: int | None = 100, max_time: float | None = None,
-                   tol: float = 0.0, target: float | None = None, patience: int | None = None,
-                   heldout=None, threads: int | None = None, callback=None, safeguard: bool = True):
+def minimize_hamsi(
+    problem,
+    partition,
+    *,
+    schedule: str = "det",
+    eta: float = HAMSI_ETA,
+    gamma: float = GAMMA,
+    eta_gd: float = GD_ETA,
+    memory: int = 5,
+    x0=None,
+    random_state=None,
+    max_epochs: int | None = 100,
+    max_time: float | None = None,
+    tol: float = 0.0,
+    target: float | None = None,
+    patience: int | None = None,
+    heldout=None,
+    threads: int | None = None,
+    callback=None,
+    safeguard: bool = True,
+):
     """Return the OptimizeResult of HAMSI with L-BFGS updates (thesis Alg. 3) from a seeded N(0,1) start.
 
     partition: the cover (partition.Partition); one epoch of the trace is one cycle. The step is
@@ -118,22 +204,70 @@ def minimize_hamsi(problem, partition, *, schedule: str = "det", eta: float = HA
     says which cycle); result.overfitting is True, and the message says so, when the validation
     error at the end is above its best while the training error fell.
     """
-    return _minimize(problem, partition, method="hamsi", schedule=schedule, eta=eta, gamma=gamma,
-                     eta_gd=eta_gd, memory=memory, x0=x0, random_state=random_state, max_epochs=max_epochs,
-                     max_time=max_time, tol=tol, target=target, patience=patience, heldout=heldout,
-                     threads=threads, callback=callback, safeguard=safeguard)
+    return _minimize(
+        problem,
+        partition,
+        method="hamsi",
+        schedule=schedule,
+        eta=eta,
+        gamma=gamma,
+        eta_gd=eta_gd,
+        memory=memory,
+        x0=x0,
+        random_state=random_state,
+        max_epochs=max_epochs,
+        max_time=max_time,
+        tol=tol,
+        target=target,
+        patience=patience,
+        heldout=heldout,
+        threads=threads,
+        callback=callback,
+        safeguard=safeguard,
+    )
 
 
-def minimize_mbgd(problem, partition, *, schedule: str = "det", eta: float = GD_ETA, gamma: float = GAMMA,
-                  x0=None, random_state=None, max_epochs: int | None = 100, max_time: float | None = None,
-                  tol: float = 0.0, target: float | None = None, patience: int | None = None,
-                  heldout=None, threads: int | None = None, callback=None):
+def minimize_mbgd(
+    problem,
+    partition,
+    *,
+    schedule: str = "det",
+    eta: float = GD_ETA,
+    gamma: float = GAMMA,
+    x0=None,
+    random_state=None,
+    max_epochs: int | None = 100,
+    max_time: float | None = None,
+    tol: float = 0.0,
+    target: float | None = None,
+    patience: int | None = None,
+    heldout=None,
+    threads: int | None = None,
+    callback=None,
+):
     """Return the OptimizeResult of mini-batch GD: x -= g_k / (eta t)^gamma over K subsets per epoch.
 
     Same cover, schedules (without the repeated subset), start, stopping rules and trace as
     `minimize_hamsi`; one trace row per epoch.
     """
-    return _minimize(problem, partition, method="mbgd", schedule=schedule, eta=eta, gamma=gamma,
-                     eta_gd=GD_ETA, memory=1, x0=x0, random_state=random_state, max_epochs=max_epochs,
-                     max_time=max_time, tol=tol, target=target, patience=patience, heldout=heldout,
-                     threads=threads, callback=callback, safeguard=False)
+    return _minimize(
+        problem,
+        partition,
+        method="mbgd",
+        schedule=schedule,
+        eta=eta,
+        gamma=gamma,
+        eta_gd=GD_ETA,
+        memory=1,
+        x0=x0,
+        random_state=random_state,
+        max_epochs=max_epochs,
+        max_time=max_time,
+        tol=tol,
+        target=target,
+        patience=patience,
+        heldout=heldout,
+        threads=threads,
+        callback=callback,
+        safeguard=False,
+    )

@@ -5,7 +5,9 @@ from __future__ import annotations
 from hamsi.atomic import atomic_output
 
 
-def plot_convergence(traces: dict, path, title: str = "", heldout: str = "test", stop_epoch=None) -> None:
+def plot_convergence(
+    traces: dict, path, title: str = "", heldout: str = "test", stop_epoch=None
+) -> None:
     """Write a PNG of train (solid) and held-out (dashed) RMSE against time for each labelled Trace.
 
     Each trace's first row is its start, the bias baseline (factors near 0, biases at their
@@ -23,19 +25,27 @@ def plot_convergence(traces: dict, path, title: str = "", heldout: str = "test",
     figure, axis = plt.subplots(figsize=(6, 4))
     for label, trace in traces.items():
         seconds = trace.column("time_s")
-        line, = axis.plot(seconds, trace.column("train_rmse"), label=f"{label} train")
+        (line,) = axis.plot(seconds, trace.column("train_rmse"), label=f"{label} train")
         test = trace.column("test_rmse")
         if not np.isfinite(test).any():
             continue
         color = line.get_color()
         axis.plot(seconds, test, linestyle="--", color=color, label=f"{label} {heldout}")
         if np.isfinite(test[0]):
-            axis.axhline(test[0], linestyle=":", color=color, label=f"{label} bias baseline {test[0]:.4f}")
+            axis.axhline(
+                test[0], linestyle=":", color=color, label=f"{label} bias baseline {test[0]:.4f}"
+            )
         epochs = trace.column("epoch")
         if stop_epoch is not None and np.any(epochs == stop_epoch):
             at = int(np.flatnonzero(epochs == stop_epoch)[0])
-            axis.plot(seconds[at], test[at], marker="o", color=color, linestyle="none",
-                      label=f"{label} chosen stop, cycle {stop_epoch} ({test[at]:.4f})")
+            axis.plot(
+                seconds[at],
+                test[at],
+                marker="o",
+                color=color,
+                linestyle="none",
+                label=f"{label} chosen stop, cycle {stop_epoch} ({test[at]:.4f})",
+            )
     axis.set_xlabel("optimization time (s)")
     axis.set_ylabel("RMSE")
     axis.yaxis.set_major_locator(MaxNLocator(nbins=8))

@@ -36,7 +36,9 @@ def as_ratings(X, y=None, columns=DEFAULT_COLUMNS, *, what: str = "X") -> Rating
         return X
     users, items, values = _id_columns(X, y, columns, what)
     if values is None:
-        raise InputError(f"{what} holds (user, item) pairs but no ratings: pass y or a '{columns[2]}' column")
+        raise InputError(
+            f"{what} holds (user, item) pairs but no ratings: pass y or a '{columns[2]}' column"
+        )
     values = _as_float(values, what)
     if users.size == 0:
         raise InputError(f"cannot fit on empty ratings ({what} has 0 rows)")
@@ -44,8 +46,16 @@ def as_ratings(X, y=None, columns=DEFAULT_COLUMNS, *, what: str = "X") -> Rating
         return Ratings.from_ids(users, items, values, source=what)
     user_ids, rows = np.unique(users.astype(str), return_inverse=True)
     item_ids, cols = np.unique(items.astype(str), return_inverse=True)
-    return Ratings.from_indices(rows, cols, values, (user_ids.size, item_ids.size), user_ids=user_ids,
-                                item_ids=item_ids, source=what, checked=True)
+    return Ratings.from_indices(
+        rows,
+        cols,
+        values,
+        (user_ids.size, item_ids.size),
+        user_ids=user_ids,
+        item_ids=item_ids,
+        source=what,
+        checked=True,
+    )
 
 
 def as_pairs(X, y=None, columns=DEFAULT_COLUMNS, *, what: str = "X"):
@@ -63,8 +73,10 @@ def _id_columns(X, y, columns, what: str):
     else:
         array = np.asarray(X)
         if array.ndim != 2 or array.shape[1] not in (2, 3):
-            raise InputError(f"{what} must be a DataFrame, an (n, 3) array of (user, item, rating) or an "
-                             f"(n, 2) array of (user, item) with y; got shape {array.shape}")
+            raise InputError(
+                f"{what} must be a DataFrame, an (n, 3) array of (user, item, rating) or an "
+                f"(n, 2) array of (user, item) with y; got shape {array.shape}"
+            )
         users, items = _ids(array[:, 0]), _ids(array[:, 1])
         values = array[:, 2] if array.shape[1] == 3 else None
     if y is not None:
@@ -72,7 +84,9 @@ def _id_columns(X, y, columns, what: str):
             raise InputError(f"{what} already holds ratings; pass y=None")
         values = np.asarray(y)
         if values.shape != users.shape:
-            raise InputError(f"y has {values.shape[0] if values.ndim else 0} values for {users.size} pairs in {what}")
+            raise InputError(
+                f"y has {values.shape[0] if values.ndim else 0} values for {users.size} pairs in {what}"
+            )
     return users, items, values
 
 
@@ -92,8 +106,10 @@ def _frame_columns(frame, columns, what: str):
             picked.append(None)
     for position, name in enumerate(picked[:2]):
         if name is None:
-            raise InputError(f"{what} has no {('user', 'item')[position]} column {columns[position]!r}; columns "
-                             f"are {[str(n) for n in names]} (set user_col / item_col / rating_col)")
+            raise InputError(
+                f"{what} has no {('user', 'item')[position]} column {columns[position]!r}; columns "
+                f"are {[str(n) for n in names]} (set user_col / item_col / rating_col)"
+            )
     values = None if picked[2] is None else frame[picked[2]].to_numpy()
     return _ids(frame[picked[0]].to_numpy()), _ids(frame[picked[1]].to_numpy()), values
 
@@ -129,9 +145,12 @@ def integer_ids(raw: np.ndarray) -> np.ndarray:
     converted[digits] = text[digits].astype(np.int64)
     if not digits.all():
         example = str(raw[np.flatnonzero(~digits)[0]])
-        warnings.warn(f"{np.count_nonzero(~digits)} string id(s) such as {example!r} are not integers written "
-                      "plainly, and the model was fitted on integer ids: they are treated as unknown", UserWarning,
-                      stacklevel=4)
+        warnings.warn(
+            f"{np.count_nonzero(~digits)} string id(s) such as {example!r} are not integers written "
+            "plainly, and the model was fitted on integer ids: they are treated as unknown",
+            UserWarning,
+            stacklevel=4,
+        )
     return converted
 
 
@@ -172,7 +191,9 @@ class FactorArrays:
     item_known: np.ndarray
 
 
-def pair_scores(model: FactorArrays, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def pair_scores(
+    model: FactorArrays, rows: np.ndarray, cols: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Return (unclipped scores, unknown mask) for model rows and columns (-1: unknown id).
 
     Known pairs: U_a . V_b + offset (+ bu_a + bv_b), as MatrixFactorization.predict. A pair with
@@ -188,7 +209,9 @@ def pair_scores(model: FactorArrays, rows: np.ndarray, cols: np.ndarray) -> tupl
     both = user_ok & item_ok
     scores = np.full(rows.shape, model.global_mean, dtype=np.float64)
     a, b = rows[both], cols[both]
-    scores[both] = np.einsum("ij,ij->i", model.user_factors[a], model.item_factors[b]) + model.offset
+    scores[both] = (
+        np.einsum("ij,ij->i", model.user_factors[a], model.item_factors[b]) + model.offset
+    )
     if model.user_bias is not None:
         scores[both] += model.user_bias[a] + model.item_bias[b]
         user_only, item_only = user_ok & ~item_ok, item_ok & ~user_ok

@@ -60,7 +60,9 @@ MIN_CYCLES = 30
 # Half the candidates go on: of eight, two per rank (with a third kept, ml-100k-like lost the rank-10
 # trial that wins at 100 cycles: 0.9072 against 0.9009 over seeds 0-2).
 HALVING_FACTOR = 2
-TRIAL_PATIENCE = 60  # hamsi.defaults.PATIENCE_DEFAULT: validation can rise for a while before it falls
+TRIAL_PATIENCE = (
+    60  # hamsi.defaults.PATIENCE_DEFAULT: validation can rise for a while before it falls
+)
 SEARCH_TIME_SHARE = 0.7  # of max_time; the refit gets the rest
 
 
@@ -95,13 +97,20 @@ def candidate_grid(fixed: dict, spread: float) -> list[dict]:
     deviation (the unit of the uniform penalty's reg).
     """
     ranks = RANKS if fixed["rank"] == AUTO else (fixed["rank"],)
-    weightings = ("uniform", "count") if fixed["reg_weighting"] == AUTO else (fixed["reg_weighting"],)
+    weightings = (
+        ("uniform", "count") if fixed["reg_weighting"] == AUTO else (fixed["reg_weighting"],)
+    )
     penalties = []
     for weighting in weightings:
         reg, damping = fixed["reg"], fixed["reg_damping"]
         if weighting == "uniform":  # no damping (check_penalty refuses one > 0)
-            regs = ((float(reg),) if reg != AUTO
-                    else tuple(multiple * (spread if spread > 0 else 1.0) for multiple in UNIFORM_REG_PER_SD))
+            regs = (
+                (float(reg),)
+                if reg != AUTO
+                else tuple(
+                    multiple * (spread if spread > 0 else 1.0) for multiple in UNIFORM_REG_PER_SD
+                )
+            )
             penalties.extend((weighting, r, 0.0) for r in regs)
             continue
         if reg == AUTO and damping == AUTO:
@@ -113,17 +122,24 @@ def candidate_grid(fixed: dict, spread: float) -> list[dict]:
         else:
             pairs = ((reg, damping),)
         penalties.extend((weighting, float(r), float(d)) for r, d in pairs)
-    return [{"rank": int(rank), "reg_weighting": weighting, "reg": reg, "reg_damping": damping}
-            for weighting, reg, damping in penalties for rank in ranks]
+    return [
+        {"rank": int(rank), "reg_weighting": weighting, "reg": reg, "reg_damping": damping}
+        for weighting, reg, damping in penalties
+        for rank in ranks
+    ]
 
 
-def rung_cycles(min_cycles: int, max_cycles: int, factor: int, n_candidates: int) -> list[tuple[int, int]]:
+def rung_cycles(
+    min_cycles: int, max_cycles: int, factor: int, n_candidates: int
+) -> list[tuple[int, int]]:
     """Return [(candidates kept, cycles)] of each rung of successive halving; the last runs max_cycles."""
     rungs, kept, cycles = [], n_candidates, max(1, min(min_cycles, max_cycles))
     while kept > factor and cycles < max_cycles:
         rungs.append((kept, cycles))
         kept, cycles = math.ceil(kept / factor), cycles * factor
-        if cycles * factor > max_cycles:  # a rung within a factor of the budget: run the budget at once
+        if (
+            cycles * factor > max_cycles
+        ):  # a rung within a factor of the budget: run the budget at once
             break
     # the last candidates run the whole budget: the winner's best cycle is then the refit's. A rung
     # of 90 cycles followed by one of 100 would rerun its best from scratch for 10 more cycles.
@@ -144,12 +160,20 @@ def survivors(alive: list, scores: dict, kept: int, groups: list) -> list:
         by_group.setdefault(groups[index], []).append(index)
     share = max(1, kept // len(by_group))
     promoted = [index for members in by_group.values() for index in members[:share]]
-    promoted += [index for index in ranked if index not in promoted][:max(0, kept - len(promoted))]
+    promoted += [index for index in ranked if index not in promoted][: max(0, kept - len(promoted))]
     return sorted(promoted, key=lambda index: scores[index])
 
 
-def choose_by_validation(grid: list[dict], run_rung, *, min_cycles: int = MIN_CYCLES, max_cycles: int = 100,
-                         factor: int = HALVING_FACTOR, time_budget: float | None = None, group_by: str = "rank"):
+def choose_by_validation(
+    grid: list[dict],
+    run_rung,
+    *,
+    min_cycles: int = MIN_CYCLES,
+    max_cycles: int = 100,
+    factor: int = HALVING_FACTOR,
+    time_budget: float | None = None,
+    group_by: str = "rank",
+):
     """Return (winner's parameters, cycles for the refit, search_results dict) by successive halving.
 
     The refit's cycles are the winner's best cycle (at least 1, also when no cycle beat the bias
@@ -171,14 +195,27 @@ def choose_by_validation(grid: list[dict], run_rung, *, min_cycles: int = MIN_CY
         if rung and time_budget is not None and time.perf_counter() - started > time_budget:
             finished = False
             break
-        alive = survivors(alive, scores, kept, [grid[index].get(group_by) for index in range(len(grid))]) \
-            if rung else alive
+        alive = (
+            survivors(
+                alive, scores, kept, [grid[index].get(group_by) for index in range(len(grid))]
+            )
+            if rung
+            else alive
+        )
         trials = [Trial(index, grid[index], cycles, rung, deadline) for index in alive]
         for trial, outcome in zip(trials, run_rung(trials)):
             rmse = float(outcome["validation_rmse"])
             scores[trial.candidate] = (rmse if math.isfinite(rmse) else math.inf, trial.candidate)
-            rows.append({**trial.params, "rung": rung, "cycles": cycles, "validation_rmse": rmse,
-                         "best_epoch": int(outcome["best_epoch"]), "seconds": float(outcome["seconds"])})
+            rows.append(
+                {
+                    **trial.params,
+                    "rung": rung,
+                    "cycles": cycles,
+                    "validation_rmse": rmse,
+                    "best_epoch": int(outcome["best_epoch"]),
+                    "seconds": float(outcome["seconds"]),
+                }
+            )
         if len(alive) == 1:
             break
     best = min(alive, key=lambda index: scores[index])
@@ -211,14 +248,18 @@ def trial_outcome(model, validation, seconds: float) -> dict:
 
 def format_results(results: dict) -> str:
     """Return search_results_ as an aligned table, one line per trial (the CLI prints it)."""
-    lines = [f"{'rung':>4} {'cycles':>6} {'rank':>4} {'weighting':>9} {'reg':>8} {'damping':>7} {'val RMSE':>9} "
-             f"{'best':>5} {'s':>6}"]
+    lines = [
+        f"{'rung':>4} {'cycles':>6} {'rank':>4} {'weighting':>9} {'reg':>8} {'damping':>7} {'val RMSE':>9} "
+        f"{'best':>5} {'s':>6}"
+    ]
     for k in range(len(results["rung"])):
         mark = "  <- chosen" if results["chosen"][k] else ""
-        lines.append(f"{results['rung'][k]:>4} {results['cycles'][k]:>6} {results['rank'][k]:>4} "
-                     f"{results['reg_weighting'][k]:>9} {results['reg'][k]:>8.4g} {results['reg_damping'][k]:>7.4g} "
-                     f"{results['validation_rmse'][k]:>9.4f} {results['best_epoch'][k]:>5} "
-                     f"{results['seconds'][k]:>6.2f}{mark}")
+        lines.append(
+            f"{results['rung'][k]:>4} {results['cycles'][k]:>6} {results['rank'][k]:>4} "
+            f"{results['reg_weighting'][k]:>9} {results['reg'][k]:>8.4g} {results['reg_damping'][k]:>7.4g} "
+            f"{results['validation_rmse'][k]:>9.4f} {results['best_epoch'][k]:>5} "
+            f"{results['seconds'][k]:>6.2f}{mark}"
+        )
     if not results["finished"]:
         lines.append("(the time budget ended the search before its last rung)")
     return "\n".join(lines)
@@ -240,8 +281,12 @@ def fit_trial(estimator_class, base_params: dict, trial: Trial, fit_part, valida
 
     started = time.perf_counter()
     max_time = None if trial.deadline is None else max(trial.deadline - time.time(), 1e-3)
-    model = estimator_class(**dict(base_params, **trial.params, max_epochs=trial.cycles, max_time=max_time))
+    model = estimator_class(
+        **dict(base_params, **trial.params, max_epochs=trial.cycles, max_time=max_time)
+    )
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a trial's overfitting or divergence is its score, not news
+        warnings.simplefilter(
+            "ignore"
+        )  # a trial's overfitting or divergence is its score, not news
         model.fit(fit_part, validation=validation)
     return trial_outcome(model, validation, time.perf_counter() - started)

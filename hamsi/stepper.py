@@ -77,14 +77,33 @@ def summed(partials: np.ndarray) -> np.ndarray:
 class Stepper:
     """The decisions of one HAMSI (method "hamsi") or mb-GD ("mbgd") run; see the module docstring."""
 
-    cleared_pairs = (0, 0)  # the default for a stepper restored from a checkpoint written before the field
+    cleared_pairs = (
+        0,
+        0,
+    )  # the default for a stepper restored from a checkpoint written before the field
 
-    def __init__(self, *, method: str, n_subsets: int, n_params: int, schedule: str = "det",
-                 memory: int = 5, eta: float, gamma: float, eta_gd: float, safeguard: bool,
-                 random_state=None):
+    def __init__(
+        self,
+        *,
+        method: str,
+        n_subsets: int,
+        n_params: int,
+        schedule: str = "det",
+        memory: int = 5,
+        eta: float,
+        gamma: float,
+        eta_gd: float,
+        safeguard: bool,
+        random_state=None,
+    ):
         if method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}; got {method!r}")
-        self.method, self.n_subsets, self.n_params, self.schedule = method, int(n_subsets), int(n_params), schedule
+        self.method, self.n_subsets, self.n_params, self.schedule = (
+            method,
+            int(n_subsets),
+            int(n_params),
+            schedule,
+        )
         self.eta, self.gamma, self.eta_gd = float(eta), float(gamma), float(eta_gd)
         self.safeguard = bool(safeguard) and method == "hamsi"
         self.memory_size = int(memory)
@@ -130,17 +149,28 @@ class Stepper:
         """
         return self.hamsi and self.have_start and position == last
 
-    def request(self, position: int, last: int, subset: int, vote: bool, next_subset: int = -1) -> Request:
+    def request(
+        self, position: int, last: int, subset: int, vote: bool, next_subset: int = -1
+    ) -> Request:
         """Return what inner iteration (position, subset) needs from the exchange."""
         pair = self.pair_now(position, last)
-        quasi_newton = self.hamsi and (self.lbfgs.full
-                                       or (pair and self.lbfgs.n_accepted + 1 >= self.memory_size))
-        return Request(subset=int(subset), pair=pair, wtg=quasi_newton, gram=pair and self.safeguard,
-                       norms=self.safeguard, vote=vote, next_subset=int(next_subset))
+        quasi_newton = self.hamsi and (
+            self.lbfgs.full or (pair and self.lbfgs.n_accepted + 1 >= self.memory_size)
+        )
+        return Request(
+            subset=int(subset),
+            pair=pair,
+            wtg=quasi_newton,
+            gram=pair and self.safeguard,
+            norms=self.safeguard,
+            vote=vote,
+            next_subset=int(next_subset),
+        )
 
     # ------------------------------------------------------------------ one inner iteration
-    def inner_iteration(self, exchange, position: int, last: int, subset: int, vote: bool,
-                        next_subset: int = -1) -> bool:
+    def inner_iteration(
+        self, exchange, position: int, last: int, subset: int, vote: bool, next_subset: int = -1
+    ) -> bool:
         """Run one inner iteration through `exchange`; return False when a clock vote stopped it first."""
         self.inner += 1
         reductions = exchange.iterate(self.request(position, last, subset, vote, next_subset))
@@ -178,8 +208,8 @@ class Stepper:
     def _update_gram(self, slot: int, products: np.ndarray, gram: np.ndarray) -> None:
         """Put the new pair's row into the Gram matrix of the memory rows [S; Y] (ring indexing)."""
         M = self.memory_size
-        s_row = np.concatenate([gram[1:1 + M], gram[1 + M:1 + 2 * M]])
-        y_row = np.concatenate([products[2:2 + M], products[2 + M:2 + 2 * M]])
+        s_row = np.concatenate([gram[1 : 1 + M], gram[1 + M : 1 + 2 * M]])
+        y_row = np.concatenate([products[2 : 2 + M], products[2 + M : 2 + 2 * M]])
         s_row[slot], s_row[M + slot] = gram[0], products[0]
         y_row[slot], y_row[M + slot] = products[0], products[1]
         self.gram[slot, :], self.gram[:, slot] = s_row, s_row
@@ -200,7 +230,11 @@ class Stepper:
         wtg = summed(partials)
         coef = self.lbfgs.coefficients(wtg)
         inv_beta = 1.0 / beta_schedule(self.eta, self.gamma, self.inner)
-        return coef, self.lbfgs.sigma, self._capped(inv_beta, reductions, coef, self.lbfgs.sigma, wtg)
+        return (
+            coef,
+            self.lbfgs.sigma,
+            self._capped(inv_beta, reductions, coef, self.lbfgs.sigma, wtg),
+        )
 
     def _capped(self, inv_beta: float, reductions, coef, sigma: float, wtg) -> float:
         """Return inv_beta, shrunk after fallbacks and capped so |step| <= STEP_RADIUS max(|x|, sqrt(n))."""
@@ -211,7 +245,11 @@ class Stepper:
         if coef is None:
             squared = gg
         else:
-            squared = sigma * sigma * gg + 2.0 * sigma * float(coef @ wtg) + float(coef @ self.gram @ coef)
+            squared = (
+                sigma * sigma * gg
+                + 2.0 * sigma * float(coef @ wtg)
+                + float(coef @ self.gram @ coef)
+            )
         length = math.sqrt(max(squared, 0.0))
         radius = STEP_RADIUS * math.sqrt(max(xx, float(self.n_params)))
         if inv_beta * length > radius:

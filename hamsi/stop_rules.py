@@ -11,17 +11,23 @@ import math
 from dataclasses import dataclass
 
 
-def divergence_message(objective: float, epoch: int, inner: int, eta: float, safeguard: bool) -> str:
+def divergence_message(
+    objective: float, epoch: int, inner: int, eta: float, safeguard: bool
+) -> str:
     """Return the one message of a diverged run: what happened and which way to move eta.
 
     The step is 1 / beta_t = (eta t)^-gamma, so a LARGER eta gives SMALLER steps.
     """
-    advice = ("try a larger eta (now {eta:g}): the step is 1/(eta t)^gamma, so a larger eta means "
-              "smaller steps").format(eta=eta)
+    advice = (
+        f"try a larger eta (now {eta:g}): the step is 1/(eta t)^gamma, so a larger eta means "
+        "smaller steps"
+    )
     if not safeguard:
         advice += ", or turn the safeguard on (safeguard=True)"
-    return (f"diverged: the objective became {objective} in cycle {epoch} (inner iteration {inner}); "
-            f"the steps are too large for this problem - {advice}")
+    return (
+        f"diverged: the objective became {objective} in cycle {epoch} (inner iteration {inner}); "
+        f"the steps are too large for this problem - {advice}"
+    )
 
 
 @dataclass
@@ -71,8 +77,16 @@ class StopRules:
             else:
                 self.without_gain += 1
 
-    def check(self, epoch: int, inner: int, time_s: float, train: float, heldout: float,
-              objective: float, repeated: bool = False) -> tuple[str, str] | None:
+    def check(
+        self,
+        epoch: int,
+        inner: int,
+        time_s: float,
+        train: float,
+        heldout: float,
+        objective: float,
+        repeated: bool = False,
+    ) -> tuple[str, str] | None:
         """Return (reason, message) when the run must stop after cycle `epoch`, else None.
 
         repeated: the numbers are those of an earlier iterate the safeguard went back to; only the
@@ -81,25 +95,40 @@ class StopRules:
         metric = self.metric
         if not repeated:
             if not (math.isfinite(objective) and math.isfinite(train)):
-                return "diverged", divergence_message(objective, epoch, inner, self.eta, self.safeguard)
+                return "diverged", divergence_message(
+                    objective, epoch, inner, self.eta, self.safeguard
+                )
             if self.target is not None and train <= self.target:
-                return "target", f"train {metric} {train:.6g} reached the target {self.target:g} in cycle {epoch}"
+                return (
+                    "target",
+                    f"train {metric} {train:.6g} reached the target {self.target:g} in cycle {epoch}",
+                )
             self._follow_heldout(epoch, heldout)
-            if self.patience is not None and self.has_heldout and self.without_gain >= self.patience:
-                return "early_stop", (f"validation {metric} did not improve on {self.best_heldout:.6g} "
-                                      f"(cycle {self.best_epoch}) for {self.patience} cycles (cycle {epoch})")
+            if (
+                self.patience is not None
+                and self.has_heldout
+                and self.without_gain >= self.patience
+            ):
+                return "early_stop", (
+                    f"validation {metric} did not improve on {self.best_heldout:.6g} "
+                    f"(cycle {self.best_epoch}) for {self.patience} cycles (cycle {epoch})"
+                )
             previous, self.previous_objective = self.previous_objective, objective
             change = abs(previous - objective) if previous is not None else math.inf
             if self.tol > 0 and change <= self.tol * abs(objective):
-                return "tolerance", (f"the objective changed by {change:.3g} <= tol * |f| (tol {self.tol:g}) "
-                                     f"in cycle {epoch}")
+                return "tolerance", (
+                    f"the objective changed by {change:.3g} <= tol * |f| (tol {self.tol:g}) "
+                    f"in cycle {epoch}"
+                )
         else:
             self.new_best = False
         if self.max_epochs is not None and epoch >= self.max_epochs:
             return "epoch_limit", f"reached max_epochs = {self.max_epochs}"
         if self.out_of_time(time_s):
-            return "time_limit", (f"optimization time {time_s:.3f} s reached max_time = {self.max_time:g} s "
-                                  f"in cycle {epoch}")
+            return "time_limit", (
+                f"optimization time {time_s:.3f} s reached max_time = {self.max_time:g} s "
+                f"in cycle {epoch}"
+            )
         return None
 
 
@@ -115,6 +144,8 @@ def overfitting_note(rows, best_epoch: int | None, metric: str = "rmse") -> str:
     if best is None or last[0] == best_epoch:
         return ""
     if last[4] > best[4] and last[3] < best[3]:
-        return (f"overfitting: validation {metric} rose from {best[4]:.4g} (cycle {best_epoch}) to "
-                f"{last[4]:.4g} while train {metric} fell from {best[3]:.4g} to {last[3]:.4g}")
+        return (
+            f"overfitting: validation {metric} rose from {best[4]:.4g} (cycle {best_epoch}) to "
+            f"{last[4]:.4g} while train {metric} fell from {best[3]:.4g} to {last[3]:.4g}"
+        )
     return ""

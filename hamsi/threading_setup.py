@@ -45,8 +45,11 @@ def threading_report() -> dict:
         layer = numba.threading_layer()
     except ValueError:  # no parallel kernel has run yet, so no layer is loaded
         layer = "not loaded yet"
-    return {"layer": layer, "threads": numba.get_num_threads(),
-            **{name: os.environ.get(name, "") for name in (*WAIT_SETTINGS, "GOMP_SPINCOUNT")}}
+    return {
+        "layer": layer,
+        "threads": numba.get_num_threads(),
+        **{name: os.environ.get(name, "") for name in (*WAIT_SETTINGS, "GOMP_SPINCOUNT")},
+    }
 
 
 configure_waiting()

@@ -38,12 +38,20 @@ class PhaseTimes:
     @property
     def total(self) -> float:
         """Return the optimization time: the sum of the phases."""
-        return self.gradient + self.update + self.hessian + self.safeguard + self.exchange + self.wait
+        return (
+            self.gradient + self.update + self.hessian + self.safeguard + self.exchange + self.wait
+        )
 
     def as_dict(self) -> dict:
         """Return the phases as a plain dict."""
-        return {"gradient": self.gradient, "update": self.update, "hessian": self.hessian,
-                "safeguard": self.safeguard, "exchange": self.exchange, "wait": self.wait}
+        return {
+            "gradient": self.gradient,
+            "update": self.update,
+            "hessian": self.hessian,
+            "safeguard": self.safeguard,
+            "exchange": self.exchange,
+            "wait": self.wait,
+        }
 
 
 @dataclass
@@ -52,11 +60,26 @@ class Trace:
 
     rows: list = field(default_factory=list)
 
-    def append(self, epoch: int, inner: int, time_s: float, train_rmse: float, test_rmse: float,
-               objective: float) -> None:
+    def append(
+        self,
+        epoch: int,
+        inner: int,
+        time_s: float,
+        train_rmse: float,
+        test_rmse: float,
+        objective: float,
+    ) -> None:
         """Record one cycle."""
-        self.rows.append((int(epoch), int(inner), float(time_s), float(train_rmse), float(test_rmse),
-                          float(objective)))
+        self.rows.append(
+            (
+                int(epoch),
+                int(inner),
+                float(time_s),
+                float(train_rmse),
+                float(test_rmse),
+                float(objective),
+            )
+        )
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -81,11 +104,27 @@ class Trace:
                 writer.writerow([row[0], row[1]] + [repr(value) for value in row[2:]])
 
 
-def make_result(x, reason: str, message: str, trace: Trace, phases: PhaseTimes, n_inner: int,
-                n_cycles: int, **extra) -> OptimizeResult:
+def make_result(
+    x,
+    reason: str,
+    message: str,
+    trace: Trace,
+    phases: PhaseTimes,
+    n_inner: int,
+    n_cycles: int,
+    **extra,
+) -> OptimizeResult:
     """Return a scipy OptimizeResult: x, success, status, reason, message, nit, trace, phase_times."""
     return OptimizeResult(
-        x=x, success=reason != "diverged", status=STATUS[reason], reason=reason, message=message,
-        nit=n_inner, n_cycles=n_cycles, time=phases.total, phase_times=phases.as_dict(), trace=trace,
+        x=x,
+        success=reason != "diverged",
+        status=STATUS[reason],
+        reason=reason,
+        message=message,
+        nit=n_inner,
+        n_cycles=n_cycles,
+        time=phases.total,
+        phase_times=phases.as_dict(),
+        trace=trace,
         **extra,
     )

@@ -14,4 +14,12 @@ from partition.registry import DEFAULT_SUBSETS, make, register, schemes
 
 SCHEMES = schemes()
 
-__all__ = ["Partition", "PartitionError", "FactorGraph", "make", "register", "SCHEMES", "DEFAULT_SUBSETS"]
+__all__ = [
+    "Partition",
+    "PartitionError",
+    "FactorGraph",
+    "make",
+    "register",
+    "SCHEMES",
+    "DEFAULT_SUBSETS",
+]

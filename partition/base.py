@@ -52,6 +52,7 @@ class Partition:
     def _graph_or(self, ratings):
         if ratings is not None:
             from partition.graph import FactorGraph
+
             return FactorGraph.from_ratings(ratings)
         if self.graph is None:
             raise PartitionError("this Partition has no factor graph attached; pass the ratings")
@@ -68,7 +69,7 @@ class Partition:
         """Return the parameter ids of subset k touched by two or more of its blocks."""
         return self._graph_or(ratings).shared_parameters(self.subsets[k])
 
-    def validate(self, ratings=None) -> "Partition":
+    def validate(self, ratings=None) -> Partition:
         """Return self after checking the cover (thesis eq. 3.2-3.3); raise PartitionError if broken.
 
         Checks: every function index is in exactly one block, blocks are sorted int64 arrays, and
@@ -80,24 +81,34 @@ class Partition:
         everything = [block for subset in self.subsets for block in subset]
         for block in everything:
             if block.dtype != np.int64 or block.ndim != 1:
-                raise PartitionError(f"blocks must be 1-d int64 arrays; got {block.dtype} {block.shape}")
+                raise PartitionError(
+                    f"blocks must be 1-d int64 arrays; got {block.dtype} {block.shape}"
+                )
             if block.size > 1 and np.any(np.diff(block) <= 0):
                 raise PartitionError("a block is not sorted in strictly increasing order")
         joined = np.concatenate(everything) if everything else np.zeros(0, np.int64)
         if joined.size and (joined.min() < 0 or joined.max() >= n):
-            raise PartitionError(f"block indices must lie in [0, {n}); got {joined.min()}..{joined.max()}")
+            raise PartitionError(
+                f"block indices must lie in [0, {n}); got {joined.min()}..{joined.max()}"
+            )
         times = np.bincount(joined, minlength=n)
         if np.any(times != 1):
             missing, repeated = int(np.sum(times == 0)), int(np.sum(times > 1))
-            raise PartitionError(f"not a partition: {missing} functions in no block, {repeated} in several")
+            raise PartitionError(
+                f"not a partition: {missing} functions in no block, {repeated} in several"
+            )
         overlaps = [int(graph.shared_parameters(subset).size) for subset in self.subsets]
         if self.scheme == "hogwild":
             recorded = list(self.info.get("overlaps", []))
             if recorded != overlaps:
-                raise PartitionError(f"recorded overlaps {recorded} differ from the actual {overlaps}")
+                raise PartitionError(
+                    f"recorded overlaps {recorded} differ from the actual {overlaps}"
+                )
         elif any(overlaps):
             k = next(k for k, c in enumerate(overlaps) if c)
-            raise PartitionError(f"subset {k} has {overlaps[k]} parameters shared between its blocks")
+            raise PartitionError(
+                f"subset {k} has {overlaps[k]} parameters shared between its blocks"
+            )
         return self
 
     def stats(self) -> dict:
@@ -120,8 +131,11 @@ class Partition:
             "subset_sizes": subset_sizes,
             "block_imbalance": [m / a if a else 1.0 for m, a in zip(largest, means)],
             "imbalance": sum(largest) / total_mean if total_mean else 1.0,
-            "subset_imbalance": (max(subset_sizes) / float(np.mean(subset_sizes))
-                                 if subset_sizes and np.mean(subset_sizes) else 1.0),
+            "subset_imbalance": (
+                max(subset_sizes) / float(np.mean(subset_sizes))
+                if subset_sizes and np.mean(subset_sizes)
+                else 1.0
+            ),
         }
         for key in ("n_colors", "n_strata", "overlaps"):
             if key in self.info:

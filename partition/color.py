@@ -30,10 +30,14 @@ from partition.kernels import component_blocks, graph_arrays, greedy_coloring
 def color_functions(graph, balanced: bool, seed: int | None = 0) -> tuple[np.ndarray, int]:
     """Return (color of every function, number of colors): first fit, or COLOR-B's random fit."""
     seed = 0 if seed is None else int(seed) % (2**32)
-    return greedy_coloring(graph.n_functions, graph.n_params, *graph_arrays(graph), bool(balanced), seed)
+    return greedy_coloring(
+        graph.n_functions, graph.n_params, *graph_arrays(graph), bool(balanced), seed
+    )
 
 
-def split_into_units(colors: np.ndarray, color_sizes: np.ndarray, n_subsets: int) -> tuple[np.ndarray, np.ndarray]:
+def split_into_units(
+    colors: np.ndarray, color_sizes: np.ndarray, n_subsets: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Return (unit of every function, unit sizes): color classes, the largest split until >= K units.
 
     Unit ids follow color order; a split class keeps its functions' index order across parts.
@@ -48,7 +52,9 @@ def split_into_units(colors: np.ndarray, color_sizes: np.ndarray, n_subsets: int
     order, offsets = group_by_key(colors, color_sizes.shape[0])
     rank_in_color = np.empty(colors.shape[0], dtype=np.int64)
     rank_in_color[order] = np.arange(colors.shape[0]) - np.repeat(offsets[:-1], color_sizes)
-    units = (first_unit[colors] + rank_in_color * parts[colors] // color_sizes[colors]).astype(np.int32)
+    units = (first_unit[colors] + rank_in_color * parts[colors] // color_sizes[colors]).astype(
+        np.int32
+    )
     return units, np.bincount(units, minlength=int(parts.sum()))
 
 
@@ -80,7 +86,9 @@ def pack_first_fit(unit_sizes: np.ndarray, n_bins: int) -> np.ndarray:
     return bin_of
 
 
-def color_partition(graph, shape, n_blocks: int, n_subsets: int, balanced: bool, seed=0) -> Partition:
+def color_partition(
+    graph, shape, n_blocks: int, n_subsets: int, balanced: bool, seed=0
+) -> Partition:
     """Return the COLOR (balanced=False) or COLOR-B (balanced=True) partition of a factor graph."""
     colors, n_colors = color_functions(graph, balanced, seed)
     color_sizes = np.bincount(colors, minlength=n_colors)
@@ -89,7 +97,9 @@ def color_partition(graph, shape, n_blocks: int, n_subsets: int, balanced: bool,
     subset_of = subset_of_unit.astype(np.int32)[units]
     del units
     order, offsets = group_by_key(subset_of, n_subsets)
-    block_of, largest = component_blocks(order, offsets, n_blocks, graph.n_params, *graph_arrays(graph))
+    block_of, largest = component_blocks(
+        order, offsets, n_blocks, graph.n_params, *graph_arrays(graph)
+    )
     # int32 keys: K * B is small, and this array is |I| long
     keys = subset_of * np.int32(n_blocks) + block_of
     del subset_of, block_of, order
@@ -104,5 +114,10 @@ def color_partition(graph, shape, n_blocks: int, n_subsets: int, balanced: bool,
         "colors_per_subset": np.bincount(subset_of_unit, minlength=n_subsets).tolist(),
         "largest_component": largest.tolist(),
     }
-    return Partition(scheme="color-b" if balanced else "color", shape=tuple(shape),
-                     subsets=nested_blocks(order, offsets, n_subsets, n_blocks), seed=seed, info=info)
+    return Partition(
+        scheme="color-b" if balanced else "color",
+        shape=tuple(shape),
+        subsets=nested_blocks(order, offsets, n_subsets, n_blocks),
+        seed=seed,
+        info=info,
+    )

@@ -20,8 +20,17 @@ from partition.errors import PartitionError
 class FactorGraph:
     """Bipartite graph between function nodes and parameter nodes (thesis Fig. 3.2, left)."""
 
-    def __init__(self, n_functions, n_params, *, coords=None, offsets=None, shape=None,
-                 indptr=None, indices=None):
+    def __init__(
+        self,
+        n_functions,
+        n_params,
+        *,
+        coords=None,
+        offsets=None,
+        shape=None,
+        indptr=None,
+        indices=None,
+    ):
         self.n_functions = int(n_functions)
         self.n_params = int(n_params)
         self.coords = coords
@@ -32,40 +41,52 @@ class FactorGraph:
 
     # construction -------------------------------------------------------------------------
     @classmethod
-    def from_coordinates(cls, coords, shape) -> "FactorGraph":
+    def from_coordinates(cls, coords, shape) -> FactorGraph:
         """Return the graph of a sparse matrix or tensor given per-mode index arrays (fast path)."""
         coords = tuple(np.asarray(c) for c in coords)
         shape = tuple(int(s) for s in shape)
         if len(coords) != len(shape):
-            raise PartitionError(f"got {len(coords)} index arrays for a shape of {len(shape)} modes {shape}")
+            raise PartitionError(
+                f"got {len(coords)} index arrays for a shape of {len(shape)} modes {shape}"
+            )
         n = coords[0].shape[0]
         for d, c in enumerate(coords):
             if c.ndim != 1 or c.shape[0] != n:
-                raise PartitionError(f"index array of mode {d} has shape {c.shape}, expected ({n},)")
+                raise PartitionError(
+                    f"index array of mode {d} has shape {c.shape}, expected ({n},)"
+                )
             if not np.issubdtype(c.dtype, np.integer):
-                raise PartitionError(f"index array of mode {d} has dtype {c.dtype}, expected integers")
+                raise PartitionError(
+                    f"index array of mode {d} has dtype {c.dtype}, expected integers"
+                )
         offsets = np.concatenate([[0], np.cumsum(shape)]).astype(np.int64)
         return cls(n, offsets[-1], coords=coords, offsets=offsets, shape=shape)
 
     @classmethod
-    def from_ratings(cls, ratings) -> "FactorGraph":
+    def from_ratings(cls, ratings) -> FactorGraph:
         """Return the graph of any object with `.rows`, `.cols` and `.shape` (a rating matrix)."""
         try:
             rows, cols, shape = ratings.rows, ratings.cols, ratings.shape
         except AttributeError as exc:
             raise PartitionError(
-                f"ratings must have .rows, .cols and .shape; got {type(ratings).__name__}") from exc
+                f"ratings must have .rows, .cols and .shape; got {type(ratings).__name__}"
+            ) from exc
         return cls.from_coordinates((rows, cols), shape)
 
     @classmethod
-    def from_index_sets(cls, alphas, n_params) -> "FactorGraph":
+    def from_index_sets(cls, alphas, n_params) -> FactorGraph:
         """Return the graph of functions f_i touching parameter ids alphas[i] (general form)."""
         lengths = np.fromiter((len(a) for a in alphas), dtype=np.int64, count=len(alphas))
         indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-        indices = (np.concatenate([np.asarray(a, dtype=np.int64) for a in alphas])
-                   if len(alphas) else np.zeros(0, np.int64))
+        indices = (
+            np.concatenate([np.asarray(a, dtype=np.int64) for a in alphas])
+            if len(alphas)
+            else np.zeros(0, np.int64)
+        )
         if indices.size and (indices.min() < 0 or indices.max() >= n_params):
-            raise PartitionError(f"parameter ids must lie in [0, {n_params}); got {indices.min()}..{indices.max()}")
+            raise PartitionError(
+                f"parameter ids must lie in [0, {n_params}); got {indices.min()}..{indices.max()}"
+            )
         return cls(len(alphas), n_params, indptr=indptr, indices=indices)
 
     # views --------------------------------------------------------------------------------
@@ -94,8 +115,9 @@ class FactorGraph:
         """Return the concatenated parameter ids touched by `functions` (with repeats)."""
         functions = np.asarray(functions, dtype=np.int64)
         if self.coords is not None:
-            return np.concatenate([c[functions].astype(np.int64) + self.offsets[d]
-                                   for d, c in enumerate(self.coords)])
+            return np.concatenate(
+                [c[functions].astype(np.int64) + self.offsets[d] for d, c in enumerate(self.coords)]
+            )
         indptr, indices = self.csr()
         starts, ends = indptr[functions], indptr[functions + 1]
         lengths = ends - starts
@@ -114,5 +136,7 @@ class FactorGraph:
         if not per_block:
             return np.zeros(0, np.int64)
         touched = np.concatenate(per_block)
-        counts = np.bincount(touched, minlength=self.n_params) if touched.size else np.zeros(0, np.int64)
+        counts = (
+            np.bincount(touched, minlength=self.n_params) if touched.size else np.zeros(0, np.int64)
+        )
         return np.flatnonzero(counts > 1)

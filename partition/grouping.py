@@ -30,5 +30,7 @@ def group_by_key(keys: np.ndarray, n_keys: int) -> tuple[np.ndarray, np.ndarray]
 
 def nested_blocks(order: np.ndarray, offsets: np.ndarray, n_subsets: int, n_blocks: int):
     """Return subsets[k][b] as views of `order`, for groups numbered k * n_blocks + b."""
-    return [[order[offsets[k * n_blocks + b]:offsets[k * n_blocks + b + 1]] for b in range(n_blocks)]
-            for k in range(n_subsets)]
+    return [
+        [order[offsets[k * n_blocks + b] : offsets[k * n_blocks + b + 1]] for b in range(n_blocks)]
+        for k in range(n_subsets)
+    ]

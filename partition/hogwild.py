@@ -17,8 +17,19 @@ from partition.kernels import _arity, _param, graph_arrays
 
 
 @numba.njit(cache=True)
-def _count_shared(order, offsets, n_blocks, block_of, n_params, indptr, indices, first, second,
-                  second_offset, fixed_arity):
+def _count_shared(
+    order,
+    offsets,
+    n_blocks,
+    block_of,
+    n_params,
+    indptr,
+    indices,
+    first,
+    second,
+    second_offset,
+    fixed_arity,
+):
     """Return, per subset, an array of parameter ids touched by two or more blocks of that subset."""
     owner = np.full(n_params, -1, dtype=np.int64)  # first block seen touching the parameter
     shared = np.zeros(n_params, dtype=np.bool_)
@@ -57,15 +68,17 @@ def hogwild(graph, shape, n_blocks: int, n_subsets: int, seed=0) -> Partition:
     block_of = np.empty(n, dtype=np.int32)
     subsets = []
     for k in range(n_subsets):
-        members = permutation[subset_starts[k]:subset_starts[k + 1]]
+        members = permutation[subset_starts[k] : subset_starts[k + 1]]
         block_starts = -(-np.arange(n_blocks + 1, dtype=np.int64) * members.size // n_blocks)
         subset = []
         for b in range(n_blocks):
-            chunk = members[block_starts[b]:block_starts[b + 1]]
+            chunk = members[block_starts[b] : block_starts[b + 1]]
             block_of[chunk] = b
             subset.append(np.sort(chunk))
         subsets.append(subset)
-    shared = _count_shared(permutation, subset_starts, n_blocks, block_of, graph.n_params, *graph_arrays(graph))
+    shared = _count_shared(
+        permutation, subset_starts, n_blocks, block_of, graph.n_params, *graph_arrays(graph)
+    )
     del permutation, block_of
     first_col = int(graph.offsets[1]) if graph.is_matrix else graph.n_params
     info = {

@@ -32,13 +32,22 @@ def graph_arrays(graph) -> tuple:
     empty = np.zeros(0, dtype=np.int64)
     if graph.is_matrix:
         rows, cols = graph.coords
-        return empty, empty, np.ascontiguousarray(rows), np.ascontiguousarray(cols), int(graph.offsets[1]), 2
+        return (
+            empty,
+            empty,
+            np.ascontiguousarray(rows),
+            np.ascontiguousarray(cols),
+            int(graph.offsets[1]),
+            2,
+        )
     indptr, indices = graph.csr()
     return indptr, indices, empty, empty, 0, 0
 
 
 @numba.njit(cache=True)
-def parameter_degrees(n_functions, n_params, indptr, indices, first, second, second_offset, fixed_arity):
+def parameter_degrees(
+    n_functions, n_params, indptr, indices, first, second, second_offset, fixed_arity
+):
     """Return the number of functions touching each parameter node."""
     degree = np.zeros(n_params, dtype=np.int64)
     for i in range(n_functions):
@@ -48,8 +57,18 @@ def parameter_degrees(n_functions, n_params, indptr, indices, first, second, sec
 
 
 @numba.njit(cache=True)
-def greedy_coloring(n_functions, n_params, indptr, indices, first, second, second_offset, fixed_arity,
-                    balanced, seed):
+def greedy_coloring(
+    n_functions,
+    n_params,
+    indptr,
+    indices,
+    first,
+    second,
+    second_offset,
+    fixed_arity,
+    balanced,
+    seed,
+):
     """Return (color per function, number of colors) of a valid coloring (thesis sec. 3.3).
 
     Functions are visited in index order. Each parameter keeps the list of colors already used
@@ -61,8 +80,9 @@ def greedy_coloring(n_functions, n_params, indptr, indices, first, second, secon
     with a scan as fallback when few are free; a new color only when every used one is forbidden.
     """
     np.random.seed(seed)
-    degree = parameter_degrees(n_functions, n_params, indptr, indices, first, second, second_offset,
-                               fixed_arity)
+    degree = parameter_degrees(
+        n_functions, n_params, indptr, indices, first, second, second_offset, fixed_arity
+    )
     slot_start = np.zeros(n_params + 1, dtype=np.int64)
     for p in range(n_params):
         slot_start[p + 1] = slot_start[p] + degree[p]
@@ -71,7 +91,9 @@ def greedy_coloring(n_functions, n_params, indptr, indices, first, second, secon
     for i in range(n_functions):
         seen = 1
         for t in range(_arity(i, indptr, fixed_arity)):
-            seen += degree[_param(i, t, indptr, indices, first, second, second_offset, fixed_arity)] - 1
+            seen += (
+                degree[_param(i, t, indptr, indices, first, second, second_offset, fixed_arity)] - 1
+            )
         max_colors = max(max_colors, seen)
     used_colors = np.empty(slot_start[n_params], dtype=np.int32)
     filled = np.zeros(n_params, dtype=np.int64)
@@ -129,8 +151,9 @@ def _find(parent, x):
 
 
 @numba.njit(cache=True)
-def component_blocks(order, offsets, n_blocks, n_params, indptr, indices, first, second, second_offset,
-                     fixed_arity):
+def component_blocks(
+    order, offsets, n_blocks, n_params, indptr, indices, first, second, second_offset, fixed_arity
+):
     """Return the block id of every function: each subset's connected components packed into blocks.
 
     Subset k is order[offsets[k]:offsets[k+1]]. Functions sharing a parameter are in one
@@ -152,9 +175,13 @@ def component_blocks(order, offsets, n_blocks, n_params, indptr, indices, first,
             arity = _arity(i, indptr, fixed_arity)
             if arity == 0:
                 continue
-            root = _find(parent, _param(i, 0, indptr, indices, first, second, second_offset, fixed_arity))
+            root = _find(
+                parent, _param(i, 0, indptr, indices, first, second, second_offset, fixed_arity)
+            )
             for t in range(1, arity):
-                other = _find(parent, _param(i, t, indptr, indices, first, second, second_offset, fixed_arity))
+                other = _find(
+                    parent, _param(i, t, indptr, indices, first, second, second_offset, fixed_arity)
+                )
                 if other != root:
                     parent[other] = root
         n_roots = 0
@@ -163,7 +190,9 @@ def component_blocks(order, offsets, n_blocks, n_params, indptr, indices, first,
             i = order[s]
             if _arity(i, indptr, fixed_arity) == 0:
                 continue
-            root = _find(parent, _param(i, 0, indptr, indices, first, second, second_offset, fixed_arity))
+            root = _find(
+                parent, _param(i, 0, indptr, indices, first, second, second_offset, fixed_arity)
+            )
             if component_size[root] == 0:
                 roots[n_roots] = root
                 n_roots += 1
@@ -187,7 +216,9 @@ def component_blocks(order, offsets, n_blocks, n_params, indptr, indices, first,
                 block_of[i] = lightest
                 load[lightest] += 1
             else:
-                root = _find(parent, _param(i, 0, indptr, indices, first, second, second_offset, fixed_arity))
+                root = _find(
+                    parent, _param(i, 0, indptr, indices, first, second, second_offset, fixed_arity)
+                )
                 block_of[i] = component_block[root]
         # undo only what this subset touched, keeping the pass O(sum |alpha_i|)
         for s in range(lo, hi):

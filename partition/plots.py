@@ -52,14 +52,31 @@ def plot_strata(part, path, format=None) -> str:
             p, q = part.block_intervals[k][b]
             top, bottom = part.row_bounds[p], part.row_bounds[p + 1]
             left, right = part.col_bounds[q], part.col_bounds[q + 1]
-            ax.add_patch(plt.Rectangle((left, top), right - left, bottom - top, facecolor=palette(k % palette.N),
-                                       edgecolor="black", alpha=0.6))
-            ax.text((left + right) / 2, (top + bottom) / 2, str(block.size), ha="center", va="center", fontsize=8)
+            ax.add_patch(
+                plt.Rectangle(
+                    (left, top),
+                    right - left,
+                    bottom - top,
+                    facecolor=palette(k % palette.N),
+                    edgecolor="black",
+                    alpha=0.6,
+                )
+            )
+            ax.text(
+                (left + right) / 2,
+                (top + bottom) / 2,
+                str(block.size),
+                ha="center",
+                va="center",
+                fontsize=8,
+            )
     ax.set_xlim(0, n_cols)
     ax.set_ylim(n_rows, 0)  # matrix orientation: row 0 at the top
     ax.set_xlabel("items (columns)")
     ax.set_ylabel("users (rows)")
-    ax.set_title(f"{part.scheme.upper()}: {part.n_subsets} strata, imbalance {part.stats()['imbalance']:.2f}")
+    ax.set_title(
+        f"{part.scheme.upper()}: {part.n_subsets} strata, imbalance {part.stats()['imbalance']:.2f}"
+    )
     fig.tight_layout()
     fig.savefig(path, format=format)
     plt.close(fig)

@@ -68,27 +68,53 @@ def _interval_of(bounds: np.ndarray) -> np.ndarray:
 def stratify(rows, cols, shape, row_bounds, col_bounds, scheme, seed=None) -> Partition:
     """Return the Partition with subset k = blocks (p, (p + k) mod B) of the given interval grid."""
     n_blocks = row_bounds.shape[0] - 1
-    keys = _stratum_keys(np.ascontiguousarray(rows), np.ascontiguousarray(cols),
-                         _interval_of(row_bounds), _interval_of(col_bounds), n_blocks)
+    keys = _stratum_keys(
+        np.ascontiguousarray(rows),
+        np.ascontiguousarray(cols),
+        _interval_of(row_bounds),
+        _interval_of(col_bounds),
+        n_blocks,
+    )
     order, offsets = group_by_key(keys, n_blocks * n_blocks)
     del keys
     subsets = nested_blocks(order, offsets, n_blocks, n_blocks)
     intervals = [[(p, (p + k) % n_blocks) for p in range(n_blocks)] for k in range(n_blocks)]
-    return Partition(scheme=scheme, shape=tuple(shape), subsets=subsets, seed=seed,
-                     row_bounds=row_bounds, col_bounds=col_bounds, block_intervals=intervals,
-                     info={"n_strata": n_blocks})
+    return Partition(
+        scheme=scheme,
+        shape=tuple(shape),
+        subsets=subsets,
+        seed=seed,
+        row_bounds=row_bounds,
+        col_bounds=col_bounds,
+        block_intervals=intervals,
+        info={"n_strata": n_blocks},
+    )
 
 
 def strata(rows, cols, shape, n_blocks: int, seed=None) -> Partition:
     """Return the STRATA partition: equal-length intervals in both dimensions (Fig. 3.4 left)."""
-    return stratify(rows, cols, shape, equal_length_bounds(shape[0], n_blocks),
-                    equal_length_bounds(shape[1], n_blocks), "strata", seed)
+    return stratify(
+        rows,
+        cols,
+        shape,
+        equal_length_bounds(shape[0], n_blocks),
+        equal_length_bounds(shape[1], n_blocks),
+        "strata",
+        seed,
+    )
 
 
 def strata_balanced(rows, cols, shape, n_blocks: int, seed=None) -> Partition:
     """Return the STRATA-B partition: intervals holding about |I|/B ratings each (Fig. 3.4 right)."""
-    return stratify(rows, cols, shape, balanced_bounds(rows, shape[0], n_blocks),
-                    balanced_bounds(cols, shape[1], n_blocks), "strata-b", seed)
+    return stratify(
+        rows,
+        cols,
+        shape,
+        balanced_bounds(rows, shape[0], n_blocks),
+        balanced_bounds(cols, shape[1], n_blocks),
+        "strata-b",
+        seed,
+    )
 
 
 def warm_up() -> None:

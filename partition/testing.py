@@ -24,7 +24,9 @@ def _distinct_pairs(draw_rows, draw_cols, n_cols, nnz, rng):
         fresh = draw_rows(extra).astype(np.int64) * n_cols + draw_cols(extra)
         keys = np.unique(np.concatenate([keys, fresh]))
     # drop a random surplus so the kept pairs are not biased towards small keys
-    keep = np.sort(rng.choice(keys.size, size=nnz, replace=False)) if keys.size > nnz else slice(None)
+    keep = (
+        np.sort(rng.choice(keys.size, size=nnz, replace=False)) if keys.size > nnz else slice(None)
+    )
     keys = keys[keep]
     rng.shuffle(keys)  # rating order matters to first-fit coloring; avoid a sorted file
     return np.divmod(keys, n_cols)
@@ -34,14 +36,20 @@ def random_ratings(n_rows: int, n_cols: int, nnz: int, seed: int = 0) -> Coordin
     """Return `nnz` distinct uniformly random (row, col) entries of an n_rows x n_cols matrix."""
     nnz = min(nnz, n_rows * n_cols)
     rng = np.random.default_rng(seed)
-    rows, cols = _distinct_pairs(lambda s: rng.integers(0, n_rows, s), lambda s: rng.integers(0, n_cols, s),
-                                 n_cols, nnz, rng)
-    return CoordinateRatings(rows.astype(np.int32), cols.astype(np.int32), (n_rows, n_cols),
-                             rng.integers(1, 6, nnz).astype(np.float64))
+    rows, cols = _distinct_pairs(
+        lambda s: rng.integers(0, n_rows, s), lambda s: rng.integers(0, n_cols, s), n_cols, nnz, rng
+    )
+    return CoordinateRatings(
+        rows.astype(np.int32),
+        cols.astype(np.int32),
+        (n_rows, n_cols),
+        rng.integers(1, 6, nnz).astype(np.float64),
+    )
 
 
-def power_law_ratings(n_rows: int, n_cols: int, nnz: int, exponent: float = 0.6,
-                      seed: int = 0) -> CoordinateRatings:
+def power_law_ratings(
+    n_rows: int, n_cols: int, nnz: int, exponent: float = 0.6, seed: int = 0
+) -> CoordinateRatings:
     """Return `nnz` distinct entries whose row and column activity follow Zipf's law.
 
     Index r is drawn with probability proportional to (r + 1) ** -exponent, so low indices are
@@ -56,5 +64,9 @@ def power_law_ratings(n_rows: int, n_cols: int, nnz: int, exponent: float = 0.6,
         return lambda size: np.minimum(np.searchsorted(cdf, rng.random(size)), length - 1)
 
     rows, cols = _distinct_pairs(sampler(n_rows), sampler(n_cols), n_cols, nnz, rng)
-    return CoordinateRatings(rows.astype(np.int32), cols.astype(np.int32), (n_rows, n_cols),
-                             rng.integers(1, 6, rows.size).astype(np.float64))
+    return CoordinateRatings(
+        rows.astype(np.int32),
+        cols.astype(np.int32),
+        (n_rows, n_cols),
+        rng.integers(1, 6, rows.size).astype(np.float64),
+    )

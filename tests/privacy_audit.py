@@ -20,8 +20,14 @@ from scipy.stats import beta as beta_distribution
 def clopper_pearson(successes, trials, alpha):
     """Return the two-sided (1 - alpha) Clopper-Pearson interval (low, high) for a binomial proportion."""
     successes = np.asarray(successes, dtype=float)
-    low = np.where(successes > 0, beta_distribution.ppf(alpha / 2, successes, trials - successes + 1), 0.0)
-    high = np.where(successes < trials, beta_distribution.ppf(1 - alpha / 2, successes + 1, trials - successes), 1.0)
+    low = np.where(
+        successes > 0, beta_distribution.ppf(alpha / 2, successes, trials - successes + 1), 0.0
+    )
+    high = np.where(
+        successes < trials,
+        beta_distribution.ppf(1 - alpha / 2, successes + 1, trials - successes),
+        1.0,
+    )
     return low, high
 
 
@@ -40,9 +46,11 @@ def epsilon_lower_bound(on_d, on_d_prime, delta=0.0, confidence=0.95, n_threshol
     for first, second in ((on_d, on_d_prime), (on_d_prime, on_d)):
         above_first = (first[:, None] > thresholds).sum(axis=0)
         above_second = (second[:, None] > thresholds).sum(axis=0)
-        for count_first, count_second in ((above_first, above_second),
-                                          (first.size - above_first, second.size - above_second)):
-            low, _ = clopper_pearson(count_first, first.size, 2 * alpha)   # one-sided at alpha
+        for count_first, count_second in (
+            (above_first, above_second),
+            (first.size - above_first, second.size - above_second),
+        ):
+            low, _ = clopper_pearson(count_first, first.size, 2 * alpha)  # one-sided at alpha
             _, high = clopper_pearson(count_second, second.size, 2 * alpha)
             numerator = low - delta
             usable = (numerator > 0) & (high > 0)

@@ -71,16 +71,38 @@ def folder(tmp_path_factory, ratings):
     folder = tmp_path_factory.mktemp("bad")
     for name in ("u.data", "ratings.dat", "ratings.csv", "matrix.txt"):
         write_ratings(ratings, folder / name)
-    rows = [f"{ratings.user_ids[r]},{ratings.item_ids[c]},{v:g}" for r, c, v in
-            zip(ratings.rows, ratings.cols, ratings.values)]
+    rows = [
+        f"{ratings.user_ids[r]},{ratings.item_ids[c]},{v:g}"
+        for r, c, v in zip(ratings.rows, ratings.cols, ratings.values)
+    ]
     (folder / "plain.csv").write_text("user,item,rating\n" + "\n".join(rows) + "\n")
     (folder / "plain.tsv").write_text("\n".join(row.replace(",", "\t") for row in rows) + "\n")
     X = np.random.default_rng(0).standard_normal((60, 4))
     np.savetxt(folder / "numeric.csv", X, delimiter=",")
     labelled = np.column_stack([X, (X[:, 0] > 0).astype(float)])
     np.savetxt(folder / "labelled.csv", labelled, delimiter=",")
-    assert main(["factorize", str(folder / "u.data"), "--workers", "0", "--rank", "2", "--blocks", "2",
-                 "--threads", "1", "--max-epochs", "3", "--out", str(folder / "model.npz"), "-q"]) == 0
+    assert (
+        main(
+            [
+                "factorize",
+                str(folder / "u.data"),
+                "--workers",
+                "0",
+                "--rank",
+                "2",
+                "--blocks",
+                "2",
+                "--threads",
+                "1",
+                "--max-epochs",
+                "3",
+                "--out",
+                str(folder / "model.npz"),
+                "-q",
+            ]
+        )
+        == 0
+    )
     return folder
 
 
@@ -101,7 +123,9 @@ def damaged(folder, tmp_path, name: str, suffix: str, damage: str):
 
 # ------------------------------------------------------------------ damaged compressed files
 READER_FILES = ["u.data", "ratings.dat", "ratings.csv", "matrix.txt", "plain.csv", "plain.tsv"]
-DAMAGES = [(suffix, "truncated") for suffix in COMPRESSORS] + [(suffix, "corrupt") for suffix in COMPRESSORS]
+DAMAGES = [(suffix, "truncated") for suffix in COMPRESSORS] + [
+    (suffix, "corrupt") for suffix in COMPRESSORS
+]
 
 
 @pytest.mark.parametrize("name", READER_FILES)
@@ -128,11 +152,14 @@ def test_damaged_parquet_file(tmp_path, capsys, damage):
     refused(["data", "info", path], capsys, path, "Parquet")
 
 
-@pytest.mark.parametrize("command", [
-    ["factorize", "{data}", "--workers", "0", "-q"],
-    ["partition", "{data}", "--scheme", "strata", "-B", "2"],
-    ["data", "convert", "{data}", "{out}"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["factorize", "{data}", "--workers", "0", "-q"],
+        ["partition", "{data}", "--scheme", "strata", "-B", "2"],
+        ["data", "convert", "{data}", "{out}"],
+    ],
+)
 @pytest.mark.parametrize("suffix", list(COMPRESSORS))
 def test_truncated_file_in_every_command_leaves_outputs(folder, tmp_path, capsys, command, suffix):
     path = damaged(folder, tmp_path, "u.data", suffix, "truncated")
@@ -142,10 +169,17 @@ def test_truncated_file_in_every_command_leaves_outputs(folder, tmp_path, capsys
     assert out.read_text() == "old contents\n"
 
 
-@pytest.mark.parametrize("command", [["glasso", "{data}", "--alpha", "0.1", "--out", "{out}"],
-                                     ["dp-learn", "{data}", "--target", "5", "--epsilon", "1", "--seed", "1"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["glasso", "{data}", "--alpha", "0.1", "--out", "{out}"],
+        ["dp-learn", "{data}", "--target", "5", "--epsilon", "1", "--seed", "1"],
+    ],
+)
 @pytest.mark.parametrize("suffix,damage", DAMAGES)
-def test_damaged_compressed_csv_in_glasso_and_dp_learn(folder, tmp_path, capsys, command, suffix, damage):
+def test_damaged_compressed_csv_in_glasso_and_dp_learn(
+    folder, tmp_path, capsys, command, suffix, damage
+):
     source = "numeric.csv" if command[0] == "glasso" else "labelled.csv"
     path = damaged(folder, tmp_path, source, suffix, damage)
     out = tmp_path / "precision.npy"
@@ -154,13 +188,18 @@ def test_damaged_compressed_csv_in_glasso_and_dp_learn(folder, tmp_path, capsys,
 
 
 # ------------------------------------------------------------------ sizes declared by files and flags
-@pytest.mark.parametrize("header,says", [
-    ("2\n1000000000000 5\n1\n1 1 3\n", "1000000000000 x 5"),
-    ("2\n5 3000000000\n1\n1 1 3\n", "5 x 3000000000"),
-    ("2\n2000000000 2000000000\n1\n1 1 3\n", "needs about"),
-])
+@pytest.mark.parametrize(
+    "header,says",
+    [
+        ("2\n1000000000000 5\n1\n1 1 3\n", "1000000000000 x 5"),
+        ("2\n5 3000000000\n1\n1 1 3\n", "5 x 3000000000"),
+        ("2\n2000000000 2000000000\n1\n1 1 3\n", "needs about"),
+    ],
+)
 def test_hamsi_header_declaring_a_huge_matrix(tmp_path, capsys, monkeypatch, header, says):
-    monkeypatch.setattr("hamsi.limits.available_bytes", lambda: 1 << 30)  # the same verdict on any machine
+    monkeypatch.setattr(
+        "hamsi.limits.available_bytes", lambda: 1 << 30
+    )  # the same verdict on any machine
     path = tmp_path / "huge.txt"
     path.write_text(header)
     started = time.perf_counter()
@@ -168,51 +207,110 @@ def test_hamsi_header_declaring_a_huge_matrix(tmp_path, capsys, monkeypatch, hea
     assert time.perf_counter() - started < 5
 
 
-@pytest.mark.parametrize("extra,names", [
-    (["--rank", "1000000"], ["--rank 1000000"]),
-    (["--rank", "1e6"], ["--rank", "1e6"]),
-    (["--memory", "1000000"], ["--memory 1000000"]),
-    (["--gamma", "1e9"], ["--gamma", "1e+09"]),
-    (["--seed", "-1"], ["--seed", "-1"]),
-    (["--seed", "x"], ["--seed", "'x'"]),
-    (["--owned-v"], ["--owned-v", "--workers 0"]),
-    (["--no-shared-memory"], ["--shared-memory", "--workers 0"]),
-])
+@pytest.mark.parametrize(
+    "extra,names",
+    [
+        (["--rank", "1000000"], ["--rank 1000000"]),
+        (["--rank", "1e6"], ["--rank", "1e6"]),
+        (["--memory", "1000000"], ["--memory 1000000"]),
+        (["--gamma", "1e9"], ["--gamma", "1e+09"]),
+        (["--seed", "-1"], ["--seed", "-1"]),
+        (["--seed", "x"], ["--seed", "'x'"]),
+        (["--owned-v"], ["--owned-v", "--workers 0"]),
+        (["--no-shared-memory"], ["--shared-memory", "--workers 0"]),
+    ],
+)
 def test_absurd_factorize_flags(folder, tmp_path, capsys, extra, names):
     out = tmp_path / "model.npz"
-    refused(["factorize", folder / "u.data", "--workers", "0", "-q", "--out", out] + extra, capsys, *names)
+    refused(
+        ["factorize", folder / "u.data", "--workers", "0", "-q", "--out", out] + extra,
+        capsys,
+        *names,
+    )
     assert not out.exists()
 
 
-@pytest.mark.parametrize("argv,names", [
-    (["data", "synth", "--users", "1000000", "--items", "1000000", "--ratings", "1000000000000"],
-     ["1000000000000 ratings"]),
-    (["data", "synth", "--users", "1000000000000", "--items", "100", "--ratings", "1000"], ["1000000000000 users"]),
-    (["data", "synth", "--preset", "ml-100k-like", "--seed", "-1"], ["--seed", "-1"]),
-    (["queries", "-n", "10000000"], ["-n 10000000"]),
-    (["queries", "--repeats", "1000000000000"], ["--repeats", "1000000000000"]),
-    (["queries", "--noise-seed", "-3"], ["--noise-seed", "-3"]),
-    (["queries", "--seed", "-1"], ["--seed", "-1"]),
-    (["partition", "{folder}/u.data", "--scheme", "color-b", "-B", "2", "--seed", "-1"], ["--seed", "-1"]),
-    (["glasso", "{folder}/numeric.csv", "--alpha", "0.1", "--seed", "-1"], ["--seed", "-1"]),
-    (["dp-learn", "{folder}/labelled.csv", "--target", "5", "--epsilon", "1", "--n-iter", "1000000000000"],
-     ["--n-iter 1000000000000"]),
-    (["dp-learn", "{folder}/labelled.csv", "--target", "5", "--epsilon", "1", "--seed", "-1"], ["--seed", "-1"]),
-    (["recommend", "{folder}/model.npz", "--user", "1000000000000000000000000000000"],
-     ["--user 1000000000000000000000000000000"]),
-    (["recommend", "{folder}/model.npz", "--user", "10^30"], ["--user", "'10^30'"]),
-])
+@pytest.mark.parametrize(
+    "argv,names",
+    [
+        (
+            [
+                "data",
+                "synth",
+                "--users",
+                "1000000",
+                "--items",
+                "1000000",
+                "--ratings",
+                "1000000000000",
+            ],
+            ["1000000000000 ratings"],
+        ),
+        (
+            ["data", "synth", "--users", "1000000000000", "--items", "100", "--ratings", "1000"],
+            ["1000000000000 users"],
+        ),
+        (["data", "synth", "--preset", "ml-100k-like", "--seed", "-1"], ["--seed", "-1"]),
+        (["queries", "-n", "10000000"], ["-n 10000000"]),
+        (["queries", "--repeats", "1000000000000"], ["--repeats", "1000000000000"]),
+        (["queries", "--noise-seed", "-3"], ["--noise-seed", "-3"]),
+        (["queries", "--seed", "-1"], ["--seed", "-1"]),
+        (
+            ["partition", "{folder}/u.data", "--scheme", "color-b", "-B", "2", "--seed", "-1"],
+            ["--seed", "-1"],
+        ),
+        (["glasso", "{folder}/numeric.csv", "--alpha", "0.1", "--seed", "-1"], ["--seed", "-1"]),
+        (
+            [
+                "dp-learn",
+                "{folder}/labelled.csv",
+                "--target",
+                "5",
+                "--epsilon",
+                "1",
+                "--n-iter",
+                "1000000000000",
+            ],
+            ["--n-iter 1000000000000"],
+        ),
+        (
+            [
+                "dp-learn",
+                "{folder}/labelled.csv",
+                "--target",
+                "5",
+                "--epsilon",
+                "1",
+                "--seed",
+                "-1",
+            ],
+            ["--seed", "-1"],
+        ),
+        (
+            ["recommend", "{folder}/model.npz", "--user", "1000000000000000000000000000000"],
+            ["--user 1000000000000000000000000000000"],
+        ),
+        (["recommend", "{folder}/model.npz", "--user", "10^30"], ["--user", "'10^30'"]),
+    ],
+)
 def test_absurd_sizes_are_refused_before_starting(folder, tmp_path, capsys, argv, names):
     out = tmp_path / "synthetic.csv"
-    argv = [part.format(folder=folder) for part in argv] + (["--out", out] if argv[:2] == ["data", "synth"] else [])
+    argv = [part.format(folder=folder) for part in argv] + (
+        ["--out", out] if argv[:2] == ["data", "synth"] else []
+    )
     started = time.perf_counter()
     refused(argv, capsys, *names)
     assert time.perf_counter() - started < 20 and not out.exists()
 
 
-@pytest.mark.parametrize("command", [["data", "info", "/dev/zero"],
-                                     ["factorize", "/dev/zero", "--workers", "0"],
-                                     ["glasso", "/dev/zero", "--alpha", "0.1"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["data", "info", "/dev/zero"],
+        ["factorize", "/dev/zero", "--workers", "0"],
+        ["glasso", "/dev/zero", "--alpha", "0.1"],
+    ],
+)
 def test_a_device_is_refused_not_read_forever(capsys, command):
     refused(command, capsys, "/dev/zero", "not a regular file")
 
@@ -231,7 +329,6 @@ def model_contents(folder) -> dict:
 
 def malformed(contents: dict, name: str):
     contents = dict(contents)
-    params = json.loads(str(contents["params"]))
     if name == "missing user_ids":
         del contents["user_ids"]
     elif name == "missing item_factors":
@@ -249,7 +346,9 @@ def malformed(contents: dict, name: str):
         contents["user_bias"] = contents["user_bias"].astype(str)
     elif name == "params not JSON":
         contents["params"] = np.array("{rank: 2")
-    elif name == "rank not an integer":  # the fitted rank_ sizes the arrays (params' rank may be "auto")
+    elif (
+        name == "rank not an integer"
+    ):  # the fitted rank_ sizes the arrays (params' rank may be "auto")
         fitted = json.loads(str(contents["fitted"]))
         contents["fitted"] = np.array(json.dumps(dict(fitted, rank_="two")))
     elif name == "user_ids repeated":
@@ -265,12 +364,21 @@ def malformed(contents: dict, name: str):
     return contents
 
 
-MALFORMED = {"missing user_ids": "'user_ids'", "missing item_factors": "'item_factors'",
-             "missing seen_indptr": "'seen_indptr'", "missing params": "'params'",
-             "user_factors shape": "'user_factors'", "item_factors NaN": "'item_factors'",
-             "user_bias strings": "'user_bias'", "params not JSON": "'params'", "rank not an integer": "'rank_'",
-             "user_ids repeated": "'user_ids'", "seen_items out of range": "'seen_items'",
-             "format_version text": "'format_version'", "global_mean_ missing": "'global_mean_'"}
+MALFORMED = {
+    "missing user_ids": "'user_ids'",
+    "missing item_factors": "'item_factors'",
+    "missing seen_indptr": "'seen_indptr'",
+    "missing params": "'params'",
+    "user_factors shape": "'user_factors'",
+    "item_factors NaN": "'item_factors'",
+    "user_bias strings": "'user_bias'",
+    "params not JSON": "'params'",
+    "rank not an integer": "'rank_'",
+    "user_ids repeated": "'user_ids'",
+    "seen_items out of range": "'seen_items'",
+    "format_version text": "'format_version'",
+    "global_mean_ missing": "'global_mean_'",
+}
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
@@ -284,7 +392,9 @@ def test_malformed_model_is_refused_naming_the_entry(folder, tmp_path, capsys, c
 def test_object_array_in_a_model_is_refused(folder, tmp_path, capsys):
     path = tmp_path / "model.npz"
     contents = model_contents(folder)
-    contents["user_ids"] = np.array([1, "a", None] + [0] * (contents["user_ids"].size - 3), dtype=object)
+    contents["user_ids"] = np.array(
+        [1, "a", None] + [0] * (contents["user_ids"].size - 3), dtype=object
+    )
     np.savez(path, **contents)  # saving objects pickles them; loading must not
     refused(["recommend", path, "--user", "1"], capsys, path, "'user_ids'", "Python objects")
 
@@ -331,7 +441,8 @@ def test_stored_member_shorter_than_its_header_declares(folder, tmp_path, capsys
             with archive.open(f"{name}.npy", "w") as member:
                 if name == "user_factors":  # a header claiming 10^9 x 2 over 16 bytes of data
                     np.lib.format.write_array_header_1_0(
-                        member, {"descr": "<f8", "fortran_order": False, "shape": (10**9, 2)})
+                        member, {"descr": "<f8", "fortran_order": False, "shape": (10**9, 2)}
+                    )
                     member.write(bytes(16))
                 else:
                     np.lib.format.write_array(member, value, allow_pickle=False)
@@ -340,11 +451,18 @@ def test_stored_member_shorter_than_its_header_declares(folder, tmp_path, capsys
 
 def test_consistent_model_larger_than_memory_is_refused(folder, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("hamsi.limits.available_bytes", lambda: 1000)
-    refused(["recommend", folder / "model.npz", "--user", "1"], capsys, folder / "model.npz", "needs about")
+    refused(
+        ["recommend", folder / "model.npz", "--user", "1"],
+        capsys,
+        folder / "model.npz",
+        "needs about",
+    )
 
 
 def test_valid_model_still_recommends(folder, capsys):
-    code, out, err = run(["recommend", folder / "model.npz", "--user", "1", "-n", "3", "--json"], capsys)
+    code, out, err = run(
+        ["recommend", folder / "model.npz", "--user", "1", "-n", "3", "--json"], capsys
+    )
     assert code == 0 and len(json.loads(out)["items"]) == 3
 
 
@@ -361,8 +479,28 @@ def test_huge_rating_is_refused_and_writes_nothing(folder, tmp_path, capsys):
 def test_huge_init_scale_diverges_with_exit_1_and_writes_nothing(folder, tmp_path, capsys):
     out, trace = tmp_path / "model.npz", tmp_path / "trace.csv"
     out.write_bytes(b"old model")
-    refused(["factorize", folder / "u.data", "--workers", "0", "-q", "--threads", "1", "--init-scale", "1e300",
-             "--out", out, "--trace", trace, "--max-epochs", "40"], capsys, "diverged", code=1)
+    refused(
+        [
+            "factorize",
+            folder / "u.data",
+            "--workers",
+            "0",
+            "-q",
+            "--threads",
+            "1",
+            "--init-scale",
+            "1e300",
+            "--out",
+            out,
+            "--trace",
+            trace,
+            "--max-epochs",
+            "40",
+        ],
+        capsys,
+        "diverged",
+        code=1,
+    )
     assert out.read_bytes() == b"old model" and not trace.exists()
 
 
@@ -382,33 +520,55 @@ def test_glasso_non_finite_estimate_exits_1_and_writes_nothing(folder, tmp_path,
     np.savetxt(data, X, delimiter=",")
     out, graph = tmp_path / "precision.npy", tmp_path / "graph.png"
     out.write_bytes(b"old")
-    refused(["glasso", data, "--alpha", "0.1", "--out", out, "--graph", graph], capsys, data, "NaN or inf", code=1)
+    refused(
+        ["glasso", data, "--alpha", "0.1", "--out", out, "--graph", graph],
+        capsys,
+        data,
+        "NaN or inf",
+        code=1,
+    )
     assert out.read_bytes() == b"old" and not graph.exists()
 
 
 # ------------------------------------------------------------------ outputs: exact paths, replaced as a set
 def test_partition_plot_without_extension_writes_exactly_that_path(folder, tmp_path, capsys):
     target = tmp_path / "picture"
-    code, out, err = run(["partition", folder / "u.data", "--scheme", "strata", "-B", "2", "--plot", target], capsys)
+    code, out, err = run(
+        ["partition", folder / "u.data", "--scheme", "strata", "-B", "2", "--plot", target], capsys
+    )
     assert code == 0 and f"picture written to {target}\n" in out
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["picture"]
 
 
-@pytest.mark.parametrize("target,says", [("{tmp}", "is a directory"), ("{tmp}/p.xyz", "unknown picture format"),
-                                         ("{tmp}/missing/p.png", "cannot write there")])
-def test_partition_plot_refuses_directories_and_unknown_formats(folder, tmp_path, capsys, target, says):
+@pytest.mark.parametrize(
+    "target,says",
+    [
+        ("{tmp}", "is a directory"),
+        ("{tmp}/p.xyz", "unknown picture format"),
+        ("{tmp}/missing/p.png", "cannot write there"),
+    ],
+)
+def test_partition_plot_refuses_directories_and_unknown_formats(
+    folder, tmp_path, capsys, target, says
+):
     target = target.format(tmp=tmp_path)
-    refused(["partition", folder / "u.data", "--scheme", "strata", "-B", "2", "--plot", target], capsys,
-            f"--plot {target}", says)
+    refused(
+        ["partition", folder / "u.data", "--scheme", "strata", "-B", "2", "--plot", target],
+        capsys,
+        f"--plot {target}",
+        says,
+    )
     assert not list(tmp_path.glob("*.png"))
 
 
 def fail_midway(write_part):
     """Return a writer that writes some bytes with write_part(target) and then hits a full disk."""
+
     def writer(*args, **kwargs):
         write_part(args, kwargs)
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
     return writer
 
 
@@ -418,25 +578,55 @@ def test_partition_plot_on_a_full_disk_keeps_the_old_picture(folder, tmp_path, c
     def write_part(args, kwargs):
         with open(args[1], "wb") as handle:
             handle.write(b"\x89PNG half")
+
     monkeypatch.setattr(Figure, "savefig", fail_midway(write_part))
     target = tmp_path / "p.png"
     target.write_bytes(b"old picture")
-    refused(["partition", folder / "u.data", "--scheme", "strata", "-B", "2", "--plot", target], capsys,
-            f"--plot {target}", "No space left on device")
-    assert target.read_bytes() == b"old picture" and sorted(p.name for p in tmp_path.iterdir()) == ["p.png"]
+    refused(
+        ["partition", folder / "u.data", "--scheme", "strata", "-B", "2", "--plot", target],
+        capsys,
+        f"--plot {target}",
+        "No space left on device",
+    )
+    assert target.read_bytes() == b"old picture" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "p.png"
+    ]
 
 
 def test_factorize_replaces_its_outputs_as_a_set(folder, tmp_path, capsys, monkeypatch):
     """The trace is written first; --out then fails on a full disk: the old trace must survive."""
+
     def write_part(args, kwargs):
         args[0].write(b"PK half")
+
     monkeypatch.setattr(np, "savez", fail_midway(write_part))
     trace, out, plot = tmp_path / "trace.csv", tmp_path / "model.npz", tmp_path / "run.png"
     for path in (trace, out, plot):
         path.write_bytes(b"old " + path.name.encode())
-    refused(["factorize", folder / "u.data", "--workers", "0", "-q", "--rank", "2", "--threads", "1",
-             "--max-epochs", "2", "--trace", trace, "--out", out, "--plot", plot], capsys,
-            f"--out {out}", "No space left on device")
+    refused(
+        [
+            "factorize",
+            folder / "u.data",
+            "--workers",
+            "0",
+            "-q",
+            "--rank",
+            "2",
+            "--threads",
+            "1",
+            "--max-epochs",
+            "2",
+            "--trace",
+            trace,
+            "--out",
+            out,
+            "--plot",
+            plot,
+        ],
+        capsys,
+        f"--out {out}",
+        "No space left on device",
+    )
     for path in (trace, out, plot):
         assert path.read_bytes() == b"old " + path.name.encode()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.npz", "run.png", "trace.csv"]
@@ -456,36 +646,67 @@ def test_data_convert_keeps_real_timestamps(folder, tmp_path, capsys):
 
 
 # ------------------------------------------------------------------ for real: exit codes and stderr of the process
-@pytest.mark.parametrize("argv,names", [
-    (["data", "info", "/dev/zero"], ["/dev/zero"]),
-    (["factorize", "--workers", "0", "--seed", "-1", "{folder}/u.data"], ["--seed"]),
-    (["recommend", "{tmp}/bomb.npz", "--user", "1"], ["bomb.npz", "'user_factors'"]),
-    (["factorize", "--workers", "0", "{tmp}/u.data.gz"], ["u.data.gz", "truncated"]),
-])
+@pytest.mark.parametrize(
+    "argv,names",
+    [
+        (["data", "info", "/dev/zero"], ["/dev/zero"]),
+        (["factorize", "--workers", "0", "--seed", "-1", "{folder}/u.data"], ["--seed"]),
+        (["recommend", "{tmp}/bomb.npz", "--user", "1"], ["bomb.npz", "'user_factors'"]),
+        (["factorize", "--workers", "0", "{tmp}/u.data.gz"], ["u.data.gz", "truncated"]),
+    ],
+)
 def test_subprocess_exit_code_and_one_line(folder, tmp_path, argv, names):
     damaged(folder, tmp_path, "u.data", ".gz", "truncated")
     contents = model_contents(folder)
-    contents["user_factors"] = np.zeros((10**6, 2))  # stored: consistent sizes, wrong shape for 30 users
+    contents["user_factors"] = np.zeros(
+        (10**6, 2)
+    )  # stored: consistent sizes, wrong shape for 30 users
     np.savez(tmp_path / "bomb.npz", **contents)
     argv = [part.format(folder=folder, tmp=tmp_path) for part in argv]
-    done = subprocess.run([sys.executable, "-m", "hamsi", *argv], capture_output=True, text=True, timeout=90)
+    done = subprocess.run(
+        [sys.executable, "-m", "hamsi", *argv], capture_output=True, text=True, timeout=90
+    )
     assert done.returncode == 2, done.stderr
     assert_one_line(done.stderr, *names)
 
 
-@pytest.mark.parametrize("command,names", [
-    (["data", "synth", "--users", "20", "--items", "30", "--ratings", "200", "--out", "{target}"], ["--out {target}"]),
-    (["data", "convert", "{folder}/u.data", "{target}"], ["output {target}"]),
-])
-def test_rating_writers_on_a_full_disk_name_the_output(folder, tmp_path, capsys, monkeypatch, command, names):
+@pytest.mark.parametrize(
+    "command,names",
+    [
+        (
+            [
+                "data",
+                "synth",
+                "--users",
+                "20",
+                "--items",
+                "30",
+                "--ratings",
+                "200",
+                "--out",
+                "{target}",
+            ],
+            ["--out {target}"],
+        ),
+        (["data", "convert", "{folder}/u.data", "{target}"], ["output {target}"]),
+    ],
+)
+def test_rating_writers_on_a_full_disk_name_the_output(
+    folder, tmp_path, capsys, monkeypatch, command, names
+):
     def write_part(args, kwargs):
         args[1].write(b"1,2,")
+
     monkeypatch.setattr("hamsi.data.writers._write_text", fail_midway(write_part))
     target = tmp_path / "ratings.csv"
     target.write_text("old ratings\n")
     argv = [part.format(folder=folder, target=target) for part in command]
-    refused(argv, capsys, *[name.format(target=target) for name in names], "No space left on device")
-    assert target.read_text() == "old ratings\n" and sorted(p.name for p in tmp_path.iterdir()) == ["ratings.csv"]
+    refused(
+        argv, capsys, *[name.format(target=target) for name in names], "No space left on device"
+    )
+    assert target.read_text() == "old ratings\n" and sorted(p.name for p in tmp_path.iterdir()) == [
+        "ratings.csv"
+    ]
 
 
 def test_dp_learn_plot_on_a_full_disk_names_the_flag(folder, tmp_path, capsys, monkeypatch):
@@ -493,10 +714,33 @@ def test_dp_learn_plot_on_a_full_disk_names_the_flag(folder, tmp_path, capsys, m
 
     def write_part(args, kwargs):
         args[1].write(b"\x89PNG half")
+
     monkeypatch.setattr(Figure, "savefig", fail_midway(write_part))
     target = tmp_path / "gap.png"
-    refused(["dp-learn", folder / "labelled.csv", "--target", "5", "--epsilon", "1", "--seed", "1", "--n-iter", "20",
-             "--classes", "0,1", "--data-norm", "4", "--nonprivate-diagnostics", "--plot", target], capsys, f"--plot {target}", "No space left on device")
+    refused(
+        [
+            "dp-learn",
+            folder / "labelled.csv",
+            "--target",
+            "5",
+            "--epsilon",
+            "1",
+            "--seed",
+            "1",
+            "--n-iter",
+            "20",
+            "--classes",
+            "0,1",
+            "--data-norm",
+            "4",
+            "--nonprivate-diagnostics",
+            "--plot",
+            target,
+        ],
+        capsys,
+        f"--plot {target}",
+        "No space left on device",
+    )
     assert not list(tmp_path.iterdir())
 
 
@@ -516,7 +760,11 @@ def test_inf_rating_exits_2_after_its_message_every_time(tmp_path):
     lines[5000] = ",".join(fields[:2] + ["inf"] + fields[3:])
     path.write_text("\n".join(lines) + "\n")
     for _ in range(3):
-        done = subprocess.run([sys.executable, "-m", "hamsi", "factorize", str(path), "--workers", "0", "-q"],
-                              capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "hamsi", "factorize", str(path), "--workers", "0", "-q"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 2, done.stderr
         assert_one_line(done.stderr, f"{path}:5001", "inf")

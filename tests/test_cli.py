@@ -7,7 +7,9 @@ def test_every_command_module_registers():
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
     registered = set(sub.choices)
-    expected = {m.rsplit(".", 1)[1].replace("_", "-") for m in COMMAND_MODULES}  # dp_learn -> dp-learn
+    expected = {
+        m.rsplit(".", 1)[1].replace("_", "-") for m in COMMAND_MODULES
+    }  # dp_learn -> dp-learn
     assert expected <= registered
 
 

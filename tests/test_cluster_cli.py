@@ -72,14 +72,45 @@ def real_cluster(tmp_path, n_workers: int):
     log = open(tmp_path / "cluster.log", "w")
     processes = []
     try:
-        processes.append(subprocess.Popen(
-            [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--dashboard-address", ":0",
-             "--no-show"], stdout=log, stderr=log, start_new_session=True))
+        processes.append(
+            subprocess.Popen(
+                [
+                    DASK,
+                    "scheduler",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--dashboard-address",
+                    ":0",
+                    "--no-show",
+                ],
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        )
         wait_for_port(port)
         for _ in range(n_workers):
-            processes.append(subprocess.Popen(
-                [DASK, "worker", address, "--host", "127.0.0.1", "--nthreads", "1", "--nworkers", "1",
-                 "--no-dashboard"], stdout=log, stderr=log, start_new_session=True))
+            processes.append(
+                subprocess.Popen(
+                    [
+                        DASK,
+                        "worker",
+                        address,
+                        "--host",
+                        "127.0.0.1",
+                        "--nthreads",
+                        "1",
+                        "--nworkers",
+                        "1",
+                        "--no-dashboard",
+                    ],
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                )
+            )
         yield address
     finally:
         stop(processes)
@@ -92,9 +123,32 @@ def test_factorize_on_an_existing_cluster(dask_cluster, tmp_path):
     trace = tmp_path / "trace.csv"
     checkpoint = tmp_path / "ckpt"
     done = subprocess.run(
-        [sys.executable, "-m", "hamsi", "factorize", str(data), "--scheduler", dask_cluster, "--rank", "10",
-         "--max-epochs", "6", "--trace", str(trace), "--checkpoint", str(checkpoint), "--checkpoint-every", "3",
-         "--init-scale", "1", "--quiet"], capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "hamsi",
+            "factorize",
+            str(data),
+            "--scheduler",
+            dask_cluster,
+            "--rank",
+            "10",
+            "--max-epochs",
+            "6",
+            "--trace",
+            str(trace),
+            "--checkpoint",
+            str(checkpoint),
+            "--checkpoint-every",
+            "3",
+            "--init-scale",
+            "1",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "reached max_epochs = 6" in done.stdout
     with open(trace) as handle:
@@ -108,10 +162,30 @@ def test_factorize_on_an_existing_cluster(dask_cluster, tmp_path):
     # --resume continues from cycle 6 on the same cluster; its trace repeats the first 6 cycles bit for bit
     resumed_trace = tmp_path / "resumed.csv"
     done = subprocess.run(
-        [sys.executable, "-m", "hamsi", "factorize", str(data), "--scheduler", dask_cluster, "--rank", "10",
-         "--max-epochs", "8", "--trace", str(resumed_trace), "--resume", str(checkpoint), "--init-scale", "1",
-         "--quiet"],
-        capture_output=True, text=True, timeout=120)
+        [
+            sys.executable,
+            "-m",
+            "hamsi",
+            "factorize",
+            str(data),
+            "--scheduler",
+            dask_cluster,
+            "--rank",
+            "10",
+            "--max-epochs",
+            "8",
+            "--trace",
+            str(resumed_trace),
+            "--resume",
+            str(checkpoint),
+            "--init-scale",
+            "1",
+            "--quiet",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     with open(resumed_trace) as handle:
         resumed = list(csv.DictReader(handle))
@@ -123,8 +197,22 @@ def test_unreachable_scheduler_exits_with_a_clear_message(tmp_path):
     data = tmp_path / "ratings.csv"
     write_ratings(make_ratings(users=50, items=40, ratings=500, seed=1), data)
     port = free_port()
-    done = subprocess.run([sys.executable, "-m", "hamsi", "factorize", str(data), "--rank", "2",
-                           "--scheduler", f"tcp://127.0.0.1:{port}"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hamsi",
+            "factorize",
+            str(data),
+            "--rank",
+            "2",
+            "--scheduler",
+            f"tcp://127.0.0.1:{port}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2
     assert f"cannot reach the Dask scheduler at tcp://127.0.0.1:{port}" in done.stderr
 
@@ -132,8 +220,22 @@ def test_unreachable_scheduler_exits_with_a_clear_message(tmp_path):
 def test_scheduler_without_port_is_one_line(tmp_path):
     data = tmp_path / "ratings.csv"
     write_ratings(make_ratings(users=50, items=40, ratings=500, seed=1), data)
-    done = subprocess.run([sys.executable, "-m", "hamsi", "factorize", str(data), "--rank", "2",
-                           "--scheduler", "tcp://127.0.0.1"], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hamsi",
+            "factorize",
+            str(data),
+            "--rank",
+            "2",
+            "--scheduler",
+            "tcp://127.0.0.1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and "has no port" in done.stderr
     assert done.stderr.strip().count("\n") == 0 and "Traceback" not in done.stderr
 
@@ -141,17 +243,37 @@ def test_scheduler_without_port_is_one_line(tmp_path):
 def test_ctrl_c_prints_one_line_exits_130_and_stops_the_workers(tmp_path):
     data = tmp_path / "ratings.csv"
     write_ratings(make_ratings(users=943, items=1682, ratings=20_000, seed=1), data)
-    proc = subprocess.Popen([sys.executable, "-m", "hamsi", "factorize", str(data), "--rank", "10", "--workers", "2",
-                             "--max-epochs", "1000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hamsi",
+            "factorize",
+            str(data),
+            "--rank",
+            "10",
+            "--workers",
+            "2",
+            "--max-epochs",
+            "1000000",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         seen = []
         while not any(line.startswith("epoch    2") for line in seen):  # the run is under way
             line = proc.stderr.readline()
             assert line, "".join(seen)
             seen.append(line)
-        children = [int(pid) for pid in subprocess.run(["pgrep", "-P", str(proc.pid), "-f", "spawn_main"],
-                                                       capture_output=True, text=True).stdout.split()]
+        children = [
+            int(pid)
+            for pid in subprocess.run(
+                ["pgrep", "-P", str(proc.pid), "-f", "spawn_main"], capture_output=True, text=True
+            ).stdout.split()
+        ]
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
         _, err = proc.communicate(timeout=60)
     finally:
@@ -173,28 +295,43 @@ def test_ctrl_c_prints_one_line_exits_130_and_stops_the_workers(tmp_path):
 def test_real_cluster_gives_the_in_process_iterates(dask_cluster):
     """On `dask scheduler` + `dask worker` processes: MF (V shared, and sent) and least squares, bitwise."""
     import numpy as np
+    from helpers import block_least_squares, least_squares_cover
 
     import partition
     from cluster.connect import connect
-    from cluster.driver import fit_distributed, minimize_hamsi as dask_minimize_hamsi
+    from cluster.driver import fit_distributed
+    from cluster.driver import minimize_hamsi as dask_minimize_hamsi
     from hamsi.optimizer import minimize_hamsi
     from hamsi.problems import MatrixFactorization, SparseLeastSquares
-    from helpers import block_least_squares, least_squares_cover
 
     ratings = make_ratings(users=300, items=400, ratings=6000, seed=4)
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
-    ref = minimize_hamsi(MatrixFactorization(ratings, 5), part, random_state=1, max_epochs=6, threads=2)
+    ref = minimize_hamsi(
+        MatrixFactorization(ratings, 5), part, random_state=1, max_epochs=6, threads=2
+    )
     A, b = block_least_squares()
     cover = least_squares_cover(A)
-    ls_ref = minimize_hamsi(SparseLeastSquares(A, b), cover, random_state=0, max_epochs=20, threads=1)
+    ls_ref = minimize_hamsi(
+        SparseLeastSquares(A, b), cover, random_state=0, max_epochs=20, threads=1
+    )
     with connect(scheduler=dask_cluster, quiet=True) as client:
         client.wait_for_workers(2, timeout=60)
         for shared in (None, False):
-            got = fit_distributed(ratings, rank=5, partition=part, client=client, random_state=1, max_epochs=6,
-                                  chunk_epochs=3, shared_memory=shared)
+            got = fit_distributed(
+                ratings,
+                rank=5,
+                partition=part,
+                client=client,
+                random_state=1,
+                max_epochs=6,
+                chunk_epochs=3,
+                shared_memory=shared,
+            )
             assert got.shared_memory is (shared is None) and len(got.workers) == 2
             np.testing.assert_array_equal(got.x, ref.x)
-        ls = dask_minimize_hamsi(SparseLeastSquares(A, b), cover, client=client, random_state=0, max_epochs=20)
+        ls = dask_minimize_hamsi(
+            SparseLeastSquares(A, b), cover, client=client, random_state=0, max_epochs=20
+        )
         np.testing.assert_array_equal(ls.x, ls_ref.x)
 
 
@@ -212,18 +349,42 @@ def test_real_cluster_owned_v_gives_the_in_process_iterates(dask_cluster4):
     with connect(scheduler=dask_cluster4, quiet=True) as client:
         client.wait_for_workers(4, timeout=60)
         # memory 2: quasi-Newton steps within the few cycles (before the plain method diverges on these data)
-        for blocks, schedule, safeguard, epochs in ((2, "det", True, 4), (3, "stoc", False, 4), (4, "det", False, 3)):
+        for blocks, schedule, safeguard, epochs in (
+            (2, "det", True, 4),
+            (3, "stoc", False, 4),
+            (4, "det", False, 3),
+        ):
             part = partition.make("strata-b", ratings, blocks=blocks, seed=1)
-            options = dict(random_state=1, max_epochs=epochs, schedule=schedule, safeguard=safeguard, memory=2)
+            options = dict(
+                random_state=1, max_epochs=epochs, schedule=schedule, safeguard=safeguard, memory=2
+            )
             ref = minimize_hamsi(MatrixFactorization(ratings, 5), part, threads=2, **options)
-            got = fit_distributed(ratings, rank=5, partition=part, client=client, chunk_epochs=3,
-                                  shared_memory=False, owned_v=True, **options)
-            assert got.owned_v and len(got.workers) == blocks and got.pairs_accepted == ref.pairs_accepted >= 2
+            got = fit_distributed(
+                ratings,
+                rank=5,
+                partition=part,
+                client=client,
+                chunk_epochs=3,
+                shared_memory=False,
+                owned_v=True,
+                **options,
+            )
+            assert (
+                got.owned_v
+                and len(got.workers) == blocks
+                and got.pairs_accepted == ref.pairs_accepted >= 2
+            )
             np.testing.assert_array_equal(got.x, ref.x)
 
 
-@pytest.mark.parametrize("flags,expected", [([], (None, None)), (["--no-shared-memory", "--owned-v"], (False, True)),
-                                            (["--shared-memory", "--no-owned-v"], (True, False))])
+@pytest.mark.parametrize(
+    "flags,expected",
+    [
+        ([], (None, None)),
+        (["--no-shared-memory", "--owned-v"], (False, True)),
+        (["--shared-memory", "--no-owned-v"], (True, False)),
+    ],
+)
 def test_factorize_flags_choose_where_v_lives(flags, expected):
     """--[no-]shared-memory and --[no-]owned-v reach DaskMatrixFactorizer (None: the engine chooses)."""
     from cluster.cli import estimator_for

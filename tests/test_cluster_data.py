@@ -19,8 +19,16 @@ def client():
     """Two worker processes on 127.0.0.1, closed at the end of the module."""
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=":0") as cluster, Client(cluster) as dask_client:
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=":0",
+        ) as cluster,
+        Client(cluster) as dask_client,
+    ):
         yield dask_client
 
 
@@ -29,8 +37,13 @@ def frame():
     """3000 ratings of sparse raw ids (user 3a + 1, item 2b + 5), in a shuffled order."""
     r = make_ratings(users=N_USERS, items=N_ITEMS, ratings=3000, rank=3, seed=2, half_stars=True)
     order = np.random.default_rng(0).permutation(r.nnz)
-    return pd.DataFrame({"user": r.user_ids[r.rows][order] * 3 + 1, "item": r.item_ids[r.cols][order] * 2 + 5,
-                         "rating": r.values[order]})
+    return pd.DataFrame(
+        {
+            "user": r.user_ids[r.rows][order] * 3 + 1,
+            "item": r.item_ids[r.cols][order] * 2 + 5,
+            "rating": r.values[order],
+        }
+    )
 
 
 def dask_frame(frame, n_partitions=7):
@@ -41,11 +54,21 @@ def dask_frame(frame, n_partitions=7):
 
 # search=False: the search does not run on ratings kept on the workers, so both paths take auto's
 # unsearched values (reg from the data) and must agree to the bit
-OPTIONS = dict(rank=3, blocks=2, max_epochs=4, random_state=3, patience=50, validation_fraction=0.1,
-               chunk_epochs=2, search=False)
+OPTIONS = dict(
+    rank=3,
+    blocks=2,
+    max_epochs=4,
+    random_state=3,
+    patience=50,
+    validation_fraction=0.1,
+    chunk_epochs=2,
+    search=False,
+)
 
 
-@pytest.mark.parametrize("penalty", [{}, {"reg_weighting": "count", "reg": 0.1, "reg_damping": 20.0}])
+@pytest.mark.parametrize(
+    "penalty", [{}, {"reg_weighting": "count", "reg": 0.1, "reg_damping": 20.0}]
+)
 def test_dask_frame_gives_the_in_memory_iterates_and_split(client, frame, penalty):
     from cluster import DaskMatrixFactorizer
 
@@ -59,7 +82,9 @@ def test_dask_frame_gives_the_in_memory_iterates_and_split(client, frame, penalt
     assert np.array_equal(on_workers.item_factors_, memory.item_factors_)
     assert np.array_equal(on_workers.user_bias_, memory.user_bias_)
     # every cycle's (cycle, iterations, train RMSE, test RMSE, objective) agree; only the times differ
-    assert [r[:2] + r[3:] for r in on_workers.trace_.rows] == [r[:2] + r[3:] for r in memory.trace_.rows]
+    assert [r[:2] + r[3:] for r in on_workers.trace_.rows] == [
+        r[:2] + r[3:] for r in memory.trace_.rows
+    ]
     assert np.all(np.isfinite([r[4] for r in memory.trace_.rows]))  # the validation split was used
     assert on_workers.global_mean_ == memory.global_mean_
 
@@ -68,12 +93,24 @@ def test_ratings_on_the_workers_run_with_v_owned(client, frame):
     """The data path's V homes (gathered from the shards' hosts) drive the owned V: same bits as replicated."""
     from cluster.driver import fit_distributed
 
-    options = dict(rank=3, scheme="strata-b", client=client, max_epochs=4, random_state=3, chunk_epochs=3,
-                   memory=2, safeguard=False, shared_memory=False)
+    options = dict(
+        rank=3,
+        scheme="strata-b",
+        client=client,
+        max_epochs=4,
+        random_state=3,
+        chunk_epochs=3,
+        memory=2,
+        safeguard=False,
+        shared_memory=False,
+    )
     owned = fit_distributed(dask_frame(frame), owned_v=True, **options)
     replicated = fit_distributed(dask_frame(frame), owned_v=False, **options)
     assert owned.owned_v and not replicated.owned_v
-    assert np.array_equal(owned.x, replicated.x) and owned.pairs_accepted == replicated.pairs_accepted >= 2
+    assert (
+        np.array_equal(owned.x, replicated.x)
+        and owned.pairs_accepted == replicated.pairs_accepted >= 2
+    )
     assert owned.reason == "epoch_limit" and np.all(np.isfinite(owned.x))
 
 
@@ -82,11 +119,17 @@ def test_the_hash_split_holds_out_the_same_pairs_whatever_the_partitioning(frame
 
     whole = heldout_mask(frame["user"].to_numpy(), frame["item"].to_numpy(), 0.1, 3)
     whole = np.concatenate([whole[i::7] for i in range(7)])  # in the order of the parts below
-    parts = np.concatenate([heldout_mask(p["user"].to_numpy(), p["item"].to_numpy(), 0.1, 3)
-                            for p in (frame.iloc[i::7] for i in range(7))])
+    parts = np.concatenate(
+        [
+            heldout_mask(p["user"].to_numpy(), p["item"].to_numpy(), 0.1, 3)
+            for p in (frame.iloc[i::7] for i in range(7))
+        ]
+    )
     assert np.array_equal(whole, parts)
     assert abs(whole.mean() - 0.1) < 0.03  # about the fraction asked for (3000 pairs)
-    assert not np.array_equal(whole, heldout_mask(frame["user"].to_numpy(), frame["item"].to_numpy(), 0.1, 4))
+    assert not np.array_equal(
+        whole, heldout_mask(frame["user"].to_numpy(), frame["item"].to_numpy(), 0.1, 4)
+    )
 
 
 def _largest_rows(value, depth=0) -> float:
@@ -141,8 +184,16 @@ def test_the_client_never_holds_the_ratings(client, frame, tmp_path, gathered):
 
     # meta given: without it dask itself computes the first partition into the client to infer it
     ratings = dd.from_map(read_on_a_worker, files, meta=frame.iloc[:0])
-    result = fit_distributed(ratings, rank=3, client=client, max_epochs=2, random_state=0, quiet=True,
-                             biases=True, reg=1.0)
+    result = fit_distributed(
+        ratings,
+        rank=3,
+        client=client,
+        max_epochs=2,
+        random_state=0,
+        quiet=True,
+        biases=True,
+        reg=1.0,
+    )
     assert gathered and max(gathered) <= max(N_USERS, N_ITEMS)
     assert result.x.size == (N_USERS + N_ITEMS) * 4 and np.isfinite(result.x).all()
     # the check can fail: the in-memory reader collects the partitions into the client
@@ -165,7 +216,9 @@ def test_a_glob_of_files_fits_like_the_frame(client, frame, tmp_path, kind):
     from hamsi import load_ratings
 
     write_files(tmp_path, [frame.iloc[:1000], frame.iloc[1000:2200], frame.iloc[2200:]], kind)
-    options = dict(rank=3, client=client, max_epochs=2, random_state=5, quiet=True, biases=True, reg=0.5)
+    options = dict(
+        rank=3, client=client, max_epochs=2, random_state=5, quiet=True, biases=True, reg=0.5
+    )
     on_workers = fit_distributed(str(tmp_path / f"*.{kind}"), **options)
     in_memory = fit_distributed(load_ratings(frame), **options)
     assert np.array_equal(on_workers.x, in_memory.x)
@@ -193,8 +246,11 @@ def test_bad_input_on_the_workers_is_one_clear_error(client, frame, tmp_path):
     twice.mkdir()
     write_files(twice, [frame.iloc[:10], frame.iloc[10:20], frame.iloc[[15]]])
     user, item = frame.iloc[15]["user"], frame.iloc[15]["item"]
-    with pytest.raises(InputError, match=rf"duplicate \(user, item\) pair \({user:.0f}, {item:.0f}\) in "
-                                         rf".*ratings-1\.parquet row 5 and .*ratings-2\.parquet row 0"):
+    with pytest.raises(
+        InputError,
+        match=rf"duplicate \(user, item\) pair \({user:.0f}, {item:.0f}\) in "
+        rf".*ratings-1\.parquet row 5 and .*ratings-2\.parquet row 0",
+    ):
         fit_distributed(str(twice), **options)
     with pytest.raises(InputError, match="no column 'stars'"):
         fit_distributed(dask_frame(frame), columns=("user", "item", "stars"), **options)
@@ -210,12 +266,16 @@ def fitted(frame):
 def test_predict_on_workers_equals_predict(client, frame, fitted):
     from cluster import scoring
 
-    pairs = pd.concat([frame[["user", "item"]], pd.DataFrame({"user": [-7, 4], "item": [5, -3]})],
-                      ignore_index=True)  # two pairs with unknown ids take the fallback
+    pairs = pd.concat(
+        [frame[["user", "item"]], pd.DataFrame({"user": [-7, 4], "item": [5, -3]})],
+        ignore_index=True,
+    )  # two pairs with unknown ids take the fallback
     series = scoring.predict(fitted, dask_frame(pairs, 5))
     assert type(series).__module__.startswith("dask")
     got = series.compute()
-    assert np.array_equal(got.to_numpy(), fitted.predict(pairs["user"].to_numpy(), pairs["item"].to_numpy()))
+    assert np.array_equal(
+        got.to_numpy(), fitted.predict(pairs["user"].to_numpy(), pairs["item"].to_numpy())
+    )
     assert got.index.equals(pairs.index)
 
 
@@ -230,8 +290,10 @@ def test_recommend_all_equals_per_user_recommend(client, fitted):
         assert np.array_equal(rows.sort_values("rank")["rating"].to_numpy(), ratings)
     everything = scoring.recommend_all(fitted, n=2, exclude_seen=False).compute()
     user = fitted.user_ids_[5]
-    assert np.array_equal(everything[everything["user"] == user]["item"].to_numpy(),
-                          fitted.recommend(user, n=2, exclude_seen=False)[0])
+    assert np.array_equal(
+        everything[everything["user"] == user]["item"].to_numpy(),
+        fitted.recommend(user, n=2, exclude_seen=False)[0],
+    )
 
 
 @pytest.mark.slow
@@ -248,13 +310,26 @@ def test_a_worker_killed_in_the_shuffle_or_the_fit_ends_in_the_undisturbed_resul
 
     def read_or_die(path):
         # the first read of part 3 kills its worker: the shuffle loses a worker mid-way
-        if path.endswith("ratings-3.parquet") and os.path.exists(armed) and not os.path.exists(marker):
+        if (
+            path.endswith("ratings-3.parquet")
+            and os.path.exists(armed)
+            and not os.path.exists(marker)
+        ):
             open(marker, "w").close()
             os._exit(1)
         return pd.read_parquet(path)
 
-    options = dict(rank=3, blocks=4, random_state=1, max_epochs=6, chunk_epochs=2, quiet=True, biases=True,
-                   reg=0.5, heldout_fraction=0.1)
+    options = dict(
+        rank=3,
+        blocks=4,
+        random_state=1,
+        max_epochs=6,
+        chunk_epochs=2,
+        quiet=True,
+        biases=True,
+        reg=0.5,
+        heldout_fraction=0.1,
+    )
     with connect(n_workers=2, quiet=True) as dask_client:
         ratings = dd.from_map(read_or_die, files, meta=frame.iloc[:0])
         undisturbed = fit_distributed(ratings, client=dask_client, **options)
@@ -269,9 +344,13 @@ def test_a_worker_killed_in_the_shuffle_or_the_fit_ends_in_the_undisturbed_resul
             def kill_second_worker(info):
                 if info["chunk"] == kill_in_chunk and not killed:
                     killed.append(info["workers"][1])
-                    os.kill(dask_client.run(os.getpid, workers=[killed[0]])[killed[0]], signal.SIGKILL)
+                    os.kill(
+                        dask_client.run(os.getpid, workers=[killed[0]])[killed[0]], signal.SIGKILL
+                    )
 
-            recovered = fit_distributed(ratings, client=dask_client, on_chunk=kill_second_worker, **options)
+            recovered = fit_distributed(
+                ratings, client=dask_client, on_chunk=kill_second_worker, **options
+            )
             assert recovered.recoveries, "the kill was not noticed"
             assert np.array_equal(recovered.x, undisturbed.x), f"killed in chunk {kill_in_chunk}"
 
@@ -286,20 +365,69 @@ def test_cli_factorizes_a_parquet_glob_and_writes_every_users_top_n(client, fram
     write_files(data, [renamed.iloc[:1500], renamed.iloc[1500:]])
     address = client.scheduler.address
     model_file, top_dir = tmp_path / "model.npz", tmp_path / "top.parquet"
-    assert main(["factorize", str(data / "*.parquet"), "--columns", "u,i,stars", "--scheduler", address,
-                 "--rank", "2", "--max-epochs", "2", "--quiet", "--out", str(model_file)]) == 0
+    assert (
+        main(
+            [
+                "factorize",
+                str(data / "*.parquet"),
+                "--columns",
+                "u,i,stars",
+                "--scheduler",
+                address,
+                "--rank",
+                "2",
+                "--max-epochs",
+                "2",
+                "--quiet",
+                "--out",
+                str(model_file),
+            ]
+        )
+        == 0
+    )
     model = MatrixFactorizer.load(model_file)
     assert model.user_ids_.size == frame["user"].nunique()
     # a model fitted on the workers keeps no seen lists: --all without --include-seen says so
-    assert main(["recommend", str(model_file), "--all", "-n", "3", "--out", str(top_dir),
-                 "--scheduler", address]) == 2
+    assert (
+        main(
+            [
+                "recommend",
+                str(model_file),
+                "--all",
+                "-n",
+                "3",
+                "--out",
+                str(top_dir),
+                "--scheduler",
+                address,
+            ]
+        )
+        == 2
+    )
     assert not top_dir.exists()  # nothing half-written
-    assert main(["recommend", str(model_file), "--all", "-n", "3", "--out", str(top_dir), "--include-seen",
-                 "--scheduler", address]) == 0
+    assert (
+        main(
+            [
+                "recommend",
+                str(model_file),
+                "--all",
+                "-n",
+                "3",
+                "--out",
+                str(top_dir),
+                "--include-seen",
+                "--scheduler",
+                address,
+            ]
+        )
+        == 0
+    )
     top = pd.read_parquet(top_dir)
     user = model.user_ids_[7]
     mine = top[top["user"] == user].sort_values("rank")
-    assert np.array_equal(mine["item"].to_numpy(), model.recommend(user, n=3, exclude_seen=False)[0])
+    assert np.array_equal(
+        mine["item"].to_numpy(), model.recommend(user, n=3, exclude_seen=False)[0]
+    )
     assert len(top) == 3 * model.user_ids_.size
 
 

@@ -2,14 +2,15 @@
 
 import numpy as np
 import pytest
+from helpers import block_least_squares, least_squares_cover
 
 import partition
 from cluster.connect import connect
-from cluster.driver import fit_distributed, minimize_hamsi as dask_minimize_hamsi
+from cluster.driver import fit_distributed
+from cluster.driver import minimize_hamsi as dask_minimize_hamsi
 from hamsi.data.synth import make_ratings
 from hamsi.optimizer import minimize_hamsi
 from hamsi.problems import MatrixFactorization, SparseLeastSquares
-from helpers import block_least_squares, least_squares_cover
 
 pytestmark = pytest.mark.cluster
 
@@ -34,11 +35,28 @@ def test_sparse_least_squares_on_dask_gives_the_in_process_iterates(client, safe
     A, b = block_least_squares()
     cover = least_squares_cover(A)
     heldout = (A[:10], b[:10])
-    ref = minimize_hamsi(SparseLeastSquares(A, b), cover, random_state=0, max_epochs=60, threads=1,
-                         safeguard=safeguard, heldout=heldout)
-    got = dask_minimize_hamsi(SparseLeastSquares(A, b), cover, client=client, random_state=0, max_epochs=60,
-                              safeguard=safeguard, heldout=heldout, chunk_epochs=25)
-    assert got.reason == ref.reason == "epoch_limit" and got.pairs_accepted == ref.pairs_accepted > 50
+    ref = minimize_hamsi(
+        SparseLeastSquares(A, b),
+        cover,
+        random_state=0,
+        max_epochs=60,
+        threads=1,
+        safeguard=safeguard,
+        heldout=heldout,
+    )
+    got = dask_minimize_hamsi(
+        SparseLeastSquares(A, b),
+        cover,
+        client=client,
+        random_state=0,
+        max_epochs=60,
+        safeguard=safeguard,
+        heldout=heldout,
+        chunk_epochs=25,
+    )
+    assert (
+        got.reason == ref.reason == "epoch_limit" and got.pairs_accepted == ref.pairs_accepted > 50
+    )
     np.testing.assert_array_equal(got.x, ref.x)
     np.testing.assert_array_equal(without_time(got.trace), without_time(ref.trace))
     exact = np.linalg.lstsq(A.toarray(), b, rcond=None)[0]
@@ -51,8 +69,16 @@ def test_safeguard_fallbacks_are_the_same_on_dask(ratings, client, shared, owned
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
     options = dict(random_state=1, max_epochs=12, eta=1e-12)
     ref = minimize_hamsi(MatrixFactorization(ratings, 5), part, threads=2, **options)
-    got = fit_distributed(ratings, rank=5, partition=part, client=client, chunk_epochs=5, shared_memory=shared,
-                          owned_v=owned, **options)
+    got = fit_distributed(
+        ratings,
+        rank=5,
+        partition=part,
+        client=client,
+        chunk_epochs=5,
+        shared_memory=shared,
+        owned_v=owned,
+        **options,
+    )
     assert got.shared_memory is (shared is None) and got.owned_v is bool(owned)
     assert ref.fallbacks >= 1 and got.fallbacks == ref.fallbacks
     assert got.pairs_rejected == ref.pairs_rejected
@@ -60,25 +86,34 @@ def test_safeguard_fallbacks_are_the_same_on_dask(ratings, client, shared, owned
     np.testing.assert_array_equal(without_time(got.trace), without_time(ref.trace))
 
 
-@pytest.mark.parametrize("rules", [dict(target=0.9), dict(patience=3),
-                                   dict(patience=3, shared_memory=False, owned_v=True)])
+@pytest.mark.parametrize(
+    "rules",
+    [dict(target=0.9), dict(patience=3), dict(patience=3, shared_memory=False, owned_v=True)],
+)
 def test_stop_rules_run_the_same_through_both_exchanges(ratings, client, rules):
     """The same StopRules on the same trace: same stopping cycle, reason, message and best iterate."""
     train, test = ratings.split(0.2, seed=2)
     part = partition.make("strata-b", train, blocks=2, seed=1)
-    placement = {k: rules.pop(k) for k in ("shared_memory", "owned_v") if k in rules}  # owned: the best V restored
+    placement = {
+        k: rules.pop(k) for k in ("shared_memory", "owned_v") if k in rules
+    }  # owned: the best V restored
     options = dict(random_state=1, max_epochs=300, heldout=test, **rules)
     ref = minimize_hamsi(MatrixFactorization(train, 20), part, threads=2, **options)
-    got = fit_distributed(train, rank=20, partition=part, client=client, chunk_epochs=7, **options, **placement)
+    got = fit_distributed(
+        train, rank=20, partition=part, client=client, chunk_epochs=7, **options, **placement
+    )
     assert got.reason == ref.reason != "epoch_limit"
     assert got.message == ref.message and got.n_cycles == ref.n_cycles
     for name in ("epoch", "inner", "train_rmse", "objective"):
         np.testing.assert_array_equal(got.trace.column(name), ref.trace.column(name))
     # the held-out sum is split by row shards on Dask, by fixed chunks in process: equal to rounding
-    np.testing.assert_allclose(got.trace.column("test_rmse"), ref.trace.column("test_rmse"), rtol=1e-12)
+    np.testing.assert_allclose(
+        got.trace.column("test_rmse"), ref.trace.column("test_rmse"), rtol=1e-12
+    )
     assert got.best_epoch == ref.best_epoch and got.overfitting == ref.overfitting
     np.testing.assert_array_equal(got.x, ref.x)
     if "patience" in rules:  # early stopping returned the best-validation iterate on both
         assert ref.best_epoch < ref.n_cycles
         assert MatrixFactorization(train, 20).heldout_error(got.x, test) == pytest.approx(
-            ref.trace.column("test_rmse")[ref.best_epoch], rel=1e-12)
+            ref.trace.column("test_rmse")[ref.best_epoch], rel=1e-12
+        )

@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from test_cluster_cli import dask_cluster  # noqa: F401  (the fixture: `dask scheduler` + 2 workers)
 
 import partition
 from cluster import ClusterError
@@ -16,7 +17,6 @@ from cluster.connect import connect, worker_memory_limits
 from cluster.driver import fit_distributed
 from hamsi.data.synth import make_ratings
 from hamsi.data.writers import write_ratings
-from test_cluster_cli import dask_cluster  # noqa: F401  (the fixture: `dask scheduler` + 2 workers)
 
 pytestmark = pytest.mark.cluster
 
@@ -32,8 +32,15 @@ def ratings():
 def test_a_stopped_worker_is_declared_lost_within_the_peer_timeout(ratings, owned):
     timeout = 2.0
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
-    options = dict(rank=RANK, partition=part, random_state=1, max_epochs=6, chunk_epochs=2, shared_memory=False,
-                   owned_v=owned)
+    options = dict(
+        rank=RANK,
+        partition=part,
+        random_state=1,
+        max_epochs=6,
+        chunk_epochs=2,
+        shared_memory=False,
+        owned_v=owned,
+    )
     with connect(n_workers=2, quiet=True) as client:
         start = time.monotonic()
         undisturbed = fit_distributed(ratings, client=client, **options)
@@ -48,7 +55,9 @@ def test_a_stopped_worker_is_declared_lost_within_the_peer_timeout(ratings, owne
 
         try:
             start = time.monotonic()
-            got = fit_distributed(ratings, client=client, on_chunk=stop_second_worker, peer_timeout=timeout, **options)
+            got = fit_distributed(
+                ratings, client=client, on_chunk=stop_second_worker, peer_timeout=timeout, **options
+            )
             took = time.monotonic() - start
         finally:
             for pid in stopped:
@@ -64,15 +73,25 @@ def test_a_stopped_worker_is_declared_lost_within_the_peer_timeout(ratings, owne
 @pytest.mark.parametrize("owned", [False, True])
 def test_two_workers_killed_together_recover_from_buddies_or_name_the_lost_shards(ratings, owned):
     part = partition.make("strata-b", ratings, blocks=4, seed=1)
-    options = dict(rank=RANK, partition=part, random_state=1, max_epochs=6, chunk_epochs=2, shared_memory=False,
-                   owned_v=owned)
+    options = dict(
+        rank=RANK,
+        partition=part,
+        random_state=1,
+        max_epochs=6,
+        chunk_epochs=2,
+        shared_memory=False,
+        owned_v=owned,
+    )
     with connect(n_workers=4, quiet=True) as client:
         undisturbed = fit_distributed(ratings, client=client, **options)
 
         def gone(addresses, timeout=30.0):
             # the scheduler has dropped the killed workers (their nannies restart them at new addresses)
             deadline = time.monotonic() + timeout
-            while set(addresses) & set(client.scheduler_info()["workers"]) and time.monotonic() < deadline:
+            while (
+                set(addresses) & set(client.scheduler_info()["workers"])
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.05)
 
         def killer(which):
@@ -86,6 +105,7 @@ def test_two_workers_killed_together_recover_from_buddies_or_name_the_lost_shard
                         os.kill(pids[address], signal.SIGKILL)
                     gone(killed)  # killed together: the driver sees both deaths at once
                     kill.killed = killed
+
             kill.done = False
             return kill
 
@@ -93,7 +113,9 @@ def test_two_workers_killed_together_recover_from_buddies_or_name_the_lost_shard
         first = killer([1, 3])
         recovered = fit_distributed(ratings, client=client, on_chunk=first, **options)
         assert recovered.recoveries and np.array_equal(recovered.x, undisturbed.x)
-        assert recovered.owned_v is undisturbed.owned_v is owned  # 2 survivors with 2 shards each: still owned
+        assert (
+            recovered.owned_v is undisturbed.owned_v is owned
+        )  # 2 survivors with 2 shards each: still owned
         client.wait_for_workers(4, timeout=60)  # the nannies restart the killed workers
         gone(first.killed)
         # 1 and 2: the shards of worker 1 had their only snapshot on worker 2
@@ -108,13 +130,22 @@ def test_the_memory_check_counts_the_workers_own_memory(ratings):
     from hamsi.problems import MatrixFactorization
 
     with connect(n_workers=1, memory_limit="1GiB", quiet=True) as client:
-        (address, (limit, baseline)), = worker_memory_limits(client).items()
+        ((address, (limit, baseline)),) = worker_memory_limits(client).items()
         assert 20 * 2**20 < baseline < limit  # a Python process with numpy and Dask loaded
 
         def need(rank):
             problem = MatrixFactorization(ratings, rank)
-            run = _DistributedRun(problem, partition.make("strata-b", ratings, blocks=1, seed=1), client, [address],
-                                  heldout=None, backup=True, peer_timeout=10, quiet=True, memory=5)
+            run = _DistributedRun(
+                problem,
+                partition.make("strata-b", ratings, blocks=1, seed=1),
+                client,
+                [address],
+                heldout=None,
+                backup=True,
+                peer_timeout=10,
+                quiet=True,
+                memory=5,
+            )
             return run._needed_bytes([0])
 
         # a rank whose shards alone fit the share of the limit, but not on top of the worker's baseline
@@ -124,7 +155,9 @@ def test_the_memory_check_counts_the_workers_own_memory(ratings):
         with pytest.raises(ClusterError, match="uses already") as caught:
             fit_distributed(ratings, rank=rank, client=client, max_epochs=1, quiet=True)
         held = client.run(lambda dask_worker: len(dask_worker.data))
-    assert "\n" not in str(caught.value) and held == {address: 0}  # refused before anything was sent
+    assert "\n" not in str(caught.value) and held == {
+        address: 0
+    }  # refused before anything was sent
 
 
 def test_a_killed_scheduler_is_one_line_naming_it(dask_cluster, tmp_path):  # noqa: F811
@@ -132,13 +165,31 @@ def test_a_killed_scheduler_is_one_line_naming_it(dask_cluster, tmp_path):  # no
 
     data = tmp_path / "ratings.csv"
     write_ratings(make_ratings(users=300, items=200, ratings=6000, seed=1), data)
-    proc = subprocess.Popen([sys.executable, "-m", "hamsi", "factorize", str(data), "--scheduler", dask_cluster,
-                             "--rank", "4", "--max-epochs", "1000000"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "hamsi",
+            "factorize",
+            str(data),
+            "--scheduler",
+            dask_cluster,
+            "--rank",
+            "4",
+            "--max-epochs",
+            "1000000",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         port = int(dask_cluster.rsplit(":", 1)[1])
-        scheduler = next(p for p in psutil.process_iter() if any(
-            c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in _listening(p)))
+        scheduler = next(
+            p
+            for p in psutil.process_iter()
+            if any(c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in _listening(p))
+        )
         seen = []
         while not any(line.startswith("epoch    2") for line in seen):  # the run is under way
             line = proc.stderr.readline()
@@ -164,20 +215,35 @@ def test_a_worker_lost_while_receiving_data_is_one_line_and_other_failures_pass(
     alive = {"tcp://127.0.0.1:2": {}}
     monkeypatch.setattr(driver, "_scheduler_answers", lambda client: True)
     monkeypatch.setattr(driver, "worker_info", lambda client: alive)
-    client = SimpleNamespace(status="running", scheduler=SimpleNamespace(address="tcp://127.0.0.1:1"))
-    error = driver.cluster_lost(client, KeyError("('data', 3)"), {"tcp://127.0.0.1:2", "tcp://127.0.0.1:3"})
+    client = SimpleNamespace(
+        status="running", scheduler=SimpleNamespace(address="tcp://127.0.0.1:1")
+    )
+    error = driver.cluster_lost(
+        client, KeyError("('data', 3)"), {"tcp://127.0.0.1:2", "tcp://127.0.0.1:3"}
+    )
     assert isinstance(error, ClusterError) and "\n" not in str(error)
-    assert "worker tcp://127.0.0.1:3 died during the run (KeyError" in str(error) and "memory" in str(error)
-    assert driver.cluster_lost(client, KeyError("x"), set(alive)) is None  # every worker alive: shown as it is
-    assert driver.cluster_lost(client, ClusterError("x"), {"tcp://127.0.0.1:3"}) is None  # already one line
+    assert "worker tcp://127.0.0.1:3 died during the run (KeyError" in str(
+        error
+    ) and "memory" in str(error)
+    assert (
+        driver.cluster_lost(client, KeyError("x"), set(alive)) is None
+    )  # every worker alive: shown as it is
+    assert (
+        driver.cluster_lost(client, ClusterError("x"), {"tcp://127.0.0.1:3"}) is None
+    )  # already one line
     monkeypatch.setattr(driver, "_scheduler_answers", lambda client: False)
     assert "lost the connection to the Dask scheduler at tcp://127.0.0.1:1" in str(
-        driver.cluster_lost(client, OSError("Stream is closed\nmore"), set(alive)))
+        driver.cluster_lost(client, OSError("Stream is closed\nmore"), set(alive))
+    )
 
 
 def _listening(process):
     try:
-        return process.net_connections("tcp") if hasattr(process, "net_connections") else process.connections("tcp")
+        return (
+            process.net_connections("tcp")
+            if hasattr(process, "net_connections")
+            else process.connections("tcp")
+        )
     except Exception:  # a process of another user, or one that just exited
         return []
 
@@ -187,8 +253,12 @@ def test_stale_shared_memory_of_dead_runs_is_removed_and_live_ones_kept(tmp_path
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    files = {"dead": f"hamsi-{dead.pid}-0123456789ab", "live": f"hamsi-{os.getpid()}-0123456789ab",
-             "other": "hamsi-notapid", "foreign": "somebody-else"}
+    files = {
+        "dead": f"hamsi-{dead.pid}-0123456789ab",
+        "live": f"hamsi-{os.getpid()}-0123456789ab",
+        "other": "hamsi-notapid",
+        "foreign": "somebody-else",
+    }
     for name in files.values():
         (tmp_path / name).write_bytes(b"x")
     removed = shared.remove_stale(str(tmp_path))

@@ -9,8 +9,15 @@ import pytest
 
 from cluster.errors import PeerLost
 from cluster.links import FrameLimit, Links, encode, frame_nbytes
-from cluster.messages import (EvaluationPart, GradientPart, ItemShard, Message, ShardPartials, from_arrays,
-                              to_arrays)
+from cluster.messages import (
+    EvaluationPart,
+    GradientPart,
+    ItemShard,
+    Message,
+    ShardPartials,
+    from_arrays,
+    to_arrays,
+)
 
 SECRET = b"k" * 32
 LIMIT = FrameLimit(max_array_bytes=1 << 26)
@@ -27,8 +34,10 @@ def pair():
 def open_both(a, b, run, secret_a=SECRET, secret_b=SECRET):
     a.expect(run, secret_a, LIMIT)
     b.expect(run, secret_b, LIMIT)
-    threads = [threading.Thread(target=a.open, args=(run, {b.worker_address: b.address}, 5.0)),
-               threading.Thread(target=b.open, args=(run, {a.worker_address: a.address}, 5.0))]
+    threads = [
+        threading.Thread(target=a.open, args=(run, {b.worker_address: b.address}, 5.0)),
+        threading.Thread(target=b.open, args=(run, {a.worker_address: a.address}, 5.0)),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -44,11 +53,25 @@ def test_rounds_carry_typed_messages_of_every_size_both_ways(pair):
     a, b = pair
     open_both(a, b, "r")
     rng = np.random.default_rng(0)
-    sizes = [0, 1, 1000, 3_000_000]  # 3e6 doubles = 24 MB: far beyond the socket buffers, both sides writing
-    mine = [Message(i, "a", gradient=[GradientPart(i, rng.integers(0, 9, 5), rng.standard_normal(n))],
-                    shards=[ShardPartials(i, pair=rng.standard_normal(12))]) for i, n in enumerate(sizes)]
-    theirs = [Message(i, "b", gradient=[GradientPart(i, (0, n), rng.standard_normal(n)[::2])])
-              for i, n in enumerate(sizes)]  # strided arrays too
+    sizes = [
+        0,
+        1,
+        1000,
+        3_000_000,
+    ]  # 3e6 doubles = 24 MB: far beyond the socket buffers, both sides writing
+    mine = [
+        Message(
+            i,
+            "a",
+            gradient=[GradientPart(i, rng.integers(0, 9, 5), rng.standard_normal(n))],
+            shards=[ShardPartials(i, pair=rng.standard_normal(12))],
+        )
+        for i, n in enumerate(sizes)
+    ]
+    theirs = [
+        Message(i, "b", gradient=[GradientPart(i, (0, n), rng.standard_normal(n)[::2])])
+        for i, n in enumerate(sizes)
+    ]  # strided arrays too
     got_a, got_b = [], []
     tb = threading.Thread(target=run_rounds, args=(b, a.worker_address, theirs, got_b))
     tb.start()
@@ -69,14 +92,16 @@ def test_a_round_sends_each_peer_its_own_message_and_counts_its_bytes(pair):
     a, b = pair
     open_both(a, b, "r")
     rng = np.random.default_rng(2)
-    to_b = Message(1, "a", items=[ItemShard(4, x=rng.standard_normal(50), g=rng.standard_normal(50))])
+    to_b = Message(
+        1, "a", items=[ItemShard(4, x=rng.standard_normal(50), g=rng.standard_normal(50))]
+    )
     to_a = Message(1, "b", shards=[ShardPartials(0, norms=rng.standard_normal(2))])
     got_b = []
     tb = threading.Thread(target=lambda: got_b.append(b.round("r", [a.worker_address], to_a, 10.0)))
     tb.start()
     received, _, sent = a.round("r", [b.worker_address], {b.worker_address: to_b}, 10.0)
     tb.join()
-    (theirs, _, sent_b), = got_b
+    ((theirs, _, sent_b),) = got_b
     np.testing.assert_array_equal(theirs[0].items[0].g, to_b.items[0].g)
     np.testing.assert_array_equal(received[0].shards[0].norms, to_a.shards[0].norms)
     assert sent == frame_nbytes(encode(to_b)) > 800 and sent_b == frame_nbytes(encode(to_a))
@@ -122,7 +147,9 @@ def test_late_connections_of_a_finished_run_are_refused(pair):
     b.expect("old", SECRET, LIMIT)
     b.close("old")
     a.expect("old", SECRET, LIMIT)
-    with pytest.raises(PeerLost, match="cannot open the link"):  # a connects to b after b finished the run
+    with pytest.raises(
+        PeerLost, match="cannot open the link"
+    ):  # a connects to b after b finished the run
         a.open("old", {b.worker_address: b.address}, 5.0)
     time.sleep(0.3)
     assert not b._accepted
@@ -141,17 +168,34 @@ def test_a_peer_without_the_run_secret_is_refused_both_ways(pair):
 
 def test_typed_messages_survive_the_binary_form_field_by_field():
     rng = np.random.default_rng(3)
-    sent = Message(7, "tcp://127.0.0.1:5", vote=True, clock=2.5,
-                   gradient=[GradientPart(1, (3, 9), rng.standard_normal((6, 4))),
-                             GradientPart(0, np.array([4, 2, 8]), rng.standard_normal((3, 4)))],
-                   shards=[ShardPartials(2, pair=rng.standard_normal(12), norms=rng.standard_normal(2)),
-                           ShardPartials(5)],
-                   evaluation=[EvaluationPart(1, [0.5, 1.5], 0.25, np.nan)],
-                   items=[ItemShard(3, x=rng.standard_normal(8), g=rng.standard_normal(8)),
-                          ItemShard(0, x=rng.standard_normal(4), s_new=rng.standard_normal(4),
-                                    y_new=rng.standard_normal(4))])
+    sent = Message(
+        7,
+        "tcp://127.0.0.1:5",
+        vote=True,
+        clock=2.5,
+        gradient=[
+            GradientPart(1, (3, 9), rng.standard_normal((6, 4))),
+            GradientPart(0, np.array([4, 2, 8]), rng.standard_normal((3, 4))),
+        ],
+        shards=[
+            ShardPartials(2, pair=rng.standard_normal(12), norms=rng.standard_normal(2)),
+            ShardPartials(5),
+        ],
+        evaluation=[EvaluationPart(1, [0.5, 1.5], 0.25, np.nan)],
+        items=[
+            ItemShard(3, x=rng.standard_normal(8), g=rng.standard_normal(8)),
+            ItemShard(
+                0,
+                x=rng.standard_normal(4),
+                s_new=rng.standard_normal(4),
+                y_new=rng.standard_normal(4),
+            ),
+        ],
+    )
     frame = encode(sent)
-    assert all(isinstance(b, (bytes, np.ndarray)) for b in frame)  # numbers only: no pickle anywhere
+    assert all(
+        isinstance(b, (bytes, np.ndarray)) for b in frame
+    )  # numbers only: no pickle anywhere
     got = from_arrays([np.array(a) for a in to_arrays(sent)])
     assert (got.step, got.sender, got.vote, got.clock) == (7, "tcp://127.0.0.1:5", True, 2.5)
     assert got.gradient[0].where == (3, 9) and np.array_equal(got.gradient[1].where, [4, 2, 8])
@@ -160,7 +204,11 @@ def test_typed_messages_survive_the_binary_form_field_by_field():
     assert np.array_equal(got.shards[0].pair, sent.shards[0].pair) and got.shards[0].gram is None
     assert got.shards[1] == ShardPartials(5)
     assert got.evaluation[0].sse == [0.5, 1.5] and np.isnan(got.evaluation[0].test)
-    assert [i.shard for i in got.items] == [3, 0] and got.items[0].s_new is None and got.items[1].g is None
+    assert (
+        [i.shard for i in got.items] == [3, 0]
+        and got.items[0].s_new is None
+        and got.items[1].g is None
+    )
     for mine, theirs in zip(sent.items, got.items):
         for name in ("x", "g", "s_new", "y_new", "x_start", "g_start"):
             assert (getattr(mine, name) is None) == (getattr(theirs, name) is None)
@@ -173,8 +221,15 @@ def test_shared_replica_round_trips_the_common_state(tmp_path, monkeypatch):
     from cluster.shard import CommonState
 
     rng = np.random.default_rng(1)
-    common = CommonState(rng.standard_normal((7, 3)), rng.standard_normal((2, 21)), rng.standard_normal((2, 21)),
-                         rng.standard_normal(21), rng.standard_normal(21), None, None)
+    common = CommonState(
+        rng.standard_normal((7, 3)),
+        rng.standard_normal((2, 21)),
+        rng.standard_normal((2, 21)),
+        rng.standard_normal(21),
+        rng.standard_normal(21),
+        None,
+        None,
+    )
     path = str(tmp_path / "replica")
     lead = shared.SharedReplica.create(path, common)
     other = shared.SharedReplica.attach(path, common)
@@ -182,7 +237,11 @@ def test_shared_replica_round_trips_the_common_state(tmp_path, monkeypatch):
     assert lead.x[3] == 42.0
     out = common.copy()
     lead.copy_out(out)
-    assert out.x_rep.reshape(-1)[3] == 42.0 and np.array_equal(out.S, common.S) and np.array_equal(out.Y, common.Y)
+    assert (
+        out.x_rep.reshape(-1)[3] == 42.0
+        and np.array_equal(out.S, common.S)
+        and np.array_equal(out.Y, common.Y)
+    )
     lead.close()
     other.close()
     assert shared.available(1) == (os.access("/dev/shm", os.W_OK))

@@ -8,11 +8,11 @@ import pytest
 import partition
 from cluster import checkpoint as ckpt
 from cluster.placement import assign_shards, assign_v_homes, split_by_row_shard, touched_items
-from hamsi.stop_rules import StopRules
 from hamsi.data.synth import make_ratings
 from hamsi.errors import InputError
 from hamsi.lbfgs import LBFGSMemory
 from hamsi.problems import MatrixFactorization
+from hamsi.stop_rules import StopRules
 
 
 @pytest.fixture(scope="module")
@@ -22,11 +22,13 @@ def ratings():
 
 @pytest.mark.parametrize("scheme", ["strata-b", "hogwild", "color"])
 def test_every_rating_lands_once_on_its_row_shard_in_engine_order(ratings, scheme):
-    part = partition.make(scheme, ratings, blocks=3, subsets=4 if scheme != "strata-b" else None, seed=0)
+    part = partition.make(
+        scheme, ratings, blocks=3, subsets=4 if scheme != "strata-b" else None, seed=0
+    )
     problem = MatrixFactorization(ratings, 3)
     layout = problem.arrange(part)
     bounds = problem.shard_bounds(part)
-    row_bounds = bounds[:len(bounds) // 2 + 1] // problem.width
+    row_bounds = bounds[: len(bounds) // 2 + 1] // problem.width
     datas = split_by_row_shard(problem, row_bounds)
     for k in range(layout.n_subsets):
         lo, hi = layout.starts[k][0], layout.ends[k][-1]
@@ -41,7 +43,9 @@ def test_every_rating_lands_once_on_its_row_shard_in_engine_order(ratings, schem
 
 def test_v_homes_exist_exactly_for_strata(ratings):
     for scheme, expect_homes in (("strata", True), ("hogwild", False)):
-        part = partition.make(scheme, ratings, blocks=2, subsets=4 if scheme == "hogwild" else None, seed=0)
+        part = partition.make(
+            scheme, ratings, blocks=2, subsets=4 if scheme == "hogwild" else None, seed=0
+        )
         problem = MatrixFactorization(ratings, 3)
         problem.arrange(part)
         bounds = problem.shard_bounds(part)
@@ -72,15 +76,22 @@ def test_assign_shards_contiguous_balanced_and_total():
     for n_shards in range(2, 9):
         owner = assign_shards(n_shards, workers, sizes=np.arange(1, n_shards + 1))
         hosts = [owner[p] for p in range(n_shards)]
-        assert hosts == sorted(hosts) and set(hosts) == set(workers[:min(3, n_shards)])
+        assert hosts == sorted(hosts) and set(hosts) == set(workers[: min(3, n_shards)])
 
 
 def test_checkpoint_round_trip_keeps_every_bit_and_refuses_other_runs(tmp_path):
     rng = np.random.default_rng(0)
     memory = LBFGSMemory(2)
     memory.consider_pair(np.array([1.0, 2.0, 0.0, 0.0, 0.0, 0.0]))
-    arrays = dict(x=rng.standard_normal(7), S=rng.standard_normal((2, 7)), Y=rng.standard_normal((2, 7)))
-    meta = dict(memory=memory, cycles_done=3, trace=[(0, 0, 0.0, 1.0, np.nan, 2.0)], stop=StopRules(max_epochs=5))
+    arrays = dict(
+        x=rng.standard_normal(7), S=rng.standard_normal((2, 7)), Y=rng.standard_normal((2, 7))
+    )
+    meta = dict(
+        memory=memory,
+        cycles_done=3,
+        trace=[(0, 0, 0.0, 1.0, np.nan, 2.0)],
+        stop=StopRules(max_epochs=5),
+    )
     ckpt.save(tmp_path, arrays=arrays, meta=meta, fingerprint={"rank": 3})
     assert os.listdir(tmp_path) == ["state.npz"]  # the temp file was renamed into place
     back, back_meta = ckpt.load(tmp_path, {"rank": 3})
@@ -102,17 +113,37 @@ def test_chunk_start_snapshots_round_trip_every_bit_whole_or_piece_by_piece(tmp_
 
     monkeypatch.setattr(snapshot, "directory", lambda token, worker=None: str(tmp_path / token))
     rng = np.random.default_rng(3)
-    state = ShardState(4, rng.standard_normal((6, 3)), rng.standard_normal((2, 18)), rng.standard_normal((2, 18)),
-                       rng.standard_normal(18), rng.standard_normal(18), {"best": rng.standard_normal(18)})
-    common = CommonState(rng.standard_normal((5, 3)), rng.standard_normal((2, 15)), rng.standard_normal((2, 15)),
-                         rng.standard_normal(15), rng.standard_normal(15), None, None, {})
-    decisions = dict(stepper=SimpleNamespace(inner=7), stop=None, time_used=1.5, cycles_done=3, started=True)
+    state = ShardState(
+        4,
+        rng.standard_normal((6, 3)),
+        rng.standard_normal((2, 18)),
+        rng.standard_normal((2, 18)),
+        rng.standard_normal(18),
+        rng.standard_normal(18),
+        {"best": rng.standard_normal(18)},
+    )
+    common = CommonState(
+        rng.standard_normal((5, 3)),
+        rng.standard_normal((2, 15)),
+        rng.standard_normal((2, 15)),
+        rng.standard_normal(15),
+        rng.standard_normal(15),
+        None,
+        None,
+        {},
+    )
+    decisions = dict(
+        stepper=SimpleNamespace(inner=7), stop=None, time_used=1.5, cycles_done=3, started=True
+    )
     assert snapshot.chunk_start(state, "run", 7) is state  # no file: the chunk's task never started
     snapshot.write_own("run", 4, [state], common)  # an older chunk's files: removed by the next
     snapshot.write_own("run", 7, [state], common)
     assert sorted(os.listdir(tmp_path / "run")) == ["common-0-chunk-7", "own-4-chunk-7"]
-    stale = ShardState(4, *(np.zeros_like(a) for a in (state.U, state.S, state.Y, state.x_start, state.g_start)),
-                       {"good": np.zeros(18)})
+    stale = ShardState(
+        4,
+        *(np.zeros_like(a) for a in (state.U, state.S, state.Y, state.x_start, state.g_start)),
+        {"good": np.zeros(18)},
+    )
     for name in snapshot.PIECES:  # an older backup is replaced whole, its other saved iterates too
         snapshot.store_piece(snapshot.piece_of(stale, name), "run", 4, name)
     snapshot.commit_backup("run", 4)
@@ -136,11 +167,18 @@ def test_stop_rules_follow_the_engine_order():
     assert rules.check(1, 3, 0.1, 0.9, np.nan, 0.9) is None
     assert rules.check(2, 6, 0.2, 0.4, np.nan, 0.8)[0] == "target"
     assert StopRules(previous_objective=1.0).check(1, 1, 0.0, np.nan, np.nan, 1.0)[0] == "diverged"
-    assert StopRules(tol=1e-3, previous_objective=1.0).check(1, 1, 0.0, 1.0, np.nan, 1.0)[0] == "tolerance"
-    assert StopRules(max_time=1.0, previous_objective=2.0).check(1, 1, 1.5, 1.0, np.nan, 1.0)[0] == "time_limit"
+    assert (
+        StopRules(tol=1e-3, previous_objective=1.0).check(1, 1, 0.0, 1.0, np.nan, 1.0)[0]
+        == "tolerance"
+    )
+    assert (
+        StopRules(max_time=1.0, previous_objective=2.0).check(1, 1, 1.5, 1.0, np.nan, 1.0)[0]
+        == "time_limit"
+    )
     patient = StopRules(patience=2, has_heldout=True, previous_objective=9.0)
-    verdicts = [patient.check(e, e, 0.0, 1.0, h, 9.0 - e)
-                for e, h in enumerate([1.0, 1.1, 1.2], start=1)]
+    verdicts = [
+        patient.check(e, e, 0.0, 1.0, h, 9.0 - e) for e, h in enumerate([1.0, 1.1, 1.2], start=1)
+    ]
     assert verdicts[:2] == [None, None] and verdicts[2][0] == "early_stop"
 
 
@@ -170,7 +208,9 @@ def test_mailbox_start_barrier_names_the_missing_peer_and_late_mail_is_dropped(m
     asyncio.run(box.deliver("run-b", 1, "tcp://127.0.0.1:2", "hello"))
     assert box.collect("run-b", 1, ["tcp://127.0.0.1:2"], 1.0) == ["hello"]
     box.forget("run-b")
-    asyncio.run(box.deliver("run-b", 2, "tcp://127.0.0.1:2", "late"))  # a finished run's late message
+    asyncio.run(
+        box.deliver("run-b", 2, "tcp://127.0.0.1:2", "late")
+    )  # a finished run's late message
     assert box._messages == {}
     asyncio.run(box.close())
     asyncio.run(box.deliver("run-c", 1, "tcp://127.0.0.1:2", "after close"))
@@ -212,7 +252,9 @@ def test_a_port_that_is_not_a_dask_scheduler_fails_in_seconds_naming_it():
     threading.Thread(target=accept, daemon=True).start()
     try:
         start = time.monotonic()
-        with pytest.raises(ClusterError, match=f"{address} accepted a connection but did not answer as a Dask"):
+        with pytest.raises(
+            ClusterError, match=f"{address} accepted a connection but did not answer as a Dask"
+        ):
             check_scheduler(address, timeout=1.0)
         assert time.monotonic() - start < 10 and accepted
     finally:

@@ -44,7 +44,10 @@ class Server:
                 body = owner.payload[start:]
                 self.send_response(206 if start else 200)
                 if start:
-                    self.send_header("Content-Range", f"bytes {start}-{len(owner.payload) - 1}/{len(owner.payload)}")
+                    self.send_header(
+                        "Content-Range",
+                        f"bytes {start}-{len(owner.payload) - 1}/{len(owner.payload)}",
+                    )
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 if owner.drop_first and len(owner.requests) == 1:
@@ -77,7 +80,9 @@ def md5(data):
 def test_download_verifies_and_unzips(tmp_path):
     payload = build_zip()
     with Server(payload) as server:
-        folder = download_movielens("movielens-100k", tmp_path, base_url=server.url, md5=md5(payload))
+        folder = download_movielens(
+            "movielens-100k", tmp_path, base_url=server.url, md5=md5(payload)
+        )
         again = download_movielens("100k", tmp_path, base_url=server.url, md5=md5(payload))
     assert folder == again == tmp_path / "ml-100k"
     assert len(server.requests) == 1  # the second call reuses the cache
@@ -90,13 +95,16 @@ def test_dropped_connection_resumes_with_range(tmp_path):
     payload = build_zip()
     with Server(payload, drop_first=True) as server:
         with pytest.raises(OSError, match="run again to resume"):
-            download_movielens("movielens-100k", tmp_path, base_url=server.url, md5=md5(payload),
-                               attempts=1)
+            download_movielens(
+                "movielens-100k", tmp_path, base_url=server.url, md5=md5(payload), attempts=1
+            )
         partial = tmp_path / "ml-100k.zip.part"
         kept = partial.stat().st_size
         assert 0 < kept < len(payload)
         assert not (tmp_path / "ml-100k").exists()
-        folder = download_movielens("movielens-100k", tmp_path, base_url=server.url, md5=md5(payload))
+        folder = download_movielens(
+            "movielens-100k", tmp_path, base_url=server.url, md5=md5(payload)
+        )
     assert server.requests[1] == ("/ml-100k.zip", f"bytes={kept}-")
     assert (tmp_path / "ml-100k.zip").read_bytes() == payload
     assert load_ratings(folder).nnz == 3
@@ -105,7 +113,9 @@ def test_dropped_connection_resumes_with_range(tmp_path):
 def test_retries_within_one_call(tmp_path):
     payload = build_zip()
     with Server(payload, drop_first=True) as server:
-        download_movielens("movielens-100k", tmp_path, base_url=server.url, md5=md5(payload), attempts=2)
+        download_movielens(
+            "movielens-100k", tmp_path, base_url=server.url, md5=md5(payload), attempts=2
+        )
     assert len(server.requests) == 2 and server.requests[1][1] is not None
 
 
@@ -125,6 +135,7 @@ def test_unknown_checksum_is_recorded_and_checked_later(tmp_path):
     # A cached zip that no longer matches its record is fetched again and checked against it.
     (tmp_path / "ml-100k.zip").write_bytes(b"corrupt")
     import shutil
+
     shutil.rmtree(tmp_path / "ml-100k")
     with Server(b"tampered") as server:
         with pytest.raises(InputError, match="checksum mismatch"):

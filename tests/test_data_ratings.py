@@ -35,20 +35,29 @@ def test_duplicates_error_names_the_record():
 def test_duplicates_keep_last_and_mean():
     users, items, values = [1, 1, 2, 1], [2, 3, 2, 2], [1.0, 2.0, 5.0, 4.0]
     last = Ratings.from_ids(users, items, values, duplicates="keep-last")
-    assert sorted(zip(last.user_ids[last.rows], last.item_ids[last.cols], last.values)) == \
-        [(1, 2, 4.0), (1, 3, 2.0), (2, 2, 5.0)]
+    assert sorted(zip(last.user_ids[last.rows], last.item_ids[last.cols], last.values)) == [
+        (1, 2, 4.0),
+        (1, 3, 2.0),
+        (2, 2, 5.0),
+    ]
     mean = Ratings.from_ids(users, items, values, duplicates="mean")
-    assert sorted(zip(mean.user_ids[mean.rows], mean.item_ids[mean.cols], mean.values)) == \
-        [(1, 2, 2.5), (1, 3, 2.0), (2, 2, 5.0)]
+    assert sorted(zip(mean.user_ids[mean.rows], mean.item_ids[mean.cols], mean.values)) == [
+        (1, 2, 2.5),
+        (1, 3, 2.0),
+        (2, 2, 5.0),
+    ]
     assert mean.summary()["duplicates_merged"] == 1
 
 
-@pytest.mark.parametrize("users, items, values, message", [
-    ([1, -2], [1, 1], [1.0, 2.0], "user id is negative: -2"),
-    ([1.5, 2], [1, 1], [1.0, 2.0], "user id is not an integer: 1.5"),
-    ([1, 2], [1, 1], [1.0, np.inf], "rating is not a finite number: inf"),
-    ([1, 2], [1, 1], [np.nan, 1.0], "record 0: rating is not a finite number"),
-])
+@pytest.mark.parametrize(
+    "users, items, values, message",
+    [
+        ([1, -2], [1, 1], [1.0, 2.0], "user id is negative: -2"),
+        ([1.5, 2], [1, 1], [1.0, 2.0], "user id is not an integer: 1.5"),
+        ([1, 2], [1, 1], [1.0, np.inf], "rating is not a finite number: inf"),
+        ([1, 2], [1, 1], [np.nan, 1.0], "record 0: rating is not a finite number"),
+    ],
+)
 def test_from_ids_rejects_bad_values(users, items, values, message):
     with pytest.raises(InputError, match=message):
         Ratings.from_ids(users, items, values)
@@ -59,7 +68,10 @@ def test_split_partitions_ratings_and_keeps_maps(tiny_ratings):
     assert (train.nnz, test.nnz) == (9, 3)
     assert train.shape == test.shape == tiny_ratings.shape
     assert train.user_ids is tiny_ratings.user_ids
-    pairs = lambda r: set(zip(r.rows.tolist(), r.cols.tolist(), r.values.tolist()))
+
+    def pairs(r):
+        return set(zip(r.rows.tolist(), r.cols.tolist(), r.values.tolist()))
+
     assert pairs(train) | pairs(test) == pairs(tiny_ratings)
     assert not pairs(train) & pairs(test)
     again_train, _ = tiny_ratings.split(0.25, seed=3)

@@ -17,17 +17,27 @@ FILES = {
     "u.data": "196\t242\t3\t881250949\n186\t302\t3\t891717742\n22\t377\t1\t878887116\n196\t302\t4.5\t1\n",
     "ratings.dat": "196::242::3::881250949\n186::302::3::891717742\n22::377::1::878887116\n196::302::4.5::1\n",
     "ratings.csv": "userId,movieId,rating,timestamp\n196,242,3.0,881250949\n186,302,3.0,891717742\n"
-                   "22,377,1.0,878887116\n196,302,4.5,1\n",
+    "22,377,1.0,878887116\n196,302,4.5,1\n",
     "plain.csv": "196,242,3\n186,302,3\n22,377,1\n196,302,4.5\n",
     "named.tsv": "rating\titem\tuser\n3\t242\t196\n3\t302\t186\n1\t377\t22\n4.5\t302\t196\n",
 }
-EXPECTED_FORMATS = {"u.data": "ml-100k", "ratings.dat": "ml-dat", "ratings.csv": "ml-csv",
-                    "plain.csv": "csv", "named.tsv": "tsv"}
+EXPECTED_FORMATS = {
+    "u.data": "ml-100k",
+    "ratings.dat": "ml-dat",
+    "ratings.csv": "ml-csv",
+    "plain.csv": "csv",
+    "named.tsv": "tsv",
+}
 
 
 def triples(ratings):
-    return sorted(zip(ratings.user_ids[ratings.rows].tolist(), ratings.item_ids[ratings.cols].tolist(),
-                      ratings.values.tolist()))
+    return sorted(
+        zip(
+            ratings.user_ids[ratings.rows].tolist(),
+            ratings.item_ids[ratings.cols].tolist(),
+            ratings.values.tolist(),
+        )
+    )
 
 
 def write(tmp_path, name, text):
@@ -79,7 +89,11 @@ def test_hamsi_text_format_keeps_header_shape(tmp_path):
 
 
 def test_generic_csv_with_chosen_columns(tmp_path):
-    path = write(tmp_path, "x.csv", "when;who;what;stars\n9;196;242;3\n9;186;302;3\n9;22;377;1\n9;196;302;4.5\n")
+    path = write(
+        tmp_path,
+        "x.csv",
+        "when;who;what;stars\n9;196;242;3\n9;186;302;3\n9;22;377;1\n9;196;302;4.5\n",
+    )
     ratings = load_ratings(path, format="csv", sep=";", columns=("who", "what", "stars"))
     assert triples(ratings) == sorted(TRIPLES)
     by_position = load_ratings(path, format="csv", sep=";", columns=(1, 2, 3), header=True)
@@ -98,18 +112,26 @@ def test_chunked_parsing_crosses_chunk_boundaries(tmp_path, monkeypatch):
 
 
 def test_parquet_and_dataframes(tmp_path):
-    frame = pd.DataFrame({"userId": [196, 186, 22, 196], "movieId": [242, 302, 377, 302],
-                          "rating": [3.0, 3.0, 1.0, 4.5]})
+    frame = pd.DataFrame(
+        {
+            "userId": [196, 186, 22, 196],
+            "movieId": [242, 302, 377, 302],
+            "rating": [3.0, 3.0, 1.0, 4.5],
+        }
+    )
     frame.to_parquet(tmp_path / "r.parquet")
     assert triples(load_ratings(tmp_path / "r.parquet")) == sorted(TRIPLES)
     assert triples(load_ratings(frame)) == sorted(TRIPLES)
     dask_dataframe = pytest.importorskip("dask.dataframe")
-    assert triples(load_ratings(dask_dataframe.from_pandas(frame, npartitions=2))) == sorted(TRIPLES)
+    assert triples(load_ratings(dask_dataframe.from_pandas(frame, npartitions=2))) == sorted(
+        TRIPLES
+    )
 
 
 def test_dataframe_errors_name_the_row():
-    frame = pd.DataFrame({"user": [1, 2, 3], "item": [1, 1, 1], "rating": [1.0, np.nan, 2.0]},
-                         index=[10, 11, 12])
+    frame = pd.DataFrame(
+        {"user": [1, 2, 3], "item": [1, 1, 1], "rating": [1.0, np.nan, 2.0]}, index=[10, 11, 12]
+    )
     with pytest.raises(InputError, match="DataFrame row 11: rating is not a finite number"):
         load_ratings(frame)
 
@@ -123,11 +145,22 @@ BAD_FILES = [
     ("u.data", "1\t2\t3\t4\n-1\t3\t2\t5\n", r"u\.data:2: user id is negative: -1"),
     ("u.data", "1\t2\t3\t4\n1\t3.5\t2\t5\n", r"u\.data:2: item id is not an integer: '3\.5'"),
     ("u.data", "1\t2\t3\t4\n1\tx\t2\t5\n", r"u\.data:2: item id is not an integer: 'x'"),
-    ("u.data", "1\t2\t3\t4\n1\t3\t4\t5\n1\t2\t5\t6\n",
-     r"u\.data:3: duplicate \(user, item\) pair \(1, 2\)"),
+    (
+        "u.data",
+        "1\t2\t3\t4\n1\t3\t4\t5\n1\t2\t5\t6\n",
+        r"u\.data:3: duplicate \(user, item\) pair \(1, 2\)",
+    ),
     ("ratings.dat", "1::2::3::4\n1:3:2:5\n", r"ratings\.dat:2: expected 4 fields"),
-    ("ratings.csv", "userId,movieId,rating,timestamp\n1,2,3,4\n1;3;2;5\n", r"ratings\.csv:3: expected 4 fields"),
-    ("ratings.csv", "userId,movieId,rating,timestamp\n", r"ratings\.csv: no ratings after the header"),
+    (
+        "ratings.csv",
+        "userId,movieId,rating,timestamp\n1,2,3,4\n1;3;2;5\n",
+        r"ratings\.csv:3: expected 4 fields",
+    ),
+    (
+        "ratings.csv",
+        "userId,movieId,rating,timestamp\n",
+        r"ratings\.csv: no ratings after the header",
+    ),
     ("empty.data", "", r"empty\.data: file is empty"),
     ("blank.csv", "\n\n", r"blank\.csv: file is empty"),
     ("spaces.data", "1 2 3 4\n", r"spaces\.data:1: cannot detect the format"),

@@ -70,12 +70,17 @@ def test_ml_100k_like_is_as_hard_as_the_real_file():
     mu = train.values.mean()
     assert np.sqrt(np.mean((test.values - mu) ** 2)) == pytest.approx(1.130, abs=0.02)
     user_bias, item_bias = np.zeros(943), np.zeros(1682)
-    user_counts, item_counts = np.bincount(train.rows, minlength=943), np.bincount(train.cols, minlength=1682)
+    user_counts, item_counts = (
+        np.bincount(train.rows, minlength=943),
+        np.bincount(train.cols, minlength=1682),
+    )
     for _ in range(10):  # alternating least squares, reg 15 (users) and 10 (items)
-        item_bias = np.bincount(train.cols, train.values - mu - user_bias[train.rows], minlength=1682) \
-            / (10 + item_counts)
-        user_bias = np.bincount(train.rows, train.values - mu - item_bias[train.cols], minlength=943) \
-            / (15 + user_counts)
+        item_bias = np.bincount(
+            train.cols, train.values - mu - user_bias[train.rows], minlength=1682
+        ) / (10 + item_counts)
+        user_bias = np.bincount(
+            train.rows, train.values - mu - item_bias[train.cols], minlength=943
+        ) / (15 + user_counts)
     predicted = mu + user_bias[test.rows] + item_bias[test.cols]
     assert np.sqrt(np.mean((test.values - predicted) ** 2)) == pytest.approx(0.954, abs=0.015)
 
@@ -92,9 +97,15 @@ def test_ml_1m_like_statistics():
 def test_ratings_follow_the_planted_model():
     ratings = make_ratings(users=300, items=200, ratings=12_000, rank=3, seed=5, noise=0.1)
     notes = ratings.notes
-    planted = (notes["planted_user_bias"][ratings.rows] + notes["planted_item_bias"][ratings.cols]
-               + np.einsum("ij,ij->i", notes["planted_user_factors"][ratings.rows],
-                           notes["planted_item_factors"][ratings.cols]))
+    planted = (
+        notes["planted_user_bias"][ratings.rows]
+        + notes["planted_item_bias"][ratings.cols]
+        + np.einsum(
+            "ij,ij->i",
+            notes["planted_user_factors"][ratings.rows],
+            notes["planted_item_factors"][ratings.cols],
+        )
+    )
     assert np.corrcoef(planted, ratings.values)[0, 1] > 0.8
     assert notes["planted_user_factors"].shape == (300, 3)
 
@@ -109,7 +120,9 @@ def test_seed_determines_the_matrix_and_half_stars():
     assert 3.5 in set(first.values)
 
 
-@pytest.mark.parametrize("users, items, ratings", [(5, 4, 20), (30, 20, 599), (1, 1, 1), (100, 3, 250)])
+@pytest.mark.parametrize(
+    "users, items, ratings", [(5, 4, 20), (30, 20, 599), (1, 1, 1), (100, 3, 250)]
+)
 def test_exact_count_even_when_nearly_full(users, items, ratings):
     generated = make_ratings(users=users, items=items, ratings=ratings, seed=0)
     assert generated.nnz == ratings == distinct_pairs(generated)
@@ -118,7 +131,9 @@ def test_exact_count_even_when_nearly_full(users, items, ratings):
 
 def test_signature_used_by_other_packages_and_bad_arguments():
     assert make_ratings("ml-100k-like", seed=1).nnz == PRESETS["ml-100k-like"].ratings
-    users, items, count = PRESETS["ml-1m-like"]  # unpacks like the (users, items, ratings) tuple it was
+    users, items, count = PRESETS[
+        "ml-1m-like"
+    ]  # unpacks like the (users, items, ratings) tuple it was
     assert (users, items, count) == (6040, 3706, 1_000_209)
     with pytest.raises(InputError, match="unknown preset"):
         make_ratings("ml-5m-like")
@@ -128,8 +143,9 @@ def test_signature_used_by_other_packages_and_bad_arguments():
         make_ratings(users=3)
 
 
-@pytest.mark.parametrize("name", ["r.csv", "r.dat", "u.data", "r.tsv", "r.parquet", "r.txt", "r.hamsi",
-                                  "r.csv.gz"])
+@pytest.mark.parametrize(
+    "name", ["r.csv", "r.dat", "u.data", "r.tsv", "r.parquet", "r.txt", "r.hamsi", "r.csv.gz"]
+)
 def test_every_written_format_round_trips(tmp_path, name):
     original = make_ratings(users=60, items=80, ratings=1500, seed=2, half_stars=True)
     loaded = load_ratings(write_ratings(original, tmp_path / name))
@@ -161,6 +177,7 @@ def test_embedded_sample_is_the_seeded_generator_output():
     sample = load_sample()
     assert sample.shape == (943, 1682) and sample.nnz == 100_000
     from hamsi.data.sample import SAMPLE_FILE, SAMPLE_SEED
+
     assert SAMPLE_FILE.stat().st_size < 1_000_000
     regenerated = make_ratings("ml-100k-like", seed=SAMPLE_SEED)
     assert np.array_equal(sample.values, regenerated.values)
@@ -173,21 +190,37 @@ def test_long_tail_preset_reproduces_the_second_real_set_through_data_info(tmp_p
     from hamsi.cli import main
 
     path = tmp_path / "long-tail.csv"
-    assert main(["data", "synth", "--preset", "long-tail-like", "--seed", "2", "--out", str(path)]) == 0
+    assert (
+        main(["data", "synth", "--preset", "long-tail-like", "--seed", "2", "--out", str(path)])
+        == 0
+    )
     capsys.readouterr()
     assert main(["data", "info", str(path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     field = {line.split()[0]: line.split()[1:] for line in lines if line.strip()}
-    assert field["users"] == ["672"] and field["items"] == ["9,066"] and field["ratings"] == ["100,020"]
+    assert (
+        field["users"] == ["672"]
+        and field["items"] == ["9,066"]
+        and field["ratings"] == ["100,020"]
+    )
     mean, sd = float(field["rating"][1]), float(field["rating"][3])
     assert mean == pytest.approx(3.54, abs=0.02) and sd == pytest.approx(1.06, abs=0.02)
     assert field["rating"][5] == "0.5..5"
-    shares = [float(line.split()[2].rstrip("%")) for line in lines
-              if line.startswith("  ") and line.split()[0].replace(".", "").isdigit() and "%" in line]
-    np.testing.assert_allclose(shares, [1.1, 3.3, 1.7, 7.3, 4.4, 20.1, 10.5, 28.8, 7.7, 15.1], atol=0.3)
+    shares = [
+        float(line.split()[2].rstrip("%"))
+        for line in lines
+        if line.startswith("  ") and line.split()[0].replace(".", "").isdigit() and "%" in line
+    ]
+    np.testing.assert_allclose(
+        shares, [1.1, 3.3, 1.7, 7.3, 4.4, 20.1, 10.5, 28.8, 7.7, 15.1], atol=0.3
+    )
     user = [float(v) for v in next(line for line in lines if "per user" in line).split()[2:]]
     item = [float(v) for v in next(line for line in lines if "per item" in line).split()[2:]]
-    assert user[0] == 16 and user[3] == pytest.approx(71, rel=0.1) and user[6] == pytest.approx(2391, rel=0.12)
+    assert (
+        user[0] == 16
+        and user[3] == pytest.approx(71, rel=0.1)
+        and user[6] == pytest.approx(2391, rel=0.12)
+    )
     assert item[0] == 1 and item[3] == 3
     ratings = load_ratings(path)
     per_item = np.bincount(ratings.cols, minlength=9066)

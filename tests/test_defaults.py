@@ -2,16 +2,21 @@
 
 import numpy as np
 import pytest
+from helpers import finite_difference_gradient
 
 import partition
 from hamsi.data import Ratings
 from hamsi.data.synth import make_ratings
-from hamsi.defaults import (REG_PER_SD, choose_hyperparameters, gradient_eta, optimizer_options,
-                            problem_options)
+from hamsi.defaults import (
+    REG_PER_SD,
+    choose_hyperparameters,
+    gradient_eta,
+    optimizer_options,
+    problem_options,
+)
 from hamsi.errors import InputError
 from hamsi.optimizer import minimize_hamsi
 from hamsi.problems import MatrixFactorization
-from helpers import finite_difference_gradient
 
 
 def small_ratings(seed=0, m=7, n=9, count=30, scale=1.0):
@@ -30,17 +35,25 @@ def arranged(ratings, rank=3, **options):
 @pytest.mark.parametrize("damping", [0.0, 3.0])
 def test_count_weighted_objective_is_the_als_wr_closed_form(damping):
     rated = small_ratings(3)
-    ratings = Ratings(rated.rows, rated.cols, rated.values, (8, 10))  # a user and an item without ratings
+    ratings = Ratings(
+        rated.rows, rated.cols, rated.values, (8, 10)
+    )  # a user and an item without ratings
     problem = arranged(ratings, rank=2, reg=0.4, reg_weighting="count", reg_damping=damping)
     x = problem.initial_point(np.random.default_rng(0))
     U, V = problem.factors(x)
     U[:, 2] = 0.3
-    prediction = (np.sum(U[ratings.rows, :2] * V[ratings.cols, :2], axis=1) + U[ratings.rows, 2]
-                  + V[ratings.cols, 2] + ratings.values.mean())
+    prediction = (
+        np.sum(U[ratings.rows, :2] * V[ratings.cols, :2], axis=1)
+        + U[ratings.rows, 2]
+        + V[ratings.cols, 2]
+        + ratings.values.mean()
+    )
     sse = np.sum((ratings.values - prediction) ** 2)
     # ALS-WR: every rating (a, b) carries reg (|U_a|^2 + |V_b|^2); damping d adds reg d |U_a|^2 per
     # user with ratings (same for items), the rows without ratings carry nothing
-    penalty = 0.4 * np.sum(np.sum(U[ratings.rows] ** 2, axis=1) + np.sum(V[ratings.cols] ** 2, axis=1))
+    penalty = 0.4 * np.sum(
+        np.sum(U[ratings.rows] ** 2, axis=1) + np.sum(V[ratings.cols] ** 2, axis=1)
+    )
     rated_users, rated_items = np.unique(ratings.rows), np.unique(ratings.cols)
     assert rated_users.size < 8 and rated_items.size < 10
     penalty += 0.4 * damping * (np.sum(U[rated_users] ** 2) + np.sum(V[rated_items] ** 2))
@@ -52,8 +65,9 @@ def test_count_weighted_gradient_matches_finite_differences(damping):
     problem = arranged(small_ratings(1), reg=0.7, reg_weighting="count", reg_damping=damping)
     x = problem.initial_point(np.random.default_rng(1))
     x += 0.1 * np.random.default_rng(2).standard_normal(x.size)
-    np.testing.assert_allclose(problem.gradient(x), finite_difference_gradient(problem, x),
-                               rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(
+        problem.gradient(x), finite_difference_gradient(problem, x), rtol=1e-6, atol=1e-8
+    )
 
 
 def test_uniform_weighting_and_unit_start_are_unchanged():
@@ -73,11 +87,21 @@ def test_uniform_weighting_and_unit_start_are_unchanged():
         MatrixFactorization(ratings, rank=2, reg=1.0, reg_weighting="count", reg_damping=-1.0)
 
 
-@pytest.mark.parametrize("weighting, reg, damping", [("count", 0.1, 0.0), ("count", 30.0, 0.0), ("count", 0.1, 20.0),
-                                                      ("uniform", 0.0, 0.0), ("uniform", None, 0.0)])
+@pytest.mark.parametrize(
+    "weighting, reg, damping",
+    [
+        ("count", 0.1, 0.0),
+        ("count", 30.0, 0.0),
+        ("count", 0.1, 20.0),
+        ("uniform", 0.0, 0.0),
+        ("uniform", None, 0.0),
+    ],
+)
 def test_first_gradient_step_is_one_over_the_busiest_rows_curvature(weighting, reg, damping):
     ratings = small_ratings(5, m=6, n=8, count=30)
-    params = choose_hyperparameters(ratings, rank=3, subsets=1, reg=reg, reg_weighting=weighting, reg_damping=damping)
+    params = choose_hyperparameters(
+        ratings, rank=3, subsets=1, reg=reg, reg_weighting=weighting, reg_damping=damping
+    )
     problem = arranged(ratings, reg=params["reg"], reg_weighting=weighting, reg_damping=damping)
     x = 0.1 * np.random.default_rng(0).standard_normal(problem.n_params)
     # curvature of F in every bias coordinate, by differencing the gradient
@@ -87,12 +111,15 @@ def test_first_gradient_step_is_one_over_the_busiest_rows_curvature(weighting, r
             index = (row if factors == 0 else problem.shape[0] + row) * problem.width + problem.rank
             step = np.zeros_like(x)
             step[index] = 1e-3
-            curvatures.append((problem.gradient(x + step)[index] - problem.gradient(x)[index]) / 1e-3)
+            curvatures.append(
+                (problem.gradient(x + step)[index] - problem.gradient(x)[index]) / 1e-3
+            )
     first_step = 1.0 / params["eta_gd"] ** params["gamma"]
     assert first_step == pytest.approx(1.0 / max(curvatures), rel=1e-6)
     # a row's ratings spread over K subsets: a K times longer step
-    assert gradient_eta(ratings, params["reg"], weighting, 3, params["gamma"], damping) ** -params["gamma"] == \
-        pytest.approx(3 * first_step, rel=1e-9)
+    assert gradient_eta(ratings, params["reg"], weighting, 3, params["gamma"], damping) ** -params[
+        "gamma"
+    ] == pytest.approx(3 * first_step, rel=1e-9)
 
 
 def test_rescaled_ratings_rescale_the_penalty_and_nothing_else():
@@ -114,20 +141,36 @@ def test_defaults_fit_better_than_the_bias_free_mean_and_do_not_diverge():
         params = choose_hyperparameters(train, rank)
         problem = MatrixFactorization(train, rank, **problem_options(params))
         cover = partition.make("strata-b", train, blocks=2)
-        result = minimize_hamsi(problem, cover, random_state=0, max_epochs=60, heldout=test,
-                                threads=1, **optimizer_options(params))
+        result = minimize_hamsi(
+            problem,
+            cover,
+            random_state=0,
+            max_epochs=60,
+            heldout=test,
+            threads=1,
+            **optimizer_options(params),
+        )
         frame = result.trace.to_frame()
         assert result.reason == "epoch_limit" and np.isfinite(frame.test_rmse).all()
         mean_rmse = np.sqrt(np.mean((test.values - train.values.mean()) ** 2))
         assert frame.test_rmse.iloc[-1] < 0.95 * mean_rmse
 
 
-@pytest.mark.parametrize("weighting, reg, damping", [("count", 0.3, 0.0), ("count", 0.3, 5.0), ("uniform", 2.0, 0.0),
-                                                      ("uniform", 0.0, 0.0)])
+@pytest.mark.parametrize(
+    "weighting, reg, damping",
+    [("count", 0.3, 0.0), ("count", 0.3, 5.0), ("uniform", 2.0, 0.0), ("uniform", 0.0, 0.0)],
+)
 def test_ridge_biases_are_the_penalized_least_squares_fit(weighting, reg, damping):
     ratings = small_ratings(7, m=8, n=10, count=45)
-    problem = arranged(ratings, rank=2, reg=reg, reg_weighting=weighting, reg_damping=damping, init_scale=0.0,
-                       init_biases=True)
+    problem = arranged(
+        ratings,
+        rank=2,
+        reg=reg,
+        reg_weighting=weighting,
+        reg_damping=damping,
+        init_scale=0.0,
+        init_biases=True,
+    )
     x = problem.initial_point(np.random.default_rng(0))
     U, V = problem.factors(x)
     assert not U[:, :2].any() and not V[:, :2].any()

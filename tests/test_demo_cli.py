@@ -26,7 +26,10 @@ def test_demo_in_process_writes_outputs_and_learns(tmp_path, capsys):
     # tiny factors; 20 cycles of factorization must improve on that bias-only model.
     assert train[0] < 1.0 and train[-1] < 0.92 * train[0] and test[-1] < test[0] - 0.015
     factors = np.load(out / "factors.npz")
-    assert factors["user_factors"].shape == (943, 10) and factors["item_factors"].shape == (1682, 10)
+    assert factors["user_factors"].shape == (943, 10) and factors["item_factors"].shape == (
+        1682,
+        10,
+    )
     assert (out / "convergence.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # Outputs get the permissions a plain open() would give, not mkstemp's owner-only 0600.
     umask = os.umask(0)

@@ -19,7 +19,7 @@ PAGES = ("README.md", "docs/api.md", "docs/accuracy.md")
 SKIPPED = {
     "tcp://head:8786": "needs a running Dask scheduler at a named host (not loopback)",
     "DaskMatrixFactorizer": "starts Dask clusters and needs a scheduler host; the Dask estimator is tested in "
-                            "tests/test_recommender_dask.py and tests/test_search.py",
+    "tests/test_recommender_dask.py and tests/test_search.py",
 }
 
 
@@ -40,15 +40,23 @@ def small_ratings_frame(user_col="user", item_col="item", seed=0) -> pd.DataFram
     ratings = make_ratings(users=40, items=60, ratings=1200, rank=3, seed=seed)
     users = np.where(ratings.rows == 0, 196, ratings.rows + 1)
     items = np.select([ratings.cols == 0, ratings.cols == 1], [242, 302], ratings.cols + 1)
-    return pd.DataFrame({user_col: users, item_col: items, "rating": ratings.values,
-                         "timestamp": np.arange(ratings.nnz)})
+    return pd.DataFrame(
+        {
+            user_col: users,
+            item_col: items,
+            "rating": ratings.values,
+            "timestamp": np.arange(ratings.nnz),
+        }
+    )
 
 
 def write_example_files(directory: Path) -> None:
     """Write the files the examples read: ratings.csv, ml-latest-small/ratings.csv, ml-1m/ratings.dat."""
     small_ratings_frame().drop(columns="timestamp").to_csv(directory / "ratings.csv", index=False)
     (directory / "ml-latest-small").mkdir()
-    small_ratings_frame("userId", "movieId").to_csv(directory / "ml-latest-small" / "ratings.csv", index=False)
+    small_ratings_frame("userId", "movieId").to_csv(
+        directory / "ml-latest-small" / "ratings.csv", index=False
+    )
     (directory / "ml-1m").mkdir()
     frame = small_ratings_frame()
     lines = [f"{u}::{i}::{int(r)}::{t}" for u, i, r, t in frame.itertuples(index=False)]
@@ -71,11 +79,15 @@ def test_example_runs(page, code, tmp_path, monkeypatch):
         from sklearn.model_selection import train_test_split
 
         frame = pd.read_csv("ratings.csv")
-        namespace["train"], namespace["test"] = train_test_split(frame, test_size=0.2, random_state=0)
+        namespace["train"], namespace["test"] = train_test_split(
+            frame, test_size=0.2, random_state=0
+        )
     exec(compile(code, f"{page} example", "exec"), namespace)
     assert os.listdir(tmp_path)  # ran in the example directory
 
 
 def test_every_page_has_its_examples_collected():
     ids = [param.id for param in python_blocks()]
-    assert any(i.startswith("README.md") for i in ids) and any(i.startswith("docs/api.md") for i in ids)
+    assert any(i.startswith("README.md") for i in ids) and any(
+        i.startswith("docs/api.md") for i in ids
+    )

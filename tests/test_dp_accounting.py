@@ -15,6 +15,7 @@ from dp.accounting import zcdp_epsilon
 
 def _cks_epsilon(rho, delta):
     """Continuous minimum over alpha > 1 of CKS 2020 Prop. 12 for (alpha, alpha rho)-RDP."""
+
     def eps(log_am1):
         a = 1 + math.exp(log_am1)
         return a * rho + math.log1p(-1 / a) - (math.log(delta) + math.log(a)) / (a - 1)
@@ -141,7 +142,9 @@ def test_mechanisms_charge_before_noise_and_refuse_when_spent():
     rel = dp.gaussian_mechanism_zcdp(np.zeros(3), 1.0, 0.005, random_state=0, budget=b)
     assert rel.rho == 0.005 and b.ledger[-1].rho == 0.005
     with pytest.raises(dp.BudgetExceededError):
-        dp.gaussian_mechanism_zcdp(np.zeros(3), 1.0, b.remaining_rho * 1.01, random_state=0, budget=b)
+        dp.gaussian_mechanism_zcdp(
+            np.zeros(3), 1.0, b.remaining_rho * 1.01, random_state=0, budget=b
+        )
     with pytest.raises(dp.BudgetExceededError):
         dp.laplace_mechanism(np.zeros(3), 1.0, 0.5, random_state=0, budget=b)
     assert len(b.ledger) == 2
@@ -162,7 +165,12 @@ def test_zcdp_gaussian_noise_scale_is_sensitivity_over_sqrt_two_rho():
 def test_totals_and_ledger_are_read_only():
     b = dp.PrivacyAccountant(1.0, 1e-5)
     b.spend(0.6, label="first")
-    for name, value in (("epsilon", 100.0), ("delta", 0.5), ("neighbouring", "add-remove"), ("ledger", [])):
+    for name, value in (
+        ("epsilon", 100.0),
+        ("delta", 0.5),
+        ("neighbouring", "add-remove"),
+        ("ledger", []),
+    ):
         with pytest.raises(AttributeError):
             setattr(b, name, value)
     with pytest.raises(AttributeError):

@@ -19,8 +19,22 @@ def csv_file(tmp_path):
 def test_private_glasso_writes_outputs_and_reports_spend(csv_file, tmp_path, capsys):
     path, X = csv_file
     out, graph = tmp_path / "prec.npy", tmp_path / "g.png"
-    code = main(["glasso", str(path), "--alpha", "0.05", "--epsilon", "1", "--seed", "3",
-                 "--out", str(out), "--graph", str(graph)])
+    code = main(
+        [
+            "glasso",
+            str(path),
+            "--alpha",
+            "0.05",
+            "--epsilon",
+            "1",
+            "--seed",
+            "3",
+            "--out",
+            str(out),
+            "--graph",
+            str(graph),
+        ]
+    )
     assert code == 0
     text = capsys.readouterr().out
     assert "privacy spent: epsilon=1 delta=0" in text
@@ -36,7 +50,10 @@ def test_non_private_ridge_matches_library_and_says_not_private(csv_file, tmp_pa
 
     path, X = csv_file
     out = tmp_path / "p.npy"
-    assert main(["glasso", str(path), "--alpha", "0.1", "--estimator", "ridge", "--out", str(out)]) == 0
+    assert (
+        main(["glasso", str(path), "--alpha", "0.1", "--estimator", "ridge", "--out", str(out)])
+        == 0
+    )
     assert "NOT private" in capsys.readouterr().out
     assert np.allclose(np.load(out), dp.ridge_precision(X.T @ X / len(X), 0.1))
 
@@ -44,8 +61,25 @@ def test_non_private_ridge_matches_library_and_says_not_private(csv_file, tmp_pa
 def test_headerless_csv_and_gaussian_mechanism(tmp_path, capsys):
     path = tmp_path / "plain.csv"
     np.savetxt(path, np.random.default_rng(1).random((30, 3)) / 3, delimiter=",")
-    assert main(["glasso", str(path), "--alpha", "0.01", "--epsilon", "2", "--delta", "1e-3",
-                 "--mechanism", "gaussian", "--seed", "1"]) == 0
+    assert (
+        main(
+            [
+                "glasso",
+                str(path),
+                "--alpha",
+                "0.01",
+                "--epsilon",
+                "2",
+                "--delta",
+                "1e-3",
+                "--mechanism",
+                "gaussian",
+                "--seed",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert "epsilon=2 delta=0.001" in capsys.readouterr().out
 
 
@@ -64,9 +98,16 @@ def test_headerless_csv_and_gaussian_mechanism(tmp_path, capsys):
         ("1,2\n3,4\n", ["--alpha", "0.1", "--delta", "1e-5", "--mechanism", "gaussian"], "--delta"),
         ("a,b,c\n1,2,0\n3,4,0\n5,6,0\n", ["--alpha", "0.1"], "column 3 ('c') is constant"),
         ("1,2\n3,4\n", ["--alpha", "0.1", "--public-n", "5"], "--public-n is only used"),
-        ("1,2\n3,4\n", ["--alpha", "0.1", "--epsilon", "1", "--public-n", "5"], "--public-n is only used"),
-        ("1,2\n3,4\n", ["--alpha", "0.1", "--epsilon", "1", "--neighbouring", "add-remove", "--public-n", "0"],
-         "--public-n must be"),
+        (
+            "1,2\n3,4\n",
+            ["--alpha", "0.1", "--epsilon", "1", "--public-n", "5"],
+            "--public-n is only used",
+        ),
+        (
+            "1,2\n3,4\n",
+            ["--alpha", "0.1", "--epsilon", "1", "--neighbouring", "add-remove", "--public-n", "0"],
+            "--public-n must be",
+        ),
     ],
 )
 def test_bad_input_is_one_clear_line_and_writes_nothing(tmp_path, capsys, content, args, message):
@@ -92,8 +133,22 @@ def test_add_remove_neighbours_never_print_or_use_the_row_count(csv_file, capsys
     # issue 19 defect 1: add-remove used to calibrate to c^2 / n with the data's own n (printed too),
     # and this test asserted the sqrt(2) smaller noise that came with it
     path, X = csv_file
-    common = ["glasso", str(path), "--alpha", "0.05", "--epsilon", "1", "--delta", "1e-4", "--clip", "1",
-              "--mechanism", "gaussian", "--seed", "1"]
+    common = [
+        "glasso",
+        str(path),
+        "--alpha",
+        "0.05",
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-4",
+        "--clip",
+        "1",
+        "--mechanism",
+        "gaussian",
+        "--seed",
+        "1",
+    ]
     assert main(common + ["--neighbouring", "replace-one"]) == 0
     replace = capsys.readouterr().out
     assert "rows: 60 " in replace and "replace-one neighbours" in replace
@@ -108,7 +163,9 @@ def test_add_remove_neighbours_never_print_or_use_the_row_count(csv_file, capsys
     assert _noise_scale(replace) / _noise_scale(public) == pytest.approx(2**0.5, rel=1e-2)
 
 
-def test_private_runs_do_not_inspect_constant_columns_and_warn_about_an_implicit_clip(tmp_path, capsys):
+def test_private_runs_do_not_inspect_constant_columns_and_warn_about_an_implicit_clip(
+    tmp_path, capsys
+):
     # issue 19 items 5 and 8: a refusal naming a constant column depended on the data; no --clip gives
     # a warning that depends on the arguments only
     path = tmp_path / "d.csv"
@@ -118,8 +175,15 @@ def test_private_runs_do_not_inspect_constant_columns_and_warn_about_an_implicit
     assert main(["glasso", str(path), "--alpha", "0.05", "--epsilon", "1", "--seed", "1"]) == 0
     captured = capsys.readouterr()
     assert "constant" not in captured.err + captured.out
-    assert "hamsi glasso: warning: clip not given" in captured.err and "Traceback" not in captured.err
-    assert main(["glasso", str(path), "--alpha", "0.05", "--epsilon", "1", "--clip", "1", "--seed", "1"]) == 0
+    assert (
+        "hamsi glasso: warning: clip not given" in captured.err and "Traceback" not in captured.err
+    )
+    assert (
+        main(
+            ["glasso", str(path), "--alpha", "0.05", "--epsilon", "1", "--clip", "1", "--seed", "1"]
+        )
+        == 0
+    )
     assert "warning" not in capsys.readouterr().err
     assert main(["glasso", str(path), "--alpha", "0.05"]) == 2  # a non-private run still refuses it
     assert "column 2 ('b') is constant" in capsys.readouterr().err

@@ -54,7 +54,9 @@ def test_adversarial_pairs_come_close_to_the_bounds(p):
     n = 10
     # orthogonal unit vectors attain the L2 bound exactly
     e1, e2 = np.eye(p)[0], np.eye(p)[1]
-    assert np.linalg.norm(_triangle_diff(e1, e2, n)) == pytest.approx(covariance_sensitivity(p, n, 1.0, "l2"))
+    assert np.linalg.norm(_triangle_diff(e1, e2, n)) == pytest.approx(
+        covariance_sensitivity(p, n, 1.0, "l2")
+    )
     # x ~ cos(w i), x' ~ sin(w i) spreads the difference over every entry (L1)
     best = 0.0
     i = np.arange(p)
@@ -69,7 +71,9 @@ def test_adversarial_pairs_come_close_to_the_bounds(p):
 
 def test_sensitivity_scales_with_clip_squared():
     assert covariance_sensitivity(10, 100, 3.0, "l2") == pytest.approx(9 * math.sqrt(2) / 100)
-    assert covariance_sensitivity(10, 100, 2.0, "l1") == pytest.approx(4 * covariance_sensitivity(10, 100, 1.0, "l1"))
+    assert covariance_sensitivity(10, 100, 2.0, "l1") == pytest.approx(
+        4 * covariance_sensitivity(10, 100, 1.0, "l1")
+    )
 
 
 def test_clip_rows_counts_and_scales_only_long_rows():
@@ -84,7 +88,9 @@ def test_private_covariance_is_symmetric_and_centred_on_s():
     rng = np.random.default_rng(1)
     X = _random_unit_rows(rng, 400, 6)
     S = X.T @ X / 400
-    draws = np.stack([dp.private_covariance(X, 2.0, clip=1.0, random_state=s).covariance for s in range(300)])
+    draws = np.stack(
+        [dp.private_covariance(X, 2.0, clip=1.0, random_state=s).covariance for s in range(300)]
+    )
     assert np.all(draws == np.transpose(draws, (0, 2, 1)))
     sd = dp.private_covariance(X, 2.0, clip=1.0, random_state=0).release.noise_scale * math.sqrt(2)
     assert np.all(np.abs(draws.mean(axis=0) - S) < 5 * sd / math.sqrt(300))
@@ -111,7 +117,9 @@ def test_budget_composes_and_refuses_overspend_before_release(monkeypatch):
     X = np.random.default_rng(3).random((50, 3)) / 3
     budget = dp.PrivacyBudget(1.0, 1e-3)
     dp.private_covariance(X, 0.4, clip=1.0, budget=budget, random_state=0)
-    dp.private_covariance(X, 0.3, 5e-4, mechanism="gaussian", clip=1.0, budget=budget, random_state=1)
+    dp.private_covariance(
+        X, 0.3, 5e-4, mechanism="gaussian", clip=1.0, budget=budget, random_state=1
+    )
     assert budget.spent == pytest.approx((0.7, 5e-4))
     drawn = []
     import dp.mechanisms as mech
@@ -157,22 +165,37 @@ def test_bad_data_is_refused_with_location_when_not_private(X, match):
         dp.private_covariance(X, None)
 
 
-@pytest.mark.parametrize("X", [np.array([[1.0, np.nan], [0.0, 1.0]]), np.array([[1.0, 2.0], [0.0, np.inf]]),
-                               np.array([[1.0, 2.0], [123456789.5, np.nan]])])
+@pytest.mark.parametrize(
+    "X",
+    [
+        np.array([[1.0, np.nan], [0.0, 1.0]]),
+        np.array([[1.0, 2.0], [0.0, np.inf]]),
+        np.array([[1.0, 2.0], [123456789.5, np.nan]]),
+    ],
+)
 def test_a_private_release_refuses_bad_data_without_quoting_it(X):
     # issue 19 item 5: the message of a private release says what is wrong, never where or which value
     with pytest.raises(dp.DataError, match="non-finite") as info:
         dp.private_covariance(X, 1.0, clip=1.0)
     text = str(info.value)
-    assert not re.search(r"(row|column|at) \d", text) and "123456789" not in text and "1 non-finite" not in text
+    assert (
+        not re.search(r"(row|column|at) \d", text)
+        and "123456789" not in text
+        and "1 non-finite" not in text
+    )
 
 
 def test_bad_parameters_raise_before_anything_is_spent():
     X = np.random.default_rng(4).random((20, 3)) / 3
     budget = dp.PrivacyBudget(10.0, 0.5)
-    for kwargs in [dict(epsilon=0.0), dict(epsilon=1.0, delta=-0.1), dict(epsilon=1.0, delta=1.0),
-                   dict(epsilon=1.0, mechanism="cauchy"), dict(epsilon=1.0, clip=0.0),
-                   dict(epsilon=1.0, mechanism="gaussian", delta=0.0)]:
+    for kwargs in [
+        dict(epsilon=0.0),
+        dict(epsilon=1.0, delta=-0.1),
+        dict(epsilon=1.0, delta=1.0),
+        dict(epsilon=1.0, mechanism="cauchy"),
+        dict(epsilon=1.0, clip=0.0),
+        dict(epsilon=1.0, mechanism="gaussian", delta=0.0),
+    ]:
         with pytest.raises(ValueError):
             dp.private_covariance(X, budget=budget, **{"clip": 1.0, **kwargs})
     assert budget.ledger == ()
@@ -187,7 +210,9 @@ def test_add_remove_sum_sensitivities_hold_and_are_attained(p):
     X = _random_unit_rows(rng, 3000, p)
     X[:1500] /= np.linalg.norm(X[:1500], axis=1, keepdims=True)
     iu = np.triu_indices(p)
-    moves = np.array([np.outer(x, x)[iu] for x in X])  # adding row x moves the sum's triangle by this
+    moves = np.array(
+        [np.outer(x, x)[iu] for x in X]
+    )  # adding row x moves the sum's triangle by this
     l1 = covariance_sensitivity(p, 1, 1.0, "l1", "add-remove")
     l2 = covariance_sensitivity(p, 1, 1.0, "l2", "add-remove")
     assert l1 == (p + 1) / 2 and l2 == 1.0
@@ -203,22 +228,38 @@ def test_add_remove_noise_does_not_depend_on_the_private_row_count(mechanism, de
     rng = np.random.default_rng(5)
     X = _random_unit_rows(rng, 600, 4)
     kw = dict(mechanism=mechanism, clip=1.0, neighbouring="add-remove")
-    small, large = (dp.private_covariance(X[:m], 1.0, delta, random_state=0, **kw) for m in (5, 600))
+    small, large = (
+        dp.private_covariance(X[:m], 1.0, delta, random_state=0, **kw) for m in (5, 600)
+    )
     assert small.release.noise_scale == large.release.noise_scale  # the noisy sum's noise
-    assert small.count_release.noise_scale == large.count_release.noise_scale == pytest.approx(10.0, rel=1e-6)
-    assert small.release.sensitivity == covariance_sensitivity(4, 1, 1.0, "l1" if mechanism == "laplace" else "l2",
-                                                               "add-remove")
+    assert (
+        small.count_release.noise_scale
+        == large.count_release.noise_scale
+        == pytest.approx(10.0, rel=1e-6)
+    )
+    assert small.release.sensitivity == covariance_sensitivity(
+        4, 1, 1.0, "l1" if mechanism == "laplace" else "l2", "add-remove"
+    )
     # n_samples is the released noisy count, not the data's n (private under add-remove)
-    assert small.n_samples == max(small.count_release.values[0], 1.0) and small.neighbouring == "add-remove"
-    assert np.allclose(small.covariance * small.n_samples,
-                       dp.covariance._symmetric_from_triangle(small.release.values, 4))
+    assert (
+        small.n_samples == max(small.count_release.values[0], 1.0)
+        and small.neighbouring == "add-remove"
+    )
+    assert np.allclose(
+        small.covariance * small.n_samples,
+        dp.covariance._symmetric_from_triangle(small.release.values, 4),
+    )
     # with a public n the sum is divided by it and all of epsilon goes to the sum
     public = dp.private_covariance(X, 1.0, delta, public_n=1000, random_state=0, **kw)
     assert public.count_release is None and public.n_samples == 1000
-    assert public.release.sensitivity == covariance_sensitivity(4, 1000, 1.0, "l1" if mechanism == "laplace" else "l2",
-                                                                "add-remove")
+    assert public.release.sensitivity == covariance_sensitivity(
+        4, 1000, 1.0, "l1" if mechanism == "laplace" else "l2", "add-remove"
+    )
     # the noisy count is centred on n: the divisor follows the data only through a paid release
-    counts = [dp.private_covariance(X, 1.0, delta, random_state=s, **kw).count_release.values[0] for s in range(200)]
+    counts = [
+        dp.private_covariance(X, 1.0, delta, random_state=s, **kw).count_release.values[0]
+        for s in range(200)
+    ]
     assert abs(np.mean(counts) - 600) < 5 * 10 * math.sqrt(2) / math.sqrt(200)
 
 
@@ -226,7 +267,10 @@ def test_add_remove_charges_count_and_sum_before_any_noise(monkeypatch):
     X = np.random.default_rng(3).random((50, 3)) / 3
     budget = dp.PrivacyBudget(1.0, neighbouring="add-remove")
     dp.private_covariance(X, 0.6, clip=1.0, budget=budget, random_state=0, count_fraction=0.25)
-    assert [c.label for c in budget.ledger] == ["covariance row count (laplace)", "covariance sum (laplace)"]
+    assert [c.label for c in budget.ledger] == [
+        "covariance row count (laplace)",
+        "covariance sum (laplace)",
+    ]
     assert [c.epsilon for c in budget.ledger] == pytest.approx([0.15, 0.45])
     drawn = []
     import dp.mechanisms as mech

@@ -31,8 +31,12 @@ def test_ridge_precision_matches_brute_force_minimisation():
         L[tril] = v
         return dp.ridge_objective(L @ L.T, S, alpha)
 
-    best = minimize(objective, np.eye(3)[tril], method="Nelder-Mead",
-                    options=dict(xatol=1e-10, fatol=1e-12, maxiter=20000, maxfev=40000))
+    best = minimize(
+        objective,
+        np.eye(3)[tril],
+        method="Nelder-Mead",
+        options=dict(xatol=1e-10, fatol=1e-12, maxiter=20000, maxfev=40000),
+    )
     L = np.zeros((3, 3))
     L[tril] = best.x
     theta = dp.ridge_precision(S, alpha)
@@ -92,7 +96,9 @@ def _kkt_violation(Z, S, alpha, penalize_diagonal):
 def test_admm_solution_satisfies_kkt(ar2_data, penalize_diagonal):
     S = ar2_data.T @ ar2_data / ar2_data.shape[0]
     alpha = 0.02 * np.abs(S).max()
-    res = dp.admm_graphical_lasso(S, alpha, tol=1e-9, max_iter=5000, penalize_diagonal=penalize_diagonal)
+    res = dp.admm_graphical_lasso(
+        S, alpha, tol=1e-9, max_iter=5000, penalize_diagonal=penalize_diagonal
+    )
     assert res.converged
     assert _kkt_violation(res.precision, S, alpha, penalize_diagonal) < 1e-5 * np.abs(S).max()
     assert np.any(res.precision == 0)  # sparsity is exact
@@ -101,7 +107,9 @@ def test_admm_solution_satisfies_kkt(ar2_data, penalize_diagonal):
 def test_penalizing_the_diagonal_shrinks_it():
     S = np.array([[1.0, 0.3], [0.3, 1.0]])
     free = dp.admm_graphical_lasso(S, 0.1, tol=1e-10, max_iter=5000).precision
-    pen = dp.admm_graphical_lasso(S, 0.1, tol=1e-10, max_iter=5000, penalize_diagonal=True).precision
+    pen = dp.admm_graphical_lasso(
+        S, 0.1, tol=1e-10, max_iter=5000, penalize_diagonal=True
+    ).precision
     assert np.all(np.diag(pen) < np.diag(free))
     # 2x2 closed form with unpenalized diagonal: W = S + alpha * sign, Theta = W^-1
     W = S + np.array([[0, 0.1], [0.1, 0]]) * np.sign(np.linalg.inv(S)[0, 1])
@@ -140,7 +148,9 @@ def test_cross_validation_picks_the_argmin_of_held_out_likelihood(ar2_data):
 @pytest.mark.parametrize("mechanism,delta", [("laplace", 0.0), ("gaussian", 1e-3)])
 def test_private_estimators_report_spend_and_are_reproducible(ar2_data, cls, mechanism, delta):
     X = ar2_data * 3  # some rows exceed the clipping bound
-    est = cls(alpha=0.01, epsilon=0.8, delta=delta, mechanism=mechanism, clip=1.0, random_state=5).fit(X)
+    est = cls(
+        alpha=0.01, epsilon=0.8, delta=delta, mechanism=mechanism, clip=1.0, random_state=5
+    ).fit(X)
     again = clone(est).fit(X)
     assert np.array_equal(est.precision_, again.precision_)
     assert est.privacy_spent_ == (0.8, delta)
@@ -161,11 +171,21 @@ def test_estimators_share_a_budget_and_refuse_overspend(ar2_data):
 
 @pytest.mark.parametrize(
     "kwargs",
-    [dict(alpha=-0.1), dict(alpha=float("nan")), dict(alpha="cv", epsilon=1.0), dict(alpha="auto"),
-     dict(epsilon=0.0), dict(epsilon=-2.0), dict(epsilon=1.0, delta=1.0), dict(epsilon=1.0, delta=-1e-9),
-     dict(epsilon=1.0, mechanism="gaussian"), dict(epsilon=1.0, mechanism="exponential"),
-     dict(epsilon=1.0, delta=1e-5), dict(epsilon=1.0, neighbouring="swap"),
-     dict(epsilon=1.0, budget=dp.PrivacyAccountant(5.0), neighbouring="add-remove")],
+    [
+        dict(alpha=-0.1),
+        dict(alpha=float("nan")),
+        dict(alpha="cv", epsilon=1.0),
+        dict(alpha="auto"),
+        dict(epsilon=0.0),
+        dict(epsilon=-2.0),
+        dict(epsilon=1.0, delta=1.0),
+        dict(epsilon=1.0, delta=-1e-9),
+        dict(epsilon=1.0, mechanism="gaussian"),
+        dict(epsilon=1.0, mechanism="exponential"),
+        dict(epsilon=1.0, delta=1e-5),
+        dict(epsilon=1.0, neighbouring="swap"),
+        dict(epsilon=1.0, budget=dp.PrivacyAccountant(5.0), neighbouring="add-remove"),
+    ],
 )
 def test_bad_parameters_raise_and_release_nothing(ar2_data, kwargs):
     params = dict(alpha=0.01)
@@ -231,15 +251,18 @@ def test_cross_validation_charges_the_shared_budget_once_per_fit(ar2_data):
     b3 = dp.PrivacyBudget(3.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        scores = cross_val_score(clone(est).set_params(budget=b3), ar2_data, cv=5, scoring=_released_only)
+        scores = cross_val_score(
+            clone(est).set_params(budget=b3), ar2_data, cv=5, scoring=_released_only
+        )
     assert np.isnan(scores).sum() == 2 and len(b3.ledger) == 3
 
 
 def test_privacy_spent_reports_what_the_fit_charged(ar2_data):
     b = dp.PrivacyAccountant(2.0, 1e-4)
     b.spend(0.5)
-    est = dp.PrivateGraphicalLasso(alpha=0.01, epsilon=0.7, delta=5e-5, mechanism="gaussian", budget=b,
-                                   random_state=0).fit(ar2_data)
+    est = dp.PrivateGraphicalLasso(
+        alpha=0.01, epsilon=0.7, delta=5e-5, mechanism="gaussian", budget=b, random_state=0
+    ).fit(ar2_data)
     assert est.privacy_spent_ == (0.7, 5e-5)
     assert b.spent == pytest.approx((1.2, 5e-5))
     assert b.ledger[-1].label == "covariance (gaussian)"
@@ -250,10 +273,14 @@ def test_no_fitted_attribute_tells_neighbours_apart_by_clipping(ar2_data):
     X = ar2_data * 0.9
     X2 = X.copy()
     X2[0] = 10.0
-    fits = [dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, random_state=3).fit(D) for D in (X, X2)]
+    fits = [
+        dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, random_state=3).fit(D) for D in (X, X2)
+    ]
     for est in fits:
         assert not hasattr(est, "n_clipped_")
-    exact = {k for k, v in vars(fits[0]).items() if k.endswith("_") and not isinstance(v, np.ndarray)}
+    exact = {
+        k for k, v in vars(fits[0]).items() if k.endswith("_") and not isinstance(v, np.ndarray)
+    }
     assert exact  # alpha_, noise_scale_, privacy_spent_: public or paid for
     for key in exact:
         assert getattr(fits[0], key) == getattr(fits[1], key), key
@@ -269,7 +296,9 @@ def test_non_private_glasso_matches_sklearn_on_raw_and_unit_ball_data(scale):
     alpha = 0.02 * np.abs(S - np.diag(np.diag(S))).max()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        sk = GraphicalLasso(alpha=alpha, assume_centered=True, tol=1e-9, enet_tol=1e-9, max_iter=2000).fit(X)
+        sk = GraphicalLasso(
+            alpha=alpha, assume_centered=True, tol=1e-9, enet_tol=1e-9, max_iter=2000
+        ).fit(X)
     f_sk = dp.glasso_objective(sk.precision_, S, alpha)
     est = dp.PrivateGraphicalLasso(alpha=alpha, epsilon=None).fit(X)
     assert est.converged_, est.solver_message_
@@ -283,7 +312,12 @@ def test_admm_stops_at_the_same_iterate_whatever_the_data_scale(ar2_data):
     for c in (1e-4, 1e3):
         scaled = dp.admm_graphical_lasso(c * S, c * alpha, tol=1e-6)
         assert scaled.n_iter == base.n_iter
-        assert np.allclose(scaled.precision * c, base.precision, rtol=1e-6, atol=1e-9 * np.abs(base.precision).max())
+        assert np.allclose(
+            scaled.precision * c,
+            base.precision,
+            rtol=1e-6,
+            atol=1e-9 * np.abs(base.precision).max(),
+        )
 
 
 def test_constant_column_is_named_in_a_warning_only_when_not_private(ar2_data):
@@ -294,8 +328,9 @@ def test_constant_column_is_named_in_a_warning_only_when_not_private(ar2_data):
     # a private fit does not look: no constant column is a documented precondition (issue 19 item 5)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, clip=1.0, budget=dp.PrivacyBudget(1.0),
-                                 random_state=0).fit(X)
+        dp.PrivateRidgePrecision(
+            alpha=0.05, epsilon=1.0, clip=1.0, budget=dp.PrivacyBudget(1.0), random_state=0
+        ).fit(X)
 
 
 def test_laplace_refuses_a_delta_it_would_ignore(ar2_data):
@@ -310,23 +345,43 @@ def test_add_remove_noise_never_depends_on_the_private_row_count(ar2_data):
     # that differs between neighbours), sqrt(2) below replace-one; two tests asserted that ratio
     kw = dict(alpha=0.05, epsilon=1.0, delta=1e-5, mechanism="gaussian", clip=1.0, random_state=0)
     n = len(ar2_data)
-    fits = {m: dp.PrivateRidgePrecision(**kw, neighbouring="add-remove", budget=None).fit(ar2_data[:m])
-            for m in (n // 3, n)}
-    sums = [dp.covariance.private_covariance(ar2_data[:m], 0.9, 1e-5, mechanism="gaussian", clip=1.0,
-                                             neighbouring="add-remove", random_state=0).release for m in (n // 3, n)]
-    assert sums[0].noise_scale == sums[1].noise_scale  # the noisy sum's noise: p, c and epsilon only
-    for m, est in fits.items():
+    fits = {
+        m: dp.PrivateRidgePrecision(**kw, neighbouring="add-remove", budget=None).fit(ar2_data[:m])
+        for m in (n // 3, n)
+    }
+    sums = [
+        dp.covariance.private_covariance(
+            ar2_data[:m],
+            0.9,
+            1e-5,
+            mechanism="gaussian",
+            clip=1.0,
+            neighbouring="add-remove",
+            random_state=0,
+        ).release
+        for m in (n // 3, n)
+    ]
+    assert (
+        sums[0].noise_scale == sums[1].noise_scale
+    )  # the noisy sum's noise: p, c and epsilon only
+    for est in fits.values():
         assert est.privacy_spent_ == pytest.approx((1.0, 1e-5))  # count and sum together
     # a public n (known without looking at the data) divides the sum instead: c^2 / public_n in L2
     replace = dp.PrivateRidgePrecision(**kw).fit(ar2_data)
     public = dp.PrivateRidgePrecision(**kw, neighbouring="add-remove", public_n=n).fit(ar2_data)
     assert replace.noise_scale_ / public.noise_scale_ == pytest.approx(math.sqrt(2), rel=1e-5)
-    assert dp.PrivateRidgePrecision(**kw, neighbouring="add-remove", public_n=10 * n).fit(ar2_data).noise_scale_ \
-        == pytest.approx(public.noise_scale_ / 10, rel=1e-5)
+    assert dp.PrivateRidgePrecision(**kw, neighbouring="add-remove", public_n=10 * n).fit(
+        ar2_data
+    ).noise_scale_ == pytest.approx(public.noise_scale_ / 10, rel=1e-5)
     shared = dp.PrivacyAccountant(3.0, 1e-4, neighbouring="add-remove")
     est = dp.PrivateRidgePrecision(**kw, budget=shared).fit(ar2_data)
-    assert [c.label for c in shared.ledger] == ["covariance row count (laplace)", "covariance sum (gaussian)"]
-    assert est.privacy_spent_ == pytest.approx((1.0, 1e-5)) and shared.ledger[0].epsilon == pytest.approx(0.1)
+    assert [c.label for c in shared.ledger] == [
+        "covariance row count (laplace)",
+        "covariance sum (gaussian)",
+    ]
+    assert est.privacy_spent_ == pytest.approx((1.0, 1e-5)) and shared.ledger[
+        0
+    ].epsilon == pytest.approx(0.1)
 
 
 def test_public_n_is_refused_where_it_means_nothing(ar2_data):
@@ -334,11 +389,13 @@ def test_public_n_is_refused_where_it_means_nothing(ar2_data):
         dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, clip=1.0, public_n=300).fit(ar2_data)
     for bad in (0, -3, 2.5, True):
         with pytest.raises(dp.PrivacyParameterError, match="public_n"):
-            dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, clip=1.0, neighbouring="add-remove",
-                                     public_n=bad).fit(ar2_data)
+            dp.PrivateRidgePrecision(
+                alpha=0.05, epsilon=1.0, clip=1.0, neighbouring="add-remove", public_n=bad
+            ).fit(ar2_data)
     with pytest.raises(dp.PrivacyParameterError, match="count_fraction"):
-        dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, clip=1.0, neighbouring="add-remove",
-                                 count_fraction=1.0).fit(ar2_data)
+        dp.PrivateRidgePrecision(
+            alpha=0.05, epsilon=1.0, clip=1.0, neighbouring="add-remove", count_fraction=1.0
+        ).fit(ar2_data)
 
 
 # --- issue 19 items 6-8: defaults and habits that leaked without a word -------------------------
@@ -365,18 +422,23 @@ def test_the_clip_warning_does_not_depend_on_the_data(ar2_data):
     messages = []
     for X in (ar2_data * 0.01, ar2_data * 100):  # all rows inside the bound, all far outside
         with pytest.warns(dp.PrivacyLeakWarning) as record:
-            dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, budget=dp.PrivacyBudget(1.0), random_state=0).fit(X)
+            dp.PrivateRidgePrecision(
+                alpha=0.05, epsilon=1.0, budget=dp.PrivacyBudget(1.0), random_state=0
+            ).fit(X)
         messages.append(sorted(str(w.message) for w in record))
     assert messages[0] == messages[1] and any("clip not given" in m for m in messages[0])
     with pytest.warns(dp.PrivacyLeakWarning, match="clip not given"):
         dp.private_covariance(ar2_data, 1.0, random_state=0)
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(epsilon=None, budget="budget"), "non-private fit"),
-    (dict(epsilon=float("inf"), budget="budget"), "epsilon=inf"),
-    (dict(epsilon=float("inf")), "epsilon=inf"),
-])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(epsilon=None, budget="budget"), "non-private fit"),
+        (dict(epsilon=float("inf"), budget="budget"), "epsilon=inf"),
+        (dict(epsilon=float("inf")), "epsilon=inf"),
+    ],
+)
 def test_a_budget_with_a_non_private_run_is_refused(ar2_data, kwargs, match):
     budget = dp.PrivacyBudget(1.0)
     kwargs = {k: (budget if v == "budget" else v) for k, v in kwargs.items()}
@@ -413,8 +475,9 @@ def test_refits_without_a_shared_budget_warn(ar2_data, monkeypatch):
 def test_grid_search_on_private_rows_is_stopped(ar2_data, monkeypatch):
     # item 6: GridSearchCV(PrivateRidgePrecision(epsilon=1)) gave 10 fits fresh budgets and chose by
     # a non-private score; now the unshared fits warn and the score is refused
-    import dp.estimators as estimators
     from sklearn.model_selection import GridSearchCV
+
+    import dp.estimators as estimators
 
     monkeypatch.setattr(estimators, "_unshared_fits", 0)
     est = dp.PrivateRidgePrecision(epsilon=1.0, clip=1.0)
@@ -422,12 +485,15 @@ def test_grid_search_on_private_rows_is_stopped(ar2_data, monkeypatch):
         GridSearchCV(est, {"alpha": [0.01, 0.1]}, cv=2, error_score="raise").fit(ar2_data)
     # even with a scorer that reads only the released estimates, four fits on fresh budgets warn
     with pytest.warns(dp.PrivacyLeakWarning, match="without a shared budget"):
-        GridSearchCV(est, {"alpha": [0.01, 0.1]}, cv=2, scoring=_released_only, refit=False).fit(ar2_data)
+        GridSearchCV(est, {"alpha": [0.01, 0.1]}, cv=2, scoring=_released_only, refit=False).fit(
+            ar2_data
+        )
 
 
 def test_score_refuses_private_rows_unless_told_they_are_public(ar2_data):
-    est = dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, clip=1.0, budget=dp.PrivacyBudget(1.0),
-                                   random_state=0).fit(ar2_data[:200])
+    est = dp.PrivateRidgePrecision(
+        alpha=0.05, epsilon=1.0, clip=1.0, budget=dp.PrivacyBudget(1.0), random_state=0
+    ).fit(ar2_data[:200])
     with pytest.raises(dp.PrivacyParameterError, match="public=True"):
         est.score(ar2_data[200:])
     public = ar2_data[200:]  # say, a public held-out set

@@ -35,7 +35,9 @@ def logistic_data(n=400, d=4, seed=0, scale=1.0):
 @pytest.mark.parametrize("loss", ["logistic", "least-squares"])
 def test_gradient_and_hessian_match_finite_differences(loss):
     X, y = logistic_data(60, 3)
-    problem = make_problem(loss, X, y * 0.7 if loss == "least-squares" else y, 0.05, C, 2, data_norm=R)
+    problem = make_problem(
+        loss, X, y * 0.7 if loss == "least-squares" else y, 0.05, C, 2, data_norm=R
+    )
     x = np.array([0.3, -0.2, 0.5])
     assert optimize.check_grad(problem.objective, problem.gradient, x) < 1e-6
     numeric = optimize.approx_fprime(x, problem.gradient, 1e-7)
@@ -48,7 +50,9 @@ def test_solve_matches_sklearn_logistic_regression():
     problem = make_problem("logistic", X, y, reg, C, 2, data_norm=R)
     x_star, f_star = problem.solve()
     # mean loss + reg |w|^2 has the minimizer of sum loss + |w|^2 / (2 C_sk) with C_sk = 1/(2 n reg)
-    sk = LogisticRegression(C=1 / (2 * len(y) * reg), fit_intercept=False, tol=1e-12, max_iter=10_000).fit(X, y)
+    sk = LogisticRegression(
+        C=1 / (2 * len(y) * reg), fit_intercept=False, tol=1e-12, max_iter=10_000
+    ).fit(X, y)
     np.testing.assert_allclose(x_star, sk.coef_[0], atol=1e-6)
     assert np.linalg.norm(problem.gradient(x_star)) < 1e-9
     assert f_star == pytest.approx(problem.objective(sk.coef_[0]), abs=1e-10)
@@ -67,10 +71,14 @@ def test_clipping_bounds_every_per_example_gradient(norm):
     assert 0 < small.sum() < len(y)  # both cases occur
     np.testing.assert_allclose(clipped[small], raw[small])  # untouched below C
     np.testing.assert_allclose(norms[~small], C)  # scaled onto the sphere, same direction
-    np.testing.assert_allclose(clipped[~small] / norms[~small, None],
-                               raw[~small] / np.linalg.norm(raw[~small], ord=norm, axis=1)[:, None])
+    np.testing.assert_allclose(
+        clipped[~small] / norms[~small, None],
+        raw[~small] / np.linalg.norm(raw[~small], ord=norm, axis=1)[:, None],
+    )
     rows = np.array([3, 7, 11])
-    np.testing.assert_allclose(problem.clipped_gradient(x, rows), clipped[rows].mean(axis=0) + 0.02 * x)
+    np.testing.assert_allclose(
+        problem.clipped_gradient(x, rows), clipped[rows].mean(axis=0) + 0.02 * x
+    )
 
 
 # --- noise scales equal the thesis' formulas -------------------------------------------------
@@ -130,12 +138,15 @@ def test_online_buckets_spend_the_whole_epsilon_on_each_release():
 def test_zcdp_variant_sigma_matches_rho_split():
     X, y = logistic_data(400, 3)
     budget = dp.PrivacyBudget(1.0, 1e-5)
-    res = run(X, y, "dp-gdws-gauss", epsilon=1.0, delta=1e-5, n_iter=50, accountant=budget,
-                           random_state=0)
+    res = run(
+        X, y, "dp-gdws-gauss", epsilon=1.0, delta=1e-5, n_iter=50, accountant=budget, random_state=0
+    )
     rho = res.privacy_spent.rho
     # each release: L2 sensitivity beta * 2C / n, rho / T of the budget: sigma = Delta / sqrt(2 rho / T)
     formula = 0.1 * (2 * C / 400) / math.sqrt(2 * rho / 50)
-    assert formula <= res.noise_scales[0] <= formula * (1 + 1e-5)  # + the grid's sqrt(d) gamma inflation
+    assert (
+        formula <= res.noise_scales[0] <= formula * (1 + 1e-5)
+    )  # + the grid's sqrt(d) gamma inflation
     assert budget.spent_rho == pytest.approx(rho)
 
 
@@ -186,9 +197,18 @@ def test_dp_nag_without_noise_is_nesterov():
 # --- the accountant ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("method, batch", [("dp-gdws", None), ("dp-mag", None), ("dp-sgdws", 20),
-                                           ("dp-smag", 20), ("dp-onlinegdws", 25), ("m-asg*", None),
-                                           ("dp-gd", 20)])
+@pytest.mark.parametrize(
+    "method, batch",
+    [
+        ("dp-gdws", None),
+        ("dp-mag", None),
+        ("dp-sgdws", 20),
+        ("dp-smag", 20),
+        ("dp-onlinegdws", 25),
+        ("m-asg*", None),
+        ("dp-gd", 20),
+    ],
+)
 def test_pure_methods_charge_exactly_epsilon(method, batch):
     X, y = logistic_data(300, 3)
     budget = dp.PrivacyBudget(2.0)
@@ -197,17 +217,37 @@ def test_pure_methods_charge_exactly_epsilon(method, batch):
     assert len(budget.ledger) == 1 and method in budget.ledger[0].label
 
 
-@pytest.mark.parametrize("method, batch", [("dp-sgdws-gauss", 20), ("dp-sgd", 20), ("dp-mag-gauss", None)])
+@pytest.mark.parametrize(
+    "method, batch", [("dp-sgdws-gauss", 20), ("dp-sgd", 20), ("dp-mag-gauss", None)]
+)
 def test_gaussian_methods_charge_exactly_epsilon_delta(method, batch):
     X, y = logistic_data(300, 3)
     budget = dp.PrivacyBudget(1.0, 1e-5)
-    run(X, y, method, epsilon=1.0, delta=1e-5, n_iter=30, batch_size=batch, accountant=budget,
-                     random_state=0)
+    run(
+        X,
+        y,
+        method,
+        epsilon=1.0,
+        delta=1e-5,
+        n_iter=30,
+        batch_size=batch,
+        accountant=budget,
+        random_state=0,
+    )
     eps, delta = budget.spent
     assert eps == pytest.approx(1.0, rel=1e-9) and delta == pytest.approx(1e-5)
     with pytest.raises(dp.BudgetExceededError):
-        run(X, y, method, epsilon=0.1, delta=1e-7, n_iter=30, batch_size=batch,
-                         accountant=budget, random_state=0)
+        run(
+            X,
+            y,
+            method,
+            epsilon=0.1,
+            delta=1e-7,
+            n_iter=30,
+            batch_size=batch,
+            accountant=budget,
+            random_state=0,
+        )
 
 
 def test_an_exhausted_budget_is_refused_before_any_release():
@@ -222,15 +262,18 @@ def test_an_exhausted_budget_is_refused_before_any_release():
 # --- bad input -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"method": "dp-foo"}, "unknown method"),
-    ({"method": "dp-gdws", "batch_size": 10}, "full gradients"),
-    ({"method": "dp-sgdws", "batch_size": 1000}, "at most n"),
-    ({"beta": 0.0}, "beta"),
-    ({"epsilon": -1.0}, "epsilon"),
-    ({"method": "dp-gdws-gauss"}, "delta > 0"),
-    ({"n_iter": 0}, "n_iter"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"method": "dp-foo"}, "unknown method"),
+        ({"method": "dp-gdws", "batch_size": 10}, "full gradients"),
+        ({"method": "dp-sgdws", "batch_size": 1000}, "at most n"),
+        ({"beta": 0.0}, "beta"),
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"method": "dp-gdws-gauss"}, "delta > 0"),
+        ({"n_iter": 0}, "n_iter"),
+    ],
+)
 def test_bad_arguments_are_refused_with_a_clear_message(kwargs, match):
     X, y = logistic_data(100, 2)
     with pytest.raises(ValueError, match=match):
@@ -266,11 +309,19 @@ def test_sampled_gaussian_calibration_meets_epsilon_by_an_independent_rdp_comput
 
     groups = (ReleaseGroup(30, 0.5), ReleaseGroup(70, 0.5))
     z, cost = sampled_gaussian_multipliers(1.0, 1e-5, groups, 20, 1000, 3)
-    accountant = rdp.RdpAccountant(orders=list(range(2, 65)),  # every integer order, not our list
-                                   neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+    accountant = rdp.RdpAccountant(
+        orders=list(range(2, 65)),  # every integer order, not our list
+        neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE,
+    )
     for level, g in zip(z, groups):
-        accountant.compose(dp_accounting.SelfComposedDpEvent(
-            dp_accounting.SampledWithoutReplacementDpEvent(1000, 20, dp_accounting.GaussianDpEvent(level)), g.n_releases))
+        accountant.compose(
+            dp_accounting.SelfComposedDpEvent(
+                dp_accounting.SampledWithoutReplacementDpEvent(
+                    1000, 20, dp_accounting.GaussianDpEvent(level)
+                ),
+                g.n_releases,
+            )
+        )
     assert accountant.get_epsilon(1e-5) <= 1.0 + 1e-6
     assert z[1] / z[0] == pytest.approx(math.sqrt(70 / 30))  # the zCDP split's proportions
     assert cost.epsilon == 1.0 and cost.delta == 1e-5
@@ -280,13 +331,33 @@ def test_least_squares_runs_through_the_same_methods():
     rng = np.random.default_rng(4)
     X = rng.standard_normal((400, 3))
     y = np.clip(X @ np.array([0.3, -0.2, 0.1]) + 0.05 * rng.standard_normal(400), -1, 1)
-    problem = make_problem("least-squares", X, y, 0.1, C, 2, data_norm=5.0)  # kappa = 126: 300 steps reach f*
+    problem = make_problem(
+        "least-squares", X, y, 0.1, C, 2, data_norm=5.0
+    )  # kappa = 126: 300 steps reach f*
     x_star, f_star = problem.solve()
-    exact = run(X, y, "dp-nag", epsilon=math.inf, n_iter=300, loss="least-squares", history_every=1,
-                reg=0.1, data_norm=5.0)
+    exact = run(
+        X,
+        y,
+        "dp-nag",
+        epsilon=math.inf,
+        n_iter=300,
+        loss="least-squares",
+        history_every=1,
+        reg=0.1,
+        data_norm=5.0,
+    )
     assert exact.nonprivate_history[-1] - f_star < 1e-10
-    private = run(X, y, "dp-smag", epsilon=50.0, n_iter=200, batch_size=40, loss="least-squares",
-                               random_state=0, history_every=1)
+    private = run(
+        X,
+        y,
+        "dp-smag",
+        epsilon=50.0,
+        n_iter=200,
+        batch_size=40,
+        loss="least-squares",
+        random_state=0,
+        history_every=1,
+    )
     assert private.success
     assert private.nonprivate_history[-1] - f_star < private.nonprivate_history[0] - f_star
 
@@ -294,7 +365,10 @@ def test_least_squares_runs_through_the_same_methods():
 def test_defaults_are_functions_of_public_numbers_only():
     X, y = logistic_data(500, 4, seed=1)
     X_other, y_other = logistic_data(500, 4, seed=2, scale=3.0)
-    runs = [minimize_private(A, b, epsilon=1.0, data_norm=2.0, random_state=0) for A, b in ((X, y), (X_other, y_other))]
+    runs = [
+        minimize_private(A, b, epsilon=1.0, data_norm=2.0, random_state=0)
+        for A, b in ((X, y), (X_other, y_other))
+    ]
     assert runs[0].method == runs[1].method == "dp-mag"
     assert runs[0].n_iter == runs[1].n_iter and runs[0].step_sizes == runs[1].step_sizes
     assert runs[0].noise_scales == runs[1].noise_scales
@@ -304,4 +378,6 @@ def test_defaults_are_functions_of_public_numbers_only():
     assert reg == pytest.approx(math.sqrt(30) / 569)  # inside the clamp [3e-3, 1e-2]
     assert default_plan(569, 30, 1.0, 0.0, 1.0, 1.0, reg).n_iter == 4  # breast cancer's shape
     assert default_plan(569, 30, 1.0, 1e-5, 1.0, 1.0, reg).method == "dp-mag-gauss"
-    assert default_plan(10**6, 30, 1.0, 0.0, 1.0, 1.0, 0.01).n_iter == 10  # the first stage of (4.38)
+    assert (
+        default_plan(10**6, 30, 1.0, 0.0, 1.0, 1.0, 0.01).n_iter == 10
+    )  # the first stage of (4.38)

@@ -21,12 +21,33 @@ def csv_file(tmp_path):
 
 
 def _coefficients(text):
-    return np.array(re.search(r"coefficients \(class 1 vs 0\): (.*)", text).group(1).split(), dtype=float)
+    return np.array(
+        re.search(r"coefficients \(class 1 vs 0\): (.*)", text).group(1).split(), dtype=float
+    )
 
 
-def test_dp_learn_prints_the_private_coefficients_and_spend_and_nothing_computed_on_the_data(csv_file, capsys):
-    code = main(["dp-learn", str(csv_file), "--target", "label", "--method", "dp-sgdws", "--epsilon", "1",
-                 "--batch-size", "20", "--n-iter", "200", "--seed", "1", *BOUNDS])
+def test_dp_learn_prints_the_private_coefficients_and_spend_and_nothing_computed_on_the_data(
+    csv_file, capsys
+):
+    code = main(
+        [
+            "dp-learn",
+            str(csv_file),
+            "--target",
+            "label",
+            "--method",
+            "dp-sgdws",
+            "--epsilon",
+            "1",
+            "--batch-size",
+            "20",
+            "--n-iter",
+            "200",
+            "--seed",
+            "1",
+            *BOUNDS,
+        ]
+    )
     assert code == 0
     text = capsys.readouterr().out
     assert "privacy spent: epsilon=1 delta=0" in text and "iterations: 200" in text
@@ -36,41 +57,96 @@ def test_dp_learn_prints_the_private_coefficients_and_spend_and_nothing_computed
 
 def test_dp_learn_nonprivate_diagnostics_are_labelled_and_plot(csv_file, tmp_path, capsys):
     plot = tmp_path / "gap.png"
-    assert main(["dp-learn", str(csv_file), "--target", "label", "--method", "dp-sgdws", "--epsilon", "inf",
-                 "--batch-size", "20", "--n-iter", "200", "--seed", "1", *BOUNDS,
-                 "--nonprivate-diagnostics", "--plot", str(plot)]) == 0
+    assert (
+        main(
+            [
+                "dp-learn",
+                str(csv_file),
+                "--target",
+                "label",
+                "--method",
+                "dp-sgdws",
+                "--epsilon",
+                "inf",
+                "--batch-size",
+                "20",
+                "--n-iter",
+                "200",
+                "--seed",
+                "1",
+                *BOUNDS,
+                "--nonprivate-diagnostics",
+                "--plot",
+                str(plot),
+            ]
+        )
+        == 0
+    )
     text = capsys.readouterr().out
-    diagnostics = text[text.index("NON-PRIVATE diagnostics"):]
+    diagnostics = text[text.index("NON-PRIVATE diagnostics") :]
     accuracy = float(re.search(r"training accuracy: ([0-9.]+)", diagnostics).group(1))
     gap = float(re.search(r"f - f\*: ([0-9.e+-]+)", diagnostics).group(1))
-    assert accuracy > 0.9 and gap >= 0  # without noise the method separates these (separable) classes
+    assert (
+        accuracy > 0.9 and gap >= 0
+    )  # without noise the method separates these (separable) classes
     assert "privacy: none" in text
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_dp_learn_defaults_and_gaussian_spend(csv_file, capsys):
-    code = main(["dp-learn", str(csv_file), "--target", "4", "--epsilon", "1", "--delta", "1e-5", "--seed", "2",
-                 *BOUNDS])
+    code = main(
+        [
+            "dp-learn",
+            str(csv_file),
+            "--target",
+            "4",
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-5",
+            "--seed",
+            "2",
+            *BOUNDS,
+        ]
+    )
     assert code == 0
     text = capsys.readouterr().out
     assert "method: dp-mag-gauss" in text and "epsilon=1 delta=1e-05, rho=" in text
 
 
-def test_dp_learn_warns_in_one_line_each_when_classes_and_data_norm_are_left_implicit(csv_file, capsys):
-    assert main(["dp-learn", str(csv_file), "--target", "label", "--epsilon", "1", "--seed", "3"]) == 0
+def test_dp_learn_warns_in_one_line_each_when_classes_and_data_norm_are_left_implicit(
+    csv_file, capsys
+):
+    assert (
+        main(["dp-learn", str(csv_file), "--target", "label", "--epsilon", "1", "--seed", "3"]) == 0
+    )
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 2 and all(line.startswith("warning (PrivacyLeakWarning): ") for line in lines)
+    assert len(lines) == 2 and all(
+        line.startswith("warning (PrivacyLeakWarning): ") for line in lines
+    )
     assert "--classes not given" in lines[0] and "data_norm" in lines[1]
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--target", "nope", "--epsilon", "1", *BOUNDS], "--target 'nope' is neither a column name"),
-    (["--target", "a", "--epsilon", "1", *BOUNDS], "holds a value outside --classes 0,1"),
-    (["--target", "label", "--epsilon", "1", "--classes", "0"], "two distinct numbers"),
-    (["--target", "label", "--epsilon", "1", *BOUNDS, "--plot", "x.png"], "add --nonprivate-diagnostics"),
-    (["--target", "label", "--epsilon", "-2", *BOUNDS], "epsilon must be"),
-    (["--target", "label", "--epsilon", "1", "--classes", "0,1", "--data-norm", "0"], "data_norm must be"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (
+            ["--target", "nope", "--epsilon", "1", *BOUNDS],
+            "--target 'nope' is neither a column name",
+        ),
+        (["--target", "a", "--epsilon", "1", *BOUNDS], "holds a value outside --classes 0,1"),
+        (["--target", "label", "--epsilon", "1", "--classes", "0"], "two distinct numbers"),
+        (
+            ["--target", "label", "--epsilon", "1", *BOUNDS, "--plot", "x.png"],
+            "add --nonprivate-diagnostics",
+        ),
+        (["--target", "label", "--epsilon", "-2", *BOUNDS], "epsilon must be"),
+        (
+            ["--target", "label", "--epsilon", "1", "--classes", "0,1", "--data-norm", "0"],
+            "data_norm must be",
+        ),
+    ],
+)
 def test_dp_learn_bad_input_is_one_clear_line(csv_file, capsys, argv, message):
     assert main(["dp-learn", str(csv_file), *argv]) == 2
     err = capsys.readouterr().err

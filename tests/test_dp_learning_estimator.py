@@ -22,16 +22,20 @@ def blobs(n=400, d=4, seed=0, classes=2):
 
 
 def test_passes_sklearns_estimator_checks():
-    failures = [r for r in check_estimator(dp.PrivateLogisticRegression(n_iter=20), on_fail=None)
-                if r["status"] == "failed"]
+    failures = [
+        r
+        for r in check_estimator(dp.PrivateLogisticRegression(n_iter=20), on_fail=None)
+        if r["status"] == "failed"
+    ]
     assert not failures, [(r["check_name"], str(r["exception"])[:200]) for r in failures]
 
 
 def test_clone_and_cross_validation_share_one_accountant():
     X, y = blobs()
     budget = dp.PrivacyBudget(1.0)
-    model = dp.PrivateLogisticRegression(epsilon=0.2, n_iter=30, accountant=budget, random_state=0, data_norm=5.0,
-                                         classes=[0, 1])
+    model = dp.PrivateLogisticRegression(
+        epsilon=0.2, n_iter=30, accountant=budget, random_state=0, data_norm=5.0, classes=[0, 1]
+    )
     assert clone(model).accountant is budget
     cross_val_score(model, X, y, cv=3)
     assert budget.spent[0] == pytest.approx(0.6)
@@ -43,11 +47,25 @@ def test_non_private_limit_matches_sklearn_in_a_pipeline():
     X, y = blobs(600)
     reg = 0.01
     # rows scaled to norm 1 = data_norm, L1 clip 2 >= sqrt(d) |x_i|_2 >= |gradient_i|_1: nothing is clipped
-    ours = make_pipeline(StandardScaler(), Normalizer(), dp.PrivateLogisticRegression(
-        method="dp-nag", epsilon=math.inf, n_iter=400, reg=reg, data_norm=1.0, clip=2.0,  # L1 clip >= sqrt(4)
-        classes=[0, 1], fit_intercept=False)).fit(X, y)
-    sk = make_pipeline(StandardScaler(), Normalizer(), LogisticRegression(
-        C=1 / (2 * len(y) * reg), fit_intercept=False, tol=1e-12)).fit(X, y)
+    ours = make_pipeline(
+        StandardScaler(),
+        Normalizer(),
+        dp.PrivateLogisticRegression(
+            method="dp-nag",
+            epsilon=math.inf,
+            n_iter=400,
+            reg=reg,
+            data_norm=1.0,
+            clip=2.0,  # L1 clip >= sqrt(4)
+            classes=[0, 1],
+            fit_intercept=False,
+        ),
+    ).fit(X, y)
+    sk = make_pipeline(
+        StandardScaler(),
+        Normalizer(),
+        LogisticRegression(C=1 / (2 * len(y) * reg), fit_intercept=False, tol=1e-12),
+    ).fit(X, y)
     np.testing.assert_allclose(ours[-1].coef_, sk[-1].coef_, atol=1e-5)
     assert ours.score(X, y) == pytest.approx(sk.score(X, y))
     proba = ours.predict_proba(X)
@@ -67,10 +85,22 @@ def test_non_private_limit_with_an_intercept_matches_liblinear_with_intercept_sc
     X, y = shifted_boundary()
     reg, data_norm = 0.01, 1.0
     # L1 clip 4 >= sqrt(5) |(x, b)|_2 = sqrt(5) sqrt(1.25) >= |gradient_i|_1: nothing is clipped
-    ours = dp.PrivateLogisticRegression(method="dp-nag", epsilon=math.inf, n_iter=1000, reg=reg,
-                                        data_norm=data_norm, clip=4.0, classes=[0, 1]).fit(X, y)
-    sk = LogisticRegression(solver="liblinear", intercept_scaling=data_norm / 2, C=1 / (2 * len(y) * reg),
-                            tol=1e-12, max_iter=10_000).fit(X, y)
+    ours = dp.PrivateLogisticRegression(
+        method="dp-nag",
+        epsilon=math.inf,
+        n_iter=1000,
+        reg=reg,
+        data_norm=data_norm,
+        clip=4.0,
+        classes=[0, 1],
+    ).fit(X, y)
+    sk = LogisticRegression(
+        solver="liblinear",
+        intercept_scaling=data_norm / 2,
+        C=1 / (2 * len(y) * reg),
+        tol=1e-12,
+        max_iter=10_000,
+    ).fit(X, y)
     np.testing.assert_allclose(ours.coef_, sk.coef_, atol=1e-6)
     np.testing.assert_allclose(ours.intercept_, sk.intercept_, atol=1e-6)
     assert ours.intercept_[0] < -0.5  # the boundary is shifted: a real intercept, not a zero
@@ -79,10 +109,21 @@ def test_non_private_limit_with_an_intercept_matches_liblinear_with_intercept_sc
 
 def test_an_intercept_recovers_a_shifted_boundary_at_epsilon_4():
     X, y = shifted_boundary()
-    scores = {fit_intercept: [dp.PrivateLogisticRegression(epsilon=4.0, data_norm=1.0, classes=[0, 1],
-                                                           fit_intercept=fit_intercept, random_state=seed)
-                              .fit(X, y).score(X, y) for seed in range(5)]
-              for fit_intercept in (True, False)}
+    scores = {
+        fit_intercept: [
+            dp.PrivateLogisticRegression(
+                epsilon=4.0,
+                data_norm=1.0,
+                classes=[0, 1],
+                fit_intercept=fit_intercept,
+                random_state=seed,
+            )
+            .fit(X, y)
+            .score(X, y)
+            for seed in range(5)
+        ]
+        for fit_intercept in (True, False)
+    }
     # without an intercept the best line through the origin scores ~0.79; with one ~0.92
     assert np.mean(scores[True]) > np.mean(scores[False]) + 0.08
     assert min(scores[True]) > max(scores[False])
@@ -93,20 +134,41 @@ def test_multiclass_is_one_vs_rest_at_epsilon_over_k():
     budget = dp.PrivacyBudget(3.0)
     # the thesis' model (no intercept): at epsilon 0.5 per class and T = 50 an intercept leaves the private
     # accuracy where it is (0.726 against 0.729, 10 seeds) but lifts the non-private bar below (0.845 -> 0.922)
-    model = dp.PrivateLogisticRegression(epsilon=1.5, n_iter=50, accountant=budget, random_state=0,
-                                         data_norm=5.0, classes=[0, 1, 2], fit_intercept=False).fit(X, y)
+    model = dp.PrivateLogisticRegression(
+        epsilon=1.5,
+        n_iter=50,
+        accountant=budget,
+        random_state=0,
+        data_norm=5.0,
+        classes=[0, 1, 2],
+        fit_intercept=False,
+    ).fit(X, y)
     assert model.coef_.shape == (3, 4) and model.intercept_.shape == (3,)
     assert [c.epsilon for c in budget.ledger] == pytest.approx([0.5, 0.5, 0.5])
     assert model.privacy_spent_ == pytest.approx((1.5, 0.0))
-    exact = dp.PrivateLogisticRegression(method="dp-nag", epsilon=math.inf, n_iter=300, data_norm=5.0,
-                                         classes=[0, 1, 2], fit_intercept=False).fit(X, y)
+    exact = dp.PrivateLogisticRegression(
+        method="dp-nag",
+        epsilon=math.inf,
+        n_iter=300,
+        data_norm=5.0,
+        classes=[0, 1, 2],
+        fit_intercept=False,
+    ).fit(X, y)
     assert model.score(X, y) > exact.score(X, y) - 0.1 > 0.5  # chance is 1/3
 
 
 def test_privacy_spent_after_a_private_fit_and_no_nonprivate_history_by_default():
     X, y = blobs()
-    model = dp.PrivateLogisticRegression(method="dp-sgdws-gauss", epsilon=1.0, delta=1e-5, batch_size=20,
-                                         n_iter=100, random_state=0, data_norm=5.0, classes=[0, 1]).fit(X, y)
+    model = dp.PrivateLogisticRegression(
+        method="dp-sgdws-gauss",
+        epsilon=1.0,
+        delta=1e-5,
+        batch_size=20,
+        n_iter=100,
+        random_state=0,
+        data_norm=5.0,
+        classes=[0, 1],
+    ).fit(X, y)
     assert model.privacy_spent_ == pytest.approx((1.0, 1e-5))
     assert model.n_iter_ == 100 and model.results_[0].nonprivate_history is None
     assert not hasattr(model, "history_")
@@ -117,8 +179,9 @@ def test_public_classes_fix_the_shape_and_labels_outside_them_are_refused_withou
     X, y = blobs(300, classes=3)
     two = y.copy()
     two[two == 2] = 0  # labels 0, 1 only, but the public label set has 3: still 3 one-vs-rest fits
-    model = dp.PrivateLogisticRegression(epsilon=1.0, n_iter=5, data_norm=5.0, classes=[0, 1, 2],
-                                         random_state=0).fit(X, two)
+    model = dp.PrivateLogisticRegression(
+        epsilon=1.0, n_iter=5, data_norm=5.0, classes=[0, 1, 2], random_state=0
+    ).fit(X, two)
     assert model.coef_.shape == (3, 4) and list(model.classes_) == [0, 1, 2]
     assert [r.privacy_spent.epsilon for r in model.results_] == pytest.approx([1 / 3] * 3)
     odd = y.copy()
@@ -134,15 +197,25 @@ def test_missing_classes_and_data_norm_warn_from_the_arguments_alone():
     X, y = blobs(200)
     with pytest.warns(dp.PrivacyLeakWarning) as record:
         dp.PrivateLogisticRegression(n_iter=5, random_state=0).fit(X, y)
-    messages = sorted(str(w.message) for w in record if issubclass(w.category, dp.PrivacyLeakWarning))
-    assert len(messages) == 2 and "classes was not given" in messages[0] and "data_norm" in messages[1]
+    messages = sorted(
+        str(w.message) for w in record if issubclass(w.category, dp.PrivacyLeakWarning)
+    )
+    assert (
+        len(messages) == 2 and "classes was not given" in messages[0] and "data_norm" in messages[1]
+    )
     with pytest.warns(dp.PrivacyLeakWarning) as other:  # other data, same words
         dp.PrivateLogisticRegression(n_iter=5, random_state=0).fit(3 * X[:50], 1 - y[:50])
-    assert sorted(str(w.message) for w in other if issubclass(w.category, dp.PrivacyLeakWarning)) == messages
+    assert (
+        sorted(str(w.message) for w in other if issubclass(w.category, dp.PrivacyLeakWarning))
+        == messages
+    )
     import warnings
+
     with warnings.catch_warnings():
         warnings.simplefilter("error", dp.PrivacyLeakWarning)
-        dp.PrivateLogisticRegression(n_iter=5, data_norm=5.0, classes=[0, 1], random_state=0).fit(X, y)
+        dp.PrivateLogisticRegression(n_iter=5, data_norm=5.0, classes=[0, 1], random_state=0).fit(
+            X, y
+        )
 
 
 def test_defaults_beat_the_majority_class_on_a_small_data_set():
@@ -153,6 +226,10 @@ def test_defaults_beat_the_majority_class_on_a_small_data_set():
     X = (raw.data - raw.data.mean(0)) / raw.data.std(0)
     X /= np.maximum(1.0, np.linalg.norm(X, axis=1))[:, None]
     majority = max(np.mean(raw.target), 1 - np.mean(raw.target))
-    scores = [dp.PrivateLogisticRegression(epsilon=1.0, data_norm=1.0, classes=[0, 1], random_state=seed)
-              .fit(X, raw.target).score(X, raw.target) for seed in range(5)]
+    scores = [
+        dp.PrivateLogisticRegression(epsilon=1.0, data_norm=1.0, classes=[0, 1], random_state=seed)
+        .fit(X, raw.target)
+        .score(X, raw.target)
+        for seed in range(5)
+    ]
     assert majority < 0.63 and np.mean(scores) > 0.88 and min(scores) > majority

@@ -10,6 +10,7 @@ DP-MAG, 4.04 DP-SGD), and a record with a new label, which changed classes_ and 
 
 import numpy as np
 import pytest
+from privacy_audit import epsilon_lower_bound
 
 import dp
 from dp._random import RandomBits
@@ -17,7 +18,6 @@ from dp.learning import ALL_METHODS, make_problem, minimize_private
 from dp.learning.accounting import ReleaseGroup, amplified_base_epsilon
 from dp.learning.noise import laplace_stream
 from dp.learning.settings import RunSettings, calibrate
-from privacy_audit import epsilon_lower_bound
 
 EPSILON, N, D, RUNS = 1.0, 1000, 10, 500
 
@@ -36,15 +36,24 @@ def outlier_neighbours(n=N, d=D, seed=0):
 
 def first_coordinates(X, y, method, runs=RUNS, seed_base=0, **kwargs):
     """Return x_T[0] of `runs` independent private runs: the coordinate the outlier pulls on."""
-    return np.array([minimize_private(X, y, method, epsilon=EPSILON, data_norm=1.0, random_state=seed_base + r,
-                                      **kwargs).x[0] for r in range(runs)])
+    return np.array(
+        [
+            minimize_private(
+                X, y, method, epsilon=EPSILON, data_norm=1.0, random_state=seed_base + r, **kwargs
+            ).x[0]
+            for r in range(runs)
+        ]
+    )
 
 
-@pytest.mark.parametrize("method, kwargs", [
-    ("dp-gdws", {"n_iter": 10}),
-    ("dp-mag", {"n_iter": 30}),  # before the fix: 3 stages on D' against 1 on D
-    ("dp-sgd", {"n_iter": 10, "delta": 1e-5, "batch_size": 100}),
-])
+@pytest.mark.parametrize(
+    "method, kwargs",
+    [
+        ("dp-gdws", {"n_iter": 10}),
+        ("dp-mag", {"n_iter": 30}),  # before the fix: 3 stages on D' against 1 on D
+        ("dp-sgd", {"n_iter": 10, "delta": 1e-5, "batch_size": 100}),
+    ],
+)
 def test_a_far_outlier_moves_nothing_but_the_noisy_gradients(method, kwargs):
     X, y, X_prime, y_prime = outlier_neighbours()
     on_d = first_coordinates(X, y, method, **kwargs)
@@ -59,35 +68,77 @@ def test_public_step_sizes_and_noise_scales_are_the_same_on_both_neighbours(meth
     # exact equality: any dependence of a step, stage plan or noise scale on the data shows here
     X, y, X_prime, y_prime = outlier_neighbours(n=400)
     delta = 1e-5 if ALL_METHODS[method][1] == "gaussian" else 0.0
-    runs = [minimize_private(A, b, method, epsilon=EPSILON, delta=delta, n_iter=40, data_norm=1.0, random_state=0)
-            for A, b in ((X, y), (X_prime, y_prime))]
+    runs = [
+        minimize_private(
+            A, b, method, epsilon=EPSILON, delta=delta, n_iter=40, data_norm=1.0, random_state=0
+        )
+        for A, b in ((X, y), (X_prime, y_prime))
+    ]
     assert runs[0].step_sizes == runs[1].step_sizes and runs[0].noise_scales == runs[1].noise_scales
-    assert (runs[0].n_iter, runs[0].status, runs[0].message) == (runs[1].n_iter, runs[1].status, runs[1].message)
+    assert (runs[0].n_iter, runs[0].status, runs[0].message) == (
+        runs[1].n_iter,
+        runs[1].status,
+        runs[1].message,
+    )
 
 
 @pytest.mark.parametrize("fit_intercept", [True, False])
 @pytest.mark.parametrize("method", ["dp-mag", "dp-gdws-gauss", "dp-sgdws"])
-def test_the_estimators_public_steps_and_noise_scales_are_the_same_on_both_neighbours(method, fit_intercept):
+def test_the_estimators_public_steps_and_noise_scales_are_the_same_on_both_neighbours(
+    method, fit_intercept
+):
     X, y, X_prime, y_prime = outlier_neighbours(n=400)
     delta = 1e-5 if ALL_METHODS[method][1] == "gaussian" else 0.0
-    runs = [dp.PrivateLogisticRegression(method=method, epsilon=EPSILON, delta=delta, n_iter=40, data_norm=1.0,
-                                         classes=[-1.0, 1.0], fit_intercept=fit_intercept, random_state=0)
-            .fit(A, b).results_[0] for A, b in ((X, y), (X_prime, y_prime))]
+    runs = [
+        dp.PrivateLogisticRegression(
+            method=method,
+            epsilon=EPSILON,
+            delta=delta,
+            n_iter=40,
+            data_norm=1.0,
+            classes=[-1.0, 1.0],
+            fit_intercept=fit_intercept,
+            random_state=0,
+        )
+        .fit(A, b)
+        .results_[0]
+        for A, b in ((X, y), (X_prime, y_prime))
+    ]
     assert runs[0].step_sizes == runs[1].step_sizes and runs[0].noise_scales == runs[1].noise_scales
-    assert (runs[0].n_iter, runs[0].status, runs[0].message) == (runs[1].n_iter, runs[1].status, runs[1].message)
+    assert (runs[0].n_iter, runs[0].status, runs[0].message) == (
+        runs[1].n_iter,
+        runs[1].status,
+        runs[1].message,
+    )
 
 
 def test_the_intercept_column_raises_every_bound_from_r_to_sqrt_r2_plus_b2():
     # b = R / 2: rows (x, b) have norm <= sqrt(1.25) R, the clip C defaults to it, L = curvature 1.25 R^2 + 2 reg
     X, y, _, _ = outlier_neighbours(n=400)
     R, reg, beta, T = 2.0, 0.01, 0.5, 20
-    common = dict(method="dp-gdws", n_iter=T, beta=beta, reg=reg, data_norm=R, classes=[-1.0, 1.0], random_state=0)
+    common = dict(
+        method="dp-gdws",
+        n_iter=T,
+        beta=beta,
+        reg=reg,
+        data_norm=R,
+        classes=[-1.0, 1.0],
+        random_state=0,
+    )
     noisy = dp.PrivateLogisticRegression(epsilon=EPSILON, **common).fit(X, y).results_[0]
     # (4.17) with C = sqrt(1.25) R, equal up to the sampler's grid
-    assert noisy.noise_scales[0] == pytest.approx(beta * 2 * np.sqrt(1.25) * R / len(y) * T / EPSILON, rel=1e-6)
+    assert noisy.noise_scales[0] == pytest.approx(
+        beta * 2 * np.sqrt(1.25) * R / len(y) * T / EPSILON, rel=1e-6
+    )
     exact = dp.PrivateLogisticRegression(epsilon=np.inf, **common).fit(X, y).results_[0]
-    assert exact.step_sizes[0] == pytest.approx(1 / (beta * (0.25 * 1.25 * R**2 + 2 * reg)), rel=1e-12)
-    without = dp.PrivateLogisticRegression(epsilon=EPSILON, fit_intercept=False, **common).fit(X, y).results_[0]
+    assert exact.step_sizes[0] == pytest.approx(
+        1 / (beta * (0.25 * 1.25 * R**2 + 2 * reg)), rel=1e-12
+    )
+    without = (
+        dp.PrivateLogisticRegression(epsilon=EPSILON, fit_intercept=False, **common)
+        .fit(X, y)
+        .results_[0]
+    )
     assert without.noise_scales[0] == pytest.approx(noisy.noise_scales[0] / np.sqrt(1.25), rel=1e-6)
 
 
@@ -99,8 +150,15 @@ def test_a_record_with_a_new_label_changes_no_shape_and_stays_within_epsilon():
     new_label[0] = 2
 
     def statistic(target, seed):
-        model = dp.PrivateLogisticRegression(method="dp-gdws", epsilon=EPSILON, n_iter=5, beta=1.0, data_norm=1.0,
-                                             classes=[0, 1, 2], random_state=seed).fit(X, target)
+        model = dp.PrivateLogisticRegression(
+            method="dp-gdws",
+            epsilon=EPSILON,
+            n_iter=5,
+            beta=1.0,
+            data_norm=1.0,
+            classes=[0, 1, 2],
+            random_state=seed,
+        ).fit(X, target)
         # the number of one-vs-rest fits, then the coefficient the new label pulls on
         return 1000.0 * model.coef_.shape[0] + model.coef_[-1, 0]
 
@@ -119,15 +177,30 @@ def _first_release(level_for, n=50, beta=0.5, n_draws=100_000):
     y = np.ones(n)
     y_other = y.copy()
     y_other[0] = -1.0
-    problems = [make_problem("logistic", X, labels, 0.01, 2.0, 1, data_norm=10.0) for labels in (y, y_other)]
-    settings = RunSettings(problems[0], EPSILON, 0.0, 1, beta, n, "laplace", RandomBits(5),
-                           np.random.default_rng(5), None, "audit")
+    problems = [
+        make_problem("logistic", X, labels, 0.01, 2.0, 1, data_norm=10.0) for labels in (y, y_other)
+    ]
+    settings = RunSettings(
+        problems[0],
+        EPSILON,
+        0.0,
+        1,
+        beta,
+        n,
+        "laplace",
+        RandomBits(5),
+        np.random.default_rng(5),
+        None,
+        "audit",
+    )
     values = [beta * p.clipped_loss_gradient(np.zeros(1), slice(None)) for p in problems]
     sensitivity = settings.sensitivity(beta)
     assert abs(values[0][0] - values[1][0]) == pytest.approx(sensitivity)  # the worst case
     stream_args = (sensitivity, level_for(settings), 1, n_draws)
-    return [laplace_stream(*stream_args, RandomBits(seed)).release(np.arange(n_draws), v)[:, 0]
-            for seed, v in zip((11, 12), values)]
+    return [
+        laplace_stream(*stream_args, RandomBits(seed)).release(np.arange(n_draws), v)[:, 0]
+        for seed, v in zip((11, 12), values)
+    ]
 
 
 def test_a_calibrated_release_stays_within_epsilon_and_is_nearly_tight():
@@ -137,5 +210,7 @@ def test_a_calibrated_release_stays_within_epsilon_and_is_nearly_tight():
 
 def test_the_audit_catches_amplification_claimed_without_sampling():
     # an under-noised variant: DP-SGDwS's amplified epsilon (5 of 50 records) used on the full gradient
-    releases = _first_release(lambda settings: amplified_base_epsilon(EPSILON, 5, settings.problem.n))
+    releases = _first_release(
+        lambda settings: amplified_base_epsilon(EPSILON, 5, settings.problem.n)
+    )
     assert epsilon_lower_bound(*releases) > 1.5 * EPSILON

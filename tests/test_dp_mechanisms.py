@@ -36,7 +36,7 @@ def test_discrete_gaussian_matches_its_pmf_on_small_sigma():
     sigma = 2
     draws = discrete_gaussian(sigma, 100_000, RandomBits(2))
     support = np.arange(-12, 13)
-    weights = np.exp(-support.astype(float) ** 2 / (2 * sigma**2))
+    weights = np.exp(-(support.astype(float) ** 2) / (2 * sigma**2))
     expected = weights / weights.sum()
     counts = np.array([(draws == k).sum() for k in support])
     # lump the far tails (|z| > 12, mass < 1e-7) into the end bins so the totals agree
@@ -84,7 +84,9 @@ def test_noising_a_200_upper_triangle_is_fast(mechanism):
     assert time.perf_counter() - start < 0.5
 
 
-@pytest.mark.parametrize("eps,delta", [(0.1, 1e-5), (0.5, 1e-3), (1.0, 1e-5), (2.0, 0.01), (8.0, 1e-9)])
+@pytest.mark.parametrize(
+    "eps,delta", [(0.1, 1e-5), (0.5, 1e-3), (1.0, 1e-5), (2.0, 0.01), (8.0, 1e-9)]
+)
 def test_analytic_sigma_meets_balle_wang_condition(eps, delta):
     sigma = dp.analytic_gaussian_sigma(eps, delta, 1.0)
     assert dp.gaussian_delta(sigma, eps, 1.0) <= delta
@@ -98,7 +100,9 @@ def test_analytic_sigma_meets_balle_wang_condition(eps, delta):
 
 
 def test_classical_sigma_formula_and_refusal_above_one():
-    assert dp.classical_gaussian_sigma(0.5, 1e-5, 2.0) == pytest.approx(2 * math.sqrt(2 * math.log(1.25e5)) / 0.5)
+    assert dp.classical_gaussian_sigma(0.5, 1e-5, 2.0) == pytest.approx(
+        2 * math.sqrt(2 * math.log(1.25e5)) / 0.5
+    )
     with pytest.raises(ValueError, match="epsilon < 1"):
         dp.classical_gaussian_sigma(1.2, 1e-5, 1.0)
     assert dp.gaussian_sigma(1.2, 1e-5, 1.0, "paper") == dp.analytic_gaussian_sigma(1.2, 1e-5, 1.0)
@@ -150,6 +154,7 @@ def test_privacy_audit_catches_an_under_noised_mechanism():
 
 def _gaussian_audit_delta(scale_divisor, eps=1.0, delta=1e-2, n_draws=100_000):
     """Empirical max_t P[M(D) > t] - e^eps P[M(D') > t] over thresholds (must stay <= delta)."""
+
     def draw(value, seed):
         rel = dp.gaussian_mechanism(np.full(n_draws, value), 1.0, eps, delta, random_state=seed)
         return value + (rel.values - value) / scale_divisor
@@ -186,6 +191,7 @@ def _chisquare_pvalue(draws, cdf, n_bins=40):
 def test_discrete_laplace_fits_its_law_at_every_scale(scale):
     draws = discrete_laplace(scale, 40_000, RandomBits(scale % 1000 + 1))
     q = math.exp(-1.0 / scale)
+
     # P[Z <= k] for P[Z = z] = (1 - q)/(1 + q) q^|z|, written with expm1 so huge scales keep digits
     def cdf(k):
         k = np.floor(k)
@@ -222,7 +228,9 @@ def test_laplace_release_fits_laplace_at_several_scales_ks(epsilon):
 
 @pytest.mark.parametrize("epsilon,delta", [(0.1, 1e-6), (1.0, 1e-5), (5.0, 1e-3)])
 def test_gaussian_release_fits_normal_at_several_scales_ks(epsilon, delta):
-    rel = dp.gaussian_mechanism(np.full(30_000, -3.0), 0.5, epsilon, delta, random_state=int(epsilon * 10))
+    rel = dp.gaussian_mechanism(
+        np.full(30_000, -3.0), 0.5, epsilon, delta, random_state=int(epsilon * 10)
+    )
     assert stats.kstest(rel.values + 3.0, stats.norm(scale=rel.noise_scale).cdf).pvalue > 1e-3
 
 
@@ -235,7 +243,9 @@ def test_analytic_sigma_matches_googles_balle_wang_implementation(epsilon, delta
     reference = get_sigma_gaussian(epsilon, delta, tol=1e-14)
     ours = dp.analytic_gaussian_sigma(epsilon, delta, 1.0)
     assert ours == pytest.approx(reference, rel=1e-8)
-    assert dp.analytic_gaussian_sigma(epsilon, delta, 2.5) == pytest.approx(2.5 * reference, rel=1e-8)
+    assert dp.analytic_gaussian_sigma(epsilon, delta, 2.5) == pytest.approx(
+        2.5 * reference, rel=1e-8
+    )
 
 
 # --- issue 19 items 5 and 10 ----------------------------------------------------------------------
@@ -265,9 +275,15 @@ def test_bernoulli_rational_is_exact_when_the_word_straddles_r_over_den(r, den):
     word = (r << 64) // den
     k = (r << 64) - word * den
     assert 0 < k < den and k != r  # a straddling word, where the old rule differs
-    outcomes = [bool(_bernoulli_rational_big(np.array([r], dtype=object), np.array([den], dtype=object),
-                                             bits)[0])
-                for bits in [_ScriptedBits(word, den)] for _ in range(den)]
+    outcomes = [
+        bool(
+            _bernoulli_rational_big(
+                np.array([r], dtype=object), np.array([den], dtype=object), bits
+            )[0]
+        )
+        for bits in [_ScriptedBits(word, den)]
+        for _ in range(den)
+    ]
     assert sum(outcomes) == k  # P[B | W] = k / den: overall P[B] = r / den exactly
 
 
@@ -288,16 +304,27 @@ def test_bernoulli_rational_big_straddle_with_a_large_denominator():
     bits = Bits()
     for value, expected in ((k - 1, True), (k, False), (0, True), (den - 1, False)):
         bits.value = value
-        assert bool(_bernoulli_rational_big(np.array([r], dtype=object), np.array([den], dtype=object), bits)[0]) \
+        assert (
+            bool(
+                _bernoulli_rational_big(
+                    np.array([r], dtype=object), np.array([den], dtype=object), bits
+                )[0]
+            )
             is expected
+        )
 
 
 def test_mechanism_errors_never_quote_the_values():
     # item 5: laplace_mechanism([123456789012.5], 1, 1) used to print the maximum in its message
     laplace = lambda v: dp.laplace_mechanism(v, 1.0, 1.0, random_state=0)  # noqa: E731
     gaussian = lambda v: dp.gaussian_mechanism(v, 1.0, 1.0, 1e-5, random_state=0)  # noqa: E731
-    for release, values in ((laplace, [123456789012.5]), (laplace, [1.5e15, 2.0]), (gaussian, [1.5e15, 2.0]),
-                            (laplace, [float("nan"), 7.25]), (gaussian, [7.25, float("inf")])):
+    for release, values in (
+        (laplace, [123456789012.5]),
+        (laplace, [1.5e15, 2.0]),
+        (gaussian, [1.5e15, 2.0]),
+        (laplace, [float("nan"), 7.25]),
+        (gaussian, [7.25, float("inf")]),
+    ):
         with pytest.raises(ValueError) as info:
             release(values)
         text = str(info.value)

@@ -23,10 +23,10 @@ the old code, and its power check shows what it does catch (noise 4x too small).
 
 import numpy as np
 import pytest
+from privacy_audit import epsilon_lower_bound
 
 import dp
 from dp import queries as q
-from privacy_audit import epsilon_lower_bound
 
 EPSILON = 1.0
 DELTA = 1e-5
@@ -64,9 +64,19 @@ def _gaussian_llr(v, a, a_prime):
 def _add_remove_covariances(mechanism, delta, n_samples, seed):
     out = {}
     for name, X in (("D", D_ADD), ("D'", D_ADD_PRIME)):
-        releases = _run(lambda rng: dp.private_covariance(X, EPSILON, delta, mechanism=mechanism, clip=1.0,
-                                                          neighbouring="add-remove", random_state=rng),
-                        n_samples, seed + (name == "D'"))
+        releases = _run(
+            lambda rng: dp.private_covariance(
+                X,
+                EPSILON,
+                delta,
+                mechanism=mechanism,
+                clip=1.0,
+                neighbouring="add-remove",
+                random_state=rng,
+            ),
+            n_samples,
+            seed + (name == "D'"),
+        )
         cov = np.array([r.covariance[UPPER] for r in releases])
         divisor = np.array([r.n_samples for r in releases], dtype=float)
         out[name] = cov, divisor
@@ -92,8 +102,14 @@ def _defect_1(mechanism, delta, n_samples, seed):
     out = _add_remove_covariances(mechanism, delta, n_samples, seed)
     (cov, div), (cov_p, div_p) = out["D"], out["D'"]
     pairs = [
-        (_old_calibration_llr(mechanism, delta, cov), _old_calibration_llr(mechanism, delta, cov_p)),
-        (cov[:, 2] * div, cov_p[:, 2] * div_p),  # the released sum's entry (1, 1), which (0, 1) moves by c^2
+        (
+            _old_calibration_llr(mechanism, delta, cov),
+            _old_calibration_llr(mechanism, delta, cov_p),
+        ),
+        (
+            cov[:, 2] * div,
+            cov_p[:, 2] * div_p,
+        ),  # the released sum's entry (1, 1), which (0, 1) moves by c^2
     ]
     return _bound(pairs, delta)
 
@@ -107,52 +123,93 @@ def test_covariance_add_remove_laplace_keeps_its_epsilon():
 @pytest.mark.slow
 def test_covariance_add_remove_gaussian_keeps_its_epsilon():
     measured = _defect_1("gaussian", DELTA, 8000, seed=12)
-    assert measured <= EPSILON, f"empirical epsilon >= {measured:.3f} for a claimed {EPSILON} at delta {DELTA}"
+    assert measured <= EPSILON, (
+        f"empirical epsilon >= {measured:.3f} for a claimed {EPSILON} at delta {DELTA}"
+    )
 
 
 # --- the covariance under replace-one, so that a future leak there is caught ------------------------
 
 
-@pytest.mark.parametrize("mechanism,delta,n_samples", [("laplace", 0.0, 3000), ("gaussian", DELTA, 2000)])
+@pytest.mark.parametrize(
+    "mechanism,delta,n_samples", [("laplace", 0.0, 3000), ("gaussian", DELTA, 2000)]
+)
 def test_covariance_replace_one_keeps_its_epsilon(mechanism, delta, n_samples):
     # orthogonal unit rows: x = e_1 replaced by x' = e_2 attains the L2 bound sqrt(2) c^2 / n
     D = np.array([[1.0, 0.0]] * 5)
     D_prime = np.vstack([D[:4], [0.0, 1.0]])
     a, a_prime = ((X.T @ X / 5)[UPPER] for X in (D, D_prime))
     statistic = _laplace_llr if mechanism == "laplace" else _gaussian_llr
-    covs = [np.array([r.covariance[UPPER] for r in _run(
-        lambda rng: dp.private_covariance(X, EPSILON, delta, mechanism=mechanism, clip=1.0,
-                                          neighbouring="replace-one", random_state=rng), n_samples, 20 + seed)])
-        for seed, X in enumerate((D, D_prime))]
+    covs = [
+        np.array(
+            [
+                r.covariance[UPPER]
+                for r in _run(
+                    lambda rng: dp.private_covariance(
+                        X,
+                        EPSILON,
+                        delta,
+                        mechanism=mechanism,
+                        clip=1.0,
+                        neighbouring="replace-one",
+                        random_state=rng,
+                    ),
+                    n_samples,
+                    20 + seed,
+                )
+            ]
+        )
+        for seed, X in enumerate((D, D_prime))
+    ]
     measured = _bound([(statistic(covs[0], a, a_prime), statistic(covs[1], a, a_prime))], delta)
     assert measured <= EPSILON, f"empirical epsilon >= {measured:.3f} for a claimed {EPSILON}"
     # the test has power: the same outputs with less noise fail it (Laplace: half, i.e. a sensitivity
     # off by 2; Gaussian at delta 1e-5: a quarter, since quantile thresholds see no further into its tails)
     shrink = 2.0 if mechanism == "laplace" else 4.0
     less = [center + (cov - center) / shrink for cov, center in zip(covs, (a, a_prime))]
-    assert _bound([(statistic(less[0], a, a_prime), statistic(less[1], a, a_prime))], delta) > EPSILON
+    assert (
+        _bound([(statistic(less[0], a, a_prime), statistic(less[1], a, a_prime))], delta) > EPSILON
+    )
 
 
 # --- defect 3: dp.queries.answer under replace-one ----------------------------------------------
 
 
 def _answers(W, x, strategy, delta, n_samples, seed, **kwargs):
-    return np.array([r.release.values for r in _run(
-        lambda rng: q.answer(W, x, strategy, EPSILON, delta, random_state=rng, **kwargs), n_samples, seed)])
+    return np.array(
+        [
+            r.release.values
+            for r in _run(
+                lambda rng: q.answer(W, x, strategy, EPSILON, delta, random_state=rng, **kwargs),
+                n_samples,
+                seed,
+            )
+        ]
+    )
 
 
-@pytest.mark.parametrize("method,noise,delta,n_samples", [
-    ("identity", "laplace", 0.0, 3000),   # epsilon-DP counts (LRM and p-Identity calibrate the same way)
-    ("coa-dual", "gaussian", DELTA, 2500),  # the optimized (epsilon, delta) strategy
-])
+@pytest.mark.parametrize(
+    "method,noise,delta,n_samples",
+    [
+        (
+            "identity",
+            "laplace",
+            0.0,
+            3000,
+        ),  # epsilon-DP counts (LRM and p-Identity calibrate the same way)
+        ("coa-dual", "gaussian", DELTA, 2500),  # the optimized (epsilon, delta) strategy
+    ],
+)
 def test_answers_with_a_replace_one_budget_keep_their_epsilon(method, noise, delta, n_samples):
     W = q.wrange(16, 6, random_state=1)
     strategy = q.optimize(W, method, **({"noise": noise} if method == "identity" else {}))
     A = strategy.matrix
     # a record moves from cell i to cell j: the pair of cells whose strategy columns differ most
     order = 2 if noise == "gaussian" else 1
-    i, j = max(((i, j) for i in range(6) for j in range(6) if i != j),
-               key=lambda ij: np.linalg.norm(A[:, ij[0]] - A[:, ij[1]], ord=order))
+    i, j = max(
+        ((i, j) for i in range(6) for j in range(6) if i != j),
+        key=lambda ij: np.linalg.norm(A[:, ij[0]] - A[:, ij[1]], ord=order),
+    )
     x = np.array([5.0, 3.0, 7.0, 2.0, 4.0, 6.0])
     x_prime = x.copy()
     x_prime[i] -= 1
@@ -161,15 +218,22 @@ def test_answers_with_a_replace_one_budget_keep_their_epsilon(method, noise, del
     statistic = _laplace_llr if noise == "laplace" else _gaussian_llr
     outputs = []
     for seed, hist in enumerate((x, x_prime)):
-        budget = dp.PrivacyBudget(EPSILON * n_samples, min(delta * n_samples, 0.5))  # replace-one (default)
+        budget = dp.PrivacyBudget(
+            EPSILON * n_samples, min(delta * n_samples, 0.5)
+        )  # replace-one (default)
         outputs.append(_answers(W, hist, strategy, delta, n_samples, 40 + seed, budget=budget))
         assert budget.ledger[-1].label == f"queries:{method}"
     samples = [statistic(v, a, a_prime) for v in outputs]
     measured = _bound([tuple(samples)], delta)
-    assert measured <= EPSILON, f"empirical epsilon >= {measured:.3f} for a claimed {EPSILON} under replace-one"
+    assert measured <= EPSILON, (
+        f"empirical epsilon >= {measured:.3f} for a claimed {EPSILON} under replace-one"
+    )
     # power: the same outputs with less noise fail (Laplace: half, the old add-remove calibration of
     # the identity; Gaussian at delta 1e-5: a quarter; a 2x leak of a Gaussian release at delta 1e-5
     # needs ~1e5 samples to show with quantile thresholds, so the old COA answers passed this test)
     shrink = 2.0 if noise == "laplace" else 4.0
-    less = [statistic(center + (v - center) / shrink, a, a_prime) for v, center in zip(outputs, (a, a_prime))]
+    less = [
+        statistic(center + (v - center) / shrink, a, a_prime)
+        for v, center in zip(outputs, (a, a_prime))
+    ]
     assert _bound([tuple(less)], delta) > EPSILON

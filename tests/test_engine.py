@@ -21,10 +21,22 @@ def ratings():
     return make_ratings(users=60, items=80, ratings=1500, rank=3, seed=3)
 
 
-def run(ratings, blocks=2, rank=4, reg=0.0, biases=False, algorithm=minimize_hamsi, scheme="strata-b",
-        **options):
-    cover = partition.make(scheme, ratings, blocks=blocks, **({"subsets": options.pop("subsets")}
-                                                               if "subsets" in options else {}))
+def run(
+    ratings,
+    blocks=2,
+    rank=4,
+    reg=0.0,
+    biases=False,
+    algorithm=minimize_hamsi,
+    scheme="strata-b",
+    **options,
+):
+    cover = partition.make(
+        scheme,
+        ratings,
+        blocks=blocks,
+        **({"subsets": options.pop("subsets")} if "subsets" in options else {}),
+    )
     problem = MatrixFactorization(ratings, rank, reg=reg, biases=biases)
     options.setdefault("threads", 1)
     options.setdefault("random_state", 0)
@@ -40,7 +52,10 @@ def test_gradient_norm_goes_to_zero(ratings, blocks, epochs, factor):
     """
     problem, result = run(ratings, blocks=blocks, reg=0.5, biases=True, eta=0.2, max_epochs=epochs)
     start = problem.initial_point(engine_rngs(0)[0])
-    initial, final = np.linalg.norm(problem.gradient(start)), np.linalg.norm(problem.gradient(result.x))
+    initial, final = (
+        np.linalg.norm(problem.gradient(start)),
+        np.linalg.norm(problem.gradient(result.x)),
+    )
     assert result.reason == "epoch_limit" and result.pairs_accepted > 100
     assert final < factor * initial
     objective = result.trace.column("objective")
@@ -52,7 +67,9 @@ def test_hamsi_beats_mbgd_on_the_same_partition(ratings):
     _, mbgd = run(ratings, rank=5, max_epochs=40, algorithm=minimize_mbgd)
     assert hamsi.trace.column("train_rmse")[-1] < 0.8 * mbgd.trace.column("train_rmse")[-1]
     # and in the same optimization time: mb-GD gets 3x HAMSI's time and still trails
-    _, mbgd_longer = run(ratings, rank=5, max_epochs=10_000, max_time=3 * hamsi.time, algorithm=minimize_mbgd)
+    _, mbgd_longer = run(
+        ratings, rank=5, max_epochs=10_000, max_time=3 * hamsi.time, algorithm=minimize_mbgd
+    )
     assert hamsi.trace.column("train_rmse")[-1] < mbgd_longer.trace.column("train_rmse")[-1]
 
 
@@ -78,8 +95,13 @@ def test_thread_count_does_not_change_the_iterates(ratings, monkeypatch, vector_
 
 def test_the_vector_kernels_follow_the_thread_count_and_the_size():
     with numba_threads(2):
-        assert kernels.vector_kernels(kernels.PARALLEL_VECTOR_MIN).sharded_copy is kernels.sharded_copy
-        assert kernels.vector_kernels(kernels.PARALLEL_VECTOR_MIN - 1).sharded_copy is not kernels.sharded_copy
+        assert (
+            kernels.vector_kernels(kernels.PARALLEL_VECTOR_MIN).sharded_copy is kernels.sharded_copy
+        )
+        assert (
+            kernels.vector_kernels(kernels.PARALLEL_VECTOR_MIN - 1).sharded_copy
+            is not kernels.sharded_copy
+        )
     with numba_threads(1):
         twin = kernels.vector_kernels(kernels.PARALLEL_VECTOR_MIN).sharded_copy
         assert twin is not kernels.sharded_copy and not twin.targetoptions.get("parallel")
@@ -98,18 +120,30 @@ def test_a_cold_warm_up_has_a_second_process_compile_the_gradient_into_the_cache
     import subprocess
     import sys
 
-    probe = ("from hamsi import kernels; kernels.warm_up(0); "
-             "print(sum(kernels.sum_partials_in_order.stats.cache_misses.values()), "
-             "sum(kernels.mf_subset_gradient.stats.cache_hits.values()), "
-             "sum(kernels.mf_subset_gradient.stats.cache_misses.values()))")
+    probe = (
+        "from hamsi import kernels; kernels.warm_up(0); "
+        "print(sum(kernels.sum_partials_in_order.stats.cache_misses.values()), "
+        "sum(kernels.mf_subset_gradient.stats.cache_hits.values()), "
+        "sum(kernels.mf_subset_gradient.stats.cache_misses.values()))"
+    )
     env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
-    cold = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
-    assert cold.stdout.split() == ["1", "1", "0"]  # the probe missed; the gradient came from the helper
-    warm = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True)
+    cold = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert cold.stdout.split() == [
+        "1",
+        "1",
+        "0",
+    ]  # the probe missed; the gradient came from the helper
+    warm = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
     assert warm.stdout.split() == ["0", "1", "0"]  # everything cached: no helper
 
 
-def shard_by_shard_hamsi(problem, cover, epochs, eta=0.06, gamma=0.51, memory=5, seed=0, schedule="det"):
+def shard_by_shard_hamsi(
+    problem, cover, epochs, eta=0.06, gamma=0.51, memory=5, seed=0, schedule="det"
+):
     """A literal reference of thesis Alg. 3 as the first release ran it (kept here, not imported):
     shard arrays of their own, per-shard kernels, partials summed with kernels.sum_partials_in_order,
     LBFGSMemory for the algebra; K = 1 pairs consecutive iterates. safeguard=False must match it."""
@@ -122,7 +156,7 @@ def shard_by_shard_hamsi(problem, cover, epochs, eta=0.06, gamma=0.51, memory=5,
     shards = range(bounds.size - 1)
 
     def cut(vector):
-        return [np.ascontiguousarray(vector[bounds[p]:bounds[p + 1]]) for p in shards]
+        return [np.ascontiguousarray(vector[bounds[p] : bounds[p + 1]]) for p in shards]
 
     x, x_start, g_start = cut(x_full), cut(np.zeros_like(x_full)), cut(np.zeros_like(x_full))
     S = [np.zeros((M, bounds[p + 1] - bounds[p])) for p in shards]
@@ -146,41 +180,77 @@ def shard_by_shard_hamsi(problem, cover, epochs, eta=0.06, gamma=0.51, memory=5,
             U, V = problem.factors(np.concatenate(x))
             gU, gV = problem.factors(g_full)
             for lo, hi in zip(layout.starts[subset], layout.ends[subset]):
-                kernels.mf_block_gradient(problem.rows[lo:hi], problem.cols[lo:hi], problem.vals[lo:hi], U, V,
-                                          gU, gV, problem.rank, problem.scale, problem.offset,
-                                          problem.row_reg, problem.col_reg)
+                kernels.mf_block_gradient(
+                    problem.rows[lo:hi],
+                    problem.cols[lo:hi],
+                    problem.vals[lo:hi],
+                    U,
+                    V,
+                    gU,
+                    gV,
+                    problem.rank,
+                    problem.scale,
+                    problem.offset,
+                    problem.row_reg,
+                    problem.col_reg,
+                )
             g = cut(g_full)
             if (K > 1 and position == K) or (K == 1 and inner > 1):
-                products = reduce(kernels.shard_pair_partials, 2 * M + 2, x, x_start, g, g_start, S, Y)
+                products = reduce(
+                    kernels.shard_pair_partials, 2 * M + 2, x, x_start, g, g_start, S, Y
+                )
                 slot = curvature.next_slot
                 if curvature.consider_pair(products):
                     for p in shards:
-                        kernels.shard_store_pair(x[p], x_start[p], g[p], g_start[p], S[p], Y[p], slot)
+                        kernels.shard_store_pair(
+                            x[p], x_start[p], g[p], g_start[p], S[p], Y[p], slot
+                        )
             if position == 0:
                 x_start, g_start = [a.copy() for a in x], [a.copy() for a in g]
             if curvature.full:
-                coefficients = curvature.coefficients(reduce(kernels.shard_wtg_partials, 2 * M, g, S, Y))
+                coefficients = curvature.coefficients(
+                    reduce(kernels.shard_wtg_partials, 2 * M, g, S, Y)
+                )
                 for p in shards:
-                    kernels.shard_lbfgs_step(x[p], g[p], S[p], Y[p], coefficients, curvature.sigma,
-                                             1.0 / beta_schedule(eta, gamma, inner))
+                    kernels.shard_lbfgs_step(
+                        x[p],
+                        g[p],
+                        S[p],
+                        Y[p],
+                        coefficients,
+                        curvature.sigma,
+                        1.0 / beta_schedule(eta, gamma, inner),
+                    )
             else:
                 for p in shards:
-                    kernels.shard_gradient_step(x[p], g[p], 1.0 / beta_schedule(0.001, gamma, inner))
+                    kernels.shard_gradient_step(
+                        x[p], g[p], 1.0 / beta_schedule(0.001, gamma, inner)
+                    )
     return np.concatenate(x)
 
 
-@pytest.mark.parametrize("blocks,schedule,eta", [(3, "det", 0.06), (2, "stoc", 0.06), (1, "det", 0.06),
-                                                 (2, "det", 1e-4)])
+@pytest.mark.parametrize(
+    "blocks,schedule,eta", [(3, "det", 0.06), (2, "stoc", 0.06), (1, "det", 0.06), (2, "det", 1e-4)]
+)
 def test_safeguard_off_reproduces_the_first_release_bit_for_bit(ratings, blocks, schedule, eta):
     """safeguard=False is thesis Alg. 3 exactly: the literal reference above, bit for bit (also the
     contract the Dask driver relies on: same kernels, same reduction order, same bits)."""
     cover = partition.make("strata-b", ratings, blocks=blocks)
     problem = MatrixFactorization(ratings, 4, reg=0.2, biases=True)
-    engine = minimize_hamsi(problem, cover, max_epochs=10, random_state=0, threads=2, schedule=schedule,
-                            eta=eta, safeguard=False)
+    engine = minimize_hamsi(
+        problem,
+        cover,
+        max_epochs=10,
+        random_state=0,
+        threads=2,
+        schedule=schedule,
+        eta=eta,
+        safeguard=False,
+    )
     assert engine.pairs_accepted >= 6  # the L-BFGS step ran
-    reference = shard_by_shard_hamsi(MatrixFactorization(ratings, 4, reg=0.2, biases=True), cover, 10,
-                                     schedule=schedule, eta=eta)
+    reference = shard_by_shard_hamsi(
+        MatrixFactorization(ratings, 4, reg=0.2, biases=True), cover, 10, schedule=schedule, eta=eta
+    )
     np.testing.assert_array_equal(engine.x, reference)
 
 
@@ -188,7 +258,11 @@ def test_huge_steps_diverge_with_a_clear_message_without_the_safeguard(ratings):
     _, result = run(ratings, eta=1e-12, max_epochs=200, safeguard=False)
     assert result.reason == "diverged" and result.status == 2 and not result.success
     # the step is 1/(eta t)^gamma: a larger eta gives smaller steps, and the message says so
-    assert "diverged" in result.message and "larger eta" in result.message and "smaller steps" in result.message
+    assert (
+        "diverged" in result.message
+        and "larger eta" in result.message
+        and "smaller steps" in result.message
+    )
     assert not math.isfinite(result.trace.column("objective")[-1])
     assert result.n_cycles < 200
 
@@ -200,7 +274,9 @@ def test_safeguard_keeps_huge_steps_finite_and_falls_back(ratings):
     assert np.isfinite(objective).all() and objective[-1] < objective[0]
     assert result.fallbacks >= 1 and result.phase_times["safeguard"] > 0
     # the pair counts are the run's, not those of the memory the last fallback left
-    assert result.pairs_accepted + result.pairs_rejected == result.n_cycles  # every cycle judged a pair
+    assert (
+        result.pairs_accepted + result.pairs_rejected == result.n_cycles
+    )  # every cycle judged a pair
     # the fallback returns to an iterate at most JUMP_FACTOR x the best objective seen before it
     from hamsi.stepper import JUMP_FACTOR
 
@@ -214,8 +290,16 @@ def test_step_cap_norm_from_small_reductions_matches_the_dense_step():
 
     rng = np.random.default_rng(4)
     n, M = 30, 3
-    stepper = Stepper(method="hamsi", n_subsets=2, n_params=n, memory=M, eta=1.0, gamma=0.5, eta_gd=1.0,
-                      safeguard=True)
+    stepper = Stepper(
+        method="hamsi",
+        n_subsets=2,
+        n_params=n,
+        memory=M,
+        eta=1.0,
+        gamma=0.5,
+        eta_gd=1.0,
+        safeguard=True,
+    )
     S, Y = np.zeros((M, n)), np.zeros((M, n))
     for slot in [0, 1, 2, 0]:  # the ring wraps: slot 0 is overwritten
         s = rng.standard_normal(n)
@@ -223,8 +307,13 @@ def test_step_cap_norm_from_small_reductions_matches_the_dense_step():
         products = np.concatenate([[s @ y, y @ y], S @ y, Y @ y])
         gram = np.concatenate([[s @ s], S @ s, Y @ s])
         assert stepper.lbfgs.next_slot == slot
-        assert stepper._consider_pair(Reductions(pair=products[None], gram=gram[None]),
-                                      exchange=type("E", (), {"store_pair": lambda self, k: None})()) == slot
+        assert (
+            stepper._consider_pair(
+                Reductions(pair=products[None], gram=gram[None]),
+                exchange=type("E", (), {"store_pair": lambda self, k: None})(),
+            )
+            == slot
+        )
         S[slot], Y[slot] = s, y
     W = np.vstack([S, Y])
     np.testing.assert_allclose(stepper.gram, W @ W.T, rtol=1e-12)
@@ -241,8 +330,16 @@ def test_safeguard_skips_nearly_orthogonal_pairs():
     from hamsi.exchange import Reductions
     from hamsi.stepper import Stepper
 
-    stepper = Stepper(method="hamsi", n_subsets=2, n_params=4, memory=2, eta=1.0, gamma=0.5, eta_gd=1.0,
-                      safeguard=True)
+    stepper = Stepper(
+        method="hamsi",
+        n_subsets=2,
+        n_params=4,
+        memory=2,
+        eta=1.0,
+        gamma=0.5,
+        eta_gd=1.0,
+        safeguard=True,
+    )
     s, y = np.array([1.0, 0, 0, 0]), np.array([1e-5, 1.0, 0, 0])  # cosine 1e-5 < CURVATURE_COSINE
     products = np.concatenate([[s @ y, y @ y], np.zeros(4)])
     red = Reductions(pair=products[None], gram=np.concatenate([[s @ s], np.zeros(4)])[None])
@@ -299,12 +396,16 @@ def test_trace_rows_and_phase_split(ratings, tmp_path):
     np.testing.assert_array_equal(trace.column("epoch"), np.arange(7))
     np.testing.assert_array_equal(trace.column("inner"), 4 * np.arange(7))  # K + 1 = 4 per cycle
     assert result.time == pytest.approx(sum(result.phase_times.values()))
-    assert all(result.phase_times[name] > 0 for name in ("gradient", "update", "hessian", "safeguard"))
+    assert all(
+        result.phase_times[name] > 0 for name in ("gradient", "update", "hessian", "safeguard")
+    )
     assert result.phase_times["exchange"] == result.phase_times["wait"] == 0.0
     path = tmp_path / "trace.csv"
     trace.write_csv(path)
     lines = path.read_text().splitlines()
-    assert lines[0] == ",".join(TRACE_COLUMNS) == "epoch,inner,time_s,train_rmse,test_rmse,objective"
+    assert (
+        lines[0] == ",".join(TRACE_COLUMNS) == "epoch,inner,time_s,train_rmse,test_rmse,objective"
+    )
     assert len(lines) == 8
 
 
@@ -332,13 +433,19 @@ def test_regularizer_sums_row_shards_in_order_and_matches_the_closed_form(rating
     kernels.row_shard_norms(U, problem.row_norm_weight, row_bounds, partials)
     for p in range(3):
         lo, hi = row_bounds[p], row_bounds[p + 1]
-        assert partials[p] == pytest.approx(problem.row_norm_weight[lo:hi] @ (U[lo:hi] ** 2).sum(axis=1), rel=1e-13)
+        assert partials[p] == pytest.approx(
+            problem.row_norm_weight[lo:hi] @ (U[lo:hi] ** 2).sum(axis=1), rel=1e-13
+        )
     # the shard order fixes the bits: a Python sum of the partials then |V|^2 gives exactly the kernel's
     penalty = kernels.regularizer_in_order(partials, V, problem.col_norm_weight)
-    assert penalty == (partials[0] + partials[1] + partials[2]) + kernels.weighted_row_norms(V, problem.col_norm_weight)
+    assert penalty == (partials[0] + partials[1] + partials[2]) + kernels.weighted_row_norms(
+        V, problem.col_norm_weight
+    )
     sse = problem.squared_error(x)
     assert problem.evaluate(x)[1] == 0.5 * problem.scale * (sse + penalty)
-    closed_form = (problem.row_norm_weight @ (U ** 2).sum(axis=1) + problem.col_norm_weight @ (V ** 2).sum(axis=1))
+    closed_form = problem.row_norm_weight @ (U**2).sum(axis=1) + problem.col_norm_weight @ (
+        V**2
+    ).sum(axis=1)
     assert penalty == pytest.approx(closed_form, rel=1e-13)
 
 

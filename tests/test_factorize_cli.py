@@ -18,11 +18,39 @@ def data_file(tmp_path_factory):
 
 
 def test_factorize_writes_trace_factors_and_plot(data_file, tmp_path, capsys):
-    trace, out, plot = tmp_path / "trace.csv", tmp_path / "factors.npz", tmp_path / "convergence.png"
-    code = main(["factorize", str(data_file), "--workers", "0", "--rank", "3", "--blocks", "2", "--threads", "1",
-                 "--max-epochs", "6",
-                 "--test-fraction", "0.2", "--reg", "0.5", "--eta", "0.2", "--trace", str(trace), "--out", str(out),
-                 "--plot", str(plot)])
+    trace, out, plot = (
+        tmp_path / "trace.csv",
+        tmp_path / "factors.npz",
+        tmp_path / "convergence.png",
+    )
+    code = main(
+        [
+            "factorize",
+            str(data_file),
+            "--workers",
+            "0",
+            "--rank",
+            "3",
+            "--blocks",
+            "2",
+            "--threads",
+            "1",
+            "--max-epochs",
+            "6",
+            "--test-fraction",
+            "0.2",
+            "--reg",
+            "0.5",
+            "--eta",
+            "0.2",
+            "--trace",
+            str(trace),
+            "--out",
+            str(out),
+            "--plot",
+            str(plot),
+        ]
+    )
     assert code == 0
     lines = trace.read_text().splitlines()
     assert lines[0] == "epoch,inner,time_s,train_rmse,test_rmse,objective"
@@ -40,22 +68,54 @@ def test_factorize_writes_trace_factors_and_plot(data_file, tmp_path, capsys):
 
 def test_mbgd_and_stoc(data_file, tmp_path):
     trace = tmp_path / "t.csv"
-    assert main(["factorize", str(data_file), "--workers", "0", "--rank", "2", "--reg", "1", "--algorithm", "mbgd", "--schedule", "stoc",
-                 "--blocks", "2", "--threads", "1", "--max-epochs", "3", "--trace", str(trace), "-q"]) == 0
+    assert (
+        main(
+            [
+                "factorize",
+                str(data_file),
+                "--workers",
+                "0",
+                "--rank",
+                "2",
+                "--reg",
+                "1",
+                "--algorithm",
+                "mbgd",
+                "--schedule",
+                "stoc",
+                "--blocks",
+                "2",
+                "--threads",
+                "1",
+                "--max-epochs",
+                "3",
+                "--trace",
+                str(trace),
+                "-q",
+            ]
+        )
+        == 0
+    )
     assert len(trace.read_text().splitlines()) == 5
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--rank", "0"], "--rank must be an integer >= 1"),
-    (["--rank", "2", "--partitioner", "zigzag"], "unknown --partitioner 'zigzag'"),
-    (["--blocks", "0"], "--blocks must be an integer >= 1"),
-    (["--patience", "0"], "--patience must be an integer >= 1"),
-    (["--validation-fraction", "1.5"], "--validation-fraction must be a finite number in [0, 1)"),
-    (["--reg", "-1"], "--reg must be a finite number >= 0 or 'auto'"),
-    (["--rank", "2", "--max-time", "-3"], "--max-time"),
-    (["--rank", "2", "--workers", "-1"], "--workers must be >= 0"),
-    (["--rank", "2", "--test-fraction", "1.5"], "--test-fraction"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--rank", "0"], "--rank must be an integer >= 1"),
+        (["--rank", "2", "--partitioner", "zigzag"], "unknown --partitioner 'zigzag'"),
+        (["--blocks", "0"], "--blocks must be an integer >= 1"),
+        (["--patience", "0"], "--patience must be an integer >= 1"),
+        (
+            ["--validation-fraction", "1.5"],
+            "--validation-fraction must be a finite number in [0, 1)",
+        ),
+        (["--reg", "-1"], "--reg must be a finite number >= 0 or 'auto'"),
+        (["--rank", "2", "--max-time", "-3"], "--max-time"),
+        (["--rank", "2", "--workers", "-1"], "--workers must be >= 0"),
+        (["--rank", "2", "--test-fraction", "1.5"], "--test-fraction"),
+    ],
+)
 def test_bad_arguments_give_one_clear_line(data_file, extra, message, capsys):
     assert main(["factorize", str(data_file), "--workers", "0"] + extra) == 2
     err = capsys.readouterr().err
@@ -70,10 +130,32 @@ def test_empty_ratings_file(tmp_path, capsys):
 
 
 def test_diverged_run_exits_1_and_writes_nothing(data_file, tmp_path, capsys):
-    outputs = {"--trace": tmp_path / "t.csv", "--out": tmp_path / "m.npz", "--plot": tmp_path / "p.png"}
-    code = main(["factorize", str(data_file), "--workers", "0", "--rank", "3", "--blocks", "2", "--threads", "1",
-                 "--eta", "1e-12", "--no-safeguard", "--max-epochs", "200", "-q"]
-                + [part for flag, path in outputs.items() for part in (flag, str(path))])
+    outputs = {
+        "--trace": tmp_path / "t.csv",
+        "--out": tmp_path / "m.npz",
+        "--plot": tmp_path / "p.png",
+    }
+    code = main(
+        [
+            "factorize",
+            str(data_file),
+            "--workers",
+            "0",
+            "--rank",
+            "3",
+            "--blocks",
+            "2",
+            "--threads",
+            "1",
+            "--eta",
+            "1e-12",
+            "--no-safeguard",
+            "--max-epochs",
+            "200",
+            "-q",
+        ]
+        + [part for flag, path in outputs.items() for part in (flag, str(path))]
+    )
     assert code == 1
     err = capsys.readouterr().err
     assert "error: diverged: the objective became" in err and "Traceback" not in err
@@ -81,8 +163,9 @@ def test_diverged_run_exits_1_and_writes_nothing(data_file, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("flag", ["--out", "--trace", "--plot"])
-def test_unwritable_output_fails_before_the_fit_naming_the_users_path(data_file, tmp_path, capsys, flag,
-                                                                      monkeypatch):
+def test_unwritable_output_fails_before_the_fit_naming_the_users_path(
+    data_file, tmp_path, capsys, flag, monkeypatch
+):
     import hamsi.estimator
 
     def no_fit(*args, **kwargs):
@@ -102,15 +185,55 @@ def test_unwritable_output_fails_before_the_fit_naming_the_users_path(data_file,
 def test_duplicates_flag_merges_and_the_error_names_it(tmp_path, capsys):
     path = tmp_path / "dup.csv"
     path.write_text("user,item,rating\n1,1,4\n1,2,3\n2,1,5\n2,2,2\n1,1,2\n3,1,1\n3,2,4\n")
-    assert main(["factorize", str(path), "--workers", "0", "--rank", "1", "--reg", "1", "--max-epochs", "2",
-                 "--threads", "1", "-q"]) == 2
+    assert (
+        main(
+            [
+                "factorize",
+                str(path),
+                "--workers",
+                "0",
+                "--rank",
+                "1",
+                "--reg",
+                "1",
+                "--max-epochs",
+                "2",
+                "--threads",
+                "1",
+                "-q",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert "dup.csv:6:" in err and "--duplicates keep-last" in err and "duplicates='" not in err
     assert main(["data", "info", str(path)]) == 2
     assert "--duplicates keep-last" in capsys.readouterr().err
     model_path = tmp_path / "m.npz"
-    assert main(["factorize", str(path), "--workers", "0", "--rank", "1", "--reg", "1", "--max-epochs", "2",
-                 "--threads", "1", "-q", "--duplicates", "mean", "--out", str(model_path)]) == 0
+    assert (
+        main(
+            [
+                "factorize",
+                str(path),
+                "--workers",
+                "0",
+                "--rank",
+                "1",
+                "--reg",
+                "1",
+                "--max-epochs",
+                "2",
+                "--threads",
+                "1",
+                "-q",
+                "--duplicates",
+                "mean",
+                "--out",
+                str(model_path),
+            ]
+        )
+        == 0
+    )
     from hamsi import MatrixFactorizer
 
     model = MatrixFactorizer.load(model_path)
@@ -131,8 +254,28 @@ def test_plot_marks_the_bias_baseline_and_the_chosen_stop(data_file, tmp_path, m
 
     monkeypatch.setattr(hamsi.plots, "plot_convergence", spy)
     plot = tmp_path / "c.png"
-    assert main(["factorize", str(data_file), "--workers", "0", "--rank", "2", "--max-epochs", "6", "--threads", "1",
-                 "--test-fraction", "0.2", "--plot", str(plot), "-q"]) == 0
+    assert (
+        main(
+            [
+                "factorize",
+                str(data_file),
+                "--workers",
+                "0",
+                "--rank",
+                "2",
+                "--max-epochs",
+                "6",
+                "--threads",
+                "1",
+                "--test-fraction",
+                "0.2",
+                "--plot",
+                str(plot),
+                "-q",
+            ]
+        )
+        == 0
+    )
     (trace,) = drawn["traces"].values()
     assert drawn["stop_epoch"] == trace.rows[-1][0] and drawn["heldout"] == "test"
     assert plot.read_bytes()[:4] == b"\x89PNG"

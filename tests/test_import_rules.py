@@ -37,11 +37,19 @@ def library_modules():
 
 @pytest.mark.parametrize("package,relative", list(library_modules()))
 def test_library_module_respects_the_package_arrows(package, relative):
-    bad = sorted((name, line) for name, line in imported_packages(ROOT / relative) if name in FORBIDDEN[package])
-    assert not bad, f"{relative} imports {', '.join(f'{n} (line {l})' for n, l in bad)}: not allowed in {package}"
+    bad = sorted(
+        (name, line)
+        for name, line in imported_packages(ROOT / relative)
+        if name in FORBIDDEN[package]
+    )
+    assert not bad, (
+        f"{relative} imports {', '.join(f'{n} (line {l})' for n, l in bad)}: not allowed in {package}"
+    )
 
 
 def test_the_checker_sees_lazy_imports(tmp_path):
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from cluster.driver import fit_distributed\n    import dp.budget\n")
+    module.write_text(
+        "def f():\n    from cluster.driver import fit_distributed\n    import dp.budget\n"
+    )
     assert imported_packages(module) == {("cluster", 2), ("dp", 3)}

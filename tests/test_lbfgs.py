@@ -74,11 +74,34 @@ def test_pairs_without_positive_curvature_are_rejected():
 def engine_partials(x, x0, g, g0, S, Y, bounds, want_pair=False, want_wtg=False):
     """Return the shard-order sums of kernels.sharded_iteration_partials (what LocalExchange hands the stepper)."""
     B, M = bounds.size - 1, S.shape[0]
-    out = dict(pair=np.zeros((B, 2 * M + 2)), new_pair_g=np.zeros((B, 2)), gram=np.zeros((B, 2 * M + 1)),
-               wtg=np.zeros((B, 2 * M)), norms=np.zeros((B, 2)))
+    out = dict(
+        pair=np.zeros((B, 2 * M + 2)),
+        new_pair_g=np.zeros((B, 2)),
+        gram=np.zeros((B, 2 * M + 1)),
+        wtg=np.zeros((B, 2 * M)),
+        norms=np.zeros((B, 2)),
+    )
     s_new, y_new = np.zeros((1, x.size)), np.zeros((1, x.size))
-    kernels.sharded_iteration_partials(x, x0, g, g0, S, Y, s_new, y_new, bounds, want_pair, want_wtg, False, False,
-                                       out["pair"], out["new_pair_g"], out["gram"], out["wtg"], out["norms"])
+    kernels.sharded_iteration_partials(
+        x,
+        x0,
+        g,
+        g0,
+        S,
+        Y,
+        s_new,
+        y_new,
+        bounds,
+        want_pair,
+        want_wtg,
+        False,
+        False,
+        out["pair"],
+        out["new_pair_g"],
+        out["gram"],
+        out["wtg"],
+        out["norms"],
+    )
     sums = {name: summed(partials) for name, partials in out.items()}
     return dict(sums, s_new=s_new, y_new=y_new)
 
@@ -107,7 +130,9 @@ def test_pair_products_and_store():
     bounds = np.array([0, 4, 11], dtype=np.int64)
     out = engine_partials(x, x0, g, g0, S, Y, bounds, want_pair=True)
     s, y = x - x0, g - g0
-    np.testing.assert_allclose(out["pair"], np.concatenate([[s @ y, y @ y], S @ y, Y @ y]), rtol=1e-12)
+    np.testing.assert_allclose(
+        out["pair"], np.concatenate([[s @ y, y @ y], S @ y, Y @ y]), rtol=1e-12
+    )
     np.testing.assert_allclose(out["new_pair_g"], [s @ g, y @ g], rtol=1e-12)
     kernels.sharded_copy_row(out["s_new"], S, 1, bounds)  # the engine's store_pair (hamsi.exchange)
     kernels.sharded_copy_row(out["y_new"], Y, 1, bounds)
@@ -115,16 +140,32 @@ def test_pair_products_and_store():
     np.testing.assert_array_equal(Y[1], y)
 
 
-@pytest.mark.parametrize("flags", [(p, gr, w, nm) for p in (False, True) for gr in (False, True)
-                                   for w in (False, True) for nm in (False, True)])
+@pytest.mark.parametrize(
+    "flags",
+    [
+        (p, gr, w, nm)
+        for p in (False, True)
+        for gr in (False, True)
+        for w in (False, True)
+        for nm in (False, True)
+    ],
+)
 def test_fused_iteration_partials_are_bitwise_the_separate_kernels(flags):
     want_pair, want_gram, want_wtg, want_norms = flags
     rng = np.random.default_rng(7)
     M, n = 3, 257
     x, x_start, g, g_start = (rng.standard_normal(n) for _ in range(4))
-    S, Y = rng.standard_normal((M, 2 * n))[:, ::2], rng.standard_normal((M, n))  # a strided and a plain layout
-    expected = {"pair": np.zeros(2 * M + 2), "new_pair_g": np.zeros(2), "gram": np.zeros(2 * M + 1),
-                "wtg": np.zeros(2 * M), "norms": np.zeros(2)}
+    S, Y = (
+        rng.standard_normal((M, 2 * n))[:, ::2],
+        rng.standard_normal((M, n)),
+    )  # a strided and a plain layout
+    expected = {
+        "pair": np.zeros(2 * M + 2),
+        "new_pair_g": np.zeros(2),
+        "gram": np.zeros(2 * M + 1),
+        "wtg": np.zeros(2 * M),
+        "norms": np.zeros(2),
+    }
     s_ref, y_ref = np.zeros((1, n)), np.zeros((1, n))
     if want_pair:
         kernels.shard_store_pair(x, x_start, g, g_start, s_ref, y_ref, 0)
@@ -138,9 +179,25 @@ def test_fused_iteration_partials_are_bitwise_the_separate_kernels(flags):
         kernels.shard_norm_partials(x, g, expected["norms"])
     got = {k: np.full_like(v, np.nan) for k, v in expected.items()}
     s_new, y_new = np.zeros((1, n)), np.zeros((1, n))
-    kernels.shard_iteration_partials(x, x_start, g, g_start, S, Y, s_new, y_new, want_pair, want_gram, want_wtg,
-                                     want_norms, got["pair"], got["new_pair_g"], got["gram"], got["wtg"],
-                                     got["norms"])
+    kernels.shard_iteration_partials(
+        x,
+        x_start,
+        g,
+        g_start,
+        S,
+        Y,
+        s_new,
+        y_new,
+        want_pair,
+        want_gram,
+        want_wtg,
+        want_norms,
+        got["pair"],
+        got["new_pair_g"],
+        got["gram"],
+        got["wtg"],
+        got["norms"],
+    )
     for name, wanted in zip(("pair", "gram", "wtg", "norms"), flags):
         if wanted:
             assert got[name].tobytes() == expected[name].tobytes(), name

@@ -17,8 +17,22 @@ def rating_file(tmp_path):
 
 @pytest.mark.parametrize("scheme", ["color", "color-b", "hogwild", "strata", "strata-b"])
 def test_json_lists_block_sizes_in_schedule_order(rating_file, capsys, scheme):
-    assert main(["partition", str(rating_file), "--scheme", scheme, "--blocks", "2", "--subsets",
-                 "2", "--json"]) == 0
+    assert (
+        main(
+            [
+                "partition",
+                str(rating_file),
+                "--scheme",
+                scheme,
+                "--blocks",
+                "2",
+                "--subsets",
+                "2",
+                "--json",
+            ]
+        )
+        == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert report["scheme"] == scheme
     assert len(report["subsets"]) == 2
@@ -29,18 +43,34 @@ def test_json_lists_block_sizes_in_schedule_order(rating_file, capsys, scheme):
 
 def test_table_and_plot(rating_file, capsys, tmp_path):
     picture = tmp_path / "grid.png"
-    assert main(["partition", str(rating_file), "--scheme", "strata-b", "--blocks", "2", "--plot",
-                 str(picture)]) == 0
+    assert (
+        main(
+            [
+                "partition",
+                str(rating_file),
+                "--scheme",
+                "strata-b",
+                "--blocks",
+                "2",
+                "--plot",
+                str(picture),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "strata-b: 6 ratings of a 4 x 5 matrix" in out and "block sizes" in out
     assert picture.stat().st_size > 0
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--scheme", "strata", "--blocks", "9"], "blocks=9 is larger than a dimension"),
-    (["--scheme", "strata", "--blocks", "2", "--subsets", "3"], "got subsets=3 with blocks=2"),
-    (["--scheme", "hogwild", "--blocks", "0"], "blocks must be a positive integer; got 0"),
-])
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--scheme", "strata", "--blocks", "9"], "blocks=9 is larger than a dimension"),
+        (["--scheme", "strata", "--blocks", "2", "--subsets", "3"], "got subsets=3 with blocks=2"),
+        (["--scheme", "hogwild", "--blocks", "0"], "blocks must be a positive integer; got 0"),
+    ],
+)
 def test_user_errors_print_one_line(rating_file, capsys, argv, message):
     assert main(["partition", str(rating_file), *argv]) == 2
     err = capsys.readouterr().err

@@ -33,7 +33,9 @@ def test_color_b_is_reproducible_from_its_seed():
     ratings = random_ratings(50, 40, 600, seed=2)
     one = partition.make("color-b", ratings, blocks=3, seed=7)
     two = partition.make("color-b", ratings, blocks=3, seed=7)
-    assert all(np.array_equal(a, b) for sa, sb in zip(one.subsets, two.subsets) for a, b in zip(sa, sb))
+    assert all(
+        np.array_equal(a, b) for sa, sb in zip(one.subsets, two.subsets) for a, b in zip(sa, sb)
+    )
     other = partition.make("color-b", ratings, blocks=3, seed=8)
     assert not np.array_equal(one.info["colors"], other.info["colors"])
 
@@ -84,4 +86,6 @@ def test_hogwild_subsets_and_blocks_have_almost_equal_size():
     assert sizes.max() - sizes.min() <= 1 + 1  # subsets differ by one, their thirds by one more
     assert p.stats()["subset_imbalance"] < 1.02
     assert len(p.info["overlaps"]) == 7
-    assert p.info["overlaps"] == [r + c for r, c in zip(p.info["overlap_rows"], p.info["overlap_cols"])]
+    assert p.info["overlaps"] == [
+        r + c for r, c in zip(p.info["overlap_rows"], p.info["overlap_cols"])
+    ]

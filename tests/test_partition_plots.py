@@ -10,8 +10,9 @@ from partition.testing import power_law_ratings
 @pytest.mark.parametrize("scheme", partition.SCHEMES)
 def test_plot_writes_a_png(tmp_path, scheme):
     ratings = power_law_ratings(60, 80, 1500, seed=0)
-    path = partition.make(scheme, ratings, blocks=3, subsets=None if scheme.startswith("strata") else 5).plot(
-        tmp_path / f"{scheme}.png")
+    path = partition.make(
+        scheme, ratings, blocks=3, subsets=None if scheme.startswith("strata") else 5
+    ).plot(tmp_path / f"{scheme}.png")
     assert open(path, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
 
 

@@ -3,7 +3,8 @@
 from types import SimpleNamespace
 
 import numpy as np
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import partition
 
@@ -12,9 +13,13 @@ import partition
 def sparse_matrices(draw):
     n_rows = draw(st.integers(1, 9))
     n_cols = draw(st.integers(1, 9))
-    cells = draw(st.lists(st.integers(0, n_rows * n_cols - 1), min_size=1, max_size=40, unique=True))
+    cells = draw(
+        st.lists(st.integers(0, n_rows * n_cols - 1), min_size=1, max_size=40, unique=True)
+    )
     rows, cols = np.divmod(np.array(cells, dtype=np.int64), n_cols)
-    return SimpleNamespace(rows=rows.astype(np.int32), cols=cols.astype(np.int32), shape=(n_rows, n_cols))
+    return SimpleNamespace(
+        rows=rows.astype(np.int32), cols=cols.astype(np.int32), shape=(n_rows, n_cols)
+    )
 
 
 @st.composite
@@ -47,7 +52,9 @@ def test_every_scheme_gives_a_valid_cover(request):
                 row_owner.setdefault(r, set()).add(b)
             for c in set(ratings.cols[block].tolist()):
                 col_owner.setdefault(c, set()).add(b)
-        shared = sum(len(o) > 1 for o in row_owner.values()) + sum(len(o) > 1 for o in col_owner.values())
+        shared = sum(len(o) > 1 for o in row_owner.values()) + sum(
+            len(o) > 1 for o in col_owner.values()
+        )
         if scheme == "hogwild":
             assert p.info["overlaps"][k] == shared
             assert p.stats()["overlaps"][k] == shared
@@ -66,7 +73,11 @@ def test_coloring_is_valid_and_follows_its_rule(ratings, balanced, seed):
     assert n_colors == colors.max() + 1
     used = 0
     for i in range(ratings.rows.size):
-        earlier = [t for t in range(i) if ratings.rows[t] == ratings.rows[i] or ratings.cols[t] == ratings.cols[i]]
+        earlier = [
+            t
+            for t in range(i)
+            if ratings.rows[t] == ratings.rows[i] or ratings.cols[t] == ratings.cols[i]
+        ]
         forbidden = {int(colors[t]) for t in earlier}
         assert colors[i] not in forbidden
         if balanced:

@@ -5,7 +5,6 @@ import pytest
 
 import partition
 from partition.strata import balanced_bounds, equal_length_bounds
-
 from partition.testing import power_law_ratings, random_ratings
 
 

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-
 from privacy_audit import clopper_pearson, epsilon_lower_bound
 
 

@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
+from helpers import block_least_squares, finite_difference_gradient, least_squares_cover
 
 import partition
 from hamsi.data import Ratings
 from hamsi.optimizer import minimize_hamsi
 from hamsi.problems import MatrixFactorization, SparseLeastSquares
-from helpers import finite_difference_gradient, block_least_squares, least_squares_cover
 
 
 def small_ratings(seed=0, m=7, n=9, count=30):
@@ -24,8 +24,9 @@ def test_mf_gradient_matches_finite_differences(reg, biases):
     problem.arrange(partition.make("strata-b", ratings, blocks=2))
     x = problem.initial_point(np.random.default_rng(1))
     x += 0.1 * np.random.default_rng(2).standard_normal(x.size)  # nonzero biases too
-    np.testing.assert_allclose(problem.gradient(x), finite_difference_gradient(problem, x),
-                               rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(
+        problem.gradient(x), finite_difference_gradient(problem, x), rtol=1e-6, atol=1e-8
+    )
 
 
 def test_mf_objective_closed_form():
@@ -35,8 +36,12 @@ def test_mf_objective_closed_form():
     x = problem.initial_point(np.random.default_rng(0))
     U, V = problem.factors(x)
     U[:, 2] = 0.3
-    prediction = np.sum(U[ratings.rows, :2] * V[ratings.cols, :2], axis=1) + U[ratings.rows, 2] \
-        + V[ratings.cols, 2] + ratings.values.mean()
+    prediction = (
+        np.sum(U[ratings.rows, :2] * V[ratings.cols, :2], axis=1)
+        + U[ratings.rows, 2]
+        + V[ratings.cols, 2]
+        + ratings.values.mean()
+    )
     sse = np.sum((ratings.values - prediction) ** 2)
     rated_u = np.unique(ratings.rows)
     rated_v = np.unique(ratings.cols)
@@ -44,25 +49,39 @@ def test_mf_objective_closed_form():
     rmse, objective = problem.evaluate(x)
     assert objective == pytest.approx(expected, rel=1e-12)
     assert rmse == pytest.approx(np.sqrt(sse / ratings.nnz), rel=1e-12)
-    np.testing.assert_allclose(problem.predict(x, ratings.rows, ratings.cols), prediction, rtol=1e-12)
+    np.testing.assert_allclose(
+        problem.predict(x, ratings.rows, ratings.cols), prediction, rtol=1e-12
+    )
 
 
 def test_heldout_error_scores_predictions_clipped_to_the_training_range_and_keeps_nan():
     train, test = small_ratings(6, m=8, n=10, count=50), small_ratings(7, m=8, n=10, count=25)
-    train = Ratings(train.rows, train.cols, np.where(train.values < 2, 2.0, train.values), train.shape)  # 2..5
-    clipped, unclipped = (MatrixFactorization(train, rank=2, biases=True, clip_heldout=flag) for flag in (True, False))
+    train = Ratings(
+        train.rows, train.cols, np.where(train.values < 2, 2.0, train.values), train.shape
+    )  # 2..5
+    clipped, unclipped = (
+        MatrixFactorization(train, rank=2, biases=True, clip_heldout=flag) for flag in (True, False)
+    )
     assert clipped.rating_range == (2.0, 5.0) and unclipped.heldout_range == (-np.inf, np.inf)
-    x = 2.0 * clipped.initial_point(np.random.default_rng(0))  # spread predictions well outside 2..5
+    x = 2.0 * clipped.initial_point(
+        np.random.default_rng(0)
+    )  # spread predictions well outside 2..5
     served = clipped.predict(x, test.rows, test.cols)
     below, above = served < 2.0, served > 5.0
     assert below.any() and above.any()
     served[below], served[above] = 2.0, 5.0
-    assert clipped.heldout_error(x, test) == pytest.approx(np.sqrt(np.mean((test.values - served) ** 2)), rel=1e-12)
+    assert clipped.heldout_error(x, test) == pytest.approx(
+        np.sqrt(np.mean((test.values - served) ** 2)), rel=1e-12
+    )
     raw = unclipped.predict(x, test.rows, test.cols)
-    assert unclipped.heldout_error(x, test) == pytest.approx(np.sqrt(np.mean((test.values - raw) ** 2)), rel=1e-12)
+    assert unclipped.heldout_error(x, test) == pytest.approx(
+        np.sqrt(np.mean((test.values - raw) ** 2)), rel=1e-12
+    )
     # the training SSE (the optimizer's objective) stays unclipped
     train_raw = clipped.predict(x, train.rows, train.cols)
-    assert clipped.evaluate(x)[0] == pytest.approx(np.sqrt(np.mean((train.values - train_raw) ** 2)), rel=1e-12)
+    assert clipped.evaluate(x)[0] == pytest.approx(
+        np.sqrt(np.mean((train.values - train_raw) ** 2)), rel=1e-12
+    )
     U, _ = clipped.factors(x)
     U[test.rows[0], 0] = np.nan  # a NaN prediction is not clipped into range: the divergence shows
     assert np.isnan(clipped.heldout_error(x, test))
@@ -103,10 +122,14 @@ def test_least_squares_gradient_matches_closed_form():
 def test_hamsi_solves_a_second_problem_through_the_same_interface():
     A, b = block_least_squares()
     problem = SparseLeastSquares(A, b)
-    result = minimize_hamsi(problem, least_squares_cover(A), random_state=0, max_epochs=300, threads=1)
+    result = minimize_hamsi(
+        problem, least_squares_cover(A), random_state=0, max_epochs=300, threads=1
+    )
     exact = np.linalg.lstsq(A.toarray(), b, rcond=None)[0]
     start = problem.initial_point(np.random.default_rng(0))
     assert result.reason == "epoch_limit" and result.pairs_accepted > 250
     # incremental steps decay like t^-0.51, so the iterate approaches the minimizer slowly
-    assert np.linalg.norm(problem.gradient(result.x)) < 0.01 * np.linalg.norm(problem.gradient(start))
+    assert np.linalg.norm(problem.gradient(result.x)) < 0.01 * np.linalg.norm(
+        problem.gradient(start)
+    )
     assert np.abs(result.x - exact).max() < 0.02 * np.abs(start - exact).max()

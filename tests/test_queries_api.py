@@ -50,8 +50,12 @@ def test_expected_error_matches_monte_carlo(method, noise):
     x = q.random_histogram(8, random_state=5)
     strategy = q.optimize(W, method, noise=noise)
     rng = np.random.default_rng(6)
-    errors = np.array([np.sum((q.answer(W, x, strategy, 1.0, 1e-3, random_state=rng).values - W @ x) ** 2)
-                       for _ in range(400)])
+    errors = np.array(
+        [
+            np.sum((q.answer(W, x, strategy, 1.0, 1e-3, random_state=rng).values - W @ x) ** 2)
+            for _ in range(400)
+        ]
+    )
     expected = q.expected_error(W, strategy, 1.0, 1e-3)
     stderr = errors.std(ddof=1) / np.sqrt(errors.size)
     assert abs(errors.mean() - expected) < 4 * stderr
@@ -81,19 +85,23 @@ def test_bad_input_is_named():
 # --- issue 19 defect 3: the relation of the release follows the budget's -------------------------
 
 
-@pytest.mark.parametrize("method", ["identity", "hierarchical", "wavelet", "coa-dual", "lrm", "workload"])
+@pytest.mark.parametrize(
+    "method", ["identity", "hierarchical", "wavelet", "coa-dual", "lrm", "workload"]
+)
 def test_replace_one_sensitivity_is_the_largest_difference_of_two_columns(method):
     W = q.wrange(24, 12, random_state=3)
     strategy = q.optimize(W, method)
     A, order = strategy.matrix, (2 if strategy.noise == "gaussian" else 1)
-    brute = max(np.linalg.norm(A[:, i] - A[:, j], ord=order) for i in range(12) for j in range(12) if i != j)
+    brute = max(
+        np.linalg.norm(A[:, i] - A[:, j], ord=order) for i in range(12) for j in range(12) if i != j
+    )
     got = strategy.sensitivity_for("replace-one")
     assert brute <= got <= brute * (1 + 1e-8)
     assert got <= 2 * strategy.sensitivity * (1 + 1e-8)
     assert strategy.sensitivity_for("add-remove") == strategy.sensitivity
     # above the work limit the bound (two largest column norms) is used: valid, never below the truth
-    from dp.queries.strategy import replace_one_sensitivity
     import dp.queries.strategy as strategy_module
+    from dp.queries.strategy import replace_one_sensitivity
 
     limits = dict(strategy_module._PAIRWISE_WORK)
     try:
@@ -110,19 +118,44 @@ def test_answer_calibrates_to_the_relation_of_its_budget(method, delta):
     x = np.arange(8.0)
     free = q.answer(W, x, strategy, 0.5, delta, random_state=1)  # no budget: the papers' add-remove
     assert free.neighbouring == "add-remove" and free.release.sensitivity == strategy.sensitivity
-    replace = q.answer(W, x, strategy, 0.5, delta, random_state=1, budget=dp.PrivacyBudget(1.0, 1e-2))
+    replace = q.answer(
+        W, x, strategy, 0.5, delta, random_state=1, budget=dp.PrivacyBudget(1.0, 1e-2)
+    )
     assert replace.neighbouring == "replace-one"
-    assert replace.release.sensitivity == strategy.sensitivity_for("replace-one") > strategy.sensitivity
-    added = q.answer(W, x, strategy, 0.5, delta, random_state=1,
-                     budget=dp.PrivacyBudget(1.0, 1e-2, neighbouring="add-remove"))
+    assert (
+        replace.release.sensitivity
+        == strategy.sensitivity_for("replace-one")
+        > strategy.sensitivity
+    )
+    added = q.answer(
+        W,
+        x,
+        strategy,
+        0.5,
+        delta,
+        random_state=1,
+        budget=dp.PrivacyBudget(1.0, 1e-2, neighbouring="add-remove"),
+    )
     assert added.release.sensitivity == strategy.sensitivity
     explicit = q.answer(W, x, strategy, 0.5, delta, random_state=1, neighbouring="replace-one")
     assert explicit.release.noise_scale == replace.release.noise_scale
     with pytest.raises(dp.PrivacyParameterError, match="differs from the budget"):
-        q.answer(W, x, strategy, 0.5, delta, budget=dp.PrivacyBudget(1.0, 1e-2), neighbouring="add-remove")
+        q.answer(
+            W,
+            x,
+            strategy,
+            0.5,
+            delta,
+            budget=dp.PrivacyBudget(1.0, 1e-2),
+            neighbouring="add-remove",
+        )
     # expected_error follows the same relation
-    ratio = q.expected_error(W, strategy, 0.5, delta, neighbouring="replace-one") / q.expected_error(W, strategy, 0.5, delta)
-    assert ratio == pytest.approx((strategy.sensitivity_for("replace-one") / strategy.sensitivity) ** 2, rel=1e-6)
+    ratio = q.expected_error(
+        W, strategy, 0.5, delta, neighbouring="replace-one"
+    ) / q.expected_error(W, strategy, 0.5, delta)
+    assert ratio == pytest.approx(
+        (strategy.sensitivity_for("replace-one") / strategy.sensitivity) ** 2, rel=1e-6
+    )
 
 
 def test_histogram_errors_do_not_say_which_count():

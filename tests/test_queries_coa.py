@@ -6,8 +6,15 @@ from scipy.linalg import cholesky
 from scipy.optimize import minimize
 
 from dp import queries as q
-from dp.queries.coa import (Costs, armijo_step, cholesky_point, coa_strategy, gradient_parts, hessian_product,
-                            newton_direction)
+from dp.queries.coa import (
+    Costs,
+    armijo_step,
+    cholesky_point,
+    coa_strategy,
+    gradient_parts,
+    hessian_product,
+    newton_direction,
+)
 from dp.queries.dual import nuclear_norm_squared_over_sum
 from dp.queries.hierarchical import hierarchical_matrix
 from dp.queries.schur_direction import schur_newton_direction
@@ -41,7 +48,9 @@ def test_hessian_operator_matches_finite_differences_of_the_gradient():
     numeric = (gradient(X + h * D) - gradient(X - h * D)) / (2 * h)
     Z, P = gradient_parts(cholesky_point(X, Q))
     np.testing.assert_allclose(P, -gradient(X), rtol=1e-9)
-    np.testing.assert_allclose(hessian_product(Z, P, D), numeric, rtol=1e-5, atol=1e-7 * np.abs(numeric).max())
+    np.testing.assert_allclose(
+        hessian_product(Z, P, D), numeric, rtol=1e-5, atol=1e-7 * np.abs(numeric).max()
+    )
 
 
 def test_schur_direction_equals_the_cg_newton_direction():
@@ -69,7 +78,9 @@ def test_cholesky_test_refuses_a_step_that_leaves_the_pd_cone():
     D = 1e3 * newton  # a descent direction far too long: zero trace, so X + D is indefinite
     assert np.linalg.eigvalsh(X + D).min() < 0 and cholesky_point(X + D, Q) is None
     slope = -float(np.sum(D * P))
-    new, alpha, trials = armijo_step(point, D, slope, Q, beta=0.5, sigma=1e-4, max_trials=60, costs=Costs())
+    new, alpha, trials = armijo_step(
+        point, D, slope, Q, beta=0.5, sigma=1e-4, max_trials=60, costs=Costs()
+    )
     assert trials >= 2 and alpha <= 0.5 and np.linalg.eigvalsh(new.X).min() > 0
     assert new.value <= point.value + 1e-4 * alpha * slope
 
@@ -87,9 +98,18 @@ def _generic_optimum(W):
         d = 1 / np.sqrt(np.diag(X))
         return np.trace(np.linalg.solve(d[:, None] * X * d[None, :], G))
 
-    best = min((minimize(objective, np.eye(n)[tri] + 0.1 * np.random.default_rng(s).standard_normal(tri[0].size),
-                         method="BFGS", options={"gtol": 1e-10, "maxiter": 5000}) for s in range(3)),
-               key=lambda r: r.fun)
+    best = min(
+        (
+            minimize(
+                objective,
+                np.eye(n)[tri] + 0.1 * np.random.default_rng(s).standard_normal(tri[0].size),
+                method="BFGS",
+                options={"gtol": 1e-10, "maxiter": 5000},
+            )
+            for s in range(3)
+        ),
+        key=lambda r: r.fun,
+    )
     return best.fun
 
 
@@ -144,8 +164,12 @@ def test_coa_expected_error_matches_monte_carlo():
     x = q.random_histogram(8, random_state=5)
     strategy = q.optimize(W, "coa-schur")
     rng = np.random.default_rng(7)
-    errors = np.array([np.sum((q.answer(W, x, strategy, 1.0, 1e-3, random_state=rng).values - W @ x) ** 2)
-                       for _ in range(300)])
+    errors = np.array(
+        [
+            np.sum((q.answer(W, x, strategy, 1.0, 1e-3, random_state=rng).values - W @ x) ** 2)
+            for _ in range(300)
+        ]
+    )
     stderr = errors.std(ddof=1) / np.sqrt(errors.size)
     assert abs(errors.mean() - q.expected_error(W, strategy, 1.0, 1e-3)) < 4 * stderr
 
@@ -158,7 +182,9 @@ def test_tree_strategies_reconstruct_the_workload_exactly(n):
         np.testing.assert_array_equal(strategy.matrix, A)
         np.testing.assert_allclose(strategy.reconstruction @ strategy.matrix, W, atol=1e-10)
     depth = int(np.ceil(np.log2(8))) + 1
-    assert q.optimize(q.wrange(3, 8, random_state=0), "wavelet").sensitivity == pytest.approx(np.sqrt(depth))
+    assert q.optimize(q.wrange(3, 8, random_state=0), "wavelet").sensitivity == pytest.approx(
+        np.sqrt(depth)
+    )
 
 
 def test_time_limit_and_bad_options_are_reported():
@@ -171,8 +197,14 @@ def test_time_limit_and_bad_options_are_reported():
 
 def test_sqrt_start_is_optimal_for_a_circulant_workload():
     base = np.random.default_rng(8).standard_normal(10)
-    W = np.array([np.roll(base, k) for k in range(10)])  # W'W circulant: V^1/2 has a constant diagonal
-    strategy = q.optimize(W, "coa-schur", theta=0.0, gap_tol=1e-8)  # W'W is nonsingular: no homotopy needed
+    W = np.array(
+        [np.roll(base, k) for k in range(10)]
+    )  # W'W circulant: V^1/2 has a constant diagonal
+    strategy = q.optimize(
+        W, "coa-schur", theta=0.0, gap_tol=1e-8
+    )  # W'W is nonsingular: no homotopy needed
     assert strategy.certificate.gap <= 1e-8 and len(strategy.history) <= 2
     # the optimum of a circulant workload: (sum of singular values)^2 / n
-    assert strategy.objective == pytest.approx(np.sum(np.linalg.svd(W, compute_uv=False)) ** 2 / 10, rel=1e-8)
+    assert strategy.objective == pytest.approx(
+        np.sum(np.linalg.svd(W, compute_uv=False)) ** 2 / 10, rel=1e-8
+    )

@@ -42,11 +42,17 @@ def test_more_cells_than_queries_sets_weights_to_zero_and_certifies():
     W = q.wrange(12, 30, random_state=1)  # rank <= 12 < n: part of the optimal weights vanish
     strategy = q.optimize(W, "coa-dual", gap_tol=1e-8)
     y = strategy.info["weights"]
-    assert strategy.status == "converged" and strategy.certificate.gap <= 1e-8 and np.any(y[np.any(W, axis=0)] == 0)
+    assert (
+        strategy.status == "converged"
+        and strategy.certificate.gap <= 1e-8
+        and np.any(y[np.any(W, axis=0)] == 0)
+    )
     np.testing.assert_allclose(strategy.reconstruction @ strategy.matrix, W, atol=1e-10)
     assert strategy.sensitivity == pytest.approx(1.0)
     A, R = strategy.matrix, strategy.reconstruction
-    assert strategy.certificate.objective == pytest.approx(np.max(np.sum(A**2, axis=0)) * np.sum(R**2), rel=1e-12)
+    assert strategy.certificate.objective == pytest.approx(
+        np.max(np.sum(A**2, axis=0)) * np.sum(R**2), rel=1e-12
+    )
     # the solver's own closed form max(d) sum(s) agrees with the matrices it returns
     assert strategy.history[-1].objective == pytest.approx(strategy.certificate.objective, rel=1e-9)
     # KKT: cells with weight 0 have column norm <= 1; weighted cells sit at exactly 1
@@ -54,7 +60,8 @@ def test_more_cells_than_queries_sets_weights_to_zero_and_certifies():
     assert np.all(norms <= 1 + 1e-6) and np.allclose(norms[y > 0], 1, atol=1e-4)
     # the bound is the dual at the returned per-cell weights, computed independently
     assert strategy.certificate.lower_bound == pytest.approx(
-        nuclear_norm_squared_over_sum(W, np.maximum(y, 1e-300)), rel=1e-9)
+        nuclear_norm_squared_over_sum(W, np.maximum(y, 1e-300)), rel=1e-9
+    )
     # and coa-schur (primal, theta homotopy) cannot beat it
     assert q.optimize(W, "coa-schur").objective >= strategy.certificate.lower_bound * (1 - 1e-12)
 

@@ -8,10 +8,9 @@ import pytest
 
 import dp
 from dp import queries
-from dp.validation import DataError
-
 from dp.queries.l1_ball import PARALLEL_MIN_ENTRIES, project_columns_l1, projected_gradient_step
 from dp.queries.lrm import low_rank_decomposition
+from dp.validation import DataError
 
 
 def _brute_force_projection(v, radius):
@@ -112,21 +111,34 @@ def test_decomposition_reports_why_it_stopped():
     assert result.status == "iteration limit" and not result.converged
     assert "iteration limit after 3 outer iterations" in result.message
     assert len(result.history) == 3
-    assert set(result.phase_seconds) == {"B update (Eq. 9)", "L update (Alg. 2)", "residual and multiplier",
-                                         "of which projected step"}
-    assert result.phase_seconds["of which projected step"] <= result.phase_seconds["L update (Alg. 2)"]
+    assert set(result.phase_seconds) == {
+        "B update (Eq. 9)",
+        "L update (Alg. 2)",
+        "residual and multiplier",
+        "of which projected step",
+    }
+    assert (
+        result.phase_seconds["of which projected step"] <= result.phase_seconds["L update (Alg. 2)"]
+    )
 
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"rank": 0}, "rank"), ({"rank": 2.5}, "rank"), ({"gamma": -1.0}, "gamma"), ({"beta0": np.inf}, "beta0")],
+    [
+        ({"rank": 0}, "rank"),
+        ({"rank": 2.5}, "rank"),
+        ({"gamma": -1.0}, "gamma"),
+        ({"beta0": np.inf}, "beta0"),
+    ],
 )
 def test_decomposition_rejects_bad_parameters(kwargs, match):
     with pytest.raises(ValueError, match=match):
         low_rank_decomposition(np.ones((2, 2)), **kwargs)
 
 
-@pytest.mark.parametrize(("W", "match"), [(np.full((2, 2), np.nan), "non-finite"), (np.zeros((2, 3)), "all zeros")])
+@pytest.mark.parametrize(
+    ("W", "match"), [(np.full((2, 2), np.nan), "non-finite"), (np.zeros((2, 3)), "all zeros")]
+)
 def test_optimize_rejects_bad_workloads_for_lrm(W, match):
     with pytest.raises(DataError, match=match):
         queries.optimize(W, method="lrm")
@@ -134,10 +146,14 @@ def test_optimize_rejects_bad_workloads_for_lrm(W, match):
 
 def test_registry_entry_gives_a_laplace_strategy_with_A_L_and_R_B():
     W = queries.wrange(12, 20, random_state=2)
-    strategy = queries.optimize(W, method="lrm", solver="alm", rank=None, gamma=0.01, random_state=1)
+    strategy = queries.optimize(
+        W, method="lrm", solver="alm", rank=None, gamma=0.01, random_state=1
+    )
     direct = low_rank_decomposition(W, gamma=0.01, random_state=1)
     assert strategy.method == "lrm" and strategy.noise == "laplace"
-    assert np.array_equal(strategy.matrix, direct.L) and np.array_equal(strategy.reconstruction, direct.B)
+    assert np.array_equal(strategy.matrix, direct.L) and np.array_equal(
+        strategy.reconstruction, direct.B
+    )
     assert strategy.sensitivity == pytest.approx(np.abs(direct.L).sum(axis=0).max())
     assert strategy.objective == pytest.approx(direct.objective)
     assert strategy.status == "converged" and len(strategy.history) == direct.n_outer
@@ -181,15 +197,25 @@ def test_monte_carlo_error_equals_the_closed_form_within_its_standard_error(meth
     """E ||R (A x + Lap) - W x||^2 = 2 (Delta / eps)^2 ||R||_F^2 + ||(W - R A) x||^2 (Lemma 1, Thm 3)."""
     W = queries.wrange(6, 8, random_state=7)
     x = queries.random_histogram(8, random_state=8)
-    options = {"gamma": 0.3, "random_state": 0, "solver": "alm", "finish": False} if method == "lrm" else {"noise": "laplace"}
+    options = (
+        {"gamma": 0.3, "random_state": 0, "solver": "alm", "finish": False}
+        if method == "lrm"
+        else {"noise": "laplace"}
+    )
     strategy = queries.optimize(W, method=method, **options)
     expected = queries.expected_error(W, strategy, 0.5, x=x)
     if method == "lrm":
         bias = np.sum(((W - strategy.reconstruction @ strategy.matrix) @ x) ** 2)
-        assert 0.2 * expected < bias < 0.8 * expected  # gamma = 0.3: noise and data-dependent bias both count
+        assert (
+            0.2 * expected < bias < 0.8 * expected
+        )  # gamma = 0.3: noise and data-dependent bias both count
     rng = np.random.default_rng(9)
-    errors = np.array([np.sum((queries.answer(W, x, strategy, 0.5, random_state=rng).values - W @ x) ** 2)
-                       for _ in range(500)])
+    errors = np.array(
+        [
+            np.sum((queries.answer(W, x, strategy, 0.5, random_state=rng).values - W @ x) ** 2)
+            for _ in range(500)
+        ]
+    )
     standard_error = errors.std(ddof=1) / np.sqrt(errors.size)
     assert abs(errors.mean() - expected) < 4 * standard_error
 
@@ -197,8 +223,27 @@ def test_monte_carlo_error_equals_the_closed_form_within_its_standard_error(meth
 def test_cli_runs_lrm_and_compares_with_the_laplace_identity(capsys):
     from hamsi.cli import main
 
-    code = main(["queries", "--workload", "related", "-m", "24", "-n", "32", "-s", "3", "--method", "lrm",
-                 "--epsilon", "0.1", "--repeats", "5", "--noise-seed", "1"])
+    code = main(
+        [
+            "queries",
+            "--workload",
+            "related",
+            "-m",
+            "24",
+            "-n",
+            "32",
+            "-s",
+            "3",
+            "--method",
+            "lrm",
+            "--epsilon",
+            "0.1",
+            "--repeats",
+            "5",
+            "--noise-seed",
+            "1",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and "noise: laplace" in out and "status: converged" in out
     ratio = float(re.search(r"ratio to identity (\S+)\)", out).group(1))
@@ -213,7 +258,9 @@ def test_amm_is_the_l2_optimal_strategy_paid_for_with_laplace_noise():
     amm = queries.optimize(W, method="amm")
     l2 = queries.optimize(W, method="coa-schur")
     assert amm.noise == "laplace" and amm.method == "amm"
-    assert np.allclose(amm.matrix, l2.matrix) and np.allclose(np.linalg.norm(amm.matrix, axis=0), 1.0)
+    assert np.allclose(amm.matrix, l2.matrix) and np.allclose(
+        np.linalg.norm(amm.matrix, axis=0), 1.0
+    )
     assert amm.sensitivity == pytest.approx(np.abs(amm.matrix).sum(axis=0).max())
     assert amm.objective == pytest.approx(amm.sensitivity**2 * np.sum(amm.reconstruction**2))
     assert np.allclose(amm.reconstruction @ amm.matrix, W)
@@ -226,7 +273,9 @@ def test_lrm_is_never_worse_than_the_identity_strategy_on_wrelated(s, bound):
     lrm = queries.optimize(W, method="lrm", random_state=0, max_outer=300)
     identity = queries.optimize(W, method="identity", noise="laplace")
     x = queries.power_law_histogram(64, random_state=2)
-    assert queries.expected_error(W, lrm, 0.1, x=x) < bound * queries.expected_error(W, identity, 0.1)
+    assert queries.expected_error(W, lrm, 0.1, x=x) < bound * queries.expected_error(
+        W, identity, 0.1
+    )
     if lrm.status == "identity fallback":
         assert "identity fallback: ALM" in lrm.message and np.array_equal(lrm.reconstruction, W)
 
@@ -237,7 +286,9 @@ def test_svd_start_is_an_exact_feasible_factorization_with_live_padding_rows():
     W = queries.wrelated(12, 20, s=5, random_state=3)
     L = svd_feasible_L(W, 8, random_state=0)
     assert L.shape == (8, 20) and np.abs(L).sum(axis=0).max() == pytest.approx(1.0)
-    assert np.allclose(W @ np.linalg.pinv(L) @ L, W)  # W's row space lies in L's: B0 = W L^+ is exact
+    assert np.allclose(
+        W @ np.linalg.pinv(L) @ L, W
+    )  # W's row space lies in L's: B0 = W L^+ is exact
     assert np.all(np.abs(L[5:]).sum(axis=1) > 0)  # rows beyond rank(W) are small but not zero
     with pytest.raises(ValueError, match="init"):
         low_rank_decomposition(W, init="zeros")
@@ -249,7 +300,9 @@ def test_finish_makes_B_exact_or_falls_back_to_identity_with_a_status():
     from dp.queries.lrm import exact_reconstruction, finished_decomposition
 
     W = queries.wrange(10, 16, random_state=4)
-    spanning = 0.05 * np.random.default_rng(1).standard_normal((16, 16))  # inside the ball, full rank
+    spanning = 0.05 * np.random.default_rng(1).standard_normal(
+        (16, 16)
+    )  # inside the ball, full rank
     B = exact_reconstruction(W, spanning)
     assert np.allclose(B @ spanning, W, atol=1e-9) and exact_reconstruction(W, spanning[:9]) is None
     result = low_rank_decomposition(W, rank=16, gamma=1e-3, random_state=0)
@@ -257,8 +310,12 @@ def test_finish_makes_B_exact_or_falls_back_to_identity_with_a_status():
     tiny = replace(result, L=np.vstack([result.L[:8], spanning[8:] * 1e-3]))
     B, L, status, message = finished_decomposition(W, tiny)
     assert status == "identity fallback" and "Phi Delta^2" in message and np.array_equal(B, W)
-    assert finished_decomposition(W, result)[2] == "converged"  # better than identity: kept as it is
-    stopped = low_rank_decomposition(W, rank=3, max_outer=2, random_state=0)  # rank 3 < rank(W): cannot fit
+    assert (
+        finished_decomposition(W, result)[2] == "converged"
+    )  # better than identity: kept as it is
+    stopped = low_rank_decomposition(
+        W, rank=3, max_outer=2, random_state=0
+    )  # rank 3 < rank(W): cannot fit
     B, L, status, message = finished_decomposition(W, stopped)
     assert status == "identity fallback" and np.array_equal(L, np.eye(16)) and np.array_equal(B, W)
 
@@ -274,11 +331,15 @@ def test_dead_rows_of_L_are_revived_along_the_directions_the_product_misses():
     gap = W - B @ L
     revived = revive_dead_rows(L, gap)
     assert np.abs(revived).sum(axis=0).max() <= 1 + 1e-12
-    assert np.allclose(revived[[0, 2, 3, 5]], L[[0, 2, 3, 5]])  # inside the ball: projection leaves them
+    assert np.allclose(
+        revived[[0, 2, 3, 5]], L[[0, 2, 3, 5]]
+    )  # inside the ball: projection leaves them
     top = np.linalg.svd(gap)[2][:2]  # the two directions of R^9 the product B L misses most
     for row, direction in zip(revived[[1, 4]], top):
         assert abs(row @ direction) == pytest.approx(np.linalg.norm(row))
-    assert np.linalg.matrix_rank(revived) == 6 and np.array_equal(revive_dead_rows(revived, gap), revived)
+    assert np.linalg.matrix_rank(revived) == 6 and np.array_equal(
+        revive_dead_rows(revived, gap), revived
+    )
 
 
 def test_revival_lets_the_alm_reach_gamma_where_rows_die_without_it():
@@ -295,8 +356,9 @@ def test_paper_schedule_without_revival_and_ours_with_it():
     W = queries.wrange(20, 30, random_state=3)
     for revive, (inner, period) in ((False, (10, 10)), (True, (20, 5))):
         default = low_rank_decomposition(W, max_outer=25, random_state=0, revive=revive)
-        explicit = low_rank_decomposition(W, max_outer=25, random_state=0, revive=revive, max_inner=inner,
-                                          beta_period=period)
+        explicit = low_rank_decomposition(
+            W, max_outer=25, random_state=0, revive=revive, max_inner=inner, beta_period=period
+        )
         assert np.array_equal(default.L, explicit.L) and np.array_equal(default.B, explicit.B)
         betas = [h.beta for h in default.history]
         assert betas[period] == 2 * betas[0] and len(set(betas[:period])) == 1
@@ -326,13 +388,17 @@ def test_sort_free_projection_equals_the_sorted_reference_with_ties_and_zeros(se
     V[:, 20] = 0.0
     for radius in (0.5, 1.0, 7.0):
         P = project_columns_l1(V, radius)
-        assert np.allclose(P, _duchi_sorted_projection(V, radius), rtol=1e-12, atol=1e-12 * np.abs(V).max())
+        assert np.allclose(
+            P, _duchi_sorted_projection(V, radius), rtol=1e-12, atol=1e-12 * np.abs(V).max()
+        )
         assert np.all(np.abs(P).sum(axis=0) <= radius * (1 + 1e-12))
 
 
 def test_projection_split_over_threads_is_bitwise_the_single_thread_result_and_writes_into_out():
     rng = np.random.default_rng(11)
-    V = rng.standard_normal((70, 2000)) * rng.choice([1e-3, 0.05, 1.0], size=2000)  # > PARALLEL_MIN_ENTRIES
+    V = rng.standard_normal((70, 2000)) * rng.choice(
+        [1e-3, 0.05, 1.0], size=2000
+    )  # > PARALLEL_MIN_ENTRIES
     single = project_columns_l1(V, threads=1)
     out = np.empty_like(V)
     for threads in (2, 3, 8):
@@ -350,15 +416,21 @@ def test_projection_split_over_threads_is_bitwise_the_single_thread_result_and_w
 def test_fused_projected_gradient_step_equals_the_numpy_step_of_alg_2(threads):
     rng = np.random.default_rng(12 + threads)
     r, n = 70, 2000  # > PARALLEL_MIN_ENTRIES: split over threads
-    search, current = rng.standard_normal((r, n)) * 0.05, project_columns_l1(rng.standard_normal((r, n)))
+    search, current = (
+        rng.standard_normal((r, n)) * 0.05,
+        project_columns_l1(rng.standard_normal((r, n))),
+    )
     gradient, linear = rng.standard_normal((r, n)), rng.standard_normal((r, n))
     omega, momentum = 3.5, 0.4
     expected = _duchi_sorted_projection(search - (gradient - linear) / omega, 1.0)
     following, new_search = np.empty((r, n)), search.copy()
-    distance, size = projected_gradient_step(new_search, gradient, linear, omega, current, following, momentum,
-                                             threads=threads)
+    distance, size = projected_gradient_step(
+        new_search, gradient, linear, omega, current, following, momentum, threads=threads
+    )
     assert np.allclose(following, expected, rtol=1e-12, atol=1e-15)
-    assert np.allclose(new_search, following + momentum * (following - current), rtol=1e-12, atol=1e-15)
+    assert np.allclose(
+        new_search, following + momentum * (following - current), rtol=1e-12, atol=1e-15
+    )
     assert np.isclose(distance, np.linalg.norm(search - following), rtol=1e-12)
     assert np.isclose(size, np.linalg.norm(following), rtol=1e-12)
 
@@ -375,7 +447,9 @@ def test_exact_fit_is_the_pseudo_inverse_reconstruction_and_refuses_a_missing_ro
     assert exact_fit(W, 0.02 * rng.standard_normal((8, 12))) is None  # rank 8 < rank W
     low = queries.wrelated(20, 12, s=3, random_state=1)
     top = np.linalg.svd(low)[2][:3] / 4  # W's row space, columns inside the ball
-    assert exact_fit(low, np.vstack([top, np.zeros((2, 12))])) is None  # singular Gram: refused, not inverted
+    assert (
+        exact_fit(low, np.vstack([top, np.zeros((2, 12))])) is None
+    )  # singular Gram: refused, not inverted
     assert exact_fit(low, top) is not None and exact_fit(low, top[:2]) is None
 
 
@@ -386,12 +460,20 @@ def test_refinement_gradient_matches_finite_differences(rows):
 
     rng = np.random.default_rng(4)
     L = 0.05 * rng.standard_normal((rows, 8))
-    W = rng.standard_normal((15, rows)) @ L if rows < 8 else queries.wdiscrete(15, 8, random_state=4)
+    W = (
+        rng.standard_normal((15, rows)) @ L
+        if rows < 8
+        else queries.wdiscrete(15, 8, random_state=4)
+    )
     gradient = exact_fit(W, L).gradient
     for _ in range(5):
-        direction = rng.standard_normal((rows, rows)) @ L if rows < 8 else rng.standard_normal(L.shape)
+        direction = (
+            rng.standard_normal((rows, rows)) @ L if rows < 8 else rng.standard_normal(L.shape)
+        )
         h = 1e-6 * np.linalg.norm(L) / np.linalg.norm(direction)
-        numeric = (exact_fit(W, L + h * direction).scale - exact_fit(W, L - h * direction).scale) / (2 * h)
+        numeric = (
+            exact_fit(W, L + h * direction).scale - exact_fit(W, L - h * direction).scale
+        ) / (2 * h)
         assert np.sum(gradient * direction) == pytest.approx(numeric, rel=1e-5)
 
 
@@ -403,8 +485,14 @@ def test_refinement_is_never_worse_than_its_start_and_keeps_W_equal_to_BL():
     refined = refine_decomposition(W, start, max_iter=300)
     assert refined.start_scale == pytest.approx(exact_fit(W, start).scale)
     assert refined.scale <= refined.start_scale and refined.scale < 0.5 * refined.start_scale
-    assert min(refined.history) == pytest.approx(refined.scale) and refined.history[0] == refined.start_scale
-    assert np.allclose(refined.B @ refined.L, W, atol=1e-8) and np.abs(refined.L).sum(axis=0).max() <= 1 + 1e-12
+    assert (
+        min(refined.history) == pytest.approx(refined.scale)
+        and refined.history[0] == refined.start_scale
+    )
+    assert (
+        np.allclose(refined.B @ refined.L, W, atol=1e-8)
+        and np.abs(refined.L).sum(axis=0).max() <= 1 + 1e-12
+    )
     assert refined.scale == pytest.approx(np.sum((W @ np.linalg.pinv(refined.L)) ** 2), rel=1e-8)
     # the identity is a stationary point (its columns are vertices of the ball): kept, not worsened
     at_identity = refine_decomposition(W, np.eye(24), max_iter=50)
@@ -414,15 +502,23 @@ def test_refinement_is_never_worse_than_its_start_and_keeps_W_equal_to_BL():
 
 
 def test_finish_refines_and_finish_false_keeps_the_paper_result():
-    W = queries.wrange(60, 24, random_state=6)  # rank 24 = n: r = 29 rows, every L of rank n is exact
+    W = queries.wrange(
+        60, 24, random_state=6
+    )  # rank 24 = n: r = 29 rows, every L of rank n is exact
     paper = queries.optimize(W, method="lrm", solver="alm", finish=False, random_state=0)
     unrefined = queries.optimize(W, method="lrm", solver="alm", refine=False, random_state=0)
     refined = queries.optimize(W, method="lrm", solver="alm", random_state=0)
     direct = low_rank_decomposition(W, random_state=0)
     assert np.array_equal(paper.matrix, direct.L) and np.array_equal(paper.reconstruction, direct.B)
-    assert paper.info["alm_objective"] == pytest.approx(direct.objective) == pytest.approx(refined.info["alm_objective"])
+    assert (
+        paper.info["alm_objective"]
+        == pytest.approx(direct.objective)
+        == pytest.approx(refined.info["alm_objective"])
+    )
     assert refined.objective <= unrefined.objective <= np.sum(W**2)
-    assert "refinement" in refined.message and np.allclose(refined.reconstruction @ refined.matrix, W, atol=1e-8)
+    assert "refinement" in refined.message and np.allclose(
+        refined.reconstruction @ refined.matrix, W, atol=1e-8
+    )
 
 
 def test_an_ill_conditioned_exact_L_is_mixed_with_the_identity_before_refining():
@@ -432,7 +528,9 @@ def test_an_ill_conditioned_exact_L_is_mixed_with_the_identity_before_refining()
     rng = np.random.default_rng(8)
     W = queries.wrange(30, 10, random_state=8)
     L = 0.02 * rng.standard_normal((12, 10))
-    assert np.array_equal(refinement_start(W, L), L / np.abs(L).sum(axis=0).max())  # well conditioned: as is
+    assert np.array_equal(
+        refinement_start(W, L), L / np.abs(L).sum(axis=0).max()
+    )  # well conditioned: as is
     L[:, 0] = L[:, 1] * (1 + 1e-10)  # rank 10 in exact arithmetic, beyond a Cholesky solve of L'L
     assert exact_fit(W, L / np.abs(L).sum(axis=0).max()) is None
     start = refinement_start(W, L)

@@ -20,13 +20,17 @@ def test_woodbury_objective_and_gradient_match_the_dense_formula_and_finite_diff
     value, gradient = p_identity_objective(theta, W)
     assert value == pytest.approx(np.sum((W @ np.linalg.pinv(L)) ** 2), rel=1e-10)
     through_gram = p_identity_objective(theta, W, W.T @ W)
-    assert through_gram[0] == pytest.approx(value, rel=1e-12) and np.allclose(through_gram[1], gradient, rtol=1e-10)
+    assert through_gram[0] == pytest.approx(value, rel=1e-12) and np.allclose(
+        through_gram[1], gradient, rtol=1e-10
+    )
     step = 1e-6
     numeric = np.zeros_like(theta)
     for index in np.ndindex(theta.shape):
         bump = np.zeros_like(theta)
         bump[index] = step
-        numeric[index] = (p_identity_objective(theta + bump, W)[0] - p_identity_objective(theta - bump, W)[0]) / (2 * step)
+        numeric[index] = (
+            p_identity_objective(theta + bump, W)[0] - p_identity_objective(theta - bump, W)[0]
+        ) / (2 * step)
     assert np.allclose(gradient, numeric, rtol=1e-5, atol=1e-7 * np.abs(gradient).max())
 
 
@@ -51,7 +55,9 @@ def test_the_total_start_finds_the_total_query_wdiscrete_needs():
     """WDiscrete is -1 but for 2 % of +1: the total query answers most of it (HDMM's weighted total)."""
     W = queries.wdiscrete(1024, 256, random_state=1)
     total = optimize_p_identity(W, start="total", random_state=0)
-    random = optimize_p_identity(W, start="random", random_state=0)  # p = 16: falls back to Theta = 0
+    random = optimize_p_identity(
+        W, start="random", random_state=0
+    )  # p = 16: falls back to Theta = 0
     zero = p_identity_objective(np.zeros((1, 256)), W)[0]  # the identity
     assert zero == pytest.approx(np.sum(W**2)) and total.theta.shape == (1, 256)
     assert random.scale == pytest.approx(zero, rel=1e-3)
@@ -69,7 +75,9 @@ def test_auto_solver_uses_p_identity_on_full_rank_and_is_no_noisier_than_alm():
 
 
 def test_auto_solver_on_a_low_rank_workload_runs_both_and_keeps_the_less_noisy():
-    W = queries.wrelated(40, 48, s=3, random_state=6)  # rank 3 << n: the low-rank case LRM was made for
+    W = queries.wrelated(
+        40, 48, s=3, random_state=6
+    )  # rank 3 << n: the low-rank case LRM was made for
     auto = queries.optimize(W, method="lrm", random_state=0)
     alm = queries.optimize(W, method="lrm", solver="alm", random_state=0)
     p_identity = queries.optimize(W, method="lrm", solver="p-identity", random_state=0)
@@ -91,12 +99,23 @@ def test_the_sweep_gives_the_same_fits_in_threads_as_in_sequence():
 
     assert sweep_sizes(64, 32) == [1, 2, 4, 8] and sweep_sizes(3, 3) == [1, 2]
     assert sweep_sizes(1024, 1024) == sweep_sizes(512, 1024) == [1, 2, 4, 8, 16, 32, 64]
-    assert sweep_sizes(1024, 2048) == [1, 2, 4, 8, 16] and sweep_sizes(256, 8192) == [1, 2, 4, 8, 16]
+    assert sweep_sizes(1024, 2048) == [1, 2, 4, 8, 16] and sweep_sizes(256, 8192) == [
+        1,
+        2,
+        4,
+        8,
+        16,
+    ]
     W = queries.wrange(80, 40, random_state=9)
     best, fits = the_best_p_identity(W, random_state=3, n_jobs=2)
     best_serial, fits_serial = the_best_p_identity(W, random_state=3, n_jobs=1)
-    assert [(fit.start, fit.theta.shape[0]) for fit in fits] == [("total", 1), ("random", 1), ("random", 2),
-                                                                  ("random", 4), ("random", 8)]
+    assert [(fit.start, fit.theta.shape[0]) for fit in fits] == [
+        ("total", 1),
+        ("random", 1),
+        ("random", 2),
+        ("random", 4),
+        ("random", 8),
+    ]
     assert all(np.array_equal(a.theta, b.theta) for a, b in zip(fits, fits_serial))
     assert best.scale == min(fit.scale for fit in fits) == best_serial.scale
 
@@ -104,8 +123,25 @@ def test_the_sweep_gives_the_same_fits_in_threads_as_in_sequence():
 def test_cli_chooses_the_lrm_solver(capsys):
     from hamsi.cli import main
 
-    code = main(["queries", "--workload", "range", "-m", "64", "-n", "32", "--method", "lrm", "--solver",
-                 "p-identity", "--repeats", "3", "--noise-seed", "1"])
+    code = main(
+        [
+            "queries",
+            "--workload",
+            "range",
+            "-m",
+            "64",
+            "-n",
+            "32",
+            "--method",
+            "lrm",
+            "--solver",
+            "p-identity",
+            "--repeats",
+            "3",
+            "--noise-seed",
+            "1",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 0 and "solver: p-Identity L = [I; Theta] D" in out and "strategy: " in out
     assert float(re.search(r"ratio to identity (\S+)\)", out).group(1)) < 1

@@ -15,7 +15,9 @@ FAST = dict(rank=3, blocks=2, threads=1, max_epochs=8, random_state=0)
 def frame():
     """Ratings with sparse raw ids (users 1000 + 7k, items 5 + 3k), so ids never equal positions."""
     ratings = make_ratings(users=40, items=50, ratings=900, rank=3, seed=5)
-    return pd.DataFrame({"user": 1000 + 7 * ratings.rows, "item": 5 + 3 * ratings.cols, "rating": ratings.values})
+    return pd.DataFrame(
+        {"user": 1000 + 7 * ratings.rows, "item": 5 + 3 * ratings.cols, "rating": ratings.values}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +29,12 @@ def brute_force(model, user, item):
     """Return the model's unclipped rating of one known (user, item) pair from its fitted arrays."""
     a = int(np.flatnonzero(model.user_ids_ == user)[0])
     b = int(np.flatnonzero(model.item_ids_ == item)[0])
-    return (model.user_factors_[a] @ model.item_factors_[b] + model.global_mean_ + model.user_bias_[a]
-            + model.item_bias_[b])
+    return (
+        model.user_factors_[a] @ model.item_factors_[b]
+        + model.global_mean_
+        + model.user_bias_[a]
+        + model.item_bias_[b]
+    )
 
 
 def test_predict_on_raw_ids_is_dot_product_plus_biases(frame, model):
@@ -43,8 +49,11 @@ def test_unknown_ids_fall_back_to_mean_plus_known_bias_and_are_counted(frame, mo
     known_user, known_item = model.user_ids_[0], model.item_ids_[0]
     a = 0
     b = 0
-    got = model.predict([known_user, 999_999, 999_999, known_user], [888_888, known_item, 888_888, known_item],
-                        clip=False)
+    got = model.predict(
+        [known_user, 999_999, 999_999, known_user],
+        [888_888, known_item, 888_888, known_item],
+        clip=False,
+    )
     assert got[0] == pytest.approx(model.global_mean_ + model.user_bias_[a], rel=1e-12)
     assert got[1] == pytest.approx(model.global_mean_ + model.item_bias_[b], rel=1e-12)
     assert got[2] == model.global_mean_
@@ -56,9 +65,13 @@ def test_predictions_are_clipped_to_the_training_range(frame, model):
     unclipped = model.predict(frame, clip=False)
     clipped = model.predict(frame)
     low, high = frame["rating"].min(), frame["rating"].max()
-    assert (unclipped > high).any() or (unclipped < low).any()  # the test can fail: something is clipped
+    assert (unclipped > high).any() or (
+        unclipped < low
+    ).any()  # the test can fail: something is clipped
     np.testing.assert_array_equal(clipped, np.clip(unclipped, low, high))
-    assert model.rmse(frame) == pytest.approx(np.sqrt(np.mean((clipped - frame["rating"]) ** 2)), rel=1e-12)
+    assert model.rmse(frame) == pytest.approx(
+        np.sqrt(np.mean((clipped - frame["rating"]) ** 2)), rel=1e-12
+    )
     assert model.score(frame) == -model.rmse(frame)
 
 
@@ -84,16 +97,30 @@ def test_save_load_round_trips_bit_for_bit(frame, model, tmp_path):
     model.save(path)
     loaded = MatrixFactorizer.load(path)
     assert loaded.get_params() == model.get_params()
-    for name in ("user_ids_", "item_ids_", "user_factors_", "item_factors_", "user_bias_", "item_bias_"):
-        assert np.array_equal(getattr(loaded, name), getattr(model, name)) and \
-            getattr(loaded, name).dtype == getattr(model, name).dtype
+    for name in (
+        "user_ids_",
+        "item_ids_",
+        "user_factors_",
+        "item_factors_",
+        "user_bias_",
+        "item_bias_",
+    ):
+        assert (
+            np.array_equal(getattr(loaded, name), getattr(model, name))
+            and getattr(loaded, name).dtype == getattr(model, name).dtype
+        )
     for name in ("reg_", "eta_", "global_mean_", "rating_min_", "rating_max_", "n_iter_"):
         assert getattr(loaded, name) == getattr(model, name)
     assert np.array_equal(np.array(loaded.trace_.rows), np.array(model.trace_.rows), equal_nan=True)
     users, items = frame["user"].to_numpy(), frame["item"].to_numpy()
-    assert np.array_equal(loaded.predict(users, items, clip=False), model.predict(users, items, clip=False))
+    assert np.array_equal(
+        loaded.predict(users, items, clip=False), model.predict(users, items, clip=False)
+    )
     user = users[3]
-    assert all(np.array_equal(x, y) for x, y in zip(loaded.recommend(user, n=5), model.recommend(user, n=5)))
+    assert all(
+        np.array_equal(x, y)
+        for x, y in zip(loaded.recommend(user, n=5), model.recommend(user, n=5))
+    )
 
 
 def test_load_refuses_wrong_and_old_files(tmp_path, model):
@@ -136,18 +163,23 @@ def test_every_input_form_gives_the_same_model(frame):
 
 
 def test_string_ids(frame):
-    named = frame.assign(user="u" + frame["user"].astype(str), item="film-" + frame["item"].astype(str))
+    named = frame.assign(
+        user="u" + frame["user"].astype(str), item="film-" + frame["item"].astype(str)
+    )
     model = MatrixFactorizer(**FAST).fit(named)
     assert model.user_ids_.dtype.kind == "U"
     first = named.iloc[0]
     assert model.predict([first["user"]], [first["item"]], clip=False)[0] == pytest.approx(
-        brute_force(model, first["user"], first["item"]), rel=1e-12)
+        brute_force(model, first["user"], first["item"]), rel=1e-12
+    )
     ids, _ = model.recommend(first["user"], n=3)
     assert all(i.startswith("film-") for i in ids)
 
 
 def test_patience_cuts_a_validation_fraction(frame):
-    model = MatrixFactorizer(**dict(FAST, max_epochs=30), patience=2, validation_fraction=0.2).fit(frame)
+    model = MatrixFactorizer(**dict(FAST, max_epochs=30), patience=2, validation_fraction=0.2).fit(
+        frame
+    )
     heldout = model.trace_.column("test_rmse")
     assert np.isfinite(heldout).all()
     assert model.result_.reason in ("early_stop", "epoch_limit")
@@ -166,28 +198,40 @@ def test_validation_with_unknown_ids_is_aligned(frame):
     known = test[test["user"].isin(train["user"]) & test["item"].isin(train["item"])]
     unclipped = model.predict(known, clip=False)
     assert model.trace_.column("test_rmse")[-1] == pytest.approx(
-        np.sqrt(np.mean((unclipped - known["rating"]) ** 2)), rel=1e-9)
+        np.sqrt(np.mean((unclipped - known["rating"]) ** 2)), rel=1e-9
+    )
 
 
 def test_grid_search_on_a_dataframe(frame):
-    search = GridSearchCV(MatrixFactorizer(**dict(FAST, max_epochs=5)), {"reg": [0.5, 5.0], "rank": [2, 3]},
-                          cv=KFold(3, shuffle=True, random_state=0))
+    search = GridSearchCV(
+        MatrixFactorizer(**dict(FAST, max_epochs=5)),
+        {"reg": [0.5, 5.0], "rank": [2, 3]},
+        cv=KFold(3, shuffle=True, random_state=0),
+    )
     search.fit(frame)
     scores = search.cv_results_["mean_test_score"]
     assert scores.shape == (4,) and np.all(scores < 0)
     train_index, test_index = next(KFold(3, shuffle=True, random_state=0).split(frame))
-    fold = MatrixFactorizer(**dict(FAST, max_epochs=5, reg=0.5, rank=2)).fit(frame.iloc[train_index])
-    assert search.cv_results_["split0_test_score"][0] == pytest.approx(-fold.rmse(frame.iloc[test_index]))
+    fold = MatrixFactorizer(**dict(FAST, max_epochs=5, reg=0.5, rank=2)).fit(
+        frame.iloc[train_index]
+    )
+    assert search.cv_results_["split0_test_score"][0] == pytest.approx(
+        -fold.rmse(frame.iloc[test_index])
+    )
 
 
 def test_string_ids_on_an_integer_id_model_are_converted_when_unambiguous():
     ratings = make_ratings(users=30, items=40, ratings=600, rank=2, seed=8)
-    model = MatrixFactorizer(rank=2, reg=1.0, max_epochs=3, threads=1, blocks=2, random_state=0).fit(ratings)
+    model = MatrixFactorizer(
+        rank=2, reg=1.0, max_epochs=3, threads=1, blocks=2, random_state=0
+    ).fit(ratings)
     users, items = ratings.user_ids[ratings.rows[:5]], ratings.item_ids[ratings.cols[:5]]
     as_text = model.predict([str(u) for u in users], [str(i) for i in items])
     np.testing.assert_array_equal(as_text, model.predict(users, items))
     assert model.n_unknown_ == 0
-    np.testing.assert_array_equal(model.recommend(str(users[0]))[0], model.recommend(int(users[0]))[0])
+    np.testing.assert_array_equal(
+        model.recommend(str(users[0]))[0], model.recommend(int(users[0]))[0]
+    )
     with pytest.warns(UserWarning, match="'07'.*treated as unknown"):
         model.predict(["07", "abc"], [str(items[0]), str(items[1])])
     assert model.n_unknown_ == 2

@@ -21,8 +21,28 @@ def fitted(tmp_path_factory):
     with open(data, "w") as handle:
         for row, col, value in zip(ratings.rows, ratings.cols, ratings.values):
             handle.write(f"{10 + 3 * row}\t{7 + 2 * col}\t{int(value)}\t0\n")
-    assert main(["factorize", str(data), "--workers", "0", "--rank", "3", "--blocks", "2", "--threads", "1",
-                 "--max-epochs", "5", "--out", str(model), "-q"]) == 0
+    assert (
+        main(
+            [
+                "factorize",
+                str(data),
+                "--workers",
+                "0",
+                "--rank",
+                "3",
+                "--blocks",
+                "2",
+                "--threads",
+                "1",
+                "--max-epochs",
+                "5",
+                "--out",
+                str(model),
+                "-q",
+            ]
+        )
+        == 0
+    )
     return data, model, ratings
 
 
@@ -34,7 +54,12 @@ def test_recommend_prints_the_models_top_items(fitted, capsys):
     model = MatrixFactorizer.load(model_file)
     items, scores = model.recommend(13, n=4)
     unclipped = model.predict([13] * 4, items, clip=False)
-    assert shown == {"user": 13, "items": items.tolist(), "ratings": scores.tolist(), "scores": unclipped.tolist()}
+    assert shown == {
+        "user": 13,
+        "items": items.tolist(),
+        "ratings": scores.tolist(),
+        "scores": unclipped.tolist(),
+    }
     assert np.all(np.diff(unclipped) <= 0)
     seen = {7 + 2 * c for r, c in zip(ratings.rows, ratings.cols) if 10 + 3 * r == 13}
     assert seen and not seen & set(shown["items"])
@@ -59,9 +84,32 @@ def test_recommend_unknown_user_and_bad_input(fitted, tmp_path, capsys):
 def test_factorize_patience_without_test_set_uses_a_validation_fraction(fitted, tmp_path, capsys):
     data, _, ratings = fitted
     trace = tmp_path / "t.csv"
-    assert main(["factorize", str(data), "--workers", "0", "--rank", "3", "--blocks", "2", "--threads", "1",
-                 "--max-epochs", "6", "--patience", "2", "--validation-fraction", "0.2", "--trace", str(trace),
-                 "-q"]) == 0
+    assert (
+        main(
+            [
+                "factorize",
+                str(data),
+                "--workers",
+                "0",
+                "--rank",
+                "3",
+                "--blocks",
+                "2",
+                "--threads",
+                "1",
+                "--max-epochs",
+                "6",
+                "--patience",
+                "2",
+                "--validation-fraction",
+                "0.2",
+                "--trace",
+                str(trace),
+                "-q",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "validation RMSE" in out and "reg " in out and "eta " in out
     heldout = [float(line.split(",")[4]) for line in trace.read_text().splitlines()[1:]]
@@ -72,9 +120,19 @@ def test_progress_bar_shows_limits_and_best_validation():
     stream = io.StringIO()
     progress = Progress(10, 4.0, stream=stream, bar=True)
     for epoch, (seconds, heldout) in enumerate([(0.0, 1.2), (1.0, 0.9), (3.0, 0.95)]):
-        progress(dict(epoch=epoch, inner=3 * epoch, time_s=seconds, train_rmse=1.0, test_rmse=heldout,
-                      objective=1.0))
-    assert progress.fraction(dict(epoch=2, time_s=3.0)) == 0.75  # time is the nearer limit: 3/4 > 2/10
+        progress(
+            dict(
+                epoch=epoch,
+                inner=3 * epoch,
+                time_s=seconds,
+                train_rmse=1.0,
+                test_rmse=heldout,
+                objective=1.0,
+            )
+        )
+    assert (
+        progress.fraction(dict(epoch=2, time_s=3.0)) == 0.75
+    )  # time is the nearer limit: 3/4 > 2/10
     progress.close()
     text = stream.getvalue()
     assert "cycle 2/10" in text and "optimization 3.00/4 s" in text and "elapsed" in text
@@ -84,6 +142,11 @@ def test_progress_bar_shows_limits_and_best_validation():
 def test_progress_lines_when_not_a_terminal():
     stream = io.StringIO()
     progress = Progress(5, None, stream=stream)
-    progress(dict(epoch=1, inner=3, time_s=0.5, train_rmse=1.0, test_rmse=float("nan"), objective=2.0))
+    progress(
+        dict(epoch=1, inner=3, time_s=0.5, train_rmse=1.0, test_rmse=float("nan"), objective=2.0)
+    )
     progress.close()
-    assert stream.getvalue().startswith("epoch    1/5  inner      3") and "best" not in stream.getvalue()
+    assert (
+        stream.getvalue().startswith("epoch    1/5  inner      3")
+        and "best" not in stream.getvalue()
+    )

@@ -17,7 +17,14 @@ def test_det_matches_the_thesis_table():
     # The table prints [5, 1, 2, 3, 4, 1]; Alg. 3 and the text repeat the first subset last.
     assert one_based(hamsi_cycle("det", 5, 5, rng)) == [5, 1, 2, 3, 4, 5]
     assert one_based(hamsi_cycle("det", 5, 6, rng)) == [1, 2, 3, 4, 5, 1]
-    assert one_based(hamsi_cycle("det", 5, 1, rng)) == [1, 2, 3, 4, 5, 1]  # Alg. 3's [K, 1..K] shifted once
+    assert one_based(hamsi_cycle("det", 5, 1, rng)) == [
+        1,
+        2,
+        3,
+        4,
+        5,
+        1,
+    ]  # Alg. 3's [K, 1..K] shifted once
 
 
 def test_stoc_is_a_fresh_shuffle_with_first_repeated_last():

@@ -29,14 +29,20 @@ def test_the_search_is_deterministic_under_random_state(ratings):
     second = MatrixFactorizer(**FAST).fit(ratings)
     assert without_seconds(first.search_results_) == without_seconds(second.search_results_)
     np.testing.assert_array_equal(first.user_factors_, second.user_factors_)
-    assert (first.rank_, first.reg_, first.reg_weighting_) == (second.rank_, second.reg_, second.reg_weighting_)
+    assert (first.rank_, first.reg_, first.reg_weighting_) == (
+        second.rank_,
+        second.reg_,
+        second.reg_weighting_,
+    )
 
 
 def test_trials_side_by_side_on_threads_give_the_table_of_one_at_a_time(ratings, monkeypatch):
     import hamsi.estimator
 
     side_by_side = MatrixFactorizer(**dict(FAST, threads=2)).fit(ratings)
-    assert len(side_by_side.search_results_["rank"]) > 2  # rungs with several trials ran on the pool
+    assert (
+        len(side_by_side.search_results_["rank"]) > 2
+    )  # rungs with several trials ran on the pool
     calls = []
     original = hamsi.estimator.ThreadPoolExecutor
 
@@ -48,8 +54,12 @@ def test_trials_side_by_side_on_threads_give_the_table_of_one_at_a_time(ratings,
     side_by_side_again = MatrixFactorizer(**dict(FAST, threads=2)).fit(ratings)
     one_at_a_time = MatrixFactorizer(**FAST).fit(ratings)
     assert calls and calls[0][0] == 2
-    assert without_seconds(side_by_side.search_results_) == without_seconds(one_at_a_time.search_results_)
-    assert without_seconds(side_by_side_again.search_results_) == without_seconds(one_at_a_time.search_results_)
+    assert without_seconds(side_by_side.search_results_) == without_seconds(
+        one_at_a_time.search_results_
+    )
+    assert without_seconds(side_by_side_again.search_results_) == without_seconds(
+        one_at_a_time.search_results_
+    )
 
 
 def test_an_explicit_hyper_parameter_is_never_searched(ratings):
@@ -57,7 +67,9 @@ def test_an_explicit_hyper_parameter_is_never_searched(ratings):
     assert set(model.search_results_["rank"]) == {3} and model.rank_ == 3
     assert set(model.search_results_["reg_weighting"]) == {"uniform", "count"}
     model = MatrixFactorizer(reg=0.3, reg_weighting="count", **FAST).fit(ratings)
-    assert set(model.search_results_["reg"]) == {0.3} and set(model.search_results_["reg_weighting"]) == {"count"}
+    assert set(model.search_results_["reg"]) == {0.3} and set(
+        model.search_results_["reg_weighting"]
+    ) == {"count"}
     assert model.reg_ == 0.3 and model.reg_weighting_ == "count"
     # a number for reg reads as the uniform penalty's: the weighting is not searched across it
     model = MatrixFactorizer(reg=2.0, **FAST).fit(ratings)
@@ -72,17 +84,23 @@ def test_the_damping_is_searched_with_the_count_weighted_penalty_only():
     assert {row["reg_damping"] for row in grid if row["reg_weighting"] == "uniform"} == {0.0}
     damped = {(row["reg"], row["reg_damping"]) for row in grid if row["reg_weighting"] == "count"}
     assert damped == set(search.COUNT_PENALTIES) and any(d > 0 for _, d in damped)
-    assert len(grid) == len(search.RANKS) * (len(search.UNIFORM_REG_PER_SD) + len(search.COUNT_PENALTIES))
+    assert len(grid) == len(search.RANKS) * (
+        len(search.UNIFORM_REG_PER_SD) + len(search.COUNT_PENALTIES)
+    )
     # one of reg and damping given: the other is searched; both given: one penalty per rank
     only_reg = search.candidate_grid(dict(auto, reg_weighting="count", reg=0.3), 1.0)
     assert {(r["reg"], r["reg_damping"]) for r in only_reg} == {(0.3, d) for d in search.DAMPINGS}
     only_damping = search.candidate_grid(dict(auto, reg_weighting="count", reg_damping=7.0), 1.0)
-    assert {(r["reg"], r["reg_damping"]) for r in only_damping} == {(r, 7.0) for r in search.COUNT_REGS}
+    assert {(r["reg"], r["reg_damping"]) for r in only_damping} == {
+        (r, 7.0) for r in search.COUNT_REGS
+    }
 
 
 def test_a_damping_implies_the_count_weighted_penalty_and_refuses_the_uniform_one(ratings):
     model = MatrixFactorizer(rank=3, reg_damping=5.0, **FAST).fit(ratings)
-    assert set(model.search_results_["reg_weighting"]) == {"count"} and set(model.search_results_["reg_damping"]) == {5.0}
+    assert set(model.search_results_["reg_weighting"]) == {"count"} and set(
+        model.search_results_["reg_damping"]
+    ) == {5.0}
     assert model.reg_weighting_ == "count" and model.reg_damping_ == 5.0
     with pytest.raises(InputError, match="reg_damping=5.0 applies to the count-weighted penalty"):
         MatrixFactorizer(reg_weighting="uniform", reg_damping=5.0, **FAST).fit(ratings)
@@ -93,42 +111,71 @@ def test_a_damping_implies_the_count_weighted_penalty_and_refuses_the_uniform_on
 def test_search_false_takes_the_unsearched_values_in_one_run(ratings):
     model = MatrixFactorizer(search=False, **FAST).fit(ratings)
     assert model.search_results_ is None and model.result_.n_cycles == 9
-    assert (model.rank_, model.reg_weighting_) == (search.UNSEARCHED["rank"], search.UNSEARCHED["reg_weighting"])
-    explicit = MatrixFactorizer(rank=10, reg_weighting="uniform", reg=model.reg_, search=False, **FAST).fit(ratings)
-    np.testing.assert_array_equal(model.user_factors_, explicit.user_factors_)  # auto reg is the data's default
+    assert (model.rank_, model.reg_weighting_) == (
+        search.UNSEARCHED["rank"],
+        search.UNSEARCHED["reg_weighting"],
+    )
+    explicit = MatrixFactorizer(
+        rank=10, reg_weighting="uniform", reg=model.reg_, search=False, **FAST
+    ).fit(ratings)
+    np.testing.assert_array_equal(
+        model.user_factors_, explicit.user_factors_
+    )  # auto reg is the data's default
 
 
 def test_search_results_list_every_trial(ratings):
     model = MatrixFactorizer(**FAST).fit(ratings)
     results = model.search_results_
-    grid = search.candidate_grid(dict.fromkeys(search.SEARCHED, "auto"), float(ratings.values.std()))
+    grid = search.candidate_grid(
+        dict.fromkeys(search.SEARCHED, "auto"), float(ratings.values.std())
+    )
     rungs = search.rung_cycles(search.MIN_CYCLES, 9, search.HALVING_FACTOR, len(grid))
     assert len(results["rung"]) == sum(kept for kept, _ in rungs)
-    first = [(results["rank"][k], results["reg_weighting"][k], results["reg"][k])
-             for k in range(len(results["rung"])) if results["rung"][k] == 0]
+    first = [
+        (results["rank"][k], results["reg_weighting"][k], results["reg"][k])
+        for k in range(len(results["rung"]))
+        if results["rung"][k] == 0
+    ]
     assert first == [(c["rank"], c["reg_weighting"], c["reg"]) for c in grid]
     assert sum(results["chosen"]) == 1
     chosen = results["chosen"].index(True)
     assert (results["rank"][chosen], results["reg"][chosen]) == (model.rank_, model.reg_)
     last = [k for k in range(len(results["rung"])) if results["rung"][k] == results["rung"][-1]]
     assert results["validation_rmse"][chosen] == min(results["validation_rmse"][k] for k in last)
-    assert model.result_.n_cycles == results["best_epoch"][chosen]  # the refit runs the chosen cycles
+    assert (
+        model.result_.n_cycles == results["best_epoch"][chosen]
+    )  # the refit runs the chosen cycles
 
 
 def test_successive_halving_keeps_the_best_third_against_brute_force():
-    grid = [{"rank": r, "reg_weighting": "uniform", "reg": float(g)} for r in (1, 2, 3) for g in range(6)]
+    grid = [
+        {"rank": r, "reg_weighting": "uniform", "reg": float(g)}
+        for r in (1, 2, 3)
+        for g in range(6)
+    ]
     rng = np.random.default_rng(0)
     quality = dict(enumerate(rng.permutation(len(grid)).astype(float)))
 
     def run_rung(trials):
         # validation RMSE falls with the cycles; its order among candidates is `quality`
-        return [{"validation_rmse": 1.0 + quality[t.candidate] / (1 + t.cycles), "best_epoch": t.cycles,
-                 "seconds": 0.0} for t in trials]
+        return [
+            {
+                "validation_rmse": 1.0 + quality[t.candidate] / (1 + t.cycles),
+                "best_epoch": t.cycles,
+                "seconds": 0.0,
+            }
+            for t in trials
+        ]
 
-    chosen, cycles, results = search.choose_by_validation(grid, run_rung, min_cycles=2, max_cycles=40, factor=3,
-                                                          group_by=None)
+    chosen, cycles, results = search.choose_by_validation(
+        grid, run_rung, min_cycles=2, max_cycles=40, factor=3, group_by=None
+    )
     assert chosen == grid[min(quality, key=quality.get)] and cycles == 40
-    rung1 = [(results["rank"][k], results["reg"][k]) for k in range(len(results["rung"])) if results["rung"][k] == 1]
+    rung1 = [
+        (results["rank"][k], results["reg"][k])
+        for k in range(len(results["rung"]))
+        if results["rung"][k] == 1
+    ]
     best6 = sorted(quality, key=quality.get)[:6]
     assert sorted(rung1) == sorted((grid[i]["rank"], grid[i]["reg"]) for i in best6)
     assert search.rung_cycles(2, 40, 3, 18) == [(18, 2), (6, 6), (2, 40)]
@@ -142,18 +189,31 @@ def test_a_rung_promotes_the_best_of_every_rank():
     # every rank-50 candidate ahead after the short rung: the rank-10 ones still keep two places
     scores = {i: ((0.90 if ranks[i] == 50 else 0.93) + 0.001 * i, i) for i in range(10)}
     assert search.survivors(list(range(10)), scores, 4, ranks) == [1, 3, 0, 2]
-    assert search.survivors(list(range(10)), scores, 4, [None] * 10) == [1, 3, 5, 7]  # one group: the best 4
+    assert search.survivors(list(range(10)), scores, 4, [None] * 10) == [
+        1,
+        3,
+        5,
+        7,
+    ]  # one group: the best 4
     # three groups, four places: the best of each, then the best of the rest
     assert search.survivors(list(range(10)), scores, 4, [1] * 8 + [2, 3]) == [1, 3, 9, 8]
 
     def run_rung(trials):  # rank 10 slower to start, better in the end
-        return [{"validation_rmse": (0.93 - 0.0003 * t.cycles) if t.params["rank"] == 10 else 0.91,
-                 "best_epoch": t.cycles, "seconds": 0.0} for t in trials]
+        return [
+            {
+                "validation_rmse": (0.93 - 0.0003 * t.cycles) if t.params["rank"] == 10 else 0.91,
+                "best_epoch": t.cycles,
+                "seconds": 0.0,
+            }
+            for t in trials
+        ]
 
     grid = [{"rank": r, "reg": float(g)} for g in range(5) for r in (10, 50)]
     chosen, _, _ = search.choose_by_validation(grid, run_rung, min_cycles=30, max_cycles=100)
     assert chosen["rank"] == 10
-    chosen, _, _ = search.choose_by_validation(grid, run_rung, min_cycles=30, max_cycles=100, group_by=None)
+    chosen, _, _ = search.choose_by_validation(
+        grid, run_rung, min_cycles=30, max_cycles=100, group_by=None
+    )
     assert chosen["rank"] == 50  # what comparing across ranks after 30 cycles chose
 
 
@@ -170,9 +230,15 @@ def test_a_time_budget_reaches_every_trial_as_its_max_time(ratings):
     def run_rung(trials):
         deadlines.extend(t.deadline for t in trials)
         fit_part, validation = search.validation_split(ratings, seed=0)
-        return [search.fit_trial(Recording, dict(FAST, max_epochs=2), t, fit_part, validation) for t in trials]
+        return [
+            search.fit_trial(Recording, dict(FAST, max_epochs=2), t, fit_part, validation)
+            for t in trials
+        ]
 
-    grid = [{"rank": 2, "reg_weighting": "uniform", "reg": 1.0}, {"rank": 3, "reg_weighting": "uniform", "reg": 1.0}]
+    grid = [
+        {"rank": 2, "reg_weighting": "uniform", "reg": 1.0},
+        {"rank": 3, "reg_weighting": "uniform", "reg": 1.0},
+    ]
     search.choose_by_validation(grid, run_rung, min_cycles=1, max_cycles=2, time_budget=30.0)
     assert deadlines and all(d is not None for d in deadlines)
     assert all(m is not None and 0 < m <= 30.0 for m in seen)
@@ -185,11 +251,17 @@ def test_a_search_cut_short_while_validation_still_falls_refits_for_the_whole_bu
     clock = iter(range(100))
 
     def run_rung(trials):
-        return [{"validation_rmse": 1.0 + t.candidate, "best_epoch": t.cycles, "seconds": 0.0} for t in trials]
+        return [
+            {"validation_rmse": 1.0 + t.candidate, "best_epoch": t.cycles, "seconds": 0.0}
+            for t in trials
+        ]
 
-    monkeypatch.setattr(search.time, "perf_counter", lambda: float(next(clock)) * 10.0)  # a rung "takes" 10 s
-    chosen, cycles, results = search.choose_by_validation(grid, run_rung, min_cycles=5, max_cycles=50, factor=3,
-                                                          time_budget=5.0)
+    monkeypatch.setattr(
+        search.time, "perf_counter", lambda: float(next(clock)) * 10.0
+    )  # a rung "takes" 10 s
+    chosen, cycles, results = search.choose_by_validation(
+        grid, run_rung, min_cycles=5, max_cycles=50, factor=3, time_budget=5.0
+    )
     monkeypatch.undo()
     assert results["finished"] is False and set(results["rung"]) == {0}
     assert chosen == grid[0] and cycles == 50
@@ -199,8 +271,14 @@ def test_a_diverging_candidate_is_never_chosen():
     grid = [{"rank": 1, "reg_weighting": "uniform", "reg": float(g)} for g in range(4)]
 
     def run_rung(trials):
-        return [{"validation_rmse": math.nan if t.candidate == 0 else 1.0 + t.candidate, "best_epoch": 1,
-                 "seconds": 0.0} for t in trials]
+        return [
+            {
+                "validation_rmse": math.nan if t.candidate == 0 else 1.0 + t.candidate,
+                "best_epoch": 1,
+                "seconds": 0.0,
+            }
+            for t in trials
+        ]
 
     chosen, _, _ = search.choose_by_validation(grid, run_rung, min_cycles=1, max_cycles=3, factor=2)
     assert chosen == grid[1]
@@ -214,7 +292,9 @@ def test_the_validation_split_leaves_every_user_with_training_ratings():
     assert np.all(np.bincount(fit_part.rows, minlength=5) >= 1)
     assert fit_part.nnz + validation.nnz == ratings.nnz
     keys = lambda r: set(zip(r.rows.tolist(), r.cols.tolist()))  # noqa: E731
-    assert keys(fit_part) | keys(validation) == keys(ratings) and not keys(fit_part) & keys(validation)
+    assert keys(fit_part) | keys(validation) == keys(ratings) and not keys(fit_part) & keys(
+        validation
+    )
     np.testing.assert_array_equal(np.bincount(validation.rows, minlength=5), [0, 1, 1, 5, 20])
 
 
@@ -231,18 +311,41 @@ def test_the_search_reads_only_training_ratings_and_the_refit_all_of_them(rating
     with_test = MatrixFactorizer(**FAST).fit(train, validation=test)
     without_test = MatrixFactorizer(**FAST).fit(train)
     # the test ratings passed as validation= change nothing the search decides
-    assert without_seconds(with_test.search_results_) == without_seconds(without_test.search_results_)
+    assert without_seconds(with_test.search_results_) == without_seconds(
+        without_test.search_results_
+    )
     train_keys = set(zip(train.rows.tolist(), train.cols.tolist()))
     for fit_n, validation_n, rows, cols in seen:
-        assert fit_n + validation_n == train.nnz and set(zip(rows.tolist(), cols.tolist())) <= train_keys
+        assert (
+            fit_n + validation_n == train.nnz
+            and set(zip(rows.tolist(), cols.tolist())) <= train_keys
+        )
     # the refit saw every training rating: its seen lists are train's
     assert with_test._seen_items.size == train.nnz
 
 
 def test_the_cli_prints_the_search_and_the_chosen_values(ratings, tmp_path, capsys):
     path = write_ratings(ratings, tmp_path / "r.csv")
-    assert main(["factorize", str(path), "--workers", "0", "--threads", "1", "--blocks", "2", "--max-epochs", "9",
-                 "--test-fraction", "0.2", "-q"]) == 0
+    assert (
+        main(
+            [
+                "factorize",
+                str(path),
+                "--workers",
+                "0",
+                "--threads",
+                "1",
+                "--blocks",
+                "2",
+                "--max-epochs",
+                "9",
+                "--test-fraction",
+                "0.2",
+                "-q",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "hyper-parameter search" in out and "<- chosen" in out
     chosen = next(line for line in out.splitlines() if line.endswith("<- chosen")).split()
@@ -253,7 +356,19 @@ def test_the_cli_prints_the_search_and_the_chosen_values(ratings, tmp_path, caps
 
 def test_the_cli_takes_a_damping_and_names_the_flag_when_it_conflicts(ratings, tmp_path, capsys):
     path = write_ratings(ratings, tmp_path / "r.csv")
-    common = ["factorize", str(path), "--workers", "0", "--threads", "1", "--rank", "3", "--max-epochs", "4", "-q"]
+    common = [
+        "factorize",
+        str(path),
+        "--workers",
+        "0",
+        "--threads",
+        "1",
+        "--rank",
+        "3",
+        "--max-epochs",
+        "4",
+        "-q",
+    ]
     assert main(common + ["--reg-damping", "5", "--reg", "0.1"]) == 0
     assert "reg 0.1 (count, damping 5)" in capsys.readouterr().out
     assert main(common + ["--reg-damping", "5", "--reg-weighting", "uniform"]) == 2
@@ -268,17 +383,30 @@ def test_on_dask_the_trials_run_as_tasks_and_choose_the_in_process_model(ratings
     from cluster import DaskMatrixFactorizer
 
     in_process = MatrixFactorizer(**FAST).fit(ratings)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=":0") as local, Client(local) as client:
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=":0",
+        ) as local,
+        Client(local) as client,
+    ):
         with get_task_stream(client) as stream:
             on_dask = DaskMatrixFactorizer(**FAST, client=client).fit(ratings)
     trials = [event for event in stream.data if "fit_trial" in str(event["key"])]
     assert len(trials) == len(on_dask.search_results_["rung"])  # one task per trial
     assert len({event["worker"] for event in trials}) == 2  # spread over both workers
     assert without_seconds(on_dask.search_results_) == without_seconds(in_process.search_results_)
-    assert (on_dask.rank_, on_dask.reg_, on_dask.reg_weighting_) == (in_process.rank_, in_process.reg_,
-                                                                     in_process.reg_weighting_)
-    np.testing.assert_allclose(on_dask.user_factors_, in_process.user_factors_, rtol=1e-10, atol=1e-12)
+    assert (on_dask.rank_, on_dask.reg_, on_dask.reg_weighting_) == (
+        in_process.rank_,
+        in_process.reg_,
+        in_process.reg_weighting_,
+    )
+    np.testing.assert_allclose(
+        on_dask.user_factors_, in_process.user_factors_, rtol=1e-10, atol=1e-12
+    )
 
 
 @pytest.mark.cluster
@@ -304,6 +432,22 @@ def test_the_cli_closes_the_local_cluster_it_opened(ratings, tmp_path):
     from cluster import estimator as dask_estimator
 
     path = write_ratings(ratings, tmp_path / "r.csv")
-    assert main(["factorize", str(path), "--workers", "1", "--rank", "2", "--reg", "1", "--max-epochs", "2",
-                 "-q"]) == 0
+    assert (
+        main(
+            [
+                "factorize",
+                str(path),
+                "--workers",
+                "1",
+                "--rank",
+                "2",
+                "--reg",
+                "1",
+                "--max-epochs",
+                "2",
+                "-q",
+            ]
+        )
+        == 0
+    )
     assert not dask_estimator._LOCAL_CLUSTERS

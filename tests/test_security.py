@@ -50,7 +50,9 @@ def ratings():
 
 
 def in_process_x(ratings, part, epochs):
-    return minimize_hamsi(MatrixFactorization(ratings, RANK), part, random_state=1, max_epochs=epochs, threads=1).x
+    return minimize_hamsi(
+        MatrixFactorization(ratings, RANK), part, random_state=1, max_epochs=epochs, threads=1
+    ).x
 
 
 # ---------------------------------------------------------------------------- the links port
@@ -59,13 +61,22 @@ def worker_extra_ports(client) -> list[int]:
     import psutil
 
     info = client.scheduler_info()["workers"]
-    dask_ports = {int(a.rsplit(":", 1)[1]) for a in info} | {int(w["nanny"].rsplit(":", 1)[1]) for w in info.values()}
+    dask_ports = {int(a.rsplit(":", 1)[1]) for a in info} | {
+        int(w["nanny"].rsplit(":", 1)[1]) for w in info.values()
+    }
     ports = []
     for pid in client.run(os.getpid).values():
         process = psutil.Process(pid)
-        connections = process.net_connections("tcp") if hasattr(process, "net_connections") else process.connections("tcp")
-        ports += [c.laddr.port for c in connections
-                  if c.status == psutil.CONN_LISTEN and c.laddr.port not in dask_ports]
+        connections = (
+            process.net_connections("tcp")
+            if hasattr(process, "net_connections")
+            else process.connections("tcp")
+        )
+        ports += [
+            c.laddr.port
+            for c in connections
+            if c.status == psutil.CONN_LISTEN and c.laddr.port not in dask_ports
+        ]
     return ports
 
 
@@ -96,8 +107,17 @@ def test_a_pickle_sent_to_every_extra_worker_port_during_a_run_is_never_loaded(r
             attacked.extend(ports)
 
     with connect(n_workers=2, quiet=True) as client:
-        got = fit_distributed(ratings, rank=RANK, partition=part, random_state=1, max_epochs=4, chunk_epochs=2,
-                              client=client, on_chunk=attack, shared_memory=False)
+        got = fit_distributed(
+            ratings,
+            rank=RANK,
+            partition=part,
+            random_state=1,
+            max_epochs=4,
+            chunk_epochs=2,
+            client=client,
+            on_chunk=attack,
+            shared_memory=False,
+        )
     assert len(attacked) >= 2, "each worker listens for its direct links"
     assert not marker.exists()
     assert not got.recoveries
@@ -110,7 +130,9 @@ def test_the_hello_reads_only_its_fixed_size_and_refuses_strangers(tmp_path):
         links.expect("run", b"s" * 32, FrameLimit())
         marker = tmp_path / "pwned"
         tracemalloc.start()
-        for data in payloads(marker) + [struct.pack("!QQ", 1 << 30, 0)]:  # a 16-byte header claiming 1 GB
+        for data in payloads(marker) + [
+            struct.pack("!QQ", 1 << 30, 0)
+        ]:  # a 16-byte header claiming 1 GB
             send_quietly(links.address[1], data)
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
@@ -147,17 +169,21 @@ print("linked")
 
 
 def test_the_listener_keeps_accepting_after_running_out_of_file_descriptors():
-    done = subprocess.run([sys.executable, "-c", ACCEPT_AFTER_EMFILE], capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-c", ACCEPT_AFTER_EMFILE], capture_output=True, text=True, timeout=60
+    )
     assert done.stdout.strip() == "linked", done.stderr
 
 
 def test_a_frame_claiming_one_gigabyte_is_refused_before_allocating():
     """An authenticated peer's frame is still bounded by the run's sizes."""
     limit = FrameLimit(max_arrays=8, max_array_bytes=1 << 20)
-    claims = [FRAME.pack(FRAME_MAGIC, 1) + DESCRIPTOR.pack(1, 1, 1 << 27, 0),  # 2^27 doubles = 1 GiB
-              FRAME.pack(FRAME_MAGIC, 1 << 31),  # 2^31 arrays
-              FRAME.pack(FRAME_MAGIC, 1) + DESCRIPTOR.pack(9, 1, 4, 0),  # a dtype off the whitelist
-              FRAME.pack(b"\x80\x05\x95\x00", 1)]  # not a frame at all (a pickle's first bytes)
+    claims = [
+        FRAME.pack(FRAME_MAGIC, 1) + DESCRIPTOR.pack(1, 1, 1 << 27, 0),  # 2^27 doubles = 1 GiB
+        FRAME.pack(FRAME_MAGIC, 1 << 31),  # 2^31 arrays
+        FRAME.pack(FRAME_MAGIC, 1) + DESCRIPTOR.pack(9, 1, 4, 0),  # a dtype off the whitelist
+        FRAME.pack(b"\x80\x05\x95\x00", 1),
+    ]  # not a frame at all (a pickle's first bytes)
     for claim in claims:
         left, right = socket.socketpair()
         try:
@@ -180,7 +206,12 @@ def crafted(tmp_path, marker, **entries):
     from hamsi.stop_rules import StopRules
 
     directory = tmp_path / "ckpt"
-    ckpt.save(directory, arrays={"x": np.arange(3.0)}, meta={"stop": StopRules(max_epochs=2)}, fingerprint={"a": 1})
+    ckpt.save(
+        directory,
+        arrays={"x": np.arange(3.0)},
+        meta={"stop": StopRules(max_epochs=2)},
+        fingerprint={"a": 1},
+    )
     with np.load(directory / ckpt.FILENAME) as data:
         kept = {k: data[k] for k in data.files}
     kept.update(entries)
@@ -194,8 +225,11 @@ def test_a_crafted_checkpoint_is_refused_naming_the_file(tmp_path):
     cases = {
         "pickled meta (the old format)": dict(meta=pickled),
         "an object array": dict(meta=np.array([CreatesFile(marker)], dtype=object)),
-        "a class outside the list": dict(meta=np.frombuffer(b'{"dict": {"s": {"object": "Popen", "fields": {}}}}',
-                                                             dtype=np.uint8)),
+        "a class outside the list": dict(
+            meta=np.frombuffer(
+                b'{"dict": {"s": {"object": "Popen", "fields": {}}}}', dtype=np.uint8
+            )
+        ),
     }
     for name, entries in cases.items():
         directory = crafted(tmp_path, marker, **entries)
@@ -211,11 +245,24 @@ def test_a_crafted_checkpoint_is_refused_naming_the_file(tmp_path):
 def test_checkpoint_state_keeps_the_stepper_bit_for_bit(tmp_path):
     from hamsi.stepper import Stepper
 
-    stepper = Stepper(method="hamsi", n_subsets=3, n_params=10, eta=1.0, gamma=0.5, eta_gd=1.0, safeguard=True,
-                      random_state=7)
+    stepper = Stepper(
+        method="hamsi",
+        n_subsets=3,
+        n_params=10,
+        eta=1.0,
+        gamma=0.5,
+        eta_gd=1.0,
+        safeguard=True,
+        random_state=7,
+    )
     stepper.cycle(1)  # advance the schedule rng
     stepper.best_objective, stepper.step_scale = 0.1 + 0.2, float("inf")
-    ckpt.save(tmp_path, arrays={}, meta={"stepper": stepper, "row": (1, 2.5, float("nan"))}, fingerprint={})
+    ckpt.save(
+        tmp_path,
+        arrays={},
+        meta={"stepper": stepper, "row": (1, 2.5, float("nan"))},
+        fingerprint={},
+    )
     _, meta = ckpt.load(tmp_path, {})
     back = meta["stepper"]
     assert back.best_objective == 0.1 + 0.2 and back.step_scale == float("inf")
@@ -236,19 +283,53 @@ def make_certificates(directory) -> dict:
         subprocess.run([openssl, *args], check=True, capture_output=True, cwd=d)
 
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    run("req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=hamsi test CA")
+    run(
+        "req",
+        "-x509",
+        *ec,
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=hamsi test CA",
+    )
     run("req", *ec, "-keyout", "node.key", "-out", "node.csr", "-subj", "/CN=127.0.0.1")
-    run("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
-        "-out", "node.pem", "-days", "2")
-    return {name: os.path.join(d, file) for name, file in (("ca", "ca.pem"), ("cert", "node.pem"), ("key", "node.key"))}
+    run(
+        "x509",
+        "-req",
+        "-in",
+        "node.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "node.pem",
+        "-days",
+        "2",
+    )
+    return {
+        name: os.path.join(d, file)
+        for name, file in (("ca", "ca.pem"), ("cert", "node.pem"), ("key", "node.key"))
+    }
 
 
 def tls_security(files):
     from distributed.security import Security
 
-    return Security(tls_ca_file=files["ca"], require_encryption=True,
-                    **{f"tls_{role}_{part}": files[part] for role in ("client", "scheduler", "worker")
-                       for part in ("cert", "key")})
+    return Security(
+        tls_ca_file=files["ca"],
+        require_encryption=True,
+        **{
+            f"tls_{role}_{part}": files[part]
+            for role in ("client", "scheduler", "worker")
+            for part in ("cert", "key")
+        },
+    )
 
 
 @pytest.mark.cluster
@@ -257,9 +338,21 @@ def test_a_tls_cluster_gives_the_in_process_iterates(ratings, tmp_path):
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
     with connect(n_workers=2, quiet=True, security=tls_security(files)) as client:
         assert all(a.startswith("tls://") for a in client.scheduler_info()["workers"])
-        for owned in (False, True):  # through the comms: one message for all, or one per peer (owned V)
-            got = fit_distributed(ratings, rank=RANK, partition=part, random_state=1, max_epochs=3, chunk_epochs=2,
-                                  client=client, shared_memory=False, owned_v=owned)
+        for owned in (
+            False,
+            True,
+        ):  # through the comms: one message for all, or one per peer (owned V)
+            got = fit_distributed(
+                ratings,
+                rank=RANK,
+                partition=part,
+                random_state=1,
+                max_epochs=3,
+                chunk_epochs=2,
+                client=client,
+                shared_memory=False,
+                owned_v=owned,
+            )
             assert not got.recoveries and got.owned_v is owned
             assert np.array_equal(got.x, in_process_x(ratings, part, 3))
             assert sum(got.worker_bytes_sent.values()) > 0
@@ -275,12 +368,39 @@ def test_the_cli_runs_on_a_tls_scheduler_with_the_tls_flags(ratings, tmp_path):
     files = make_certificates(tmp_path)
     data = tmp_path / "r.csv"
     write_ratings(ratings, str(data))
-    with LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", protocol="tls://", dashboard_address=":0",
-                      security=tls_security(files)) as cluster:
-        base = [sys.executable, "-m", "hamsi", "factorize", str(data), "--rank", "3", "--max-epochs", "2", "-q",
-                "--scheduler", cluster.scheduler_address]
+    with LocalCluster(
+        n_workers=2,
+        threads_per_worker=1,
+        host="127.0.0.1",
+        protocol="tls://",
+        dashboard_address=":0",
+        security=tls_security(files),
+    ) as cluster:
+        base = [
+            sys.executable,
+            "-m",
+            "hamsi",
+            "factorize",
+            str(data),
+            "--rank",
+            "3",
+            "--max-epochs",
+            "2",
+            "-q",
+            "--scheduler",
+            cluster.scheduler_address,
+        ]
         plain = subprocess.run(base, capture_output=True, text=True, timeout=120)
-        flags = ["--tls-ca-file", files["ca"], "--tls-cert", files["cert"], "--tls-key", files["key"]]
+        flags = [
+            "--tls-ca-file",
+            files["ca"],
+            "--tls-cert",
+            files["cert"],
+            "--tls-key",
+            files["key"],
+        ]
         done = subprocess.run(base + flags, capture_output=True, text=True, timeout=120)
-    assert plain.returncode == 2 and plain.stderr.count("\n") == 1 and "--tls-ca-file" in plain.stderr
+    assert (
+        plain.returncode == 2 and plain.stderr.count("\n") == 1 and "--tls-ca-file" in plain.stderr
+    )
     assert done.returncode == 0, done.stderr

@@ -9,5 +9,12 @@ from dp.learning.api import ALL_METHODS, PrivateMinimizeResult, minimize_private
 from dp.learning.estimator import PrivateLogisticRegression
 from dp.learning.problems import LeastSquaresProblem, LogisticProblem, make_problem
 
-__all__ = ["ALL_METHODS", "PrivateMinimizeResult", "minimize_private", "PrivateLogisticRegression",
-           "LeastSquaresProblem", "LogisticProblem", "make_problem"]
+__all__ = [
+    "ALL_METHODS",
+    "PrivateMinimizeResult",
+    "minimize_private",
+    "PrivateLogisticRegression",
+    "LeastSquaresProblem",
+    "LogisticProblem",
+    "make_problem",
+]

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from scipy import optimize
 
 from dp.accounting import zcdp_epsilon
-
 from dp.learning.noise import gaussian_tv_slack
 
 # Renyi orders searched: dp_accounting's default list has 156 up to 1024; orders above 64 cost
@@ -64,9 +63,16 @@ def amplified_base_epsilon(epsilon_release: float, batch_size: int, n: int) -> f
 
 def laplace_epsilons(epsilon: float, groups: list[ReleaseGroup], batch_size: int, n: int):
     """Return (base epsilon per release of each group, cost): epsilon share_g / n_g each, amplified."""
-    per_release = [amplified_base_epsilon(epsilon * g.share / g.n_releases, batch_size, n) for g in groups]
-    cost = PrivacyCost(epsilon, 0.0, None, "pure epsilon, Laplace, basic composition"
-                       + (" with subsampling amplification (thesis Thm 4.1.4/4.1.5)" if batch_size < n else ""))
+    per_release = [
+        amplified_base_epsilon(epsilon * g.share / g.n_releases, batch_size, n) for g in groups
+    ]
+    cost = PrivacyCost(
+        epsilon,
+        0.0,
+        None,
+        "pure epsilon, Laplace, basic composition"
+        + (" with subsampling amplification (thesis Thm 4.1.4/4.1.5)" if batch_size < n else ""),
+    )
     return per_release, cost
 
 
@@ -74,6 +80,7 @@ def laplace_epsilons(epsilon: float, groups: list[ReleaseGroup], batch_size: int
 def zcdp_rho(epsilon: float, delta: float) -> float:
     """Return the largest rho whose zCDP implies (epsilon, delta)-DP by the shared accountant's
     conversion (dp.accounting.zcdp_epsilon, CKS 2020 Prop. 12), so a fresh budget is spent exactly."""
+
     def excess(rho):
         return zcdp_epsilon(rho, delta) - epsilon
 
@@ -90,21 +97,31 @@ def zcdp_multipliers(epsilon: float, delta: float, groups: list[ReleaseGroup]):
     """Return (noise multiplier per group, cost): rho split as rho share_g / n_g per release."""
     rho = zcdp_rho(epsilon, delta)
     multipliers = [math.sqrt(g.n_releases / (2.0 * rho * g.share)) for g in groups]
-    return multipliers, PrivacyCost(epsilon, delta, rho, "zCDP, discrete Gaussian (CKS Thm 14), additive composition")
+    return multipliers, PrivacyCost(
+        epsilon, delta, rho, "zCDP, discrete Gaussian (CKS Thm 14), additive composition"
+    )
 
 
 def _calibrate(make_event, make_accountant, epsilon: float, delta: float) -> float:
     """Return the smallest noise scale c whose event is (epsilon, delta)-DP for the accountant."""
     import dp_accounting
 
-    return float(dp_accounting.calibrate_dp_mechanism(
-        make_accountant, make_event, epsilon, delta,
-        bracket_interval=dp_accounting.LowerEndpointAndGuess(1e-3, 1.0), tol=1e-3))
+    return float(
+        dp_accounting.calibrate_dp_mechanism(
+            make_accountant,
+            make_event,
+            epsilon,
+            delta,
+            bracket_interval=dp_accounting.LowerEndpointAndGuess(1e-3, 1.0),
+            tol=1e-3,
+        )
+    )
 
 
 @functools.lru_cache(maxsize=256)
-def sampled_gaussian_multipliers(epsilon: float, delta: float, groups: tuple[ReleaseGroup, ...],
-                                 batch_size: int, n: int, d: int):
+def sampled_gaussian_multipliers(
+    epsilon: float, delta: float, groups: tuple[ReleaseGroup, ...], batch_size: int, n: int, d: int
+):
     """Return (noise multiplier per group, cost) for releases on uniform m-of-n samples, by RDP.
 
     Multipliers are c sqrt(n_g / share_g) (the zCDP split's proportions); c is the smallest value
@@ -121,16 +138,26 @@ def sampled_gaussian_multipliers(epsilon: float, delta: float, groups: tuple[Rel
         parts = []
         for g in groups:
             gauss = dp_accounting.GaussianDpEvent(c * math.sqrt(g.n_releases / g.share))
-            one = gauss if batch_size >= n else dp_accounting.SampledWithoutReplacementDpEvent(n, batch_size, gauss)
+            one = (
+                gauss
+                if batch_size >= n
+                else dp_accounting.SampledWithoutReplacementDpEvent(n, batch_size, gauss)
+            )
             parts.append(dp_accounting.SelfComposedDpEvent(one, g.n_releases))
         return dp_accounting.ComposedDpEvent(parts)
 
     def accountant():
-        return rdp.RdpAccountant(orders=_ORDERS, neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE)
+        return rdp.RdpAccountant(
+            orders=_ORDERS, neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE
+        )
 
     c = _calibrate(event, accountant, epsilon, target_delta)
     multipliers = [c * math.sqrt(g.n_releases / g.share) for g in groups]
-    how = "RDP of the sampled Gaussian (without replacement, replace-one)" if batch_size < n else "RDP of the Gaussian"
+    how = (
+        "RDP of the sampled Gaussian (without replacement, replace-one)"
+        if batch_size < n
+        else "RDP of the Gaussian"
+    )
     return multipliers, PrivacyCost(epsilon, delta, None, how + ", dp_accounting")
 
 
@@ -150,14 +177,21 @@ def poisson_gaussian_multiplier(epsilon: float, delta: float, rate: float, n_rel
 
     def event(z):
         return dp_accounting.SelfComposedDpEvent(
-            dp_accounting.PoissonSampledDpEvent(rate, dp_accounting.GaussianDpEvent(z)), n_releases)
+            dp_accounting.PoissonSampledDpEvent(rate, dp_accounting.GaussianDpEvent(z)), n_releases
+        )
 
     def accountant():
-        return rdp.RdpAccountant(orders=_ORDERS, neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE)
+        return rdp.RdpAccountant(
+            orders=_ORDERS, neighboring_relation=dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+        )
 
     z = _calibrate(event, accountant, half, target_delta)
-    return z, PrivacyCost(epsilon, delta, None,
-                          "RDP of the Poisson-sampled Gaussian (add/remove-one, doubled for replace-one), dp_accounting")
+    return z, PrivacyCost(
+        epsilon,
+        delta,
+        None,
+        "RDP of the Poisson-sampled Gaussian (add/remove-one, doubled for replace-one), dp_accounting",
+    )
 
 
 def charge(budget, cost: PrivacyCost, label: str) -> None:

@@ -11,8 +11,8 @@ import numpy as np
 from dp._random import as_random_bits
 from dp.budget import PrivacyBudget
 from dp.learning.accounting import PrivacyCost
-from dp.learning.defaults import default_batch_size, default_plan, default_reg, public_bounds
 from dp.learning.baselines import dp_gd, dp_hb, dp_nag, m_asg, m_asg_star
+from dp.learning.defaults import default_batch_size, default_plan, default_reg, public_bounds
 from dp.learning.dpsgd import dp_sgd
 from dp.learning.gdws import dp_gdws
 from dp.learning.iterations import run_stages
@@ -40,9 +40,11 @@ METHODS = {
 }
 # Beyond the thesis: the same methods with discrete Gaussian noise, zCDP (full gradients, disjoint
 # buckets) or RDP of the sampled Gaussian (uniform samples).
-GAUSSIAN_VARIANTS = {f"{name}-gauss": (builder, "gaussian", batch)
-                     for name, (builder, _, batch) in METHODS.items()
-                     if name in ("dp-gdws", "dp-mag", "dp-sgdws", "dp-onlinegdws", "dp-smag")}
+GAUSSIAN_VARIANTS = {
+    f"{name}-gauss": (builder, "gaussian", batch)
+    for name, (builder, _, batch) in METHODS.items()
+    if name in ("dp-gdws", "dp-mag", "dp-sgdws", "dp-onlinegdws", "dp-smag")
+}
 ALL_METHODS = {**METHODS, **GAUSSIAN_VARIANTS}
 
 
@@ -55,7 +57,9 @@ class PrivateMinimizeResult:
     n_iter: int
     privacy_spent: PrivacyCost
     noise_scales: list[float]  # Laplace b / Gaussian sigma per stage, on the mean gradient (public)
-    step_sizes: list[float]  # the first step of each stage (public: from n, d, epsilon, T, clip, R, reg)
+    step_sizes: list[
+        float
+    ]  # the first step of each stage (public: from n, d, epsilon, T, clip, R, reg)
     reg: float  # the L2 penalty lambda used (given, or default_reg of public numbers)
     status: str  # "completed" or "diverged" (a non-finite iterate: public, from the releases)
     message: str  # data-independent
@@ -77,8 +81,10 @@ def _batch_size(method: str, needs: str, batch_size, n: int) -> int:
     if batch_size is None:
         return default_batch_size(n) if needs == "yes" else n
     if needs == "no":
-        raise ValueError(f"method {method!r} uses full gradients; drop batch_size "
-                         "(its stochastic version is the one with an 's')")
+        raise ValueError(
+            f"method {method!r} uses full gradients; drop batch_size "
+            "(its stochastic version is the one with an 's')"
+        )
     size = _check_int(batch_size, "batch_size")
     if size > n:
         raise ValueError(f"batch_size must be at most n = {n}, got {size}")
@@ -89,17 +95,31 @@ def _budget(accountant, epsilon: float, delta: float):
     if accountant is not None:
         relation = getattr(accountant, "neighbouring", "replace-one")
         if relation != "replace-one":
-            raise ValueError(f"the private gradient methods are calibrated for replace-one neighbours; "
-                             f"the accountant is for {relation!r}")
+            raise ValueError(
+                f"the private gradient methods are calibrated for replace-one neighbours; "
+                f"the accountant is for {relation!r}"
+            )
         return accountant
     return None if math.isinf(epsilon) else PrivacyBudget(epsilon, delta)
 
 
-def minimize_private(X, y, method: str | None = None, epsilon: float = 1.0, delta: float = 0.0,
-                     n_iter: int | None = None, beta: float = 0.1, batch_size: int | None = None,
-                     clip: float | None = None, data_norm: float | None = None, reg: float | None = None,
-                     loss: str = "logistic", accountant=None, random_state=None,
-                     history_every: int | None = None) -> PrivateMinimizeResult:
+def minimize_private(
+    X,
+    y,
+    method: str | None = None,
+    epsilon: float = 1.0,
+    delta: float = 0.0,
+    n_iter: int | None = None,
+    beta: float = 0.1,
+    batch_size: int | None = None,
+    clip: float | None = None,
+    data_norm: float | None = None,
+    reg: float | None = None,
+    loss: str = "logistic",
+    accountant=None,
+    random_state=None,
+    history_every: int | None = None,
+) -> PrivateMinimizeResult:
     """Return the result of `method` on min_x mean_i loss_i(x) + reg |x|^2, (epsilon, delta)-DP.
 
     Neighbouring data sets differ in one record (replace-one); n, d and every argument are public.
@@ -120,31 +140,48 @@ def minimize_private(X, y, method: str | None = None, epsilon: float = 1.0, delt
     clip, data_norm = public_bounds(clip, data_norm, stacklevel=3)
     n_rows, n_features = np.shape(X) if np.ndim(X) == 2 else (0, 0)
     reg = default_reg(n_rows, n_features, epsilon) if reg is None else reg
-    plan = default_plan(n_rows, n_features, epsilon, delta, clip, data_norm, reg, loss_problem(loss).curvature)
+    plan = default_plan(
+        n_rows, n_features, epsilon, delta, clip, data_norm, reg, loss_problem(loss).curvature
+    )
     method = plan.method if method is None else method
     if method not in ALL_METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {sorted(ALL_METHODS)}")
     builder, noise, needs = ALL_METHODS[method]
     if not (isinstance(beta, numbers.Real) and 0 < beta <= 1):
         raise ValueError(f"beta must lie in (0, 1], got {beta!r}")
-    problem = make_problem(loss, X, y, reg, clip, clip_norm=1 if noise == "laplace" else 2, data_norm=data_norm)
+    problem = make_problem(
+        loss, X, y, reg, clip, clip_norm=1 if noise == "laplace" else 2, data_norm=data_norm
+    )
     batch_size = _batch_size(method, needs, batch_size, problem.n)
     if n_iter is None:  # full gradients: the plan's T; samples: one pass over the data, ceil(n / m)
         n_iter = plan.n_iter if batch_size == problem.n else math.ceil(problem.n / batch_size)
     n_iter = _check_int(n_iter, "n_iter")
     bits = as_random_bits(random_state)
     settings = RunSettings(
-        problem=problem, epsilon=epsilon, delta=delta, n_iter=n_iter, beta=float(beta),
-        batch_size=batch_size, noise=noise, bits=bits,
-        rng=np.random.default_rng(int(bits.words(1)[0])), budget=_budget(accountant, epsilon, delta),
+        problem=problem,
+        epsilon=epsilon,
+        delta=delta,
+        n_iter=n_iter,
+        beta=float(beta),
+        batch_size=batch_size,
+        noise=noise,
+        bits=bits,
+        rng=np.random.default_rng(int(bits.words(1)[0])),
+        budget=_budget(accountant, epsilon, delta),
         method=method,
     )
     stages, batches, cost = builder(settings)
     every = None if history_every is None else _check_int(history_every, "history_every")
     trajectory = run_stages(problem, stages, batches, np.zeros(problem.d), every)
     return PrivateMinimizeResult(
-        x=trajectory.x, method=method, n_iter=trajectory.n_iter, privacy_spent=cost,
-        noise_scales=[s.stream.noise_scale for s in stages], step_sizes=[float(s.steps[0]) for s in stages],
-        reg=problem.reg, status=trajectory.status, message=trajectory.message,
+        x=trajectory.x,
+        method=method,
+        n_iter=trajectory.n_iter,
+        privacy_spent=cost,
+        noise_scales=[s.stream.noise_scale for s in stages],
+        step_sizes=[float(s.steps[0]) for s in stages],
+        reg=problem.reg,
+        status=trajectory.status,
+        message=trajectory.message,
         nonprivate_history=trajectory.nonprivate_history,
     )

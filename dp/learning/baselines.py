@@ -27,8 +27,10 @@ def _uniform_noise_stages(settings: RunSettings, lengths, steps, momenta, extrap
     T = sum(lengths)
     groups = [ReleaseGroup(n_k, n_k / T) for n_k in lengths]
     streams, cost = make_streams(settings, groups, 1.0)
-    stages = [Stage(np.asarray(step, dtype=np.float64) * np.ones(n_k), m, extrapolate, 1.0, stream)
-              for n_k, step, m, stream in zip(lengths, steps, momenta, streams)]
+    stages = [
+        Stage(np.asarray(step, dtype=np.float64) * np.ones(n_k), m, extrapolate, 1.0, stream)
+        for n_k, step, m, stream in zip(lengths, steps, momenta, streams)
+    ]
     return stages, settings.batches(), cost
 
 
@@ -42,21 +44,29 @@ def dp_hb(settings: RunSettings):
     """Return the run of DP-HB (4.5) with the thesis' classical parameters."""
     kappa = condition_number(settings)
     momentum = nesterov_momentum(kappa) ** 2
-    return _uniform_noise_stages(settings, [settings.n_iter], [1.0 / settings.problem.smoothness_bound()],
-                                 [momentum], False)
+    return _uniform_noise_stages(
+        settings, [settings.n_iter], [1.0 / settings.problem.smoothness_bound()], [momentum], False
+    )
 
 
 def dp_nag(settings: RunSettings):
     """Return the run of DP-NAG (4.6) with the thesis' classical parameters."""
     kappa = condition_number(settings)
-    return _uniform_noise_stages(settings, [settings.n_iter], [1.0 / settings.problem.smoothness_bound()],
-                                 [nesterov_momentum(kappa)], True)
+    return _uniform_noise_stages(
+        settings,
+        [settings.n_iter],
+        [1.0 / settings.problem.smoothness_bound()],
+        [nesterov_momentum(kappa)],
+        True,
+    )
 
 
 def _masg(settings: RunSettings, first: int | None):
     lipschitz, mu = settings.problem.smoothness_bound(), settings.problem.strong_convexity()
     lengths = stage_lengths(lipschitz / mu, settings.n_iter, first=first)
-    steps = [1.0 / lipschitz] + [1.0 / (2 ** (2 * k) * lipschitz) for k in range(2, len(lengths) + 1)]
+    steps = [1.0 / lipschitz] + [
+        1.0 / (2 ** (2 * k) * lipschitz) for k in range(2, len(lengths) + 1)
+    ]
     momenta = [(1 - math.sqrt(mu * a)) / (1 + math.sqrt(mu * a)) for a in steps]
     return _uniform_noise_stages(settings, lengths, steps, momenta, True)
 
@@ -72,6 +82,14 @@ def m_asg_star(settings: RunSettings):
     levels, _ = calibrate(settings, [ReleaseGroup(settings.n_iter, 1.0)])
     d = settings.problem.d
     sigma2 = d * (noise_variance(settings, levels[0], 1.0) + settings.sampling_variance())
-    ratio = settings.problem.initial_gap_bound() * settings.problem.smoothness_bound() / (sigma2 * math.sqrt(kappa))
-    first = math.ceil(math.sqrt(kappa) * math.log(max(ratio, math.e))) if sigma2 > 0 else settings.n_iter
+    ratio = (
+        settings.problem.initial_gap_bound()
+        * settings.problem.smoothness_bound()
+        / (sigma2 * math.sqrt(kappa))
+    )
+    first = (
+        math.ceil(math.sqrt(kappa) * math.log(max(ratio, math.e)))
+        if sigma2 > 0
+        else settings.n_iter
+    )
     return _masg(settings, first=first)

@@ -40,9 +40,13 @@ def public_bounds(clip, data_norm, stacklevel: int = 2) -> tuple[float, float]:
     the Laplace methods clip in L1, where |v|_1 <= sqrt(d) |v|_2, so C = R clips some gradients.
     """
     if data_norm is None:
-        warnings.warn(f"data_norm (the public bound R on the L2 norm of a row) was not given: rows are scaled "
-                      f"to norm <= {DEFAULT_DATA_NORM:g}; give data_norm explicitly (a bound known without "
-                      "looking at the data) to silence this warning", PrivacyLeakWarning, stacklevel=stacklevel)
+        warnings.warn(
+            f"data_norm (the public bound R on the L2 norm of a row) was not given: rows are scaled "
+            f"to norm <= {DEFAULT_DATA_NORM:g}; give data_norm explicitly (a bound known without "
+            "looking at the data) to silence this warning",
+            PrivacyLeakWarning,
+            stacklevel=stacklevel,
+        )
         data_norm = DEFAULT_DATA_NORM
     data_norm = check_positive(data_norm, "data_norm")
     clip = data_norm if clip is None else check_positive(clip, "clip")
@@ -69,7 +73,11 @@ def with_intercept_column(X: np.ndarray, data_norm: float) -> tuple[np.ndarray, 
     """
     scaled = clip_rows(np.asarray(X, dtype=np.float64), data_norm)[0]
     constant = INTERCEPT_COLUMN * float(data_norm)
-    return np.hstack([scaled, np.full((scaled.shape[0], 1), constant)]), constant, math.hypot(data_norm, constant)
+    return (
+        np.hstack([scaled, np.full((scaled.shape[0], 1), constant)]),
+        constant,
+        math.hypot(data_norm, constant),
+    )
 
 
 def default_batch_size(n: int) -> int:
@@ -77,7 +85,9 @@ def default_batch_size(n: int) -> int:
     return max(1, min(n - 1, math.ceil(math.sqrt(n))))
 
 
-def release_noise_norm(n: int, d: int, epsilon: float, delta: float, n_iter: int, clip: float) -> float:
+def release_noise_norm(
+    n: int, d: int, epsilon: float, delta: float, n_iter: int, clip: float
+) -> float:
     """Return the expected-size norm sqrt(d) * std of the noise on one release of a T-release,
     single-stage full-gradient run, in units of the mean clipped gradient (sensitivity 2 clip / n).
 
@@ -103,8 +113,16 @@ def default_reg(n: int, d: int, epsilon: float) -> float:
     return min(1e-2, max(3e-3, math.sqrt(d) / (n * epsilon)))
 
 
-def default_plan(n: int, d: int, epsilon: float, delta: float, clip: float, data_norm: float,
-                 reg: float, curvature: float = 0.25) -> Plan:
+def default_plan(
+    n: int,
+    d: int,
+    epsilon: float,
+    delta: float,
+    clip: float,
+    data_norm: float,
+    reg: float,
+    curvature: float = 0.25,
+) -> Plan:
     """Return the default method and T for n records of d features, from public quantities only.
 
     Method: DP-MAG (Alg. 5; its Gaussian variant when delta > 0), the accelerated method. T: the
@@ -122,7 +140,10 @@ def default_plan(n: int, d: int, epsilon: float, delta: float, clip: float, data
     if math.isinf(epsilon) or n <= 0 or d <= 0:
         return Plan(method, first_stage)
     n_iter = 1
-    while (n_iter < first_stage
-           and math.sqrt(n_iter + 1) * release_noise_norm(n, d, epsilon, delta, n_iter + 1, clip) <= clip / 4):
+    while (
+        n_iter < first_stage
+        and math.sqrt(n_iter + 1) * release_noise_norm(n, d, epsilon, delta, n_iter + 1, clip)
+        <= clip / 4
+    ):
         n_iter += 1
     return Plan(method, n_iter)

@@ -29,8 +29,14 @@ def dp_sgd(settings: RunSettings):
     else:
         if not settings.delta > 0:
             raise ValueError("dp-sgd needs delta > 0 (e.g. delta=1e-5)")
-        z, cost = poisson_gaussian_multiplier(settings.epsilon, settings.delta, batches.rate, T, problem.d)
-        charge(settings.budget, cost, f"{settings.method}: {T} noisy gradient releases ({cost.accounting})")
+        z, cost = poisson_gaussian_multiplier(
+            settings.epsilon, settings.delta, batches.rate, T, problem.d
+        )
+        charge(
+            settings.budget,
+            cost,
+            f"{settings.method}: {T} noisy gradient releases ({cost.accounting})",
+        )
         # add/remove-one sensitivity of the sum of clipped gradients is C; the release is sum / (q n)
         stream = gaussian_stream(problem.clip / batches.divisor, z, problem.d, T, settings.bits)
     stage = Stage(np.full(T, 1.0 / problem.smoothness_bound()), 0.0, False, 1.0, stream)

@@ -40,9 +40,22 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
     (epsilon, delta). Fitted: coef_, intercept_, classes_, privacy_spent_, n_iter_, results_ (per class).
     """
 
-    def __init__(self, method=None, epsilon=1.0, delta=None, beta=0.1, n_iter=None, batch_size=None,
-                 clip=None, data_norm=None, reg=None, classes=None, fit_intercept=True, accountant=None,
-                 random_state=None):
+    def __init__(
+        self,
+        method=None,
+        epsilon=1.0,
+        delta=None,
+        beta=0.1,
+        n_iter=None,
+        batch_size=None,
+        clip=None,
+        data_norm=None,
+        reg=None,
+        classes=None,
+        fit_intercept=True,
+        accountant=None,
+        random_state=None,
+    ):
         self.method = method
         self.epsilon = epsilon
         self.delta = delta
@@ -66,9 +79,12 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
     def _public_classes(self, y) -> np.ndarray:
         """Return the label set: `classes` (labels outside it refused) or, with a warning, y's own."""
         if self.classes is None:
-            warnings.warn("classes was not given: the label set is taken from the training labels, which "
-                          "is not private; pass classes=[...] (the labels known without looking at the data)",
-                          PrivacyLeakWarning, stacklevel=3)
+            warnings.warn(
+                "classes was not given: the label set is taken from the training labels, which "
+                "is not private; pass classes=[...] (the labels known without looking at the data)",
+                PrivacyLeakWarning,
+                stacklevel=3,
+            )
             classes = np.unique(y)
             if len(classes) < 2:
                 raise ValueError(f"need samples of at least 2 classes; got {len(classes)} class")
@@ -98,20 +114,33 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         bits = as_random_bits(self.random_state)  # one source for all K runs: independent noise
         results = [
             minimize_private(
-                X, np.where(y == target, 1.0, -1.0), method=self.method, epsilon=epsilon / len(targets),
-                delta=delta / len(targets), n_iter=self.n_iter, beta=self.beta, batch_size=self.batch_size,
-                clip=self.clip, data_norm=data_norm, reg=self.reg, loss="logistic", accountant=budget,
+                X,
+                np.where(y == target, 1.0, -1.0),
+                method=self.method,
+                epsilon=epsilon / len(targets),
+                delta=delta / len(targets),
+                n_iter=self.n_iter,
+                beta=self.beta,
+                batch_size=self.batch_size,
+                clip=self.clip,
+                data_norm=data_norm,
+                reg=self.reg,
+                loss="logistic",
+                accountant=budget,
                 random_state=bits,
             )
             for target in targets
         ]
         weights = np.vstack([r.x for r in results])
-        self.coef_ = weights[:, :self.n_features_in_]
-        self.intercept_ = (constant * weights[:, -1] if self.fit_intercept
-                           else np.zeros(len(targets)))
+        self.coef_ = weights[:, : self.n_features_in_]
+        self.intercept_ = (
+            constant * weights[:, -1] if self.fit_intercept else np.zeros(len(targets))
+        )
         self.n_iter_ = results[0].n_iter
-        self.privacy_spent_ = (sum(r.privacy_spent.epsilon for r in results),
-                               sum(r.privacy_spent.delta for r in results))
+        self.privacy_spent_ = (
+            sum(r.privacy_spent.epsilon for r in results),
+            sum(r.privacy_spent.delta for r in results),
+        )
         self.results_ = results
         return self
 

@@ -26,7 +26,9 @@ def smoothed_step_size(settings: RunSettings, noise_var: float, n_iter: int) -> 
     return min(alpha, 1.0 / (beta * settings.problem.smoothness_bound()))
 
 
-def smoothed_descent(settings: RunSettings, n_iter: int, disjoint: bool = False) -> tuple[list[Stage], PrivacyCost]:
+def smoothed_descent(
+    settings: RunSettings, n_iter: int, disjoint: bool = False
+) -> tuple[list[Stage], PrivacyCost]:
     """Return the one stage of DP-GDwS / DP-SGDwS / DP-onlineGDwS and its cost.
 
     Each release is beta * g(x_t) + eta_t with eta_t at epsilon / T per release (4.17), amplified by
@@ -35,8 +37,13 @@ def smoothed_descent(settings: RunSettings, n_iter: int, disjoint: bool = False)
     beta = settings.beta
     streams, cost = make_streams(settings, [ReleaseGroup(n_iter, 1.0)], beta, disjoint=disjoint)
     alpha = smoothed_step_size(settings, streams[0].variance, n_iter)
-    stage = Stage(np.full(n_iter, alpha), momentum=1.0 - beta, extrapolate=False,
-                  gradient_weight=beta, stream=streams[0])
+    stage = Stage(
+        np.full(n_iter, alpha),
+        momentum=1.0 - beta,
+        extrapolate=False,
+        gradient_weight=beta,
+        stream=streams[0],
+    )
     return [stage], cost
 
 

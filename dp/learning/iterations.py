@@ -56,12 +56,19 @@ def check_exact_range(stages: list[Stage], clip: float, batches) -> None:
     reach = 1.0 if batches.divisor is None else batches.n / batches.divisor
     for stage in stages:
         if not stage.stream.fits_exactly(stage.gradient_weight * clip * reach):
-            raise ValueError("epsilon is too large for an exact release at this n and n_iter "
-                             "(the noise is below the float64 grid); use epsilon=math.inf for the non-private run")
+            raise ValueError(
+                "epsilon is too large for an exact release at this n and n_iter "
+                "(the noise is below the float64 grid); use epsilon=math.inf for the non-private run"
+            )
 
 
-def run_stages(problem: RegularizedProblem, stages: list[Stage], batches, x0: np.ndarray,
-               history_every: int | None = None) -> Trajectory:
+def run_stages(
+    problem: RegularizedProblem,
+    stages: list[Stage],
+    batches,
+    x0: np.ndarray,
+    history_every: int | None = None,
+) -> Trajectory:
     """Return the trajectory of the momentum loop over `stages`, reading records from `batches`.
 
     Only the clipped mean loss gradient goes through the noise; the regularizer's 2 reg y is public
@@ -79,7 +86,9 @@ def run_stages(problem: RegularizedProblem, stages: list[Stage], batches, x0: np
         for t in range(stage.n_iter):
             velocity = stage.momentum * (x - x_prev)
             y = x + velocity if stage.extrapolate else x
-            loss_gradient = problem.clipped_loss_gradient(y, batches.rows(t_global), batches.divisor)
+            loss_gradient = problem.clipped_loss_gradient(
+                y, batches.rows(t_global), batches.divisor
+            )
             noisy = stage.stream.release(t, stage.gradient_weight * loss_gradient)
             noisy = noisy + stage.gradient_weight * problem.regularizer_gradient(y)
             x_prev, x = x, x + velocity - stage.steps[t] * noisy
@@ -87,8 +96,17 @@ def run_stages(problem: RegularizedProblem, stages: list[Stage], batches, x0: np
             if history is not None and (t_global % history_every == 0 or t_global == total):
                 history.append(problem.objective(x))
             if not np.all(np.isfinite(x)):
-                return Trajectory(x_prev, t_global, "diverged",
-                                  f"diverged at iteration {t_global} (stage {k + 1}): the iterate is not finite",
-                                  None if history is None else np.array(history))
-    return Trajectory(x, t_global, "completed", f"completed {t_global} iterations",
-                      None if history is None else np.array(history))
+                return Trajectory(
+                    x_prev,
+                    t_global,
+                    "diverged",
+                    f"diverged at iteration {t_global} (stage {k + 1}): the iterate is not finite",
+                    None if history is None else np.array(history),
+                )
+    return Trajectory(
+        x,
+        t_global,
+        "completed",
+        f"completed {t_global} iterations",
+        None if history is None else np.array(history),
+    )

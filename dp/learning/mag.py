@@ -67,9 +67,16 @@ def private_multistage(settings: RunSettings) -> tuple[list[Stage], object]:
     groups = [ReleaseGroup(n_k, 1.0 / K) for n_k in lengths]
     streams, cost = make_streams(settings, groups, 1.0)
     momentum = nesterov_momentum(kappa)
-    stages = [Stage(np.full(n_k, mag_step(settings, k, stream.variance, momentum)), momentum,
-                    extrapolate=True, gradient_weight=1.0, stream=stream)
-              for k, (n_k, stream) in enumerate(zip(lengths, streams), start=1)]
+    stages = [
+        Stage(
+            np.full(n_k, mag_step(settings, k, stream.variance, momentum)),
+            momentum,
+            extrapolate=True,
+            gradient_weight=1.0,
+            stream=stream,
+        )
+        for k, (n_k, stream) in enumerate(zip(lengths, streams), start=1)
+    ]
     return stages, cost
 
 

@@ -40,8 +40,11 @@ class NoiseStream:
         if self.draws is None:
             return True
         try:
-            _from_grid(_to_grid(np.array([value_bound]), self.granularity),
-                       np.array([np.abs(self.draws).max()]), self.granularity)
+            _from_grid(
+                _to_grid(np.array([value_bound]), self.granularity),
+                np.array([np.abs(self.draws).max()]),
+                self.granularity,
+            )
         except ValueError:
             return False
         return True
@@ -59,8 +62,9 @@ def silent_stream() -> NoiseStream:
     return NoiseStream("none", 0.0, 0.0, 0.0, None)
 
 
-def laplace_stream(l1_sensitivity: float, epsilon: float, d: int, n_releases: int,
-                   bits: RandomBits) -> NoiseStream:
+def laplace_stream(
+    l1_sensitivity: float, epsilon: float, d: int, n_releases: int, bits: RandomBits
+) -> NoiseStream:
     """Return noise making each release epsilon-DP for L1 sensitivity `l1_sensitivity` (Laplace)."""
     if math.isinf(epsilon):
         return silent_stream()
@@ -70,8 +74,9 @@ def laplace_stream(l1_sensitivity: float, epsilon: float, d: int, n_releases: in
     return NoiseStream("laplace", l1_sensitivity, scale_int * gamma, gamma, draws)
 
 
-def gaussian_stream(l2_sensitivity: float, noise_multiplier: float, d: int, n_releases: int,
-                    bits: RandomBits) -> NoiseStream:
+def gaussian_stream(
+    l2_sensitivity: float, noise_multiplier: float, d: int, n_releases: int, bits: RandomBits
+) -> NoiseStream:
     """Return discrete Gaussian noise with sigma >= noise_multiplier * (inflated L2 sensitivity).
 
     Each release is then exactly 1 / (2 noise_multiplier^2)-zCDP (CKS 2020 Thm 14), the grid

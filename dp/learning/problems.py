@@ -49,7 +49,9 @@ class RegularizedProblem:
         # scaled rows change the data; how many were scaled is private and is not kept
         self.X = clip_rows(self.X, self.data_norm)[0]
         if not (self.reg > 0 and math.isfinite(self.reg)):
-            raise ValueError(f"reg must be a finite number > 0 (strong convexity), got {self.reg!r}")
+            raise ValueError(
+                f"reg must be a finite number > 0 (strong convexity), got {self.reg!r}"
+            )
         if self.clip_norm not in (1, 2):
             raise ValueError(f"clip_norm must be 1 or 2, got {self.clip_norm!r}")
 
@@ -100,7 +102,9 @@ class RegularizedProblem:
         slopes = self.loss_slopes(x, rows)
         return self.X[rows] * (slopes * self._clip_factors(slopes, rows))[:, None]
 
-    def clipped_loss_gradient(self, x: np.ndarray, rows, divisor: float | None = None) -> np.ndarray:
+    def clipped_loss_gradient(
+        self, x: np.ndarray, rows, divisor: float | None = None
+    ) -> np.ndarray:
         """Return the sum of clipped loss gradients over `rows` / divisor (default divisor: |rows|)."""
         slopes = self.loss_slopes(x, rows)
         weights = slopes * self._clip_factors(slopes, rows)
@@ -137,8 +141,14 @@ class RegularizedProblem:
 
     def solve(self, tol: float = 1e-10) -> tuple[np.ndarray, float]:
         """Return (x*, f*) from a non-private Newton trust-region solve to gradient norm <= tol."""
-        res = optimize.minimize(self.objective, np.zeros(self.d), jac=self.gradient, hess=self.hessian,
-                                method="trust-exact", options={"gtol": tol, "maxiter": 1000})
+        res = optimize.minimize(
+            self.objective,
+            np.zeros(self.d),
+            jac=self.gradient,
+            hess=self.hessian,
+            method="trust-exact",
+            options={"gtol": tol, "maxiter": 1000},
+        )
         x = res.x
         for _ in range(5):  # Newton polish: trust-exact can stop a little short of gtol
             g = self.gradient(x)
@@ -205,7 +215,9 @@ def loss_problem(loss: str) -> type[RegularizedProblem]:
     return PROBLEMS[loss]
 
 
-def make_problem(loss: str, X, y, reg: float, clip: float, clip_norm: int, data_norm: float) -> RegularizedProblem:
+def make_problem(
+    loss: str, X, y, reg: float, clip: float, clip_norm: int, data_norm: float
+) -> RegularizedProblem:
     """Return the problem for `loss` ('logistic' or 'least-squares') on float64 copies of X, y,
     the rows of X scaled to L2 norm <= data_norm."""
     problem_type = loss_problem(loss)

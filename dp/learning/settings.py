@@ -9,7 +9,12 @@ import numpy as np
 
 from dp._random import RandomBits
 from dp.learning.accounting import (
-    PrivacyCost, ReleaseGroup, charge, laplace_epsilons, sampled_gaussian_multipliers, zcdp_multipliers,
+    PrivacyCost,
+    ReleaseGroup,
+    charge,
+    laplace_epsilons,
+    sampled_gaussian_multipliers,
+    zcdp_multipliers,
 )
 from dp.learning.noise import NoiseStream, gaussian_stream, laplace_stream, silent_stream
 from dp.learning.problems import RegularizedProblem
@@ -78,8 +83,9 @@ def calibrate(settings: RunSettings, groups: list[ReleaseGroup], disjoint: bool 
     elif not s.delta > 0:
         raise ValueError("the Gaussian variants need delta > 0 (e.g. delta=1e-5)")
     elif s.sampled and not disjoint:
-        levels, cost = sampled_gaussian_multipliers(s.epsilon, s.delta, tuple(account), s.batch_size,
-                                                    s.problem.n, s.problem.d)
+        levels, cost = sampled_gaussian_multipliers(
+            s.epsilon, s.delta, tuple(account), s.batch_size, s.problem.n, s.problem.d
+        )
     else:
         levels, cost = zcdp_multipliers(s.epsilon, s.delta, account)
     return (levels * len(groups) if disjoint else levels), cost
@@ -93,16 +99,23 @@ def noise_variance(settings: RunSettings, level: float, weight: float) -> float:
     return (level * sensitivity) ** 2
 
 
-def make_streams(settings: RunSettings, groups: list[ReleaseGroup], weight: float,
-                 disjoint: bool = False) -> tuple[list[NoiseStream], PrivacyCost]:
+def make_streams(
+    settings: RunSettings, groups: list[ReleaseGroup], weight: float, disjoint: bool = False
+) -> tuple[list[NoiseStream], PrivacyCost]:
     """Calibrate, charge the budget for the whole run, then draw one noise stream per release group."""
     levels, cost = calibrate(settings, groups, disjoint)
     if math.isinf(settings.epsilon):
         return [silent_stream() for _ in groups], cost
     total = sum(g.n_releases for g in groups)
-    charge(settings.budget, cost, f"{settings.method}: {total} noisy gradient releases ({cost.accounting})")
+    charge(
+        settings.budget,
+        cost,
+        f"{settings.method}: {total} noisy gradient releases ({cost.accounting})",
+    )
     make = laplace_stream if settings.noise == "laplace" else gaussian_stream
     d = settings.problem.d
-    streams = [make(settings.sensitivity(weight), level, d, g.n_releases, settings.bits)
-               for level, g in zip(levels, groups)]
+    streams = [
+        make(settings.sensitivity(weight), level, d, g.n_releases, settings.bits)
+        for level, g in zip(levels, groups)
+    ]
     return streams, cost

@@ -4,7 +4,15 @@ Strategies: identity (noise the counts), workload (noise W x), hierarchical, wav
 (Yuan, Yang, Zhang and Hao: the optimal strategy under (epsilon, delta)-DP by a convex program).
 """
 
-from dp.queries.api import METHODS, Answers, answer, check_workload, expected_error, noise_variance, optimize
+from dp.queries.api import (
+    METHODS,
+    Answers,
+    answer,
+    check_workload,
+    expected_error,
+    noise_variance,
+    optimize,
+)
 from dp.queries.strategy import Certificate, Iteration, Strategy
 from dp.queries.workloads import (
     make_workload,
@@ -18,7 +26,22 @@ from dp.queries.workloads import (
 )
 
 __all__ = [
-    "METHODS", "Answers", "answer", "check_workload", "expected_error", "noise_variance", "optimize",
-    "Certificate", "Iteration", "Strategy", "make_workload", "power_law_histogram", "random_histogram",
-    "synthetic_histogram", "wdiscrete", "wmarginal", "wrange", "wrelated",
+    "METHODS",
+    "Answers",
+    "answer",
+    "check_workload",
+    "expected_error",
+    "noise_variance",
+    "optimize",
+    "Certificate",
+    "Iteration",
+    "Strategy",
+    "make_workload",
+    "power_law_histogram",
+    "random_histogram",
+    "synthetic_histogram",
+    "wdiscrete",
+    "wmarginal",
+    "wrange",
+    "wrelated",
 ]

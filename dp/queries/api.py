@@ -21,12 +21,12 @@ from dp.calibration import gaussian_sigma
 from dp.mechanisms import Release, gaussian_mechanism, laplace_mechanism
 from dp.queries.amm import amm_strategy
 from dp.queries.baselines import identity_strategy, workload_strategy
-from dp.queries.coa import coa_strategy, coa_schur_strategy
+from dp.queries.coa import coa_schur_strategy, coa_strategy
 from dp.queries.dual_newton import coa_dual_strategy
 from dp.queries.hierarchical import hierarchical_strategy
 from dp.queries.lrm import lrm_strategy
-from dp.queries.wavelet import wavelet_strategy
 from dp.queries.strategy import Strategy
+from dp.queries.wavelet import wavelet_strategy
 from dp.validation import DataError, check_delta, check_epsilon
 
 METHODS = {
@@ -49,7 +49,9 @@ def check_workload(W) -> np.ndarray:
     except (TypeError, ValueError) as exc:
         raise DataError(f"workload must be numeric: {exc}") from None
     if W.ndim != 2 or min(W.shape) < 1:
-        raise DataError(f"workload must be a non-empty 2-D matrix (queries x cells), got shape {W.shape}")
+        raise DataError(
+            f"workload must be a non-empty 2-D matrix (queries x cells), got shape {W.shape}"
+        )
     if not np.all(np.isfinite(W)):
         row, col = np.argwhere(~np.isfinite(W))[0]
         raise DataError(f"workload has a non-finite entry at query {row}, cell {col}")
@@ -74,11 +76,18 @@ def _check_pair(W, strategy: Strategy) -> np.ndarray:
     return W
 
 
-DEFAULT_NEIGHBOURING = "add-remove"  # the histogram papers' relation (COA, LRM): one count changes by 1
+DEFAULT_NEIGHBOURING = (
+    "add-remove"  # the histogram papers' relation (COA, LRM): one count changes by 1
+)
 
 
-def noise_variance(strategy: Strategy, epsilon: float, delta: float, calibration: str = "analytic",
-                   neighbouring: str = DEFAULT_NEIGHBOURING) -> float:
+def noise_variance(
+    strategy: Strategy,
+    epsilon: float,
+    delta: float,
+    calibration: str = "analytic",
+    neighbouring: str = DEFAULT_NEIGHBOURING,
+) -> float:
     """Return the variance of the noise on each strategy answer (continuous calibration).
 
     Gaussian: sigma^2 with sigma from dp.calibration (classical or analytic); Laplace: 2 b^2 with
@@ -89,11 +98,20 @@ def noise_variance(strategy: Strategy, epsilon: float, delta: float, calibration
     sensitivity = strategy.sensitivity_for(neighbouring)
     if strategy.noise == "laplace":
         return 2.0 * (sensitivity / epsilon) ** 2
-    return gaussian_sigma(epsilon, check_delta(delta, allow_zero=False), sensitivity, calibration) ** 2
+    return (
+        gaussian_sigma(epsilon, check_delta(delta, allow_zero=False), sensitivity, calibration) ** 2
+    )
 
 
-def expected_error(W, strategy: Strategy, epsilon: float, delta: float = 0.0,
-                   calibration: str = "analytic", x=None, neighbouring: str = DEFAULT_NEIGHBOURING) -> float:
+def expected_error(
+    W,
+    strategy: Strategy,
+    epsilon: float,
+    delta: float = 0.0,
+    calibration: str = "analytic",
+    x=None,
+    neighbouring: str = DEFAULT_NEIGHBOURING,
+) -> float:
     """Return E ||W x - answer||_2^2 = noise variance * ||R||_F^2 (+ ||(W - R A) x||^2 if x is given).
 
     Closed form of the matrix mechanism's error (COA eq. (3) before normalization); the bias
@@ -101,8 +119,9 @@ def expected_error(W, strategy: Strategy, epsilon: float, delta: float = 0.0,
     `neighbouring` must be the relation `answer` calibrates to (the budget's, when one is given).
     """
     W = _check_pair(W, strategy)
-    total = noise_variance(strategy, epsilon, delta, calibration, neighbouring) \
-        * float(np.sum(strategy.reconstruction**2))
+    total = noise_variance(strategy, epsilon, delta, calibration, neighbouring) * float(
+        np.sum(strategy.reconstruction**2)
+    )
     if x is not None:
         bias = (W - strategy.reconstruction @ strategy.matrix) @ _check_histogram(x, W.shape[1])
         total += float(bias @ bias)
@@ -126,13 +145,23 @@ class Answers:
     """Private answers to the workload and the release of the strategy queries they came from."""
 
     values: np.ndarray  # R (A x + noise), shape (m,)
-    release: Release  # the noisy A x, with its mechanism, epsilon, delta, sensitivity and noise scale
+    release: (
+        Release  # the noisy A x, with its mechanism, epsilon, delta, sensitivity and noise scale
+    )
     neighbouring: str = DEFAULT_NEIGHBOURING  # the relation the release's guarantee holds for
 
 
-def answer(W, x, strategy: Strategy, epsilon: float, delta: float = 0.0, random_state=None,
-           calibration: str = "analytic", budget: PrivacyBudget | None = None,
-           neighbouring: str | None = None) -> Answers:
+def answer(
+    W,
+    x,
+    strategy: Strategy,
+    epsilon: float,
+    delta: float = 0.0,
+    random_state=None,
+    calibration: str = "analytic",
+    budget: PrivacyBudget | None = None,
+    neighbouring: str | None = None,
+) -> Answers:
     """Return R (A x + noise): (epsilon, delta)-DP answers to W x under `neighbouring`.
 
     The relation is the explicit `neighbouring`, else the budget's (a PrivacyBudget's default is
@@ -152,9 +181,25 @@ def answer(W, x, strategy: Strategy, epsilon: float, delta: float = 0.0, random_
     strategy_answers = strategy.matrix @ x
     label = f"queries:{strategy.method}"
     if strategy.noise == "laplace":
-        release = laplace_mechanism(strategy_answers, sensitivity, epsilon,
-                                    random_state=random_state, budget=budget, label=label)
+        release = laplace_mechanism(
+            strategy_answers,
+            sensitivity,
+            epsilon,
+            random_state=random_state,
+            budget=budget,
+            label=label,
+        )
     else:
-        release = gaussian_mechanism(strategy_answers, sensitivity, epsilon, delta, calibration,
-                                     random_state=random_state, budget=budget, label=label)
-    return Answers(values=strategy.reconstruction @ release.values, release=release, neighbouring=relation)
+        release = gaussian_mechanism(
+            strategy_answers,
+            sensitivity,
+            epsilon,
+            delta,
+            calibration,
+            random_state=random_state,
+            budget=budget,
+            label=label,
+        )
+    return Answers(
+        values=strategy.reconstruction @ release.values, release=release, neighbouring=relation
+    )

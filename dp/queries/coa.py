@@ -86,8 +86,9 @@ def hessian_product(Z: np.ndarray, P: np.ndarray, D: np.ndarray) -> np.ndarray:
     return S + S.T
 
 
-def newton_direction(Z: np.ndarray, P: np.ndarray, max_cg: int, rtol: float,
-                     costs: Costs | None = None) -> tuple[np.ndarray, int]:
+def newton_direction(
+    Z: np.ndarray, P: np.ndarray, max_cg: int, rtol: float, costs: Costs | None = None
+) -> tuple[np.ndarray, int]:
     """Return (D, steps): the Newton direction of program (15) by preconditioned CG (Alg. 2).
 
     Solves offdiag(H(D)) = offdiag(P) over symmetric D with zero diagonal; the residual and the
@@ -104,7 +105,7 @@ def newton_direction(Z: np.ndarray, P: np.ndarray, max_cg: int, rtol: float,
     rho = float(np.sum(residual * precond))
     r0 = np.sqrt(np.sum(residual * residual))
     steps = 0
-    for steps in range(1, max_cg + 1):
+    for steps in range(1, max_cg + 1):  # noqa: B007 (the count is read after the loop)
         started = time.perf_counter()
         Hd = hessian_product(Z, P, direction)
         if costs is not None:
@@ -126,8 +127,16 @@ def newton_direction(Z: np.ndarray, P: np.ndarray, max_cg: int, rtol: float,
     return D, steps
 
 
-def armijo_step(point: Point, D: np.ndarray, slope: float, Q: np.ndarray, beta: float, sigma: float,
-                max_trials: int, costs: Costs | None = None) -> tuple[Point | None, float, int]:
+def armijo_step(
+    point: Point,
+    D: np.ndarray,
+    slope: float,
+    Q: np.ndarray,
+    beta: float,
+    sigma: float,
+    max_trials: int,
+    costs: Costs | None = None,
+) -> tuple[Point | None, float, int]:
     """Return (new point, alpha, trials): the first alpha = beta^t with X + alpha D positive definite
     (Cholesky test) and F(X + alpha D) <= F(X) + alpha sigma <G, D> (eq. (16)); None if none of
     max_trials steps qualifies."""
@@ -144,12 +153,13 @@ def armijo_step(point: Point, D: np.ndarray, slope: float, Q: np.ndarray, beta: 
     return None, 0.0, max_trials
 
 
-
 @dataclass(frozen=True)
 class NewtonOptions:
     """Settings of Algorithm 1 and its direction solver (defaults: the authors' code where it says)."""
 
-    direction: str = "cg"  # "cg": Alg. 2 on the Hessian operator; "schur": dp.queries.schur_direction
+    direction: str = (
+        "cg"  # "cg": Alg. 2 on the Hessian operator; "schur": dp.queries.schur_direction
+    )
     max_cg: int = 50
     rtol: float | None = None  # CG relative residual; None: 0.1 for "cg", 1e-3 for "schur"
     beta: float = 0.5  # Armijo backtracking factor (authors' code)
@@ -193,18 +203,41 @@ class _Recorder:
     def out_of_time(self) -> bool:
         return self.deadline is not None and time.perf_counter() > self.deadline
 
-    def record(self, point: Point, Z: np.ndarray, P: np.ndarray, shift: float, theta: float,
-               step: float, inner: int) -> None:
+    def record(
+        self,
+        point: Point,
+        Z: np.ndarray,
+        P: np.ndarray,
+        shift: float,
+        theta: float,
+        step: float,
+        inner: int,
+    ) -> None:
         unregularized = point.value - shift * float(np.trace(Z))
         offdiag = P - np.diag(np.diag(P))
-        self.history.append(Iteration(
-            iteration=len(self.history), objective=point.value, error_ratio=unregularized / self.identity_error,
-            gradient_norm=float(np.sqrt(np.sum(offdiag * offdiag))), step=step, inner=inner,
-            seconds=time.perf_counter() - self.started, theta=theta))
+        self.history.append(
+            Iteration(
+                iteration=len(self.history),
+                objective=point.value,
+                error_ratio=unregularized / self.identity_error,
+                gradient_norm=float(np.sqrt(np.sum(offdiag * offdiag))),
+                step=step,
+                inner=inner,
+                seconds=time.perf_counter() - self.started,
+                theta=theta,
+            )
+        )
 
 
-def newton_coa(point: Point, Q: np.ndarray, shift: float, theta: float, recorder: _Recorder,
-               options: NewtonOptions, check) -> Stage:
+def newton_coa(
+    point: Point,
+    Q: np.ndarray,
+    shift: float,
+    theta: float,
+    recorder: _Recorder,
+    options: NewtonOptions,
+    check,
+) -> Stage:
     """Return the Stage reached by Algorithm 1 from `point` for V = Q Q' (V = W'W + shift I).
 
     Once the Newton decrement -<G, D>/F is below 3 gap_tol, every iteration is certified by
@@ -221,8 +254,12 @@ def newton_coa(point: Point, Q: np.ndarray, shift: float, theta: float, recorder
         recorder.record(point, Z, P, shift, theta, step, inner)
         if decrement <= 3 * options.gap_tol:
             certificate = check(point, Z, P, polish=False)
-            if certificate.gap > options.gap_tol and decrement <= max(0.1 * certificate.gap, options.tol):
-                certificate = check(point, Z, P, polish=True)  # converged at this theta: sharpen the bound
+            if certificate.gap > options.gap_tol and decrement <= max(
+                0.1 * certificate.gap, options.tol
+            ):
+                certificate = check(
+                    point, Z, P, polish=True
+                )  # converged at this theta: sharpen the bound
                 if certificate.gap > options.gap_tol:
                     return Stage(point, Z, P, "theta_converged", certificate)
             if certificate.gap <= options.gap_tol:
@@ -233,9 +270,13 @@ def newton_coa(point: Point, Q: np.ndarray, shift: float, theta: float, recorder
         costs.counts["newton"] += 1
         slope = -float(np.sum(D * P))  # <G, D> with G = -P
         if not np.isfinite(slope):
-            raise FloatingPointError(f"COA diverged: non-finite Newton direction at iteration {iteration}")
+            raise FloatingPointError(
+                f"COA diverged: non-finite Newton direction at iteration {iteration}"
+            )
         decrement = max(-slope / point.value, 0.0)
-        new, step, _ = armijo_step(point, D, slope, Q, options.beta, options.sigma, options.max_trials, costs)
+        new, step, _ = armijo_step(
+            point, D, slope, Q, options.beta, options.sigma, options.max_trials, costs
+        )
         if new is None:
             return Stage(point, Z, P, "line_search_failed", check(point, Z, P, True))
         point = new
@@ -243,8 +284,17 @@ def newton_coa(point: Point, Q: np.ndarray, shift: float, theta: float, recorder
     return Stage(point, Z, P, status, check(point, Z, P, True))
 
 
-def certify(W: np.ndarray, G: np.ndarray, point: Point, Z: np.ndarray, P: np.ndarray, shift: float,
-            costs: Costs, gap_tol: float, polish_steps: int) -> Certificate:
+def certify(
+    W: np.ndarray,
+    G: np.ndarray,
+    point: Point,
+    Z: np.ndarray,
+    P: np.ndarray,
+    shift: float,
+    costs: Costs,
+    gap_tol: float,
+    polish_steps: int,
+) -> Certificate:
     """Return the duality-gap certificate of the unregularized program at X = point.X.
 
     Objective: max(diag X) tr(X^-1 G). Bound (dp.queries.dual) at the dual weights diag(Z G Z);
@@ -253,7 +303,9 @@ def certify(W: np.ndarray, G: np.ndarray, point: Point, Z: np.ndarray, P: np.nda
     """
     started = time.perf_counter()
     objective = float(np.sum(Z * G)) * float(np.max(np.diag(point.X)))
-    candidates = [w for w in (np.diag(P) - shift * np.sum(Z * Z, axis=0), np.diag(P)) if np.all(w > 0)]
+    candidates = [
+        w for w in (np.diag(P) - shift * np.sum(Z * Z, axis=0), np.diag(P)) if np.all(w > 0)
+    ]
     if polish_steps == 0:  # the quick check of every iteration: one eigendecomposition
         candidates = candidates[:1]
     w = max(candidates, key=lambda c: nuclear_norm_squared_over_sum(W, c, gram=G))
@@ -276,9 +328,18 @@ def sqrt_start(V: np.ndarray, costs: Costs) -> np.ndarray:
     return scale[:, None] * root * scale[None, :]
 
 
-def coa_strategy(W: np.ndarray, direction: str = "cg", start: str = "identity", theta: float | None = None,
-                 theta0: float = 1.0, theta_factor: float = 0.1, min_theta: float = 1e-12,
-                 adaptive_theta: bool = False, max_time: float | None = None, **newton) -> Strategy:
+def coa_strategy(
+    W: np.ndarray,
+    direction: str = "cg",
+    start: str = "identity",
+    theta: float | None = None,
+    theta0: float = 1.0,
+    theta_factor: float = 0.1,
+    min_theta: float = 1e-12,
+    adaptive_theta: bool = False,
+    max_time: float | None = None,
+    **newton,
+) -> Strategy:
     """Return the COA strategy for W: Algorithm 3 (homotopy on theta) around Algorithm 1.
 
     theta=None runs theta0, theta0 * theta_factor, ... down to min_theta and stops at the first
@@ -289,7 +350,9 @@ def coa_strategy(W: np.ndarray, direction: str = "cg", start: str = "identity", 
     Other keywords go to NewtonOptions (direction solver, CG, Armijo, gap_tol).
     """
     if direction not in ("cg", "schur") or start not in ("identity", "sqrt"):
-        raise ValueError(f"direction must be 'cg' or 'schur' and start 'identity' or 'sqrt', got {direction!r}, {start!r}")
+        raise ValueError(
+            f"direction must be 'cg' or 'schur' and start 'identity' or 'sqrt', got {direction!r}, {start!r}"
+        )
     options = NewtonOptions(direction=direction, **newton)
     recorder = _Recorder(W, max_time)
     G = W.T @ W
@@ -311,7 +374,11 @@ def coa_strategy(W: np.ndarray, direction: str = "cg", start: str = "identity", 
 
         stage = newton_coa(point, Q, shift, stage_theta, recorder, options, check)
         X = stage.point.X
-        if theta is not None or stage.status != "theta_converged" or stage_theta * theta_factor < min_theta:
+        if (
+            theta is not None
+            or stage.status != "theta_converged"
+            or stage_theta * theta_factor < min_theta
+        ):
             break
         factor = theta_factor
         if adaptive_theta:
@@ -323,7 +390,13 @@ def coa_strategy(W: np.ndarray, direction: str = "cg", start: str = "identity", 
 def coa_schur_strategy(W: np.ndarray, **options) -> Strategy:
     """Return coa_strategy with exact Newton directions (schur_direction), the sqrt start,
     theta0 = 1e-3 and the adaptive theta schedule."""
-    settings = {"direction": "schur", "start": "sqrt", "theta0": 1e-3, "adaptive_theta": True, **options}
+    settings = {
+        "direction": "schur",
+        "start": "sqrt",
+        "theta0": 1e-3,
+        "adaptive_theta": True,
+        **options,
+    }
     return replace(coa_strategy(W, **settings), method="coa-schur")
 
 
@@ -332,10 +405,21 @@ def _finish(W, stage: Stage, recorder: _Recorder, theta: float, gap_tol: float) 
     R = solve_triangular(stage.point.L, W.T, lower=True, check_finite=False).T  # W A^-1
     gap = stage.certificate.gap
     status = "converged" if gap <= gap_tol else stage.status
-    message = (f"duality gap {gap:.2e} ({'<=' if gap <= gap_tol else '>'} {gap_tol:g}) at theta={theta:g} after "
-               f"{len(recorder.history) - 1} Newton iterations; last stage: {stage.status}")
-    return with_objective(Strategy(
-        method="coa", matrix=A, reconstruction=R, noise="gaussian", history=tuple(recorder.history),
-        status=status, message=message, certificate=stage.certificate,
-        seconds=time.perf_counter() - recorder.started,
-        info={"theta": theta, "costs": recorder.costs, "X": stage.point.X}))
+    message = (
+        f"duality gap {gap:.2e} ({'<=' if gap <= gap_tol else '>'} {gap_tol:g}) at theta={theta:g} after "
+        f"{len(recorder.history) - 1} Newton iterations; last stage: {stage.status}"
+    )
+    return with_objective(
+        Strategy(
+            method="coa",
+            matrix=A,
+            reconstruction=R,
+            noise="gaussian",
+            history=tuple(recorder.history),
+            status=status,
+            message=message,
+            certificate=stage.certificate,
+            seconds=time.perf_counter() - recorder.started,
+            info={"theta": theta, "costs": recorder.costs, "X": stage.point.X},
+        )
+    )

@@ -22,7 +22,9 @@ import numpy as np
 from scipy.linalg import eigh, eigvalsh
 
 
-def nuclear_norm_squared_over_sum(W: np.ndarray, w: np.ndarray, gram: np.ndarray | None = None) -> float:
+def nuclear_norm_squared_over_sum(
+    W: np.ndarray, w: np.ndarray, gram: np.ndarray | None = None
+) -> float:
     """Return ||W diag(w)^1/2||_*^2 / sum(w) for w > 0, from the smaller of the two Gram matrices.
 
     `gram` = W'W may be passed to save its product when n <= m.
@@ -60,8 +62,9 @@ def _sqrt_diagonal(W: np.ndarray, w: np.ndarray, gram: np.ndarray | None) -> np.
     return np.sum(E**2 * np.sqrt(np.clip(lam, 0.0, None)), axis=1)
 
 
-def polish_dual_weights(W: np.ndarray, w: np.ndarray, steps: int, target: float = np.inf,
-                        gram: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+def polish_dual_weights(
+    W: np.ndarray, w: np.ndarray, steps: int, target: float = np.inf, gram: np.ndarray | None = None
+) -> tuple[float, np.ndarray]:
     """Return (best bound, its weights) after up to `steps` fixed-point steps from w (stops at `target`)."""
     best_w = np.asarray(w, dtype=np.float64)
     best = nuclear_norm_squared_over_sum(W, best_w, gram)
@@ -73,7 +76,9 @@ def polish_dual_weights(W: np.ndarray, w: np.ndarray, steps: int, target: float 
         value = nuclear_norm_squared_over_sum(W, candidate, gram)
         if not value > best:
             break
-        stalled = value - best < 0.1 * (target - best)  # steps that close < 10% of the gap are not worth an eigh
+        stalled = value - best < 0.1 * (
+            target - best
+        )  # steps that close < 10% of the gap are not worth an eigh
         best, best_w = value, candidate
         if stalled:
             break

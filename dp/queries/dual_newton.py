@@ -75,7 +75,9 @@ def gram_factor(W: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     m, n = W.shape
     small = W @ W.T if m <= n else W.T @ W
     lam, vectors = eigh(small, check_finite=False, driver="evd", overwrite_a=True)
-    keep = lam > lam[-1] * max(m, n) * np.finfo(float).eps  # rank tolerance on squared singular values
+    keep = (
+        lam > lam[-1] * max(m, n) * np.finfo(float).eps
+    )  # rank tolerance on squared singular values
     if m <= n:
         T = vectors[:, keep]
         return T, T.T @ W
@@ -105,7 +107,9 @@ def dual_point(F: np.ndarray, y: np.ndarray, costs: Costs) -> DualPoint | None:
     lam, U = eigh((F * y) @ F.T, check_finite=False, driver="evd", overwrite_a=True)
     middle = time.perf_counter()
     costs.eigen += middle - started
-    if not lam[0] > lam[-1] * np.finfo(float).eps:  # gram_factor's rank tolerance keeps y = 1 above this
+    if (
+        not lam[0] > lam[-1] * np.finfo(float).eps
+    ):  # gram_factor's rank tolerance keeps y = 1 above this
         return None
     s = np.sqrt(lam)
     B = F.T @ U
@@ -120,8 +124,9 @@ def rescaled(point: DualPoint) -> DualPoint:
     return DualPoint(y=point.y * root**2, s=point.s * root, U=point.U, B=point.B, d=point.d / root)
 
 
-def newton_direction(point: DualPoint, free: np.ndarray, rtol: float, max_cg: int, costs: Costs,
-                     damping: float = 0.0) -> tuple[np.ndarray, int]:
+def newton_direction(
+    point: DualPoint, free: np.ndarray, rtol: float, max_cg: int, costs: Costs, damping: float = 0.0
+) -> tuple[np.ndarray, int]:
     """Return (Delta, CG steps): the damped Newton direction of phi on the free weights (zero elsewhere).
 
     Solves (-hess(phi)_FF + damping J) Delta_F = grad(phi)_F, J = diag(-hess(phi)_FF) (Marquardt's
@@ -141,39 +146,68 @@ def newton_direction(point: DualPoint, free: np.ndarray, rtol: float, max_cg: in
         costs.counts["hessian"] += 1
         return out
 
-    step, steps = preconditioned_cg(apply, point.d[free] - 1.0, 1.0 / ((1.0 + damping) * jacobi), max_cg, rtol)
+    step, steps = preconditioned_cg(
+        apply, point.d[free] - 1.0, 1.0 / ((1.0 + damping) * jacobi), max_cg, rtol
+    )
     direction = np.zeros_like(point.y)
     direction[free] = step
     return direction, steps
 
 
-def projected_step(F: np.ndarray, point: DualPoint, direction: np.ndarray, floor: np.ndarray, sigma: float,
-                   max_trials: int, costs: Costs) -> tuple[DualPoint | None, float]:
+def projected_step(
+    F: np.ndarray,
+    point: DualPoint,
+    direction: np.ndarray,
+    floor: np.ndarray,
+    sigma: float,
+    max_trials: int,
+    costs: Costs,
+) -> tuple[DualPoint | None, float]:
     """Return (new point, alpha): the first alpha = 2^-t with phi(y(alpha)) >= phi(y) + sigma <grad, y(alpha) - y>,
     y(alpha) = max(y + alpha Delta, floor) (Armijo along the projected path); (None, 0) if none of max_trials."""
     gradient, alpha = point.d - 1.0, 1.0
     for _ in range(max_trials):
         y = np.maximum(point.y + alpha * direction, floor)
         candidate = dual_point(F, y, costs)
-        if candidate is not None and candidate.value >= point.value + sigma * float(gradient @ (y - point.y)):
+        if candidate is not None and candidate.value >= point.value + sigma * float(
+            gradient @ (y - point.y)
+        ):
             return candidate, alpha
         alpha *= 0.5
     return None, 0.0
 
 
-def _record(history: list, point: DualPoint, identity_error: float, started: float, step: float,
-            inner: int) -> None:
+def _record(
+    history: list, point: DualPoint, identity_error: float, started: float, step: float, inner: int
+) -> None:
     gradient = point.d - 1.0
     projected = np.where((point.y <= 0) & (gradient < 0), 0.0, gradient)
-    history.append(Iteration(
-        iteration=len(history), objective=point.objective, error_ratio=point.objective / identity_error,
-        gradient_norm=float(np.linalg.norm(projected)), step=step, inner=inner,
-        seconds=time.perf_counter() - started))
+    history.append(
+        Iteration(
+            iteration=len(history),
+            objective=point.objective,
+            error_ratio=point.objective / identity_error,
+            gradient_norm=float(np.linalg.norm(projected)),
+            step=step,
+            inner=inner,
+            seconds=time.perf_counter() - started,
+        )
+    )
 
 
-def coa_dual_strategy(W: np.ndarray, gap_tol: float = 1e-3, max_iter: int = 100, max_time: float | None = None,
-                      rtol: float = 0.1, max_cg: int = 100, shrink: float = 0.1, active_tol: float = 1e-3,
-                      marquardt: float = 0.1, sigma: float = 1e-4, max_trials: int = 40) -> Strategy:
+def coa_dual_strategy(
+    W: np.ndarray,
+    gap_tol: float = 1e-3,
+    max_iter: int = 100,
+    max_time: float | None = None,
+    rtol: float = 0.1,
+    max_cg: int = 100,
+    shrink: float = 0.1,
+    active_tol: float = 1e-3,
+    marquardt: float = 0.1,
+    sigma: float = 1e-4,
+    max_trials: int = 40,
+) -> Strategy:
     """Return the optimal strategy for W (program (10), theta = 0) by projected Newton on the dual.
 
     Starts at equal weights; stops at the first y whose duality gap is <= gap_tol ("converged"),
@@ -182,14 +216,18 @@ def coa_dual_strategy(W: np.ndarray, gap_tol: float = 1e-3, max_iter: int = 100,
     to 0 (the active set); other weights shrink by at most `shrink` per step.
     """
     if not (0 < gap_tol < 1 and 0 < rtol < 1 and 0 < shrink < 1 and 0 < active_tol < 1):
-        raise ValueError(f"gap_tol, rtol, shrink and active_tol must lie in (0, 1), got "
-                         f"{gap_tol}, {rtol}, {shrink}, {active_tol}")
+        raise ValueError(
+            f"gap_tol, rtol, shrink and active_tol must lie in (0, 1), got "
+            f"{gap_tol}, {rtol}, {shrink}, {active_tol}"
+        )
     started, costs, history = time.perf_counter(), Costs(), []
     cells, group = distinct_cells(W)
     T, F = gram_factor(W[:, cells])
     point = dual_point(F, np.ones(F.shape[1]), costs)
     if point is None:
-        raise FloatingPointError("the dual at equal weights is singular; the workload's Gram factor is degenerate")
+        raise FloatingPointError(
+            "the dual at equal weights is singular; the workload's Gram factor is degenerate"
+        )
     point, step, inner, status = rescaled(point), 0.0, 0, "max_iter"
     identity_error = float(np.sum(W * W))
     for iteration in range(max_iter + 1):
@@ -197,16 +235,22 @@ def coa_dual_strategy(W: np.ndarray, gap_tol: float = 1e-3, max_iter: int = 100,
         if point.objective <= point.lower_bound * (1 + gap_tol):
             status = "converged"
             break
-        if iteration == max_iter or (max_time is not None and time.perf_counter() - started > max_time):
+        if iteration == max_iter or (
+            max_time is not None and time.perf_counter() - started > max_time
+        ):
             status = "max_iter" if iteration == max_iter else "time_limit"
             break
         gradient = point.d - 1.0
         active = (point.y <= active_tol * np.mean(point.y)) & (gradient < 0)
-        damping = marquardt * float(np.max(np.abs(gradient[~active])))  # -> 0 near the optimum: fast local rate
+        damping = marquardt * float(
+            np.max(np.abs(gradient[~active]))
+        )  # -> 0 near the optimum: fast local rate
         direction, inner = newton_direction(point, ~active, rtol, max_cg, costs, damping)
         direction[active] = -point.y[active]
         if not np.all(np.isfinite(direction)):
-            raise FloatingPointError(f"COA dual diverged: non-finite Newton direction at iteration {iteration}")
+            raise FloatingPointError(
+                f"COA dual diverged: non-finite Newton direction at iteration {iteration}"
+            )
         costs.counts["newton"] += 1
         floor = np.where(active, 0.0, shrink * point.y)
         new, step = projected_step(F, point, direction, floor, sigma, max_trials, costs)
@@ -217,8 +261,18 @@ def coa_dual_strategy(W: np.ndarray, gap_tol: float = 1e-3, max_iter: int = 100,
     return _strategy(W, T, F, group, point, history, costs, status, gap_tol, started)
 
 
-def _strategy(W, T, F, group, point: DualPoint, history, costs: Costs, status: str, gap_tol: float,
-              started: float) -> Strategy:
+def _strategy(
+    W,
+    T,
+    F,
+    group,
+    point: DualPoint,
+    history,
+    costs: Costs,
+    status: str,
+    gap_tol: float,
+    started: float,
+) -> Strategy:
     """Return the Strategy A = diag(s)^-1/2 U'F / sqrt(max d) (each cell gets its group's column, unused
     cells 0) and R = T U diag(s)^1/2 sqrt(max d), so that R A = W; info["weights"]: the dual weight
     of each cell (a group's weight split evenly)."""
@@ -229,14 +283,33 @@ def _strategy(W, T, F, group, point: DualPoint, history, costs: Costs, status: s
     R = (T @ point.U) * (np.sqrt(point.s) * scale)
     weights = np.zeros(W.shape[1])
     weights[used] = point.y[group[used]] / np.bincount(group[used])[group[used]]
-    strategy = with_objective(Strategy(method="coa-dual", matrix=A, reconstruction=R, noise="gaussian"))
-    certificate = Certificate(objective=strategy.objective, lower_bound=point.lower_bound)  # of the matrices returned
+    strategy = with_objective(
+        Strategy(method="coa-dual", matrix=A, reconstruction=R, noise="gaussian")
+    )
+    certificate = Certificate(
+        objective=strategy.objective, lower_bound=point.lower_bound
+    )  # of the matrices returned
     if status == "converged" and certificate.gap > gap_tol:
-        status = "rounding"  # the eigendecomposition's rounding moved the returned strategy past gap_tol
-    message = (f"duality gap {certificate.gap:.2e} ({'<=' if certificate.gap <= gap_tol else '>'} {gap_tol:g}) "
-               f"after {len(history) - 1} projected Newton iterations on the dual over {point.y.size} distinct "
-               f"cells; {int(np.sum(point.y == 0))} weights at 0")
-    return replace(strategy, history=tuple(history), status=status, message=message, certificate=certificate,
-                   seconds=time.perf_counter() - started,
-                   info={"theta": 0.0, "costs": costs, "weights": weights, "rank": F.shape[0],
-                         "distinct_cells": point.y.size})
+        status = (
+            "rounding"  # the eigendecomposition's rounding moved the returned strategy past gap_tol
+        )
+    message = (
+        f"duality gap {certificate.gap:.2e} ({'<=' if certificate.gap <= gap_tol else '>'} {gap_tol:g}) "
+        f"after {len(history) - 1} projected Newton iterations on the dual over {point.y.size} distinct "
+        f"cells; {int(np.sum(point.y == 0))} weights at 0"
+    )
+    return replace(
+        strategy,
+        history=tuple(history),
+        status=status,
+        message=message,
+        certificate=certificate,
+        seconds=time.perf_counter() - started,
+        info={
+            "theta": 0.0,
+            "costs": costs,
+            "weights": weights,
+            "rank": F.shape[0],
+            "distinct_cells": point.y.size,
+        },
+    )

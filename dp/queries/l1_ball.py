@@ -24,7 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import njit
 
-COLUMN_BLOCK = 128  # columns per Michelot block: r x 128 float64 stays in L2 cache for r in the hundreds
+COLUMN_BLOCK = (
+    128  # columns per Michelot block: r x 128 float64 stays in L2 cache for r in the hundreds
+)
 # below this many entries one thread is faster than handing parts to a pool (measured: a hand-off costs
 # 0.1-0.15 ms; at 70,000 entries 1 and 2 threads tie on a loaded machine)
 PARALLEL_MIN_ENTRIES = 1 << 17
@@ -92,7 +94,9 @@ def _project_blocks(V, radius, out, lo, hi):
 
 
 @njit(nogil=True, cache=True)
-def _projected_step_blocks(search, gradient, linear, omega, radius, current, following, momentum, lo, hi):
+def _projected_step_blocks(
+    search, gradient, linear, omega, radius, current, following, momentum, lo, hi
+):
     """One step of Alg. 2 on columns lo..hi-1, fused into one pass over memory; return (||S - L+||^2, ||L+||^2).
 
     following = P(S - (gradient - linear) / omega) (the projected step, line 5 / Formula (11));
@@ -100,7 +104,10 @@ def _projected_step_blocks(search, gradient, linear, omega, radius, current, fol
     """
     r = search.shape[0]
     step, magnitudes = np.empty((r, COLUMN_BLOCK)), np.empty((r, COLUMN_BLOCK))
-    distance, size = np.zeros(COLUMN_BLOCK), np.zeros(COLUMN_BLOCK)  # per column: the loops vectorize
+    distance, size = (
+        np.zeros(COLUMN_BLOCK),
+        np.zeros(COLUMN_BLOCK),
+    )  # per column: the loops vectorize
     for start in range(lo, hi, COLUMN_BLOCK):
         width = min(hi, start + COLUMN_BLOCK) - start
         for i in range(r):
@@ -142,8 +149,17 @@ def _over_columns(kernel, n: int, threads: int, *args) -> tuple[float, float]:
     return sum(first for first, _ in results), sum(second for _, second in results)
 
 
-def projected_gradient_step(search, gradient, linear, omega: float, current, following, momentum: float,
-                            radius: float = 1.0, threads: int | None = None) -> tuple[float, float]:
+def projected_gradient_step(
+    search,
+    gradient,
+    linear,
+    omega: float,
+    current,
+    following,
+    momentum: float,
+    radius: float = 1.0,
+    threads: int | None = None,
+) -> tuple[float, float]:
     """Write one accelerated projected gradient step (seed 001, Alg. 2, lines 4-5) into the buffers.
 
     following <- P(search - (gradient - linear) / omega), every column projected onto the L1 ball of
@@ -151,10 +167,19 @@ def projected_gradient_step(search, gradient, linear, omega: float, current, fol
     Returns (||search_old - following||_F, ||following||_F) for the stopping test (line 9). All
     arrays are C-ordered float64 r x n and distinct; one fused pass instead of seven numpy ones.
     """
-    distance, size = _over_columns(_projected_step_blocks, search.shape[1],
-                                   default_threads() if threads is None else int(threads),
-                                   search, gradient, linear, float(omega), float(radius), current, following,
-                                   float(momentum))
+    distance, size = _over_columns(
+        _projected_step_blocks,
+        search.shape[1],
+        default_threads() if threads is None else int(threads),
+        search,
+        gradient,
+        linear,
+        float(omega),
+        float(radius),
+        current,
+        following,
+        float(momentum),
+    )
     return float(np.sqrt(distance)), float(np.sqrt(size))
 
 
@@ -171,12 +196,18 @@ def l1_ball_thresholds(V: np.ndarray, radius: float = 1.0) -> np.ndarray:
     """Return the soft threshold theta_j >= 0 of each column of V for the ball of `radius`."""
     V, radius = _checked(V, radius)
     magnitudes = np.empty((V.shape[0], COLUMN_BLOCK))
-    return np.concatenate([_block_thresholds(V, radius, lo, min(V.shape[1], lo + COLUMN_BLOCK), magnitudes)
-                           for lo in range(0, V.shape[1], COLUMN_BLOCK)] or [np.empty(0)])
+    return np.concatenate(
+        [
+            _block_thresholds(V, radius, lo, min(V.shape[1], lo + COLUMN_BLOCK), magnitudes)
+            for lo in range(0, V.shape[1], COLUMN_BLOCK)
+        ]
+        or [np.empty(0)]
+    )
 
 
-def project_columns_l1(V: np.ndarray, radius: float = 1.0, out: np.ndarray | None = None,
-                       threads: int | None = None) -> np.ndarray:
+def project_columns_l1(
+    V: np.ndarray, radius: float = 1.0, out: np.ndarray | None = None, threads: int | None = None
+) -> np.ndarray:
     """Return the matrix whose column j is the Euclidean projection of V[:, j] onto the L1 ball.
 
     Solves min_L ||L - V||_F^2 s.t. sum_i |L_ij| <= radius for every j (seed 001, Formula (11)),
@@ -188,8 +219,19 @@ def project_columns_l1(V: np.ndarray, radius: float = 1.0, out: np.ndarray | Non
     V, radius = _checked(V, radius)
     if out is None:
         out = np.empty_like(V)
-    elif out.shape != V.shape or out.dtype != np.float64 or not out.flags.c_contiguous or np.shares_memory(out, V):
+    elif (
+        out.shape != V.shape
+        or out.dtype != np.float64
+        or not out.flags.c_contiguous
+        or np.shares_memory(out, V)
+    ):
         raise ValueError(f"out must be a separate C-ordered float64 array of shape {V.shape}")
-    _over_columns(_project_blocks, V.shape[1], default_threads() if threads is None else int(threads),
-                  V, radius, out)
+    _over_columns(
+        _project_blocks,
+        V.shape[1],
+        default_threads() if threads is None else int(threads),
+        V,
+        radius,
+        out,
+    )
     return out

@@ -143,7 +143,12 @@ def update_B(W_plus: np.ndarray, L: np.ndarray, beta: float) -> np.ndarray:
 
 
 def nesterov_projected_gradient(
-    gram: np.ndarray, linear: np.ndarray, L0: np.ndarray, max_iter: int, tol: float, threads: int | None = None
+    gram: np.ndarray,
+    linear: np.ndarray,
+    L0: np.ndarray,
+    max_iter: int,
+    tol: float,
+    threads: int | None = None,
 ) -> tuple[np.ndarray, int, float]:
     """Return (L, iterations, seconds in the fused projected step) minimizing 1/2 <L, gram L> - <linear, L> over
     unit-L1 columns.
@@ -161,12 +166,20 @@ def nesterov_projected_gradient(
     search, following, gradient = current.copy(), np.empty_like(current), np.empty_like(current)
     delta = 1.0
     stepping = 0.0
-    for t in range(1, max_iter + 1):  # four r x n buffers, no temporaries
+    for t in range(1, max_iter + 1):  # four r x n buffers, no temporaries  # noqa: B007
         np.matmul(gram, search, out=gradient)
         delta_prev, delta = delta, (1.0 + math.sqrt(1.0 + 4.0 * delta * delta)) / 2.0
         started = time.perf_counter()
-        distance, size = projected_gradient_step(search, gradient, linear, omega, current, following,
-                                                 momentum=(delta_prev - 1.0) / delta, threads=threads)
+        distance, size = projected_gradient_step(
+            search,
+            gradient,
+            linear,
+            omega,
+            current,
+            following,
+            momentum=(delta_prev - 1.0) / delta,
+            threads=threads,
+        )
         stepping += time.perf_counter() - started
         current, following = following, current
         if distance <= tol * max(size, 1.0):
@@ -177,12 +190,16 @@ def nesterov_projected_gradient(
 def largest_eigenvalue(symmetric: np.ndarray) -> float:
     """Return the largest eigenvalue of a symmetric positive semi-definite r x r matrix."""
     top = symmetric.shape[0] - 1
-    return float(scipy.linalg.eigvalsh(symmetric, subset_by_index=[top, top], check_finite=False)[0])
+    return float(
+        scipy.linalg.eigvalsh(symmetric, subset_by_index=[top, top], check_finite=False)[0]
+    )
 
 
 def random_feasible_L(W: np.ndarray, rank: int, random_state) -> np.ndarray:
     """Return a seeded standard Gaussian r x n matrix with every column projected onto the L1 ball."""
-    return project_columns_l1(np.random.default_rng(random_state).standard_normal((rank, W.shape[1])))
+    return project_columns_l1(
+        np.random.default_rng(random_state).standard_normal((rank, W.shape[1]))
+    )
 
 
 def svd_feasible_L(W: np.ndarray, rank: int, random_state) -> np.ndarray:
@@ -232,7 +249,11 @@ def _alm_start(W, rank: int, init: str, beta0: float | None, random_state):
     if init not in INITIAL_L:
         raise ValueError(f"init must be one of {', '.join(INITIAL_L)}, got {init!r}")
     L = INITIAL_L[init](W, rank, random_state)
-    beta = BETA0_BALANCE / largest_eigenvalue(L @ L.T) if beta0 is None else _check_positive(beta0, "beta0")
+    beta = (
+        BETA0_BALANCE / largest_eigenvalue(L @ L.T)
+        if beta0 is None
+        else _check_positive(beta0, "beta0")
+    )
     return L, beta
 
 
@@ -267,7 +288,11 @@ def low_rank_decomposition(
     converges instead of stalling); revive=False is Alg. 1 as printed. threads: those of Alg. 2's
     fused projected step (default all cores; BLAS has its own). W is trusted (optimize checks it).
     """
-    W, start, phases = np.asarray(W, dtype=np.float64), time.perf_counter(), dict.fromkeys((*PHASES, PROJECTION), 0.0)
+    W, start, phases = (
+        np.asarray(W, dtype=np.float64),
+        time.perf_counter(),
+        dict.fromkeys((*PHASES, PROJECTION), 0.0),
+    )
     rank = default_rank(W) if rank is None else _check_rank(rank)
     gamma = _check_positive(gamma, "gamma")
     max_inner, beta_period = _schedule(revive, max_inner, beta_period)
@@ -280,8 +305,9 @@ def low_rank_decomposition(
         W_plus = beta * W + multiplier
         B = update_B(W_plus, L, beta)
         clock.append(time.perf_counter())
-        L, inner, projecting = nesterov_projected_gradient(beta * (B.T @ B), B.T @ W_plus, L, max_inner, inner_tol,
-                                                           threads)
+        L, inner, projecting = nesterov_projected_gradient(
+            beta * (B.T @ B), B.T @ W_plus, L, max_inner, inner_tol, threads
+        )
         clock.append(time.perf_counter())
         n_inner += inner
         phases[PROJECTION] += projecting
@@ -291,9 +317,20 @@ def low_rank_decomposition(
             gap = W - B @ L
         residual = float(np.linalg.norm(gap))
         if not math.isfinite(residual):
-            raise DecompositionDiverged(f"Alg. 1 diverged at outer iteration {outer} (beta = {beta:g})")
-        history.append(ALMIterate(outer, beta, residual, float(np.einsum("ij,ij->", B, B)),
-                                  column_sensitivity(L, "laplace"), inner, time.perf_counter() - start))
+            raise DecompositionDiverged(
+                f"Alg. 1 diverged at outer iteration {outer} (beta = {beta:g})"
+            )
+        history.append(
+            ALMIterate(
+                outer,
+                beta,
+                residual,
+                float(np.einsum("ij,ij->", B, B)),
+                column_sensitivity(L, "laplace"),
+                inner,
+                time.perf_counter() - start,
+            )
+        )
         if residual <= gamma:
             status = "converged"
             break
@@ -310,10 +347,17 @@ def low_rank_decomposition(
             status = "time limit"
             break
     return LowRankDecomposition(
-        B=B, L=L, gamma=gamma, residual=residual, status=status,
+        B=B,
+        L=L,
+        gamma=gamma,
+        residual=residual,
+        status=status,
         message=_stop_message(status, residual, gamma, outer, beta),
-        n_outer=outer, n_inner=n_inner, seconds=time.perf_counter() - start,
-        history=history, phase_seconds=phases,
+        n_outer=outer,
+        n_inner=n_inner,
+        seconds=time.perf_counter() - start,
+        history=history,
+        phase_seconds=phases,
     )
 
 
@@ -321,18 +365,24 @@ def _schedule(revive: bool, max_inner: int | None, beta_period: int | None) -> t
     """Return (Alg. 2 steps per B update, outer iterations per beta doubling): the given ones, else
     REVIVED_SCHEDULE with revive=True and the paper's PAPER_SCHEDULE without."""
     default_inner, default_period = REVIVED_SCHEDULE if revive else PAPER_SCHEDULE
-    return (default_inner if max_inner is None else max_inner,
-            default_period if beta_period is None else beta_period)
+    return (
+        default_inner if max_inner is None else max_inner,
+        default_period if beta_period is None else beta_period,
+    )
 
 
 def _stop_message(status: str, residual: float, gamma: float, outer: int, beta: float) -> str:
-    reached = f"||W - B L||_F = {residual:.3g} {'<=' if residual <= gamma else '>'} gamma = {gamma:g}"
+    reached = (
+        f"||W - B L||_F = {residual:.3g} {'<=' if residual <= gamma else '>'} gamma = {gamma:g}"
+    )
     return f"{status} after {outer} outer iterations (beta = {beta:g}): {reached}"
 
 
 def _check_positive(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not (
-        value > 0 and math.isfinite(value)
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float, np.floating))
+        or not (value > 0 and math.isfinite(value))
     ):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
     return float(value)
@@ -372,8 +422,9 @@ def refinement_start(W: np.ndarray, L: np.ndarray) -> np.ndarray | None:
     return None
 
 
-def finished_decomposition(W: np.ndarray, result: LowRankDecomposition, refine: bool = True,
-                           **refine_options) -> tuple[np.ndarray, np.ndarray, str, str]:
+def finished_decomposition(
+    W: np.ndarray, result: LowRankDecomposition, refine: bool = True, **refine_options
+) -> tuple[np.ndarray, np.ndarray, str, str]:
     """Return (B, L, status, message): the ALM's result made exact, refined, never worse than identity.
 
     When W lies in the row space of the ALM's L (after reviving rows that died since the last
@@ -403,8 +454,9 @@ def finished_decomposition(W: np.ndarray, result: LowRankDecomposition, refine: 
     return never_worse_than_identity(W, B, L, status, message, "ALM")
 
 
-def never_worse_than_identity(W: np.ndarray, B: np.ndarray, L: np.ndarray, status: str, message: str,
-                              source: str) -> tuple[np.ndarray, np.ndarray, str, str]:
+def never_worse_than_identity(
+    W: np.ndarray, B: np.ndarray, L: np.ndarray, status: str, message: str, source: str
+) -> tuple[np.ndarray, np.ndarray, str, str]:
     """Return (B, L, status, message), or the Laplace identity strategy (L = I, B = W: Phi = ||W||_F^2,
     Delta = 1, no bias) when that is less noisy or B L leaves a residual above FALLBACK_RESIDUAL ||W||_F
     (its bias ||(W - B L) x||^2 grows with the data); the status then says "identity fallback" and why.
@@ -413,9 +465,16 @@ def never_worse_than_identity(W: np.ndarray, B: np.ndarray, L: np.ndarray, statu
     objective = unit_noise(B, L)
     residual = float(np.linalg.norm(W - B @ L))
     if objective >= identity_scale or residual > FALLBACK_RESIDUAL * math.sqrt(identity_scale):
-        why = (f"{message}; ||W - B L||_F = {residual:.3g} ({residual / math.sqrt(identity_scale):.2g} ||W||_F) "
-               f"and Phi Delta^2 = {objective:.4g} vs identity's ||W||_F^2 = {identity_scale:.4g}")
-        return W.copy(), np.eye(W.shape[1]), "identity fallback", f"identity fallback: {source} {why}"
+        why = (
+            f"{message}; ||W - B L||_F = {residual:.3g} ({residual / math.sqrt(identity_scale):.2g} ||W||_F) "
+            f"and Phi Delta^2 = {objective:.4g} vs identity's ||W||_F^2 = {identity_scale:.4g}"
+        )
+        return (
+            W.copy(),
+            np.eye(W.shape[1]),
+            "identity fallback",
+            f"identity fallback: {source} {why}",
+        )
     return B, L, status, message
 
 
@@ -438,40 +497,66 @@ class _Candidate:
         return unit_noise(self.B, self.L)
 
 
-def _alm_candidate(W, rank, gamma, finish, refine, refine_max_iter, refine_max_time, info, **options) -> _Candidate:
+def _alm_candidate(
+    W, rank, gamma, finish, refine, refine_max_iter, refine_max_time, info, **options
+) -> _Candidate:
     """Run Alg. 1 (and, with finish=True, finished_decomposition); record its figures in `info`."""
     result = low_rank_decomposition(W, rank=rank, gamma=gamma, **options)
     started = time.perf_counter()
     if finish:
-        B, L, status, message = finished_decomposition(W, result, refine=refine, max_iter=refine_max_iter,
-                                                       max_time=refine_max_time)
+        B, L, status, message = finished_decomposition(
+            W, result, refine=refine, max_iter=refine_max_iter, max_time=refine_max_time
+        )
     else:
         B, L, status, message = result.B, result.L, result.status, result.message
-    info.update(alm_residual=result.residual, alm_objective=result.objective, alm_seconds=result.seconds,
-                finish_seconds=time.perf_counter() - started, gamma=result.gamma, alm_rank=result.rank,
-                outer=result.n_outer, inner=result.n_inner, phase_seconds=result.phase_seconds,
-                history=tuple(result.history))
+    info.update(
+        alm_residual=result.residual,
+        alm_objective=result.objective,
+        alm_seconds=result.seconds,
+        finish_seconds=time.perf_counter() - started,
+        gamma=result.gamma,
+        alm_rank=result.rank,
+        outer=result.n_outer,
+        inner=result.n_inner,
+        phase_seconds=result.phase_seconds,
+        history=tuple(result.history),
+    )
     return _Candidate(B, L, status, message, "ALM")
 
 
-def _p_identity_candidate(W: np.ndarray, max_time: float | None, random_state, info, n_jobs: int = 2) -> _Candidate:
+def _p_identity_candidate(
+    W: np.ndarray, max_time: float | None, random_state, info, n_jobs: int = 2
+) -> _Candidate:
     """Return the best p-Identity strategy (dp.queries.p_identity.the_best_p_identity), with B = W L^+ (exact)."""
     started = time.perf_counter()
     best, fits = the_best_p_identity(W, max_time=max_time, random_state=random_state, n_jobs=n_jobs)
     L = best.L
-    info.update(p_identity_objective=best.scale, p_identity_seconds=time.perf_counter() - started,
-                p_identity_fits={f"{fit.start} p={fit.theta.shape[0]}": fit.scale for fit in fits})
-    message = (f"p-Identity L = [I; Theta] D (HDMM's OPT_0 family, start {best.start!r}, p = {best.theta.shape[0]}): "
-               f"{best.status} after {best.iterations} L-BFGS-B iterations; B = W L^+ (exact, no bias)")
-    B, L, status, message = never_worse_than_identity(W, exact_reconstruction_B(W, L), L, best.status, message,
-                                                      "p-Identity")
+    info.update(
+        p_identity_objective=best.scale,
+        p_identity_seconds=time.perf_counter() - started,
+        p_identity_fits={f"{fit.start} p={fit.theta.shape[0]}": fit.scale for fit in fits},
+    )
+    message = (
+        f"p-Identity L = [I; Theta] D (HDMM's OPT_0 family, start {best.start!r}, p = {best.theta.shape[0]}): "
+        f"{best.status} after {best.iterations} L-BFGS-B iterations; B = W L^+ (exact, no bias)"
+    )
+    B, L, status, message = never_worse_than_identity(
+        W, exact_reconstruction_B(W, L), L, best.status, message, "p-Identity"
+    )
     return _Candidate(B, L, status, message, "p-Identity")
 
 
 def lrm_strategy(
-    W: np.ndarray, rank: int | None = None, gamma: float = 0.01, solver: str = "auto", finish: bool = True,
-    refine: bool = True, refine_max_iter: int = 2000, refine_max_time: float | None = None,
-    p_identity_max_time: float | None = None, **options
+    W: np.ndarray,
+    rank: int | None = None,
+    gamma: float = 0.01,
+    solver: str = "auto",
+    finish: bool = True,
+    refine: bool = True,
+    refine_max_iter: int = 2000,
+    refine_max_time: float | None = None,
+    p_identity_max_time: float | None = None,
+    **options,
 ) -> Strategy:
     """Return the Low-Rank Mechanism as a Strategy: A = L, R = B, Laplace noise (seed 001, Eq. (6)).
 
@@ -494,13 +579,19 @@ def lrm_strategy(
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {', '.join(SOLVERS)}, got {solver!r}")
     if not finish and solver != "alm":
-        raise ValueError("finish=False returns Alg. 1's own result (the paper's); use it with solver='alm'")
+        raise ValueError(
+            "finish=False returns Alg. 1's own result (the paper's); use it with solver='alm'"
+        )
     started, info = time.perf_counter(), {}
     if solver != "p-identity":  # the SVD behind the default rank decides only Alg. 1's part
         rank = default_rank(W) if rank is None else _check_rank(rank)
     run_alm = solver == "alm" or (solver == "auto" and rank < W.shape[1])
-    alm = partial(_alm_candidate, W, rank, gamma, finish, refine, refine_max_iter, refine_max_time, info)
-    p_identity = partial(_p_identity_candidate, W, p_identity_max_time, options.get("random_state", 0), info)
+    alm = partial(
+        _alm_candidate, W, rank, gamma, finish, refine, refine_max_iter, refine_max_time, info
+    )
+    p_identity = partial(
+        _p_identity_candidate, W, p_identity_max_time, options.get("random_state", 0), info
+    )
     if run_alm and solver == "auto":  # both, side by side on two threads with one BLAS thread each
         with threadpool_limits(1), ThreadPoolExecutor(1) as pool:
             alm_run = pool.submit(alm, **{**options, "threads": options.get("threads", 1)})
@@ -510,9 +601,26 @@ def lrm_strategy(
     best = min(candidates, key=lambda candidate: candidate.noise)
     B, L, status, message = best.B, best.L, best.status, best.message
     if len(candidates) > 1:
-        message += "; " + ", ".join(f"{c.source} Phi Delta^2 = {c.noise:.6g}" for c in candidates) + f": {best.source} kept"
-    return with_objective(Strategy(
-        method="lrm", matrix=L, reconstruction=B, noise="laplace", history=info.pop("history", ()),
-        status=status, message=message, seconds=time.perf_counter() - started,
-        info={**info, "solver": best.source, "residual": float(np.linalg.norm(W - B @ L)), "rank": L.shape[0]},
-    ))
+        message += (
+            "; "
+            + ", ".join(f"{c.source} Phi Delta^2 = {c.noise:.6g}" for c in candidates)
+            + f": {best.source} kept"
+        )
+    return with_objective(
+        Strategy(
+            method="lrm",
+            matrix=L,
+            reconstruction=B,
+            noise="laplace",
+            history=info.pop("history", ()),
+            status=status,
+            message=message,
+            seconds=time.perf_counter() - started,
+            info={
+                **info,
+                "solver": best.source,
+                "residual": float(np.linalg.norm(W - B @ L)),
+                "rank": L.shape[0],
+            },
+        )
+    )

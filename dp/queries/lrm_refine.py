@@ -30,7 +30,10 @@ from dp.queries.l1_ball import project_columns_l1
 EXACT_TOL = 1e-8
 NONMONOTONE_MEMORY = 10  # SPG accepts a step against the largest of the last 10 objectives
 ARMIJO = 1e-4  # sufficient-decrease constant of the line search
-ALPHA_RANGE = 1e-10, 1e6  # the Barzilai-Borwein step is kept within these multiples of the first one
+ALPHA_RANGE = (
+    1e-10,
+    1e6,
+)  # the Barzilai-Borwein step is kept within these multiples of the first one
 MIN_LAMBDA = 1e-12  # the line search gives up below this fraction of the direction
 
 
@@ -82,7 +85,9 @@ def exact_fit(W: np.ndarray, L: np.ndarray, gram: np.ndarray | None = None) -> E
 def _full_rank_fit(gram: np.ndarray, L: np.ndarray) -> ExactFit | None:
     """Return exact_fit for r >= n from G = W^T W (raises LinAlgError when L^T L is singular)."""
     normal = L.T @ L
-    M = scipy.linalg.cho_solve(scipy.linalg.cho_factor(normal), np.eye(L.shape[1]), check_finite=False)
+    M = scipy.linalg.cho_solve(
+        scipy.linalg.cho_factor(normal), np.eye(L.shape[1]), check_finite=False
+    )
     defect = M @ normal
     defect[np.diag_indices_from(defect)] -= 1.0
     if not np.all(np.isfinite(M)) or np.linalg.norm(defect) > EXACT_TOL:
@@ -98,7 +103,9 @@ def exact_reconstruction_B(W: np.ndarray, L: np.ndarray) -> np.ndarray:
     return W @ scipy.linalg.cho_solve(scipy.linalg.cho_factor(L @ L.T), L, check_finite=False).T
 
 
-def refine_decomposition(W, L0, max_iter: int = 2000, tol: float = 1e-6, max_time: float | None = None) -> Refinement:
+def refine_decomposition(
+    W, L0, max_iter: int = 2000, tol: float = 1e-6, max_time: float | None = None
+) -> Refinement:
     """Return L minimizing ||W L^+||_F^2 over unit-L1 columns by spectral projected gradient from L0.
 
     The spectral projected gradient of Birgin, Martinez and Raydan (SIAM J. Optim. 2000; the
@@ -115,16 +122,20 @@ def refine_decomposition(W, L0, max_iter: int = 2000, tol: float = 1e-6, max_tim
     gram = W.T @ W if L.shape[0] >= L.shape[1] else None
     fit = exact_fit(W, L, gram)
     if fit is None:
-        raise ValueError("refine_decomposition needs an exact start: W must lie in the row space of L0")
+        raise ValueError(
+            "refine_decomposition needs an exact start: W must lie in the row space of L0"
+        )
     best_L, best, history = L, fit, [fit.scale]
     gradient = fit.gradient
     alpha = 1.0 / max(np.abs(gradient).max(), np.finfo(np.float64).tiny)
     alpha_range = (ALPHA_RANGE[0] * alpha, ALPHA_RANGE[1] * alpha)
     status, iteration = "iteration limit", 0
-    for iteration in range(1, max_iter + 1):
+    for iteration in range(1, max_iter + 1):  # noqa: B007 (the count is read after the loop)
         direction = project_columns_l1(L - alpha * gradient) - L
         slope = float(np.einsum("ij,ij->", gradient, direction))
-        L_new, fit_new = _nonmonotone_search(W, L, direction, slope, max(history[-NONMONOTONE_MEMORY:]), gram)
+        L_new, fit_new = _nonmonotone_search(
+            W, L, direction, slope, max(history[-NONMONOTONE_MEMORY:]), gram
+        )
         if fit_new is None:
             status = "no decrease"
             break
@@ -137,13 +148,27 @@ def refine_decomposition(W, L0, max_iter: int = 2000, tol: float = 1e-6, max_tim
         if max_time is not None and time.perf_counter() - start > max_time:
             status = "time limit"
             break
-        if len(history) > NONMONOTONE_MEMORY and min(history[:-NONMONOTONE_MEMORY]) - best.scale <= tol * best.scale:
+        if (
+            len(history) > NONMONOTONE_MEMORY
+            and min(history[:-NONMONOTONE_MEMORY]) - best.scale <= tol * best.scale
+        ):
             status = "converged"
             break
-    message = (f"refinement {status} after {iteration} steps: ||W L^+||_F^2 {history[0]:.6g} -> {best.scale:.6g} "
-               f"({best.scale / history[0]:.4f} of the start)")
-    return Refinement(B=exact_reconstruction_B(W, best_L), L=best_L, start_scale=history[0], scale=best.scale, iterations=iteration,
-                      status=status, message=message, seconds=time.perf_counter() - start, history=history)
+    message = (
+        f"refinement {status} after {iteration} steps: ||W L^+||_F^2 {history[0]:.6g} -> {best.scale:.6g} "
+        f"({best.scale / history[0]:.4f} of the start)"
+    )
+    return Refinement(
+        B=exact_reconstruction_B(W, best_L),
+        L=best_L,
+        start_scale=history[0],
+        scale=best.scale,
+        iterations=iteration,
+        status=status,
+        message=message,
+        seconds=time.perf_counter() - start,
+        history=history,
+    )
 
 
 def _barzilai_borwein(s: np.ndarray, y: np.ndarray, bounds: tuple[float, float]) -> float:

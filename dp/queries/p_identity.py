@@ -69,8 +69,9 @@ def p_identity_matrix(theta: np.ndarray) -> np.ndarray:
     return np.vstack([np.eye(n), theta]) / (1.0 + theta.sum(axis=0))
 
 
-def p_identity_objective(theta: np.ndarray, workload: np.ndarray, gram: np.ndarray | None = None
-                         ) -> tuple[float, np.ndarray]:
+def p_identity_objective(
+    theta: np.ndarray, workload: np.ndarray, gram: np.ndarray | None = None
+) -> tuple[float, np.ndarray]:
     """Return f(Theta) = tr(G (L^T L)^-1) and its gradient in Theta (the module's Woodbury forms).
 
     The one product with G goes through `gram` = G when given (O(p n^2)), else through
@@ -78,7 +79,9 @@ def p_identity_objective(theta: np.ndarray, workload: np.ndarray, gram: np.ndarr
     """
     d = 1.0 + theta.sum(axis=0)
     weighted = theta * d
-    scaled = weighted @ gram if gram is not None else weighted @ workload.T @ workload  # Theta diag(d) G, p x n
+    scaled = (
+        weighted @ gram if gram is not None else weighted @ workload.T @ workload
+    )  # Theta diag(d) G, p x n
     theta_g = scaled * d  # Theta G'
     factor = scipy.linalg.cho_factor(np.eye(theta.shape[0]) + theta @ theta.T, check_finite=False)
     solved = scipy.linalg.cho_solve(factor, theta, check_finite=False)  # P^-1 Theta
@@ -113,16 +116,28 @@ class _Stall:
         self.status = "converged"
 
     def __call__(self, intermediate_result):
-        self.best.append(min(intermediate_result.fun, self.best[-1]) if self.best else intermediate_result.fun)
+        self.best.append(
+            min(intermediate_result.fun, self.best[-1]) if self.best else intermediate_result.fun
+        )
         if self.deadline is not None and time.perf_counter() > self.deadline:
             self.status = "time limit"
             raise StopIteration
-        if len(self.best) > STALL_WINDOW and self.best[-1 - STALL_WINDOW] - self.best[-1] <= self.tol * self.best[-1]:
+        if (
+            len(self.best) > STALL_WINDOW
+            and self.best[-1 - STALL_WINDOW] - self.best[-1] <= self.tol * self.best[-1]
+        ):
             raise StopIteration
 
 
-def optimize_p_identity(W: np.ndarray, p: int | None = None, start: str = "random", max_iter: int = 5000,
-                        tol: float = 1e-4, max_time: float | None = None, random_state=0) -> PIdentityFit:
+def optimize_p_identity(
+    W: np.ndarray,
+    p: int | None = None,
+    start: str = "random",
+    max_iter: int = 5000,
+    tol: float = 1e-4,
+    max_time: float | None = None,
+    random_state=0,
+) -> PIdentityFit:
     """Return the p-Identity strategy minimizing ||W L^+||_F^2 by L-BFGS-B on Theta >= 0 (HDMM's OPT_0).
 
     p defaults to max(1, n // DEFAULT_P_FRACTION) for the random start and to 1 for "total".
@@ -134,7 +149,9 @@ def optimize_p_identity(W: np.ndarray, p: int | None = None, start: str = "rando
     m, n = W.shape
     if p is None:
         p = 1 if start == "total" else max(1, n // DEFAULT_P_FRACTION)
-    gram = W.T @ W if 2 * m >= n else None  # one n x n product per evaluation instead of two through W
+    gram = (
+        W.T @ W if 2 * m >= n else None
+    )  # one n x n product per evaluation instead of two through W
     theta0 = p_identity_start(n, p, start, random_state)
     stall = _Stall(tol, max_time)
     started = time.perf_counter()
@@ -143,27 +160,47 @@ def optimize_p_identity(W: np.ndarray, p: int | None = None, start: str = "rando
         value, gradient = p_identity_objective(flat.reshape(p, n), W, gram)
         return value, gradient.ravel()
 
-    result = scipy.optimize.minimize(value_and_gradient, theta0.ravel(), jac=True, method="L-BFGS-B",
-                                     bounds=scipy.optimize.Bounds(0.0, np.inf), callback=stall,
-                                     options={"maxiter": max_iter})
+    result = scipy.optimize.minimize(
+        value_and_gradient,
+        theta0.ravel(),
+        jac=True,
+        method="L-BFGS-B",
+        bounds=scipy.optimize.Bounds(0.0, np.inf),
+        callback=stall,
+        options={"maxiter": max_iter},
+    )
     if result.status == 99:  # the callback raised StopIteration
         status = stall.status
     else:
         status = "iteration limit" if result.nit >= max_iter else "converged"
-    return PIdentityFit(theta=result.x.reshape(p, n), scale=float(result.fun), start=start, iterations=result.nit,
-                        status=status, seconds=time.perf_counter() - started)
+    return PIdentityFit(
+        theta=result.x.reshape(p, n),
+        scale=float(result.fun),
+        start=start,
+        iterations=result.nit,
+        status=status,
+        seconds=time.perf_counter() - started,
+    )
 
 
 def sweep_sizes(m: int, n: int) -> list[int]:
     """Return the p of the random starts the_best_p_identity tries: 1, 2, 4, ... <= max(MIN_LARGEST_P, n / 16),
     <= n, and with p n min(2 m, n) <= MAX_EVALUATION_WORK (p = 1 always).
     """
-    largest = max(1, min(n, max(MIN_LARGEST_P, n // DEFAULT_P_FRACTION), MAX_EVALUATION_WORK // (n * min(2 * m, n))))
+    largest = max(
+        1,
+        min(
+            n,
+            max(MIN_LARGEST_P, n // DEFAULT_P_FRACTION),
+            MAX_EVALUATION_WORK // (n * min(2 * m, n)),
+        ),
+    )
     return [2**k for k in range(largest.bit_length())]
 
 
-def the_best_p_identity(W: np.ndarray, max_time: float | None = None, random_state=0,
-                        n_jobs: int = 2) -> tuple[PIdentityFit, list]:
+def the_best_p_identity(
+    W: np.ndarray, max_time: float | None = None, random_state=0, n_jobs: int = 2
+) -> tuple[PIdentityFit, list]:
     """Return (the least noisy fit, all fits): random starts at every p of sweep_sizes and the total start (p = 1).
 
     The fits are independent: n_jobs threads run them, largest p first, each with one BLAS thread
@@ -173,12 +210,21 @@ def the_best_p_identity(W: np.ndarray, max_time: float | None = None, random_sta
     runs = [("total", 1)] + [("random", p) for p in sweep_sizes(*W.shape)]
 
     def fit(run):
-        return optimize_p_identity(W, p=run[1], start=run[0], max_time=max_time, random_state=random_state)
+        return optimize_p_identity(
+            W, p=run[1], start=run[0], max_time=max_time, random_state=random_state
+        )
 
     with threadpool_limits(1), ThreadPoolExecutor(max(1, n_jobs)) as pool:
         fits = list(pool.map(fit, runs[::-1]))[::-1]
     return min(fits, key=lambda one: one.scale), fits
 
 
-__all__ = ["PIdentityFit", "STARTS", "optimize_p_identity", "p_identity_matrix", "p_identity_objective",
-           "sweep_sizes", "the_best_p_identity"]
+__all__ = [
+    "PIdentityFit",
+    "STARTS",
+    "optimize_p_identity",
+    "p_identity_matrix",
+    "p_identity_objective",
+    "sweep_sizes",
+    "the_best_p_identity",
+]

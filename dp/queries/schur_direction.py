@@ -21,8 +21,15 @@ import numpy as np
 from scipy.linalg import eigh
 
 
-def schur_newton_direction(X: np.ndarray, L: np.ndarray, U: np.ndarray, max_cg: int = 200, rtol: float = 1e-6,
-                           costs=None, warm: dict | None = None) -> tuple[np.ndarray, int]:
+def schur_newton_direction(
+    X: np.ndarray,
+    L: np.ndarray,
+    U: np.ndarray,
+    max_cg: int = 200,
+    rtol: float = 1e-6,
+    costs=None,
+    warm: dict | None = None,
+) -> tuple[np.ndarray, int]:
     """Return (D, CG steps): the Newton direction with zero diagonal, for X = L L' and U = L^-1 Q.
 
     warm: a dict carried across Newton iterations; CG starts from its "mu" (the previous
@@ -30,7 +37,9 @@ def schur_newton_direction(X: np.ndarray, L: np.ndarray, U: np.ndarray, max_cg: 
     """
     started = time.perf_counter()
     lam, E = eigh(U @ U.T, check_finite=False, driver="evd")
-    lam = np.clip(lam, lam[-1] * 1e-15, None)  # rounding may leave the smallest eigenvalues a hair below 0
+    lam = np.clip(
+        lam, lam[-1] * 1e-15, None
+    )  # rounding may leave the smallest eigenvalues a hair below 0
     S = L @ E
     inverse_sums = 1.0 / (lam[:, None] + lam[None, :])
     if costs is not None:
@@ -59,8 +68,14 @@ def schur_newton_direction(X: np.ndarray, L: np.ndarray, U: np.ndarray, max_cg: 
     return D, steps
 
 
-def preconditioned_cg(apply, b: np.ndarray, inv_diag: np.ndarray, max_steps: int, rtol: float,
-                       start: np.ndarray | None = None):
+def preconditioned_cg(
+    apply,
+    b: np.ndarray,
+    inv_diag: np.ndarray,
+    max_steps: int,
+    rtol: float,
+    start: np.ndarray | None = None,
+):
     """Return (x, steps) with ||apply(x) - b|| <= rtol ||b|| by Jacobi-preconditioned CG from `start` (or 0)
     (earlier if the operator shows no positive curvature along a search direction)."""
     x = np.zeros_like(b) if start is None else start.copy()
@@ -72,7 +87,7 @@ def preconditioned_cg(apply, b: np.ndarray, inv_diag: np.ndarray, max_steps: int
     direction = z.copy()
     rho = float(residual @ z)
     steps = 0
-    for steps in range(1, max_steps + 1):
+    for steps in range(1, max_steps + 1):  # noqa: B007 (the count is read after the loop)
         Ad = apply(direction)
         curvature = float(direction @ Ad)
         if not curvature > 0:  # a singular (semi-definite) operator: stop at the last iterate

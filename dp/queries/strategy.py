@@ -37,7 +37,9 @@ class Iteration:
 class Certificate:
     """A duality-gap certificate: the optimum lies in [lower_bound, objective]."""
 
-    objective: float  # unregularized objective of the returned strategy, tr(W X^-1 W') with diag(X) = 1
+    objective: (
+        float  # unregularized objective of the returned strategy, tr(W X^-1 W') with diag(X) = 1
+    )
     lower_bound: float  # a dual bound valid for every strategy
     seconds: float = 0.0
 
@@ -55,7 +57,9 @@ class Strategy:
     matrix: np.ndarray
     reconstruction: np.ndarray
     noise: str = "gaussian"
-    objective: float = float("nan")  # sensitivity^2 * ||R||_F^2: expected total squared error at unit noise
+    objective: float = float(
+        "nan"
+    )  # sensitivity^2 * ||R||_F^2: expected total squared error at unit noise
     history: tuple[Iteration, ...] = ()
     status: str = "exact"  # "exact" (closed form), "converged", "max_iter", "time_limit", ...
     message: str = ""
@@ -146,7 +150,7 @@ def replace_one_sensitivity(A: np.ndarray, noise: str) -> float:
 
         T = np.ascontiguousarray(A.T)
         for start in range(0, n, block):
-            d1 = cdist(T[start:start + block], T, "cityblock")
+            d1 = cdist(T[start : start + block], T, "cityblock")
             idx = np.arange(start, min(start + block, n))
             d1[idx - start, idx] = -np.inf
             best = max(best, float(d1.max()))
@@ -174,14 +178,20 @@ def least_squares_reconstruction(W: np.ndarray, A: np.ndarray) -> np.ndarray:
         R = W @ np.linalg.pinv(A)
     scale = max(float(np.max(np.abs(W))), 1.0)
     if not np.allclose(R @ A, W, rtol=0.0, atol=1e-8 * scale * np.sqrt(A.shape[1])):
-        raise ValueError("the strategy cannot answer the workload: some query is outside its row space")
+        raise ValueError(
+            "the strategy cannot answer the workload: some query is outside its row space"
+        )
     return R
 
 
-def matrix_mechanism(method: str, W: np.ndarray, A: np.ndarray, noise: str = "gaussian", **fields) -> Strategy:
+def matrix_mechanism(
+    method: str, W: np.ndarray, A: np.ndarray, noise: str = "gaussian", **fields
+) -> Strategy:
     """Return the Strategy answering W through A with R = W A^+ and its objective filled in."""
     R = least_squares_reconstruction(W, A)
-    return with_objective(Strategy(method=method, matrix=A, reconstruction=R, noise=noise, **fields))
+    return with_objective(
+        Strategy(method=method, matrix=A, reconstruction=R, noise=noise, **fields)
+    )
 
 
 def with_objective(strategy: Strategy) -> Strategy:

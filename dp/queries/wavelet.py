@@ -22,8 +22,8 @@ def haar_matrix(n: int) -> np.ndarray:
         half = width // 2
         for start in range(0, size, width):
             row = np.zeros(size)
-            row[start:start + half] = 1.0
-            row[start + half:start + width] = -1.0
+            row[start : start + half] = 1.0
+            row[start + half : start + width] = -1.0
             rows.append(row)
         width = half
     A = np.array(rows)[:, :n]

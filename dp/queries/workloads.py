@@ -16,7 +16,9 @@ _RNG_TYPES = (type(None), int, np.integer, np.random.Generator)
 
 def _rng(random_state) -> np.random.Generator:
     if isinstance(random_state, bool) or not isinstance(random_state, _RNG_TYPES):
-        raise TypeError(f"random_state must be None, an int seed or a numpy Generator, got {random_state!r}")
+        raise TypeError(
+            f"random_state must be None, an int seed or a numpy Generator, got {random_state!r}"
+        )
     return np.random.default_rng(random_state)
 
 
@@ -73,8 +75,13 @@ def wmarginal(m: int, n: int, random_state=None) -> np.ndarray:
     m = _check_size(m, "m")
     sizes = marginal_domain(n)
     cells = np.indices(sizes).reshape(len(sizes), -1)  # attribute values of every cell
-    queries = [(i, j, a, b) for i in range(len(sizes)) for j in range(i + 1, len(sizes))
-               for a in range(sizes[i]) for b in range(sizes[j])]
+    queries = [
+        (i, j, a, b)
+        for i in range(len(sizes))
+        for j in range(i + 1, len(sizes))
+        for a in range(sizes[i])
+        for b in range(sizes[j])
+    ]
     pick = _rng(random_state).integers(0, len(queries), size=m)
     W = np.empty((m, cells.shape[1]))
     for row, k in enumerate(pick):
@@ -111,7 +118,9 @@ def random_histogram(n: int, high: int = 100, random_state=None) -> np.ndarray:
     return _rng(random_state).integers(0, high + 1, size=n).astype(np.float64)
 
 
-def power_law_histogram(n: int, total: int = 100_000, exponent: float = 1.5, random_state=None) -> np.ndarray:
+def power_law_histogram(
+    n: int, total: int = 100_000, exponent: float = 1.5, random_state=None
+) -> np.ndarray:
     """Return n counts of `total` records whose cell popularity falls as rank**-exponent (shuffled)."""
     n = _check_size(n, "n")
     rng = _rng(random_state)
@@ -135,4 +144,6 @@ def synthetic_histogram(kind: str, n: int, random_state=None) -> np.ndarray:
         return rng.normal(0.0, np.sqrt(10.0), size=n)
     if kind == "uniform":
         return rng.uniform(-np.sqrt(30.0), np.sqrt(30.0), size=n)  # variance a^2 / 3 = 10
-    raise ValueError(f"unknown synthetic histogram {kind!r}; choose alternating, laplace, gaussian or uniform")
+    raise ValueError(
+        f"unknown synthetic histogram {kind!r}; choose alternating, laplace, gaussian or uniform"
+    )

@@ -31,7 +31,9 @@ def check_writable(flag: str, path) -> None:
     try:  # what atomic_output will do: create a file beside the target (root ignores permission bits)
         handle, probe = tempfile.mkstemp(dir=directory, prefix=".hamsi-write-check-")
     except OSError as exc:
-        raise InputError(f"{flag} {path}: cannot write there ({exc.strerror or exc}: {directory})") from None
+        raise InputError(
+            f"{flag} {path}: cannot write there ({exc.strerror or exc}: {directory})"
+        ) from None
     os.close(handle)
     os.unlink(probe)
 

@@ -25,30 +25,75 @@ def register(subparsers) -> None:
         ),
     )
     p.add_argument("data", metavar="DATA.csv", help="numeric CSV, one record per row")
-    p.add_argument("--target", required=True, help="label column: its header name or 1-based number")
-    p.add_argument("--classes", default=None, metavar="NEG,POS",
-                   help="the two label values, public (without it they are read from the data, with a warning)")
-    p.add_argument("--method", default=None,
-                   help="default: chosen from n, d, epsilon, delta (dp-mag, or dp-mag-gauss with --delta); "
-                        "dp-gdws, dp-mag, dp-sgdws, dp-onlinegdws, dp-smag, their -gauss variants, "
-                        "dp-gd, dp-hb, dp-nag, m-asg, m-asg*, dp-sgd")
-    p.add_argument("--epsilon", type=float, required=True, help="privacy budget epsilon (> 0; 'inf' = no noise)")
-    p.add_argument("--delta", type=float, default=0.0, help="privacy delta (> 0 for the Gaussian methods)")
-    p.add_argument("--n-iter", type=int, default=None, help="iterations T (default: chosen from n, d, epsilon)")
-    p.add_argument("--beta", type=float, default=0.1, help="smoothing weight in (0, 1] (default 0.1)")
-    p.add_argument("--batch-size", type=int, default=None,
-                   help="sample / bucket size of the stochastic methods (default ceil(sqrt(n)))")
-    p.add_argument("--data-norm", type=float, default=None,
-                   help="public bound R on a row's L2 norm; rows are scaled to it (default 1, with a warning)")
-    p.add_argument("--clip", type=float, default=None, help="per-record gradient norm bound C (default R)")
-    p.add_argument("--reg", type=float, default=None,
-                   help="L2 penalty lambda (default sqrt(d) / (n epsilon) within [3e-3, 1e-2])")
-    p.add_argument("--seed", type=seed_value, default=None,
-                   help="seed the noise (reproducible, NOT secure); default: os.urandom")
-    p.add_argument("--nonprivate-diagnostics", action="store_true",
-                   help="also print training accuracy and f - f* on the private data (NOT private)")
-    p.add_argument("--plot", default=None, metavar="gap.png",
-                   help="draw f - f* per iteration (NOT private; needs --nonprivate-diagnostics)")
+    p.add_argument(
+        "--target", required=True, help="label column: its header name or 1-based number"
+    )
+    p.add_argument(
+        "--classes",
+        default=None,
+        metavar="NEG,POS",
+        help="the two label values, public (without it they are read from the data, with a warning)",
+    )
+    p.add_argument(
+        "--method",
+        default=None,
+        help="default: chosen from n, d, epsilon, delta (dp-mag, or dp-mag-gauss with --delta); "
+        "dp-gdws, dp-mag, dp-sgdws, dp-onlinegdws, dp-smag, their -gauss variants, "
+        "dp-gd, dp-hb, dp-nag, m-asg, m-asg*, dp-sgd",
+    )
+    p.add_argument(
+        "--epsilon",
+        type=float,
+        required=True,
+        help="privacy budget epsilon (> 0; 'inf' = no noise)",
+    )
+    p.add_argument(
+        "--delta", type=float, default=0.0, help="privacy delta (> 0 for the Gaussian methods)"
+    )
+    p.add_argument(
+        "--n-iter", type=int, default=None, help="iterations T (default: chosen from n, d, epsilon)"
+    )
+    p.add_argument(
+        "--beta", type=float, default=0.1, help="smoothing weight in (0, 1] (default 0.1)"
+    )
+    p.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="sample / bucket size of the stochastic methods (default ceil(sqrt(n)))",
+    )
+    p.add_argument(
+        "--data-norm",
+        type=float,
+        default=None,
+        help="public bound R on a row's L2 norm; rows are scaled to it (default 1, with a warning)",
+    )
+    p.add_argument(
+        "--clip", type=float, default=None, help="per-record gradient norm bound C (default R)"
+    )
+    p.add_argument(
+        "--reg",
+        type=float,
+        default=None,
+        help="L2 penalty lambda (default sqrt(d) / (n epsilon) within [3e-3, 1e-2])",
+    )
+    p.add_argument(
+        "--seed",
+        type=seed_value,
+        default=None,
+        help="seed the noise (reproducible, NOT secure); default: os.urandom",
+    )
+    p.add_argument(
+        "--nonprivate-diagnostics",
+        action="store_true",
+        help="also print training accuracy and f - f* on the private data (NOT private)",
+    )
+    p.add_argument(
+        "--plot",
+        default=None,
+        metavar="gap.png",
+        help="draw f - f* per iteration (NOT private; needs --nonprivate-diagnostics)",
+    )
     p.set_defaults(run=run)
 
 
@@ -61,11 +106,17 @@ def _labels(labels, classes_arg: str | None, path: str):
     from dp import PrivacyLeakWarning
 
     if classes_arg is None:
-        warnings.warn("--classes not given: the two label values are read from the data, which is not "
-                      "private; pass --classes NEG,POS", PrivacyLeakWarning, stacklevel=2)
+        warnings.warn(
+            "--classes not given: the two label values are read from the data, which is not "
+            "private; pass --classes NEG,POS",
+            PrivacyLeakWarning,
+            stacklevel=2,
+        )
         classes = np.unique(labels)
         if len(classes) != 2:
-            raise InputError(f"{path}: --target column must hold exactly 2 distinct values, got {len(classes)}")
+            raise InputError(
+                f"{path}: --target column must hold exactly 2 distinct values, got {len(classes)}"
+            )
     else:
         try:
             classes = np.array([float(v) for v in classes_arg.split(",")])
@@ -75,7 +126,9 @@ def _labels(labels, classes_arg: str | None, path: str):
             raise InputError(f"--classes {classes_arg!r}: give two distinct numbers, NEG,POS")
         if not np.all(np.isin(labels, classes)):
             # names the public classes only: which row holds another value would be a release
-            raise InputError(f"{path}: the --target column holds a value outside --classes {classes_arg}")
+            raise InputError(
+                f"{path}: the --target column holds a value outside --classes {classes_arg}"
+            )
     return np.where(labels == classes[1], 1.0, -1.0), (classes[0], classes[1])
 
 
@@ -85,8 +138,12 @@ def _target_column(target: str, header, n_columns: int, path: str) -> int:
         return header.index(target)
     if target.isdigit() and 1 <= int(target) <= n_columns:
         return int(target) - 1
-    names = f"; columns: {', '.join(map(str, header))}" if header else " (the file has no header row)"
-    raise InputError(f"{path}: --target {target!r} is neither a column name nor a number 1..{n_columns}{names}")
+    names = (
+        f"; columns: {', '.join(map(str, header))}" if header else " (the file has no header row)"
+    )
+    raise InputError(
+        f"{path}: --target {target!r} is neither a column name nor a number 1..{n_columns}{names}"
+    )
 
 
 def _draw_gap(gap, title: str, handle) -> None:
@@ -122,8 +179,12 @@ def _print_nonprivate_diagnostics(args, X, y, result) -> None:
     accuracy = float(np.mean(np.where(problem.X @ result.x > 0, 1.0, -1.0) == y))
     if args.plot:
         with naming_output("--plot", args.plot), atomic_output(args.plot, "wb") as handle:
-            _draw_gap(gap, f"{result.method} on {os.path.basename(args.data)}, epsilon={args.epsilon:g} "
-                           "(NOT private)", handle)
+            _draw_gap(
+                gap,
+                f"{result.method} on {os.path.basename(args.data)}, epsilon={args.epsilon:g} "
+                "(NOT private)",
+                handle,
+            )
     print("NON-PRIVATE diagnostics (computed on the training data without noise; do not publish):")
     print(f"  training accuracy: {accuracy:.4f}")
     print(f"  f - f*: {gap[-1]:.4g}  (f = {result.nonprivate_history[-1]:.6g}, f* = {f_star:.6g})")
@@ -159,32 +220,56 @@ def _run(args: argparse.Namespace) -> int:
     from hamsi.limits import refuse_unless_fits
 
     if args.plot and not args.nonprivate_diagnostics:
-        raise InputError("--plot draws f on the private data without noise: add --nonprivate-diagnostics")
+        raise InputError(
+            "--plot draws f on the private data without noise: add --nonprivate-diagnostics"
+        )
     if args.plot:
         check_writable("--plot", args.plot)
     values, header = read_numeric_csv(args.data)
-    if args.n_iter is not None:  # per iteration: the objective history and every coordinate's noise (drawn in bulk)
-        refuse_unless_fits(f"--n-iter {args.n_iter} on {values.shape[1]} columns",
-                           8.0 * args.n_iter * (2 * values.shape[1] + 4))
+    if (
+        args.n_iter is not None
+    ):  # per iteration: the objective history and every coordinate's noise (drawn in bulk)
+        refuse_unless_fits(
+            f"--n-iter {args.n_iter} on {values.shape[1]} columns",
+            8.0 * args.n_iter * (2 * values.shape[1] + 4),
+        )
     column = _target_column(args.target, header, values.shape[1], args.data)
     X = np.delete(values, column, axis=1)
     if X.shape[1] == 0:
         raise InputError(f"{args.data}: no feature columns besides the target")
     y, (negative, positive) = _labels(values[:, column], args.classes, args.data)
     args.clip, args.data_norm = public_bounds(args.clip, args.data_norm)
-    result = minimize_private(X, y, method=args.method, epsilon=args.epsilon, delta=args.delta,
-                              n_iter=args.n_iter, beta=args.beta, batch_size=args.batch_size,
-                              clip=args.clip, data_norm=args.data_norm, reg=args.reg, random_state=args.seed,
-                              history_every=1 if args.nonprivate_diagnostics else None)
+    result = minimize_private(
+        X,
+        y,
+        method=args.method,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        n_iter=args.n_iter,
+        beta=args.beta,
+        batch_size=args.batch_size,
+        clip=args.clip,
+        data_norm=args.data_norm,
+        reg=args.reg,
+        random_state=args.seed,
+        history_every=1 if args.nonprivate_diagnostics else None,
+    )
     spent = result.privacy_spent
-    print(f"method: {result.method}  rows: {X.shape[0]}  features: {X.shape[1]}  iterations: {result.n_iter} "
-          f"({result.message})  lambda: {result.reg:.4g}")
-    print(f"coefficients (class {positive:g} vs {negative:g}): " + " ".join(f"{v:.6g}" for v in result.x))
+    print(
+        f"method: {result.method}  rows: {X.shape[0]}  features: {X.shape[1]}  iterations: {result.n_iter} "
+        f"({result.message})  lambda: {result.reg:.4g}"
+    )
+    print(
+        f"coefficients (class {positive:g} vs {negative:g}): "
+        + " ".join(f"{v:.6g}" for v in result.x)
+    )
     if math.isinf(spent.epsilon):
         print("privacy: none (epsilon = inf: the coefficients are NOT private)")
     else:
         rho = f", rho={spent.rho:.4g} zCDP" if spent.rho is not None else ""
-        print(f"privacy spent: epsilon={spent.epsilon:g} delta={spent.delta:g}{rho} ({spent.accounting})")
+        print(
+            f"privacy spent: epsilon={spent.epsilon:g} delta={spent.delta:g}{rho} ({spent.accounting})"
+        )
     if args.nonprivate_diagnostics:
         _print_nonprivate_diagnostics(args, X, y, result)
     return 1 if result.status == "diverged" else 0

@@ -13,8 +13,8 @@ import os
 import sys
 import warnings
 
-from hamsi.defaults import VALIDATION_FRACTION
 from hamsi.commands import check_writable, seed_value, write_as_set
+from hamsi.defaults import VALIDATION_FRACTION
 from hamsi.errors import DivergenceError, InputError
 
 # Estimator parameters whose flag is not --<name with dashes>.
@@ -28,6 +28,7 @@ def flag_name(parameter: str) -> str:
 
 def auto_or(number, what: str):
     """Return an argparse type that parses `number` (int or float) or the word 'auto'."""
+
     def parse(text: str):
         if text == "auto":
             return text
@@ -49,88 +50,208 @@ def register(subparsers) -> None:
         "factorize",
         help="fit a recommender Y ~ mu + biases + U V^T to observed ratings with HAMSI (L-BFGS) or mb-GD",
         description="Fit a low-rank model with biases to the ratings in DATA. Shows progress on stderr; "
-                    "optionally writes the trace (CSV), the model (.npz, read by `hamsi recommend`) and a "
-                    "convergence plot.",
+        "optionally writes the trace (CSV), the model (.npz, read by `hamsi recommend`) and a "
+        "convergence plot.",
     )
-    parser.add_argument("data", metavar="DATA", help="rating file or MovieLens directory (see `hamsi data`)")
-    parser.add_argument("--rank", "-k", type=auto_or_int, default="auto",
-                        help="number of latent factors, or 'auto' (default): chosen by validation")
+    parser.add_argument(
+        "data", metavar="DATA", help="rating file or MovieLens directory (see `hamsi data`)"
+    )
+    parser.add_argument(
+        "--rank",
+        "-k",
+        type=auto_or_int,
+        default="auto",
+        help="number of latent factors, or 'auto' (default): chosen by validation",
+    )
     parser.add_argument("--algorithm", choices=("hamsi", "mbgd"), default="hamsi")
-    parser.add_argument("--partitioner", default="strata-b", help="partition scheme (default strata-b)")
-    parser.add_argument("--blocks", "-B", type=int, default=None, help="blocks per subset (default: cores)")
-    parser.add_argument("--subsets", "-K", type=int, default=None, help="number of subsets (color, hogwild)")
+    parser.add_argument(
+        "--partitioner", default="strata-b", help="partition scheme (default strata-b)"
+    )
+    parser.add_argument(
+        "--blocks", "-B", type=int, default=None, help="blocks per subset (default: cores)"
+    )
+    parser.add_argument(
+        "--subsets", "-K", type=int, default=None, help="number of subsets (color, hogwild)"
+    )
     parser.add_argument("--schedule", choices=("det", "stoc"), default="det")
-    parser.add_argument("--reg", type=auto_or_float, default="auto",
-                        help="L2 weight, or 'auto' (default): chosen by validation")
-    parser.add_argument("--reg-weighting", choices=("auto", "uniform", "count"), default="auto",
-                        help="uniform: reg (|U|^2 + |V|^2) as in the thesis; count (ALS-WR): reg per rating; "
-                             "auto (default): chosen by validation (uniform when --reg is a number)")
-    parser.add_argument("--reg-damping", type=auto_or_float, default="auto",
-                        help="count weighting only: the penalty is reg (n + damping) |row|^2 for a row with n "
-                             "ratings, so rarely rated rows are shrunk more (0: ALS-WR); auto (default): chosen "
-                             "by validation")
-    parser.add_argument("--biases", action=argparse.BooleanOptionalAction, default=True,
-                        help="learn user and item biases (default on)")
-    parser.add_argument("--eta", type=auto_or_float, default="auto",
-                        help="step parameter, step = 1/(eta t)^gamma: larger eta, smaller steps; 'auto' (default)")
-    parser.add_argument("--gamma", type=float, default=0.51, help="step decay exponent (default 0.51)")
+    parser.add_argument(
+        "--reg",
+        type=auto_or_float,
+        default="auto",
+        help="L2 weight, or 'auto' (default): chosen by validation",
+    )
+    parser.add_argument(
+        "--reg-weighting",
+        choices=("auto", "uniform", "count"),
+        default="auto",
+        help="uniform: reg (|U|^2 + |V|^2) as in the thesis; count (ALS-WR): reg per rating; "
+        "auto (default): chosen by validation (uniform when --reg is a number)",
+    )
+    parser.add_argument(
+        "--reg-damping",
+        type=auto_or_float,
+        default="auto",
+        help="count weighting only: the penalty is reg (n + damping) |row|^2 for a row with n "
+        "ratings, so rarely rated rows are shrunk more (0: ALS-WR); auto (default): chosen "
+        "by validation",
+    )
+    parser.add_argument(
+        "--biases",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="learn user and item biases (default on)",
+    )
+    parser.add_argument(
+        "--eta",
+        type=auto_or_float,
+        default="auto",
+        help="step parameter, step = 1/(eta t)^gamma: larger eta, smaller steps; 'auto' (default)",
+    )
+    parser.add_argument(
+        "--gamma", type=float, default=0.51, help="step decay exponent (default 0.51)"
+    )
     parser.add_argument("--memory", type=int, default=5, help="L-BFGS memory M (default 5)")
-    parser.add_argument("--init-scale", type=auto_or_float, default="auto",
-                        help="standard deviation of the random start, or 'auto' (default, small); 1: the reference's")
-    parser.add_argument("--no-safeguard", dest="safeguard", action="store_false",
-                        help="run HAMSI as in the thesis, without the engine's safeguards against divergence")
-    parser.add_argument("--max-time", type=float, default=None, help="optimization time limit in seconds")
+    parser.add_argument(
+        "--init-scale",
+        type=auto_or_float,
+        default="auto",
+        help="standard deviation of the random start, or 'auto' (default, small); 1: the reference's",
+    )
+    parser.add_argument(
+        "--no-safeguard",
+        dest="safeguard",
+        action="store_false",
+        help="run HAMSI as in the thesis, without the engine's safeguards against divergence",
+    )
+    parser.add_argument(
+        "--max-time", type=float, default=None, help="optimization time limit in seconds"
+    )
     parser.add_argument("--max-epochs", type=int, default=100, help="maximum cycles (default 100)")
-    parser.add_argument("--tol", type=float, default=0.0, help="stop on relative objective change <= tol")
-    parser.add_argument("--patience", type=int, default=None,
-                        help="stop after N cycles without a better validation RMSE, on --validation-fraction "
-                             "of the training ratings (never on the test set)")
-    parser.add_argument("--validation-fraction", type=float, default=VALIDATION_FRACTION,
-                        help=f"share of the training ratings held out for --patience "
-                             f"(default {VALIDATION_FRACTION:g})")
+    parser.add_argument(
+        "--tol", type=float, default=0.0, help="stop on relative objective change <= tol"
+    )
+    parser.add_argument(
+        "--patience",
+        type=int,
+        default=None,
+        help="stop after N cycles without a better validation RMSE, on --validation-fraction "
+        "of the training ratings (never on the test set)",
+    )
+    parser.add_argument(
+        "--validation-fraction",
+        type=float,
+        default=VALIDATION_FRACTION,
+        help=f"share of the training ratings held out for --patience "
+        f"(default {VALIDATION_FRACTION:g})",
+    )
     parser.add_argument("--seed", type=seed_value, default=1, help="random seed (default 1)")
-    parser.add_argument("--test-fraction", type=float, default=0.0,
-                        help="hold out this fraction of ratings; their RMSE is reported once, at the end (default 0)")
-    parser.add_argument("--duplicates", default="error", choices=("error", "keep-last", "mean"),
-                        help="what to do with repeated (user, item) pairs in DATA (default error)")
+    parser.add_argument(
+        "--test-fraction",
+        type=float,
+        default=0.0,
+        help="hold out this fraction of ratings; their RMSE is reported once, at the end (default 0)",
+    )
+    parser.add_argument(
+        "--duplicates",
+        default="error",
+        choices=("error", "keep-last", "mean"),
+        help="what to do with repeated (user, item) pairs in DATA (default error)",
+    )
     parser.add_argument("--trace", metavar="CSV", default=None, help="write the per-cycle trace")
-    parser.add_argument("--out", metavar="NPZ", default=None,
-                        help="write the model (ids, factors, biases, parameters; read by `hamsi recommend`)")
+    parser.add_argument(
+        "--out",
+        metavar="NPZ",
+        default=None,
+        help="write the model (ids, factors, biases, parameters; read by `hamsi recommend`)",
+    )
     parser.add_argument("--plot", metavar="PNG", default=None, help="write a convergence plot")
-    parser.add_argument("--workers", type=int, default=None,
-                        help="Dask workers (default: a local cluster with one worker per core); "
-                             "0: run in this process")
-    parser.add_argument("--threads", type=int, default=None,
-                        help="threads of the in-process engine (--workers 0; default: cores)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="Dask workers (default: a local cluster with one worker per core); "
+        "0: run in this process",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads of the in-process engine (--workers 0; default: cores)",
+    )
     _add_dask_options(parser)
-    parser.add_argument("--columns", metavar="USER,ITEM,RATING", default=None,
-                        help="the user, item and rating columns of a CSV/Parquet input, by name")
+    parser.add_argument(
+        "--columns",
+        metavar="USER,ITEM,RATING",
+        default=None,
+        help="the user, item and rating columns of a CSV/Parquet input, by name",
+    )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     parser.set_defaults(run=run)
 
 
 def _add_dask_options(parser) -> None:
     """Add the options of the Dask engine: the local cluster, an existing one, where V lives, checkpoints, TLS."""
-    parser.add_argument("--threads-per-worker", type=int, default=1,
-                        help="threads per Dask worker process of the local cluster (default 1)")
-    parser.add_argument("--shared-memory", action=argparse.BooleanOptionalAction, default=None,
-                        help="keep V in /dev/shm when all workers share a host (default: whenever possible; "
-                             "--no-shared-memory takes the message path that multi-host clusters take)")
-    parser.add_argument("--owned-v", action=argparse.BooleanOptionalAction, default=None,
-                        help="on the message path, hand each item shard V_j from worker to worker instead of "
-                             "replicating V (default: when it sends fewer bytes; cluster/README.md)")
-    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                        help="use the running Dask cluster at tcp://host:port instead of a local one")
-    parser.add_argument("--checkpoint", metavar="DIR", default=None,
-                        help="write the full state to DIR (atomically) every --checkpoint-every cycles")
-    parser.add_argument("--checkpoint-every", metavar="N", type=int, default=None,
-                        help="cycles between checkpoints (default 10 when --checkpoint is given)")
-    parser.add_argument("--resume", metavar="DIR", default=None,
-                        help="continue bit-exactly from the checkpoint in DIR (same data and options)")
-    tls = parser.add_argument_group("TLS (a tls:// Dask cluster; see the Security section of the README)")
-    tls.add_argument("--tls-ca-file", metavar="PEM", default=None, help="the CA certificate the cluster trusts")
-    tls.add_argument("--tls-cert", metavar="PEM", default=None, help="this client's certificate (signed by the CA)")
-    tls.add_argument("--tls-key", metavar="PEM", default=None, help="its private key (if not inside --tls-cert)")
+    parser.add_argument(
+        "--threads-per-worker",
+        type=int,
+        default=1,
+        help="threads per Dask worker process of the local cluster (default 1)",
+    )
+    parser.add_argument(
+        "--shared-memory",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="keep V in /dev/shm when all workers share a host (default: whenever possible; "
+        "--no-shared-memory takes the message path that multi-host clusters take)",
+    )
+    parser.add_argument(
+        "--owned-v",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="on the message path, hand each item shard V_j from worker to worker instead of "
+        "replicating V (default: when it sends fewer bytes; cluster/README.md)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="use the running Dask cluster at tcp://host:port instead of a local one",
+    )
+    parser.add_argument(
+        "--checkpoint",
+        metavar="DIR",
+        default=None,
+        help="write the full state to DIR (atomically) every --checkpoint-every cycles",
+    )
+    parser.add_argument(
+        "--checkpoint-every",
+        metavar="N",
+        type=int,
+        default=None,
+        help="cycles between checkpoints (default 10 when --checkpoint is given)",
+    )
+    parser.add_argument(
+        "--resume",
+        metavar="DIR",
+        default=None,
+        help="continue bit-exactly from the checkpoint in DIR (same data and options)",
+    )
+    tls = parser.add_argument_group(
+        "TLS (a tls:// Dask cluster; see the Security section of the README)"
+    )
+    tls.add_argument(
+        "--tls-ca-file", metavar="PEM", default=None, help="the CA certificate the cluster trusts"
+    )
+    tls.add_argument(
+        "--tls-cert",
+        metavar="PEM",
+        default=None,
+        help="this client's certificate (signed by the CA)",
+    )
+    tls.add_argument(
+        "--tls-key", metavar="PEM", default=None, help="its private key (if not inside --tls-cert)"
+    )
+
 
 def _check_args(args) -> None:
     """Raise InputError on options the estimator does not check (where to run, splits, outputs)."""
@@ -142,9 +263,13 @@ def _check_args(args) -> None:
     if in_process and (args.checkpoint or args.resume):
         raise InputError("--checkpoint and --resume need the Dask engine (drop --workers 0)")
     if in_process and (args.shared_memory is not None or args.owned_v is not None):
-        raise InputError("--shared-memory/--owned-v choose where the Dask engine keeps V (drop --workers 0)")
+        raise InputError(
+            "--shared-memory/--owned-v choose where the Dask engine keeps V (drop --workers 0)"
+        )
     if in_process and (args.tls_ca_file or args.tls_cert or args.tls_key):
-        raise InputError("--tls-ca-file/--tls-cert/--tls-key need the Dask engine (drop --workers 0)")
+        raise InputError(
+            "--tls-ca-file/--tls-cert/--tls-key need the Dask engine (drop --workers 0)"
+        )
     if args.checkpoint_every is not None and args.checkpoint_every < 1:
         raise InputError(f"--checkpoint-every must be >= 1; got {args.checkpoint_every}")
     if not (math.isfinite(args.test_fraction) and 0.0 <= args.test_fraction < 1.0):
@@ -155,8 +280,11 @@ def _check_args(args) -> None:
 
 def output_paths(args) -> list[tuple[str, str]]:
     """Return [(flag, path)] of the files this run writes."""
-    return [(flag, path) for flag, path in (("--trace", args.trace), ("--out", args.out), ("--plot", args.plot))
-            if path]
+    return [
+        (flag, path)
+        for flag, path in (("--trace", args.trace), ("--out", args.out), ("--plot", args.plot))
+        if path
+    ]
 
 
 def build_model(args):
@@ -164,12 +292,29 @@ def build_model(args):
     from hamsi.estimator import MatrixFactorizer
 
     params = dict(
-        rank=args.rank, algorithm=args.algorithm, partitioner=args.partitioner, blocks=args.blocks,
-        subsets=args.subsets, schedule=args.schedule, reg=args.reg, reg_weighting=args.reg_weighting,
-        reg_damping=args.reg_damping, biases=args.biases, eta=args.eta, gamma=args.gamma, memory=args.memory,
-        init_scale=args.init_scale, max_time=args.max_time, max_epochs=args.max_epochs,
-        tol=args.tol, patience=args.patience, validation_fraction=args.validation_fraction,
-        safeguard=args.safeguard, threads=args.threads, random_state=args.seed, on_divergence="raise",
+        rank=args.rank,
+        algorithm=args.algorithm,
+        partitioner=args.partitioner,
+        blocks=args.blocks,
+        subsets=args.subsets,
+        schedule=args.schedule,
+        reg=args.reg,
+        reg_weighting=args.reg_weighting,
+        reg_damping=args.reg_damping,
+        biases=args.biases,
+        eta=args.eta,
+        gamma=args.gamma,
+        memory=args.memory,
+        init_scale=args.init_scale,
+        max_time=args.max_time,
+        max_epochs=args.max_epochs,
+        tol=args.tol,
+        patience=args.patience,
+        validation_fraction=args.validation_fraction,
+        safeguard=args.safeguard,
+        threads=args.threads,
+        random_state=args.seed,
+        on_divergence="raise",
     )
     if args.workers == 0 and args.scheduler is None:
         model = MatrixFactorizer(**params)
@@ -188,10 +333,14 @@ def run(args) -> int:
     _check_args(args)
     model = build_model(args)
     columns = rating_columns(args.columns)
-    if _on_workers(args):  # a directory or glob of Parquet/CSV files: read on the workers (cluster.dataset)
+    if _on_workers(
+        args
+    ):  # a directory or glob of Parquet/CSV files: read on the workers (cluster.dataset)
         if args.test_fraction > 0:
-            raise InputError("--test-fraction needs the ratings in this process; with ratings read on the "
-                             "workers use --patience (a --validation-fraction of the pairs, split there)")
+            raise InputError(
+                "--test-fraction needs the ratings in this process; with ratings read on the "
+                "workers use --patience (a --validation-fraction of the pairs, split there)"
+            )
         if columns is not None:
             model.set_params(user_col=columns[0], item_col=columns[1], rating_col=columns[2])
         train, test = args.data, None
@@ -200,10 +349,16 @@ def run(args) -> int:
         if ratings.nnz == 0:
             raise InputError(f"{args.data}: no ratings")
         check_sizes(args, ratings)
-        train, test = ratings.split(args.test_fraction, seed=args.seed) if args.test_fraction > 0 else (ratings, None)
+        train, test = (
+            ratings.split(args.test_fraction, seed=args.seed)
+            if args.test_fraction > 0
+            else (ratings, None)
+        )
     _fit_with_progress(args, model, train, test)
     if not math.isfinite(model.trace_.rows[-1][3]):  # whichever engine ran: never write a NaN model
-        raise DivergenceError(f"diverged: the final train RMSE is {model.trace_.rows[-1][3]}; nothing written")
+        raise DivergenceError(
+            f"diverged: the final train RMSE is {model.trace_.rows[-1][3]}; nothing written"
+        )
     write_outputs(args, model)
     if model.search_results_ is not None:
         from hamsi.search import format_results
@@ -267,21 +422,30 @@ def check_sizes(args, ratings) -> None:
 
     largest = float(np.max(np.abs(ratings.values)))
     if not math.isfinite(largest * largest * ratings.nnz):
-        raise InputError(f"{args.data}: rating {largest:g} is too large: the sum of squared errors overflows "
-                         "float64; rescale the ratings")
+        raise InputError(
+            f"{args.data}: rating {largest:g} is too large: the sum of squared errors overflows "
+            "float64; rescale the ratings"
+        )
     users, items = ratings.shape
     if args.rank != "auto" and args.rank > min(users, items):
-        raise InputError(f"--rank {args.rank} exceeds min(users, items) = {min(users, items)} of {args.data}: "
-                         "the product U V^T has no more than that rank")
-    rank = max(search.RANKS) if args.rank == "auto" else args.rank  # auto: the largest rank it may try
+        raise InputError(
+            f"--rank {args.rank} exceeds min(users, items) = {min(users, items)} of {args.data}: "
+            "the product U V^T has no more than that rank"
+        )
+    rank = (
+        max(search.RANKS) if args.rank == "auto" else args.rank
+    )  # auto: the largest rank it may try
     parameters = (users + items) * (rank + 1)
     # the iterate, gradient and step copies, the 2 M L-BFGS pairs and the M x M compact-form matrices
-    refuse_unless_fits(f"--rank {args.rank} with --memory {args.memory} on {users} users x {items} items",
-                       8.0 * (parameters * (2 * args.memory + 8) + 4 * args.memory ** 2))
+    refuse_unless_fits(
+        f"--rank {args.rank} with --memory {args.memory} on {users} users x {items} items",
+        8.0 * (parameters * (2 * args.memory + 8) + 4 * args.memory**2),
+    )
 
 
 def write_outputs(args, model) -> None:
     """Write the trace, the model and the plot as a set (all replaced, or none); errors name the flag."""
+
     def plot(path):
         from hamsi.plots import plot_convergence
 
@@ -291,7 +455,9 @@ def write_outputs(args, model) -> None:
             stop = model.best_epoch_
         else:  # the cycles the search chose on validation, or none
             stop = model.result_.n_cycles if model.search_results_ is not None else None
-        plot_convergence({args.algorithm: model.trace_}, path, title=title, heldout=heldout, stop_epoch=stop)
+        plot_convergence(
+            {args.algorithm: model.trace_}, path, title=title, heldout=heldout, stop_epoch=stop
+        )
 
     writers = {"--trace": model.trace_.write_csv, "--out": model.save, "--plot": plot}
     write_as_set({flag: (path, writers[flag]) for flag, path in output_paths(args)})
@@ -305,8 +471,10 @@ def summary(args, model, test) -> str:
     """
     result = model.result_
     last = model.trace_.rows[-1]
-    text = (f"{args.algorithm}: {result.message}; {result.n_cycles} cycles, {result.nit} inner iterations, "
-            f"{result.time:.3f} s, train RMSE {last[3]:.4f}")
+    text = (
+        f"{args.algorithm}: {result.message}; {result.n_cycles} cycles, {result.nit} inner iterations, "
+        f"{result.time:.3f} s, train RMSE {last[3]:.4f}"
+    )
     if math.isfinite(last[4]) and args.patience is not None:
         text += f", validation RMSE {last[4]:.4f}"
     if model.best_epoch_ is not None and args.patience is not None:
@@ -315,4 +483,6 @@ def summary(args, model, test) -> str:
     if test is not None:
         text += f"; test RMSE {model.rmse(test):.4f}"
     damping = f", damping {model.reg_damping_:g}" if model.reg_damping_ else ""
-    return text + (f"; rank {model.rank_}, reg {model.reg_:.4g} ({model.reg_weighting_}{damping}), eta {model.eta_:.4g}")
+    return text + (
+        f"; rank {model.rank_}, reg {model.reg_:.4g} ({model.reg_weighting_}{damping}), eta {model.eta_:.4g}"
+    )

@@ -24,25 +24,51 @@ def register(subparsers) -> None:
         ),
     )
     p.add_argument("data", metavar="DATA.csv", help="numeric CSV, one record per row")
-    p.add_argument("--alpha", required=True,
-                   help="penalty (number >= 0), or 'cv' for 5-fold choice (only without --epsilon)")
+    p.add_argument(
+        "--alpha",
+        required=True,
+        help="penalty (number >= 0), or 'cv' for 5-fold choice (only without --epsilon)",
+    )
     p.add_argument("--epsilon", type=float, default=None, help="privacy budget epsilon (> 0)")
-    p.add_argument("--delta", type=float, default=0.0,
-                   help="privacy delta in (0, 1) for --mechanism gaussian (laplace is pure: no --delta)")
+    p.add_argument(
+        "--delta",
+        type=float,
+        default=0.0,
+        help="privacy delta in (0, 1) for --mechanism gaussian (laplace is pure: no --delta)",
+    )
     p.add_argument("--mechanism", choices=["laplace", "gaussian"], default="laplace")
-    p.add_argument("--neighbouring", choices=["replace-one", "add-remove"], default="replace-one",
-                   help="neighbour relation of the guarantee (default replace-one, the paper's: the row "
-                        "count is public). add-remove: the row count is private; the noisy sum X'X is "
-                        "divided by a noisy count that takes 10%% of epsilon, or by --public-n")
-    p.add_argument("--public-n", type=int, default=None, metavar="N",
-                   help="with --neighbouring add-remove: a row count known publicly (not read from the "
-                        "data), to divide the noisy sum by instead of paying for a noisy count")
+    p.add_argument(
+        "--neighbouring",
+        choices=["replace-one", "add-remove"],
+        default="replace-one",
+        help="neighbour relation of the guarantee (default replace-one, the paper's: the row "
+        "count is public). add-remove: the row count is private; the noisy sum X'X is "
+        "divided by a noisy count that takes 10%% of epsilon, or by --public-n",
+    )
+    p.add_argument(
+        "--public-n",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --neighbouring add-remove: a row count known publicly (not read from the "
+        "data), to divide the noisy sum by instead of paying for a noisy count",
+    )
     p.add_argument("--estimator", choices=["glasso", "ridge"], default="glasso")
-    p.add_argument("--clip", type=float, default=None,
-                   help="L2 bound on each row (default 1, with a warning: choose it from public knowledge)")
-    p.add_argument("--seed", type=seed_value, default=None,
-                   help="seed the noise (reproducible, NOT secure); default: os.urandom")
-    p.add_argument("--out", default=None, metavar="precision.npy", help="write the precision matrix")
+    p.add_argument(
+        "--clip",
+        type=float,
+        default=None,
+        help="L2 bound on each row (default 1, with a warning: choose it from public knowledge)",
+    )
+    p.add_argument(
+        "--seed",
+        type=seed_value,
+        default=None,
+        help="seed the noise (reproducible, NOT secure); default: os.urandom",
+    )
+    p.add_argument(
+        "--out", default=None, metavar="precision.npy", help="write the precision matrix"
+    )
     p.add_argument("--graph", default=None, metavar="graph.png", help="draw the estimated graph")
     p.set_defaults(run=run)
 
@@ -69,8 +95,10 @@ def _check_privacy_flags(args: argparse.Namespace) -> None:
     if args.delta != 0.0 and args.epsilon is None:
         raise InputError("--delta is only used with --epsilon (a private estimate)")
     if args.public_n is not None and (args.epsilon is None or args.neighbouring != "add-remove"):
-        raise InputError("--public-n is only used with --epsilon and --neighbouring add-remove "
-                         "(under replace-one the row count is public already)")
+        raise InputError(
+            "--public-n is only used with --epsilon and --neighbouring add-remove "
+            "(under replace-one the row count is public already)"
+        )
     if args.public_n is not None and args.public_n < 1:
         raise InputError(f"--public-n must be a positive integer, got {args.public_n}")
 
@@ -103,7 +131,9 @@ def read_numeric_csv(path: str):
     refuse_special_file(path)
     try:
         with decompression_errors(path):
-            raw = pd.read_csv(path, header=None, dtype=str, skip_blank_lines=True, keep_default_na=False)
+            raw = pd.read_csv(
+                path, header=None, dtype=str, skip_blank_lines=True, keep_default_na=False
+            )
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
@@ -163,17 +193,15 @@ def _draw_graph(precision, labels, handle) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Fit the chosen estimator, write the outputs, print what privacy was spent; return 0."""
-    import numpy as np
-
-    import dp
-
-    from hamsi.commands import check_writable, write_as_set
-    from hamsi.errors import DivergenceError
-
     import sys
     import warnings
 
+    import numpy as np
+
+    import dp
     from dp.validation import DEFAULT_CLIP
+    from hamsi.commands import check_writable, write_as_set
+    from hamsi.errors import DivergenceError
 
     alpha = _parse_alpha(args.alpha)
     _check_privacy_flags(args)
@@ -185,12 +213,26 @@ def run(args: argparse.Namespace) -> int:
     if not private:
         _refuse_constant_columns(args.data, X, header)
     cls = dp.PrivateGraphicalLasso if args.estimator == "glasso" else dp.PrivateRidgePrecision
-    clip = DEFAULT_CLIP if args.clip is None else args.clip  # the default warns (PrivacyLeakWarning)
+    clip = (
+        DEFAULT_CLIP if args.clip is None else args.clip
+    )  # the default warns (PrivacyLeakWarning)
     # one accountant for the run: the fit's charges are recorded (a fit without one warns from the
     # second on, which only matters to a process that fits several times)
-    budget = dp.PrivacyBudget(args.epsilon, args.delta, neighbouring=args.neighbouring) if private else None
-    model = cls(alpha=alpha, epsilon=args.epsilon, delta=args.delta, mechanism=args.mechanism,
-                clip=clip, random_state=args.seed, budget=budget, public_n=args.public_n)
+    budget = (
+        dp.PrivacyBudget(args.epsilon, args.delta, neighbouring=args.neighbouring)
+        if private
+        else None
+    )
+    model = cls(
+        alpha=alpha,
+        epsilon=args.epsilon,
+        delta=args.delta,
+        mechanism=args.mechanism,
+        clip=clip,
+        random_state=args.seed,
+        budget=budget,
+        public_n=args.public_n,
+    )
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", dp.PrivacyLeakWarning)
         with np.errstate(all="ignore"):  # a non-finite estimate is reported below, in one line
@@ -199,23 +241,38 @@ def run(args: argparse.Namespace) -> int:
         if issubclass(warning.category, dp.PrivacyLeakWarning):
             print(f"hamsi glasso: warning: {warning.message}", file=sys.stderr)
         else:
-            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+            warnings.warn_explicit(
+                warning.message, warning.category, warning.filename, warning.lineno
+            )
     precision = model.precision_
-    if not np.all(np.isfinite(precision)):  # post-processing of the (noisy) estimate: no new release
+    if not np.all(
+        np.isfinite(precision)
+    ):  # post-processing of the (noisy) estimate: no new release
         solver = f" ({model.solver_message_})" if args.estimator == "glasso" else ""
-        raise DivergenceError(f"{args.data}: the {args.estimator} estimate holds NaN or inf{solver}; nothing "
-                              "written: rescale the columns or raise --alpha")
+        raise DivergenceError(
+            f"{args.data}: the {args.estimator} estimate holds NaN or inf{solver}; nothing "
+            "written: rescale the columns or raise --alpha"
+        )
     labels = header if header else list(range(precision.shape[0]))
-    writers = {"--out": lambda temporary: _write_binary(temporary, lambda handle: np.save(handle, precision)),
-               "--graph": lambda temporary: _write_binary(temporary,
-                                                          lambda handle: _draw_graph(precision, labels, handle))}
+    writers = {
+        "--out": lambda temporary: _write_binary(
+            temporary, lambda handle: np.save(handle, precision)
+        ),
+        "--graph": lambda temporary: _write_binary(
+            temporary, lambda handle: _draw_graph(precision, labels, handle)
+        ),
+    }
     write_as_set({flag: (path, writers[flag]) for flag, path in outputs.items()})
 
     n, p = X.shape
     edges = int(np.count_nonzero(np.triu(np.abs(precision) > 1e-10, 1)))
     if private and args.neighbouring == "add-remove":
         # the row count is private under add-remove: print only what was released or given
-        rows = f"{args.public_n} (public, --public-n)" if args.public_n else "private (add-remove neighbours)"
+        rows = (
+            f"{args.public_n} (public, --public-n)"
+            if args.public_n
+            else "private (add-remove neighbours)"
+        )
     else:
         rows = str(n)
     print(f"estimator: {args.estimator}  alpha: {model.alpha_:g}  rows: {rows}  columns: {p}")
@@ -223,13 +280,19 @@ def run(args: argparse.Namespace) -> int:
         print("privacy: none (epsilon not given; the estimate is NOT private)")
     else:
         eps, delta = model.privacy_spent_
-        print(f"privacy spent: epsilon={eps:g} delta={delta:g} ({args.mechanism} mechanism, "
-              f"{args.neighbouring} neighbours, noise scale {model.noise_scale_:.3g})")
+        print(
+            f"privacy spent: epsilon={eps:g} delta={delta:g} ({args.mechanism} mechanism, "
+            f"{args.neighbouring} neighbours, noise scale {model.noise_scale_:.3g})"
+        )
         if args.neighbouring == "add-remove" and not args.public_n:
-            print("covariance: noisy sum X'X over a noisy row count (10% of epsilon, Laplace), "
-                  "both in the spend above")
-        print(f"rows clipped to L2 norm {float(clip):g}: not reported (the count is data; "
-              "reporting it would be a release that is not private)")
+            print(
+                "covariance: noisy sum X'X over a noisy row count (10% of epsilon, Laplace), "
+                "both in the spend above"
+            )
+        print(
+            f"rows clipped to L2 norm {float(clip):g}: not reported (the count is data; "
+            "reporting it would be a release that is not private)"
+        )
     if args.estimator == "glasso":
         print(f"iterations: {model.n_iter_} ({model.solver_message_})  edges: {edges}")
     for label, path in (("precision", args.out), ("graph", args.graph)):

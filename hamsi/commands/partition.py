@@ -17,17 +17,32 @@ def register(subparsers) -> None:
         "partition",
         help="partition a rating matrix with COLOR, COLOR-B, HOGWILD, STRATA or STRATA-B",
         description="Cut the ratings into K subsets of B blocks whose parameters are disjoint "
-                    "(HOGWILD blocks may overlap; the shared parameters are counted).",
+        "(HOGWILD blocks may overlap; the shared parameters are counted).",
     )
-    parser.add_argument("data", metavar="DATA", help="rating file or MovieLens directory (see `hamsi data`)")
-    parser.add_argument("--scheme", required=True, choices=partition.SCHEMES, help="partitioning scheme")
+    parser.add_argument(
+        "data", metavar="DATA", help="rating file or MovieLens directory (see `hamsi data`)"
+    )
+    parser.add_argument(
+        "--scheme", required=True, choices=partition.SCHEMES, help="partitioning scheme"
+    )
     parser.add_argument("--blocks", "-B", type=int, required=True, help="blocks per subset (B)")
-    parser.add_argument("--subsets", "-K", type=int, default=None,
-                        help=f"number of subsets K (default: B for strata schemes, "
-                             f"{partition.DEFAULT_SUBSETS} otherwise)")
-    parser.add_argument("--seed", type=seed_value, default=0, help="random seed for color-b and hogwild (default 0)")
-    parser.add_argument("--json", action="store_true", help="print block sizes and imbalance as JSON")
-    parser.add_argument("--plot", metavar="FILE", default=None, help="write a picture (Fig. 3.3/3.4 style)")
+    parser.add_argument(
+        "--subsets",
+        "-K",
+        type=int,
+        default=None,
+        help=f"number of subsets K (default: B for strata schemes, "
+        f"{partition.DEFAULT_SUBSETS} otherwise)",
+    )
+    parser.add_argument(
+        "--seed", type=seed_value, default=0, help="random seed for color-b and hogwild (default 0)"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="print block sizes and imbalance as JSON"
+    )
+    parser.add_argument(
+        "--plot", metavar="FILE", default=None, help="write a picture (Fig. 3.3/3.4 style)"
+    )
     parser.set_defaults(run=run)
 
 
@@ -40,7 +55,9 @@ def run(args) -> int:
     ratings = hamsi.load_ratings(args.data)
     started = time.perf_counter()
     try:
-        result = partition.make(args.scheme, ratings, blocks=args.blocks, subsets=args.subsets, seed=args.seed)
+        result = partition.make(
+            args.scheme, ratings, blocks=args.blocks, subsets=args.subsets, seed=args.seed
+        )
     except partition.PartitionError as exc:
         raise InputError(f"{args.data}: {exc}") from exc
     seconds = time.perf_counter() - started
@@ -48,7 +65,14 @@ def run(args) -> int:
     if args.plot:
         from partition.plots import plot_partition
 
-        write_as_set({"--plot": (args.plot, lambda temporary: plot_partition(result, temporary, plot_format))})
+        write_as_set(
+            {
+                "--plot": (
+                    args.plot,
+                    lambda temporary: plot_partition(result, temporary, plot_format),
+                )
+            }
+        )
     if args.json:
         report = {
             "scheme": result.scheme,
@@ -80,8 +104,10 @@ def _plot_format(path: str) -> str:
     extension = os.path.splitext(path)[1].lstrip(".").lower()
     supported = FigureCanvasBase.get_supported_filetypes()
     if extension and extension not in supported:
-        raise InputError(f"--plot {path}: unknown picture format {extension!r}; use one of "
-                         f"{', '.join(sorted(supported))}")
+        raise InputError(
+            f"--plot {path}: unknown picture format {extension!r}; use one of "
+            f"{', '.join(sorted(supported))}"
+        )
     return extension or "png"  # written to PATH itself, as named
 
 
@@ -97,8 +123,10 @@ def _table(result, stats, ratings, seconds) -> str:
     if "overlaps" in stats:
         extras.append(f"{sum(stats['overlaps'])} shared parameters between blocks (HOGWILD)")
     lines += extras
-    lines.append(f"imbalance (sum of largest / sum of mean block) {stats['imbalance']:.3f}, "
-                 f"subset imbalance {stats['subset_imbalance']:.3f}")
+    lines.append(
+        f"imbalance (sum of largest / sum of mean block) {stats['imbalance']:.3f}, "
+        f"subset imbalance {stats['subset_imbalance']:.3f}"
+    )
     header = f"{'subset':>6} {'ratings':>9} {'max/mean':>8}  block sizes"
     lines += [header, "-" * len(header)]
     for k, sizes in enumerate(stats["block_sizes"]):

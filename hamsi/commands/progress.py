@@ -16,7 +16,14 @@ BAR_FORMAT = "{desc} |{bar}| {elapsed} elapsed{postfix}"
 class Progress:
     """A fit callback (row: dict of a trace row) that reports each cycle; close() when the fit ends."""
 
-    def __init__(self, max_epochs: int | None, max_time: float | None, *, stream=None, bar: bool | None = None):
+    def __init__(
+        self,
+        max_epochs: int | None,
+        max_time: float | None,
+        *,
+        stream=None,
+        bar: bool | None = None,
+    ):
         self.max_epochs, self.max_time = max_epochs, max_time
         self.stream = sys.stderr if stream is None else stream
         self.best = (math.inf, None)
@@ -25,8 +32,14 @@ class Progress:
         if use_bar:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=BAR_STEPS, file=self.stream, bar_format=BAR_FORMAT, dynamic_ncols=True,
-                             mininterval=0.1, leave=True)
+            self._bar = tqdm(
+                total=BAR_STEPS,
+                file=self.stream,
+                bar_format=BAR_FORMAT,
+                dynamic_ncols=True,
+                mininterval=0.1,
+                leave=True,
+            )
 
     def __call__(self, row: dict) -> None:
         if math.isfinite(row["test_rmse"]) and row["test_rmse"] < self.best[0]:
@@ -51,8 +64,12 @@ class Progress:
         return f"cycle {row['epoch']}" + (f"/{self.max_epochs}" if self.max_epochs else "")
 
     def _status(self, row: dict) -> str:
-        parts = [f"optimization {row['time_s']:.2f}" + (f"/{self.max_time:g}" if self.max_time else "") + " s",
-                 f"train RMSE {row['train_rmse']:.4f}"]
+        parts = [
+            f"optimization {row['time_s']:.2f}"
+            + (f"/{self.max_time:g}" if self.max_time else "")
+            + " s",
+            f"train RMSE {row['train_rmse']:.4f}",
+        ]
         if self.best[1] is not None:
             parts.append(f"best validation RMSE {self.best[0]:.4f} (cycle {self.best[1]})")
         return ", ".join(parts)
@@ -61,8 +78,10 @@ class Progress:
         test_part = f"  test {row['test_rmse']:.4f}" if math.isfinite(row["test_rmse"]) else ""
         best_part = f"  best {self.best[0]:.4f}@{self.best[1]}" if self.best[1] is not None else ""
         limit = f"/{self.max_epochs}" if self.max_epochs else ""
-        return (f"epoch {row['epoch']:4d}{limit}  inner {row['inner']:6d}  {row['time_s']:8.3f} s  "
-                f"train {row['train_rmse']:.4f}{test_part}{best_part}  f {row['objective']:.6g}")
+        return (
+            f"epoch {row['epoch']:4d}{limit}  inner {row['inner']:6d}  {row['time_s']:8.3f} s  "
+            f"train {row['train_rmse']:.4f}{test_part}{best_part}  f {row['objective']:.6g}"
+        )
 
     def close(self) -> None:
         """Finish the bar (a no-op in line mode)."""

@@ -28,29 +28,79 @@ def register(subparsers) -> None:
         ),
     )
     p.add_argument("--workload", choices=WORKLOADS, default="range")
-    p.add_argument("-m", "--queries", dest="m", type=int, default=1024, help="number of queries (default 1024)")
-    p.add_argument("-n", "--cells", dest="n", type=int, default=512, help="histogram cells (default 512)")
-    p.add_argument("-s", "--rank", dest="s", type=int, default=None, help="WRelated rank (default min(m,n)/2)")
-    p.add_argument("--method", default="coa",
-                   help="coa (paper, default), coa-dual (fastest), coa-schur, lrm (eps-DP), identity, workload, hierarchical, wavelet, ...")
-    p.add_argument("--epsilon", type=float, default=0.1, help="privacy budget epsilon (> 0; default 0.1)")
-    p.add_argument("--delta", type=float, default=1e-4, help="privacy delta in (0, 1) (default 1e-4)")
-    p.add_argument("--neighbouring", choices=["add-remove", "replace-one"], default="add-remove",
-                   help="neighbour relation of the guarantee: add-remove (one count changes by 1, the "
-                        "papers'; default) or replace-one (a record moves between cells: up to 2x the noise)")
-    p.add_argument("--calibration", choices=["analytic", "classical"], default="analytic",
-                   help="Gaussian noise scale: Balle-Wang analytic (default) or Dwork-Roth classical")
-    p.add_argument("--data", choices=DATASETS, default="random", help="histogram x (default random counts)")
-    p.add_argument("--gap-tol", type=float, default=1e-3, help="COA: certified relative duality gap (default 1e-3)")
-    p.add_argument("--solver", choices=["auto", "alm", "p-identity"], default="auto",
-                   help="LRM: auto (default: p-Identity search, with Alg. 1 beside it when 1.2 rank(W) < n), "
-                        "alm (seed 001 Alg. 1 + finish) or p-identity")
-    p.add_argument("--max-time", type=float, default=None,
-                   help="COA, LRM: stop after this many seconds (LRM: Alg. 1 and the refinement each)")
-    p.add_argument("--repeats", type=int, default=20, help="private releases for the empirical error (default 20)")
-    p.add_argument("--seed", type=seed_value, default=1, help="seed of the workload and the histogram (default 1)")
-    p.add_argument("--noise-seed", type=seed_value, default=None,
-                   help="seed the noise (reproducible, NOT secure); default: os.urandom")
+    p.add_argument(
+        "-m", "--queries", dest="m", type=int, default=1024, help="number of queries (default 1024)"
+    )
+    p.add_argument(
+        "-n", "--cells", dest="n", type=int, default=512, help="histogram cells (default 512)"
+    )
+    p.add_argument(
+        "-s", "--rank", dest="s", type=int, default=None, help="WRelated rank (default min(m,n)/2)"
+    )
+    p.add_argument(
+        "--method",
+        default="coa",
+        help="coa (paper, default), coa-dual (fastest), coa-schur, lrm (eps-DP), identity, workload, hierarchical, wavelet, ...",
+    )
+    p.add_argument(
+        "--epsilon", type=float, default=0.1, help="privacy budget epsilon (> 0; default 0.1)"
+    )
+    p.add_argument(
+        "--delta", type=float, default=1e-4, help="privacy delta in (0, 1) (default 1e-4)"
+    )
+    p.add_argument(
+        "--neighbouring",
+        choices=["add-remove", "replace-one"],
+        default="add-remove",
+        help="neighbour relation of the guarantee: add-remove (one count changes by 1, the "
+        "papers'; default) or replace-one (a record moves between cells: up to 2x the noise)",
+    )
+    p.add_argument(
+        "--calibration",
+        choices=["analytic", "classical"],
+        default="analytic",
+        help="Gaussian noise scale: Balle-Wang analytic (default) or Dwork-Roth classical",
+    )
+    p.add_argument(
+        "--data", choices=DATASETS, default="random", help="histogram x (default random counts)"
+    )
+    p.add_argument(
+        "--gap-tol",
+        type=float,
+        default=1e-3,
+        help="COA: certified relative duality gap (default 1e-3)",
+    )
+    p.add_argument(
+        "--solver",
+        choices=["auto", "alm", "p-identity"],
+        default="auto",
+        help="LRM: auto (default: p-Identity search, with Alg. 1 beside it when 1.2 rank(W) < n), "
+        "alm (seed 001 Alg. 1 + finish) or p-identity",
+    )
+    p.add_argument(
+        "--max-time",
+        type=float,
+        default=None,
+        help="COA, LRM: stop after this many seconds (LRM: Alg. 1 and the refinement each)",
+    )
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=20,
+        help="private releases for the empirical error (default 20)",
+    )
+    p.add_argument(
+        "--seed",
+        type=seed_value,
+        default=1,
+        help="seed of the workload and the histogram (default 1)",
+    )
+    p.add_argument(
+        "--noise-seed",
+        type=seed_value,
+        default=None,
+        help="seed the noise (reproducible, NOT secure); default: os.urandom",
+    )
     p.set_defaults(run=run)
 
 
@@ -58,13 +108,17 @@ def _check_args(args: argparse.Namespace) -> None:
     from dp.queries.api import METHODS
 
     if args.method not in METHODS:
-        raise InputError(f"--method must be one of {', '.join(sorted(METHODS))}, got {args.method!r}")
+        raise InputError(
+            f"--method must be one of {', '.join(sorted(METHODS))}, got {args.method!r}"
+        )
     for flag, value in (("-m", args.m), ("-n", args.n), ("--repeats", args.repeats)):
         if value < 1:
             raise InputError(f"{flag} must be an integer >= 1, got {value}")
     if args.repeats > MAX_REPEATS:
-        raise InputError(f"--repeats must be at most {MAX_REPEATS} (the standard error of the mean falls as "
-                         f"1/sqrt(repeats)), got {args.repeats}")
+        raise InputError(
+            f"--repeats must be at most {MAX_REPEATS} (the standard error of the mean falls as "
+            f"1/sqrt(repeats)), got {args.repeats}"
+        )
     if args.s is not None and args.s < 1:
         raise InputError(f"-s must be an integer >= 1, got {args.s}")
     if not (args.epsilon > 0 and math.isfinite(args.epsilon)):
@@ -96,7 +150,6 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from dp import queries
-
     from hamsi.limits import refuse_unless_fits
 
     _check_args(args)
@@ -106,36 +159,82 @@ def run(args: argparse.Namespace) -> int:
     extra = {"s": args.s} if args.workload == "related" and args.s is not None else {}
     W = queries.make_workload(args.workload, args.m, args.n, random_state=args.seed, **extra)
     x = _histogram(args)
-    options = {"gap_tol": args.gap_tol, "max_time": args.max_time} if args.method.startswith("coa") else {}
+    options = (
+        {"gap_tol": args.gap_tol, "max_time": args.max_time}
+        if args.method.startswith("coa")
+        else {}
+    )
     if args.method == "lrm":
-        options = {"solver": args.solver, "max_time": args.max_time, "refine_max_time": args.max_time,
-                   "p_identity_max_time": args.max_time}
+        options = {
+            "solver": args.solver,
+            "max_time": args.max_time,
+            "refine_max_time": args.max_time,
+            "p_identity_max_time": args.max_time,
+        }
     started = time.perf_counter()
     strategy = queries.optimize(W, args.method, **options)
     seconds = time.perf_counter() - started
     relation = args.neighbouring
-    expected = queries.expected_error(W, strategy, args.epsilon, args.delta, args.calibration, neighbouring=relation)
-    identity = queries.expected_error(W, queries.optimize(W, "identity", noise=strategy.noise), args.epsilon,
-                                      args.delta, args.calibration, neighbouring=relation)
+    expected = queries.expected_error(
+        W, strategy, args.epsilon, args.delta, args.calibration, neighbouring=relation
+    )
+    identity = queries.expected_error(
+        W,
+        queries.optimize(W, "identity", noise=strategy.noise),
+        args.epsilon,
+        args.delta,
+        args.calibration,
+        neighbouring=relation,
+    )
     rng = np.random.default_rng(args.noise_seed) if args.noise_seed is not None else None
     truth = W @ x
-    errors = [float(np.sum((queries.answer(W, x, strategy, args.epsilon, args.delta, rng, args.calibration,
-                                           neighbouring=relation).values - truth) ** 2))
-              for _ in range(args.repeats)]
+    errors = [
+        float(
+            np.sum(
+                (
+                    queries.answer(
+                        W,
+                        x,
+                        strategy,
+                        args.epsilon,
+                        args.delta,
+                        rng,
+                        args.calibration,
+                        neighbouring=relation,
+                    ).values
+                    - truth
+                )
+                ** 2
+            )
+        )
+        for _ in range(args.repeats)
+    ]
     m = args.m
-    print(f"workload: {args.workload}  m={m}  n={args.n}  method: {args.method}  "
-          f"epsilon={args.epsilon:g}  delta={args.delta:g} ({args.calibration}, {relation} neighbours)")
-    print(f"strategy: {strategy.matrix.shape[0]} x {strategy.matrix.shape[1]}  noise: {strategy.noise}  "
-          f"sensitivity {strategy.sensitivity_for(relation):.4g}  status: {strategy.status}")
+    print(
+        f"workload: {args.workload}  m={m}  n={args.n}  method: {args.method}  "
+        f"epsilon={args.epsilon:g}  delta={args.delta:g} ({args.calibration}, {relation} neighbours)"
+    )
+    print(
+        f"strategy: {strategy.matrix.shape[0]} x {strategy.matrix.shape[1]}  noise: {strategy.noise}  "
+        f"sensitivity {strategy.sensitivity_for(relation):.4g}  status: {strategy.status}"
+    )
     if strategy.message:
         print(f"solver: {strategy.message}")
     print(f"time: {seconds:.2f} s")
-    print(f"expected error: {expected:.6g} total, {expected / m:.6g} per query "
-          f"(ratio to identity {expected / identity:.5f})")
+    print(
+        f"expected error: {expected:.6g} total, {expected / m:.6g} per query "
+        f"(ratio to identity {expected / identity:.5f})"
+    )
     if args.method == "lrm":
         bias = float(np.sum(((W - strategy.reconstruction @ strategy.matrix) @ x) ** 2))
-        print(f"bias ||(W - B L) x||^2: {bias:.6g} (data-dependent, in the empirical error, not in the expected)")
-    stderr = float(np.std(errors, ddof=1) / np.sqrt(len(errors))) if len(errors) > 1 else float("nan")
-    print(f"empirical error: {np.mean(errors):.6g} total, {np.mean(errors) / m:.6g} per query "
-          f"(mean of {len(errors)} releases, standard error {stderr:.3g})")
+        print(
+            f"bias ||(W - B L) x||^2: {bias:.6g} (data-dependent, in the empirical error, not in the expected)"
+        )
+    stderr = (
+        float(np.std(errors, ddof=1) / np.sqrt(len(errors))) if len(errors) > 1 else float("nan")
+    )
+    print(
+        f"empirical error: {np.mean(errors):.6g} total, {np.mean(errors) / m:.6g} per query "
+        f"(mean of {len(errors)} releases, standard error {stderr:.3g})"
+    )
     return 0

@@ -16,23 +16,44 @@ def register(subparsers) -> None:
         "recommend",
         help="list the best items for a user from a saved model (hamsi factorize --out)",
         description="Rank the items a user has not rated by the model's score and print the predicted "
-                    "rating (the score clipped to the training range) beside it. A user the model has "
-                    "not seen gets the items with the largest global mean + item bias.",
+        "rating (the score clipped to the training range) beside it. A user the model has "
+        "not seen gets the items with the largest global mean + item bias.",
     )
-    parser.add_argument("model", metavar="MODEL", help="model file written by `hamsi factorize --out` or save()")
+    parser.add_argument(
+        "model", metavar="MODEL", help="model file written by `hamsi factorize --out` or save()"
+    )
     who = parser.add_mutually_exclusive_group(required=True)
     who.add_argument("--user", help="the user's id, as in the rating file")
-    who.add_argument("--all", action="store_true",
-                     help="every user's top-N, ranked on Dask workers and written to --out (Parquet)")
-    parser.add_argument("--out", metavar="PARQUET", default=None,
-                        help="with --all: the Parquet directory of (user, rank, item, rating, score) rows")
-    parser.add_argument("--workers", type=int, default=None,
-                        help="with --all: workers of a local Dask cluster (default: one per core)")
-    parser.add_argument("--scheduler", metavar="ADDRESS", default=None,
-                        help="with --all: use the running Dask cluster at tcp://host:port")
+    who.add_argument(
+        "--all",
+        action="store_true",
+        help="every user's top-N, ranked on Dask workers and written to --out (Parquet)",
+    )
+    parser.add_argument(
+        "--out",
+        metavar="PARQUET",
+        default=None,
+        help="with --all: the Parquet directory of (user, rank, item, rating, score) rows",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="with --all: workers of a local Dask cluster (default: one per core)",
+    )
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        default=None,
+        help="with --all: use the running Dask cluster at tcp://host:port",
+    )
     parser.add_argument("-n", type=int, default=10, help="how many items (default 10)")
-    parser.add_argument("--include-seen", action="store_true", help="also rank the items the user rated")
-    parser.add_argument("--json", action="store_true", help='print {"user", "items", "ratings", "scores"} as JSON')
+    parser.add_argument(
+        "--include-seen", action="store_true", help="also rank the items the user rated"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help='print {"user", "items", "ratings", "scores"} as JSON'
+    )
     parser.set_defaults(run=run)
 
 
@@ -43,11 +64,15 @@ def parse_user(text: str, ids):
     try:
         value = int(text)
     except ValueError:
-        raise InputError(f"--user must be an integer id (the model's user ids are integers); got {text!r}") from None
+        raise InputError(
+            f"--user must be an integer id (the model's user ids are integers); got {text!r}"
+        ) from None
     bounds = np.iinfo(ids.dtype) if ids.dtype.kind in "iu" else np.iinfo(np.int64)
     if not bounds.min <= value <= bounds.max:
-        raise InputError(f"--user {text} is outside the range of the model's integer ids "
-                         f"({bounds.min}..{bounds.max})")
+        raise InputError(
+            f"--user {text} is outside the range of the model's integer ids "
+            f"({bounds.min}..{bounds.max})"
+        )
     return value
 
 
@@ -64,16 +89,30 @@ def run(args) -> int:
     known = bool((model.user_ids_ == user).any())
     items, ratings = model.recommend(user, n=args.n, exclude_seen=not args.include_seen)
     if items.size == 0:
-        print(f"hamsi recommend: no items to rank for user {user}: the model's {model.item_ids_.size} items are "
-              f"all rated by this user (--include-seen ranks them too)", file=sys.stderr)
+        print(
+            f"hamsi recommend: no items to rank for user {user}: the model's {model.item_ids_.size} items are "
+            f"all rated by this user (--include-seen ranks them too)",
+            file=sys.stderr,
+        )
     if not known:
-        print(f"hamsi recommend: user {user} is not in {args.model}; showing the items a new user would get "
-              f"(global mean + item bias)", file=sys.stderr)
+        print(
+            f"hamsi recommend: user {user} is not in {args.model}; showing the items a new user would get "
+            f"(global mean + item bias)",
+            file=sys.stderr,
+        )
     # the ranking score (unclipped): several items may reach the top of the rating range
     scores = model.predict([user] * len(items), items, clip=False)
     if args.json:
-        print(json.dumps({"user": user, "items": items.tolist(), "ratings": ratings.tolist(),
-                          "scores": scores.tolist()}))
+        print(
+            json.dumps(
+                {
+                    "user": user,
+                    "items": items.tolist(),
+                    "ratings": ratings.tolist(),
+                    "scores": scores.tolist(),
+                }
+            )
+        )
         return 0
     print(f"{'rank':>4}  {'item':>10}  {'rating':>6}  {'score':>6}")
     for position, (item, rating, score) in enumerate(zip(items, ratings, scores), start=1):
@@ -94,7 +133,9 @@ def _run_all(args) -> int:
         raise InputError(f"--workers must be >= 1; got {args.workers}")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise InputError(f"--out {args.out}: exists and is not a directory")
-    check_writable("--out", os.path.join(args.out, "part.parquet") if os.path.isdir(args.out) else args.out)
+    check_writable(
+        "--out", os.path.join(args.out, "part.parquet") if os.path.isdir(args.out) else args.out
+    )
     model = MatrixFactorizer.load(args.model)
     from cluster import scoring
     from cluster.connect import connect
@@ -103,6 +144,8 @@ def _run_all(args) -> int:
         with client.as_current():
             top = scoring.recommend_all(model, n=args.n, exclude_seen=not args.include_seen)
             scoring.write_parquet(top, args.out)
-    print(f"hamsi recommend: top {args.n} items of {model.user_ids_.size} users written to {args.out}",
-          file=sys.stderr)
+    print(
+        f"hamsi recommend: top {args.n} items of {model.user_ids_.size} users written to {args.out}",
+        file=sys.stderr,
+    )
     return 0

@@ -47,11 +47,23 @@ BLOCK_BYTES = 1 << 20
 def default_cache_dir() -> Path:
     """Return $HAMSI_DATA_DIR, else ~/.cache/hamsi/movielens."""
     configured = os.environ.get(CACHE_VARIABLE)
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "hamsi" / "movielens"
+    return (
+        Path(configured).expanduser()
+        if configured
+        else Path.home() / ".cache" / "hamsi" / "movielens"
+    )
 
 
-def download_movielens(name: str, dest=None, *, base_url: str | None = None, md5=PUBLISHED,
-                       attempts: int = 3, timeout: float = 60.0, progress=None) -> Path:
+def download_movielens(
+    name: str,
+    dest=None,
+    *,
+    base_url: str | None = None,
+    md5=PUBLISHED,
+    attempts: int = 3,
+    timeout: float = 60.0,
+    progress=None,
+) -> Path:
     """Return the directory holding the unzipped MovieLens release `name`.
 
     Parameters
@@ -90,16 +102,29 @@ def download_movielens(name: str, dest=None, *, base_url: str | None = None, md5
     if expected_md5 is None and record.is_file():
         expected_md5 = record.read_text().split()[0]
     if not (archive.is_file() and _matches(archive, expected_md5)):
-        fetch_file(f"{base_url}/{zip_name}", archive, md5=expected_md5, attempts=attempts,
-                   timeout=timeout, progress=progress)
+        fetch_file(
+            f"{base_url}/{zip_name}",
+            archive,
+            md5=expected_md5,
+            attempts=attempts,
+            timeout=timeout,
+            progress=progress,
+        )
         if not record.is_file():
             record.write_text(f"{file_md5(archive)}  {zip_name}\n")
     _extract(archive, dest, folder)
     return target
 
 
-def fetch_file(url: str, path: Path, *, md5: str | None, attempts: int = 3, timeout: float = 60.0,
-               progress=None) -> Path:
+def fetch_file(
+    url: str,
+    path: Path,
+    *,
+    md5: str | None,
+    attempts: int = 3,
+    timeout: float = 60.0,
+    progress=None,
+) -> Path:
     """Return `path` after downloading `url` to it via ``path.part``, resuming and verifying."""
     path = Path(path)
     partial = path.with_name(path.name + ".part")
@@ -114,19 +139,24 @@ def fetch_file(url: str, path: Path, *, md5: str | None, attempts: int = 3, time
                 raise OSError(f"{url}: HTTP {exc.code} {exc.reason}") from None
             last_error = exc
     else:
-        raise OSError(f"{url}: download interrupted ({last_error}); "
-                      f"{partial.stat().st_size if partial.exists() else 0} bytes kept in {partial}, "
-                      "run again to resume")
+        raise OSError(
+            f"{url}: download interrupted ({last_error}); "
+            f"{partial.stat().st_size if partial.exists() else 0} bytes kept in {partial}, "
+            "run again to resume"
+        )
     size = partial.stat().st_size
     if total is not None and size != total:
         partial.unlink()
-        raise InputError(f"{url}: got {size} bytes, the server announced {total}; deleted {partial}")
+        raise InputError(
+            f"{url}: got {size} bytes, the server announced {total}; deleted {partial}"
+        )
     if md5 is not None:
         actual = file_md5(partial)
         if actual != md5.lower():
             partial.unlink()
-            raise InputError(f"{url}: checksum mismatch: MD5 {actual}, expected {md5}; "
-                             f"deleted {partial}")
+            raise InputError(
+                f"{url}: checksum mismatch: MD5 {actual}, expected {md5}; deleted {partial}"
+            )
     os.replace(partial, path)
     return path
 
@@ -194,7 +224,9 @@ def _extract(archive: Path, dest: Path, folder: str) -> None:
                 for member in bundle.namelist():
                     resolved = (staging / member).resolve()
                     if not resolved.is_relative_to(staging.resolve()):
-                        raise InputError(f"{archive}: refusing to extract {member!r} outside {dest}")
+                        raise InputError(
+                            f"{archive}: refusing to extract {member!r} outside {dest}"
+                        )
                 bundle.extractall(staging)
         except zipfile.BadZipFile as exc:
             raise InputError(f"{archive}: not a valid zip file ({exc})") from None

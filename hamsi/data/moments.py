@@ -55,7 +55,9 @@ def rating_spread(rows: np.ndarray, values: np.ndarray, n_users: int) -> float:
     return float(np.sqrt(mean_of(squared_deviation_sums(rows, values, n_users, mean), values.size)))
 
 
-def squared_deviation_sums(rows: np.ndarray, values: np.ndarray, n_users: int, mean: float) -> np.ndarray:
+def squared_deviation_sums(
+    rows: np.ndarray, values: np.ndarray, n_users: int, mean: float
+) -> np.ndarray:
     """Return sum_i (values[i] - mean)^2 per user."""
     return user_sums(rows, (values - mean) ** 2, n_users)
 
@@ -67,7 +69,9 @@ def sum_in_order(partials) -> np.ndarray:
     """
     from hamsi import kernels
 
-    stacked = np.ascontiguousarray(np.stack([np.asarray(part, dtype=np.float64) for part in partials]))
+    stacked = np.ascontiguousarray(
+        np.stack([np.asarray(part, dtype=np.float64) for part in partials])
+    )
     total = np.empty(stacked.shape[1])
     kernels.sum_partials_in_order(stacked, total)
     return total

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
@@ -62,16 +62,30 @@ class Ratings:
     def __repr__(self) -> str:
         return f"Ratings({self.shape[0]} users x {self.shape[1]} items, {self.nnz} ratings, source={self.source!r})"
 
-    def subset(self, index: np.ndarray) -> "Ratings":
+    def subset(self, index: np.ndarray) -> Ratings:
         """Return the ratings at `index`, keeping the full shape and id maps."""
-        return Ratings(self.rows[index], self.cols[index], self.values[index], self.shape,
-                       self.user_ids, self.item_ids, self.source)
+        return Ratings(
+            self.rows[index],
+            self.cols[index],
+            self.values[index],
+            self.shape,
+            self.user_ids,
+            self.item_ids,
+            self.source,
+        )
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_ids(cls, user_ids, item_ids, values, *, source: str = "<memory>",
-                 duplicates: str = "error",
-                 locate: Callable[[int], str] | None = None) -> "Ratings":
+    def from_ids(
+        cls,
+        user_ids,
+        item_ids,
+        values,
+        *,
+        source: str = "<memory>",
+        duplicates: str = "error",
+        locate: Callable[[int], str] | None = None,
+    ) -> Ratings:
         """Return Ratings built from original (possibly sparse) ids, validated.
 
         Ids must be non-negative integers and values finite. `duplicates` says what to do
@@ -92,14 +106,34 @@ class Ratings:
             raise InputError(f"{where(k)}: rating is not a finite number: {float(values[k])}")
         user_map, rows = dense_index(users)
         item_map, cols = dense_index(items)
-        return cls.from_indices(rows, cols, values, (len(user_map), len(item_map)),
-                                user_ids=user_map, item_ids=item_map, source=source,
-                                duplicates=duplicates, locate=where, checked=True)
+        return cls.from_indices(
+            rows,
+            cols,
+            values,
+            (len(user_map), len(item_map)),
+            user_ids=user_map,
+            item_ids=item_map,
+            source=source,
+            duplicates=duplicates,
+            locate=where,
+            checked=True,
+        )
 
     @classmethod
-    def from_indices(cls, rows, cols, values, shape, *, user_ids=None, item_ids=None,
-                     source: str = "<memory>", duplicates: str = "error",
-                     locate: Callable[[int], str] | None = None, checked: bool = False) -> "Ratings":
+    def from_indices(
+        cls,
+        rows,
+        cols,
+        values,
+        shape,
+        *,
+        user_ids=None,
+        item_ids=None,
+        source: str = "<memory>",
+        duplicates: str = "error",
+        locate: Callable[[int], str] | None = None,
+        checked: bool = False,
+    ) -> Ratings:
         """Return Ratings from dense 0-based indices within `shape`, validated like from_ids.
 
         `checked=True` skips the index and value checks (the caller has done them).
@@ -114,7 +148,9 @@ class Ratings:
                 outside = index >= bound
                 if outside.any():
                     k = int(np.argmax(outside))
-                    raise InputError(f"{where(k)}: {what} index {int(index[k])} is not below {bound}")
+                    raise InputError(
+                        f"{where(k)}: {what} index {int(index[k])} is not below {bound}"
+                    )
             bad = ~np.isfinite(values)
             if bad.any():
                 k = int(np.argmax(bad))
@@ -125,13 +161,20 @@ class Ratings:
         show_users = user_ids if user_ids is not None else np.arange(shape[0])
         show_items = item_ids if item_ids is not None else np.arange(shape[1])
         rows, cols, values, merged = _resolve_duplicates(
-            rows, cols, values, shape, duplicates, where,
-            lambda k: show_users[rows[k]], lambda k: show_items[cols[k]])
+            rows,
+            cols,
+            values,
+            shape,
+            duplicates,
+            where,
+            lambda k: show_users[rows[k]],
+            lambda k: show_items[cols[k]],
+        )
         notes = {"duplicates_merged": merged} if merged else {}
         return cls(rows, cols, values, shape, user_ids, item_ids, source, notes)
 
     # ------------------------------------------------------------------ splits
-    def split(self, test_fraction: float = 0.2, seed=None) -> tuple["Ratings", "Ratings"]:
+    def split(self, test_fraction: float = 0.2, seed=None) -> tuple[Ratings, Ratings]:
         """Return (train, test): a uniformly random `test_fraction` of ratings held out.
 
         Both parts keep the full shape and id maps; the ratings keep their original order.
@@ -144,7 +187,7 @@ class Ratings:
         in_test[rng.choice(self.nnz, size=n_test, replace=False)] = True
         return self.subset(np.flatnonzero(~in_test)), self.subset(np.flatnonzero(in_test))
 
-    def split_by_hash(self, test_fraction: float, seed=None) -> tuple["Ratings", "Ratings"]:
+    def split_by_hash(self, test_fraction: float, seed=None) -> tuple[Ratings, Ratings]:
         """Return (train, test): the pairs whose `heldout_mask` hash falls below test_fraction go to test.
 
         Which pairs are held out depends only on their raw ids and the seed, never on the order or
@@ -153,10 +196,12 @@ class Ratings:
         """
         if not 0.0 < float(test_fraction) < 1.0:
             raise InputError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
-        in_test = heldout_mask(self.user_ids[self.rows], self.item_ids[self.cols], test_fraction, seed)
+        in_test = heldout_mask(
+            self.user_ids[self.rows], self.item_ids[self.cols], test_fraction, seed
+        )
         return self.subset(np.flatnonzero(~in_test)), self.subset(np.flatnonzero(in_test))
 
-    def holdout_per_user(self, n_per_user: int | float = 1, seed=None) -> tuple["Ratings", "Ratings"]:
+    def holdout_per_user(self, n_per_user: int | float = 1, seed=None) -> tuple[Ratings, Ratings]:
         """Return (train, test) with ratings of every user held out at random.
 
         An int holds out that many ratings per user, a float in (0, 1) that fraction (rounded
@@ -171,7 +216,9 @@ class Ratings:
         elif isinstance(n_per_user, float) and 0.0 < n_per_user < 1.0:
             held = np.floor(counts * n_per_user).astype(np.int64)
         else:
-            raise InputError(f"n_per_user must be an int >= 0 or a float in (0, 1), got {n_per_user!r}")
+            raise InputError(
+                f"n_per_user must be an int >= 0 or a float in (0, 1), got {n_per_user!r}"
+            )
         held = np.minimum(held, np.maximum(counts - 1, 0))
         rng = np.random.default_rng(seed)
         # A random permutation followed by a stable sort on the user gives each user's ratings
@@ -202,8 +249,12 @@ class Ratings:
             "items_without_ratings": int(np.count_nonzero(item_counts == 0)),
         }
         if self.nnz:
-            stats.update(rating_min=float(self.values.min()), rating_max=float(self.values.max()),
-                         rating_mean=float(self.values.mean()), rating_std=float(self.values.std()))
+            stats.update(
+                rating_min=float(self.values.min()),
+                rating_max=float(self.values.max()),
+                rating_mean=float(self.values.mean()),
+                rating_std=float(self.values.std()),
+            )
         stats["rating_histogram"] = rating_histogram(self.values)
         stats["user_activity"] = activity_quantiles(user_counts)
         stats["item_activity"] = activity_quantiles(item_counts)
@@ -265,10 +316,12 @@ def heldout_mask(users, items, fraction: float, seed=None) -> np.ndarray:
     u = mix(mix(user ^ mix(seed)) + golden ^ item) / 2^64 is uniform in [0, 1) for every pair and
     depends only on the raw ids and the seed (None means 0); the pair is held out when u < fraction.
     """
-    seed_bits = _mix64(np.array([0 if seed is None else int(seed)], dtype=np.int64).view(np.uint64))[0]
+    seed_bits = _mix64(
+        np.array([0 if seed is None else int(seed)], dtype=np.int64).view(np.uint64)
+    )[0]
     with np.errstate(over="ignore"):
         h = _mix64((_mix64(_id_bits(users) ^ seed_bits) + _GOLDEN) ^ _id_bits(items))
-    return (h >> np.uint64(11)).astype(np.float64) * 2.0 ** -53 < float(fraction)
+    return (h >> np.uint64(11)).astype(np.float64) * 2.0**-53 < float(fraction)
 
 
 def dense_index(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -326,9 +379,11 @@ def _resolve_duplicates(rows, cols, values, shape, policy, where, user_of, item_
     if policy == "error":
         repeats = order[~starts_group]
         k = int(repeats.min())  # the earliest record that repeats an earlier pair
-        raise InputError(f"{where(k)}: duplicate (user, item) pair ({user_of(k)}, {item_of(k)}); "
-                         "merge repeated pairs with --duplicates keep-last or --duplicates mean "
-                         "(hamsi factorize, hamsi data info/convert; the duplicates= argument in Python)")
+        raise InputError(
+            f"{where(k)}: duplicate (user, item) pair ({user_of(k)}, {item_of(k)}); "
+            "merge repeated pairs with --duplicates keep-last or --duplicates mean "
+            "(hamsi factorize, hamsi data info/convert; the duplicates= argument in Python)"
+        )
     group = np.cumsum(starts_group) - 1
     if policy == "keep-last":
         ends_group = np.concatenate((starts_group[1:], [True]))

@@ -37,10 +37,18 @@ from hamsi.limits import refuse_unless_fits
 CHUNK_BYTES = 64 << 20
 FORMATS = ("ml-100k", "ml-dat", "ml-csv", "hamsi", "csv", "tsv", "parquet", "dataframe")
 FORMAT_ALIASES = {
-    "u.data": "ml-100k", "movielens-100k": "ml-100k",
-    "ml-1m": "ml-dat", "ml-10m": "ml-dat", "movielens-1m": "ml-dat", "movielens-10m": "ml-dat",
-    "ml-20m": "ml-csv", "ml-25m": "ml-csv", "ml-latest": "ml-csv",
-    "movielens-20m": "ml-csv", "movielens-25m": "ml-csv", "txt": "hamsi",
+    "u.data": "ml-100k",
+    "movielens-100k": "ml-100k",
+    "ml-1m": "ml-dat",
+    "ml-10m": "ml-dat",
+    "movielens-1m": "ml-dat",
+    "movielens-10m": "ml-dat",
+    "ml-20m": "ml-csv",
+    "ml-25m": "ml-csv",
+    "ml-latest": "ml-csv",
+    "movielens-20m": "ml-csv",
+    "movielens-25m": "ml-csv",
+    "txt": "hamsi",
 }
 MOVIELENS_HEADER = ["userid", "movieid", "rating", "timestamp"]
 COMPRESSION_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
@@ -56,8 +64,15 @@ MAX_FIRST_LINE_BYTES = 1 << 20
 MAX_DIMENSION = np.iinfo(np.int32).max
 
 
-def load_ratings(source, format: str = "auto", *, duplicates: str = "error", sep: str | None = None,
-                 columns=None, header: bool | None = None) -> Ratings:
+def load_ratings(
+    source,
+    format: str = "auto",
+    *,
+    duplicates: str = "error",
+    sep: str | None = None,
+    columns=None,
+    header: bool | None = None,
+) -> Ratings:
     """Return the Ratings read from a file, a MovieLens directory or a pandas/dask DataFrame.
 
     Parameters
@@ -86,7 +101,9 @@ def load_ratings(source, format: str = "auto", *, duplicates: str = "error", sep
     if _is_dataframe(source):
         return read_dataframe(source, columns=columns, duplicates=duplicates)
     if format == "dataframe":
-        raise InputError(f"format='dataframe' needs a pandas or dask DataFrame, got {type(source).__name__}")
+        raise InputError(
+            f"format='dataframe' needs a pandas or dask DataFrame, got {type(source).__name__}"
+        )
     path = _existing_path(source)
     if format == "auto":
         path, format, header = _detect(path, header)
@@ -95,10 +112,12 @@ def load_ratings(source, format: str = "auto", *, duplicates: str = "error", sep
         "ml-dat": lambda: _read_movielens(path, "::", "ml-dat", duplicates),
         "ml-csv": lambda: _read_movielens(path, ",", "ml-csv", duplicates),
         "hamsi": lambda: read_hamsi_text(path, duplicates=duplicates),
-        "csv": lambda: read_delimited(path, sep=sep or ",", columns=columns, header=header,
-                                      duplicates=duplicates),
-        "tsv": lambda: read_delimited(path, sep=sep or "\t", columns=columns, header=header,
-                                      duplicates=duplicates),
+        "csv": lambda: read_delimited(
+            path, sep=sep or ",", columns=columns, header=header, duplicates=duplicates
+        ),
+        "tsv": lambda: read_delimited(
+            path, sep=sep or "\t", columns=columns, header=header, duplicates=duplicates
+        ),
         "parquet": lambda: read_parquet(path, columns=columns, duplicates=duplicates),
     }
     return readers[format]()
@@ -135,8 +154,10 @@ def _existing_path(source) -> Path:
     try:
         path = Path(os.fspath(source)).expanduser()
     except TypeError:
-        raise InputError(f"cannot read ratings from a {type(source).__name__}; "
-                         "pass a path or a pandas/dask DataFrame") from None
+        raise InputError(
+            f"cannot read ratings from a {type(source).__name__}; "
+            "pass a path or a pandas/dask DataFrame"
+        ) from None
     if not path.exists():
         raise InputError(f"{path}: no such file or directory")
     refuse_special_file(path)
@@ -150,8 +171,10 @@ def refuse_special_file(path) -> None:
     """
     path = Path(path)
     if path.exists() and not (path.is_file() or path.is_dir()):
-        raise InputError(f"{path}: not a regular file or directory (a device, pipe or socket); "
-                         "save the data to a file first")
+        raise InputError(
+            f"{path}: not a regular file or directory (a device, pipe or socket); "
+            "save the data to a file first"
+        )
 
 
 def _detect(path: Path, header: bool | None) -> tuple[Path, str, bool | None]:
@@ -167,8 +190,12 @@ def _detect(path: Path, header: bool | None) -> tuple[Path, str, bool | None]:
     if first is None:
         raise InputError(f"{path}: file is empty")
     fields_of = {sep: first.split(sep) for sep in ("::", "\t", ",")}
-    if first.strip() == "2" and second is not None and _all_numbers(second.split()) \
-            and len(second.split()) == 2:
+    if (
+        first.strip() == "2"
+        and second is not None
+        and _all_numbers(second.split())
+        and len(second.split()) == 2
+    ):
         return path, "hamsi", header
     if len(fields_of["::"]) > 1:
         return path, "ml-dat", header
@@ -183,8 +210,10 @@ def _detect(path: Path, header: bool | None) -> tuple[Path, str, bool | None]:
         if sep == "\t" and len(fields) == 4:
             return path, "ml-100k", header
         return path, name, False if header is None else header
-    raise InputError(f"{path}:1: cannot detect the format: no '::', tab or comma separating "
-                     f"3 or more fields in {first!r}; pass format= (and sep=) explicitly")
+    raise InputError(
+        f"{path}:1: cannot detect the format: no '::', tab or comma separating "
+        f"3 or more fields in {first!r}; pass format= (and sep=) explicitly"
+    )
 
 
 def _plain_suffix(path: Path) -> str:
@@ -212,19 +241,31 @@ def decompression_errors(path):
     except FileNotFoundError:  # the callers name a missing file in their own words
         raise
     except EOFError:
-        raise InputError(f"{path}: truncated compressed file (it ends before the end-of-stream marker)") from None
-    except (lzma.LZMAError, zlib.error, OSError) as exc:  # gzip.BadGzipFile and bz2's errors are OSErrors
-        raise InputError(f"{path}: corrupt or unreadable data: {getattr(exc, 'strerror', None) or exc}") from None
+        raise InputError(
+            f"{path}: truncated compressed file (it ends before the end-of-stream marker)"
+        ) from None
+    except (
+        lzma.LZMAError,
+        zlib.error,
+        OSError,
+    ) as exc:  # gzip.BadGzipFile and bz2's errors are OSErrors
+        raise InputError(
+            f"{path}: corrupt or unreadable data: {getattr(exc, 'strerror', None) or exc}"
+        ) from None
 
 
 def _first_lines(path: Path, count: int) -> list[str | None]:
     """Return the first `count` non-empty lines of the file (None where the file ends)."""
     lines: list[str | None] = []
     with _open_binary(path) as stream, decompression_errors(path):
-        for number, raw in enumerate(iter(lambda: stream.readline(MAX_FIRST_LINE_BYTES + 1), b""), start=1):
+        for number, raw in enumerate(
+            iter(lambda: stream.readline(MAX_FIRST_LINE_BYTES + 1), b""), start=1
+        ):
             if len(raw) > MAX_FIRST_LINE_BYTES:
-                raise InputError(f"{path}:{number}: line longer than {MAX_FIRST_LINE_BYTES} bytes: "
-                                 "not a rating text file")
+                raise InputError(
+                    f"{path}:{number}: line longer than {MAX_FIRST_LINE_BYTES} bytes: "
+                    "not a rating text file"
+                )
             text = raw.decode("utf-8", errors="replace").rstrip("\r\n")
             if text.strip():
                 lines.append(text)
@@ -255,17 +296,20 @@ def _read_movielens(path: Path, sep: str, fmt: str, duplicates: str) -> Ratings:
         if first is None:
             raise InputError(f"{path}: file is empty")
         if [f.strip().lower() for f in first.split(",")] != MOVIELENS_HEADER:
-            raise InputError(f"{path}:1: expected the header userId,movieId,rating,timestamp, "
-                             f"found {first!r}")
+            raise InputError(
+                f"{path}:1: expected the header userId,movieId,rating,timestamp, found {first!r}"
+            )
         skip = 1
     layout = _Layout(path, sep=sep, n_fields=4, use=(0, 1, 2), skip_lines=skip, label=fmt)
     users, items, values = _parse_layout(layout)
-    return Ratings.from_ids(users, items, values, source=str(path), duplicates=duplicates,
-                            locate=layout.line_of_record)
+    return Ratings.from_ids(
+        users, items, values, source=str(path), duplicates=duplicates, locate=layout.line_of_record
+    )
 
 
-def read_delimited(path, *, sep: str = ",", columns=None, header: bool | None = None,
-                   duplicates: str = "error") -> Ratings:
+def read_delimited(
+    path, *, sep: str = ",", columns=None, header: bool | None = None, duplicates: str = "error"
+) -> Ratings:
     """Return ratings from delimited text with the (user, item, rating) `columns` chosen.
 
     `columns` holds names (when there is a header) or 0-based positions; by default the
@@ -281,11 +325,18 @@ def read_delimited(path, *, sep: str = ",", columns=None, header: bool | None = 
         header = not _all_numbers(fields)
     names = [f.strip() for f in fields] if header else [str(k) for k in range(len(fields))]
     use = _pick_columns(names, columns, str(path))
-    layout = _Layout(path, sep=sep, n_fields=len(fields), use=use, skip_lines=1 if header else 0,
-                     label=f"{'tsv' if sep == chr(9) else 'csv'} with {len(fields)} fields")
+    layout = _Layout(
+        path,
+        sep=sep,
+        n_fields=len(fields),
+        use=use,
+        skip_lines=1 if header else 0,
+        label=f"{'tsv' if sep == chr(9) else 'csv'} with {len(fields)} fields",
+    )
     users, items, values = _parse_layout(layout)
-    return Ratings.from_ids(users, items, values, source=str(path), duplicates=duplicates,
-                            locate=layout.line_of_record)
+    return Ratings.from_ids(
+        users, items, values, source=str(path), duplicates=duplicates, locate=layout.line_of_record
+    )
 
 
 def read_hamsi_text(path, *, duplicates: str = "error") -> Ratings:
@@ -303,18 +354,24 @@ def read_hamsi_text(path, *, duplicates: str = "error") -> Ratings:
         n_rows, n_cols = (int(v) for v in (head[1] or "").split())
         nnz = int(head[2] or "")
     except ValueError:
-        raise InputError(f"{path}:1: expected the HAMSI header '2' / 'rows cols' / 'nnz', found "
-                         f"{head!r}") from None
+        raise InputError(
+            f"{path}:1: expected the HAMSI header '2' / 'rows cols' / 'nnz', found {head!r}"
+        ) from None
     if order != 2 or n_rows < 0 or n_cols < 0 or nnz < 0:
-        raise InputError(f"{path}:1: HAMSI header must be '2' / 'rows cols' / 'nnz' with "
-                         f"non-negative sizes, found {head!r}")
+        raise InputError(
+            f"{path}:1: HAMSI header must be '2' / 'rows cols' / 'nnz' with "
+            f"non-negative sizes, found {head!r}"
+        )
     if max(n_rows, n_cols) > MAX_DIMENSION:
-        raise InputError(f"{path}:2: header declares a {n_rows} x {n_cols} matrix; at most {MAX_DIMENSION} "
-                         "rows and columns are supported")
+        raise InputError(
+            f"{path}:2: header declares a {n_rows} x {n_cols} matrix; at most {MAX_DIMENSION} "
+            "rows and columns are supported"
+        )
     # the ids 1..rows and 1..cols are materialised (int64 each, and again as the model's ids)
     refuse_unless_fits(f"{path}:2: the header's {n_rows} x {n_cols} matrix", 16 * (n_rows + n_cols))
-    layout = _Layout(path, sep=" ", n_fields=3, use=(0, 1, 2), skip_lines=3, label="hamsi",
-                     any_whitespace=True)
+    layout = _Layout(
+        path, sep=" ", n_fields=3, use=(0, 1, 2), skip_lines=3, label="hamsi", any_whitespace=True
+    )
     users, items, values = _parse_layout(layout)
     if users.size != nnz:
         raise InputError(f"{path}: header announces {nnz} entries but the file holds {users.size}")
@@ -322,18 +379,37 @@ def read_hamsi_text(path, *, duplicates: str = "error") -> Ratings:
         outside = (ids < 1) | (ids > bound)
         if outside.any():
             k = int(np.argmax(outside))
-            raise InputError(f"{layout.line_of_record(k)}: {what} index {int(ids[k])} is outside "
-                             f"1..{bound} declared in the header")
-    return Ratings.from_indices(users - 1, items - 1, values, (n_rows, n_cols),
-                                user_ids=np.arange(1, n_rows + 1), item_ids=np.arange(1, n_cols + 1),
-                                source=str(path), duplicates=duplicates, locate=layout.line_of_record)
+            raise InputError(
+                f"{layout.line_of_record(k)}: {what} index {int(ids[k])} is outside "
+                f"1..{bound} declared in the header"
+            )
+    return Ratings.from_indices(
+        users - 1,
+        items - 1,
+        values,
+        (n_rows, n_cols),
+        user_ids=np.arange(1, n_rows + 1),
+        item_ids=np.arange(1, n_cols + 1),
+        source=str(path),
+        duplicates=duplicates,
+        locate=layout.line_of_record,
+    )
 
 
 class _Layout:
     """How a delimited file is laid out, with the slow line scan used to explain errors."""
 
-    def __init__(self, path: Path, *, sep: str, n_fields: int, use: tuple[int, int, int],
-                 skip_lines: int, label: str, any_whitespace: bool = False):
+    def __init__(
+        self,
+        path: Path,
+        *,
+        sep: str,
+        n_fields: int,
+        use: tuple[int, int, int],
+        skip_lines: int,
+        label: str,
+        any_whitespace: bool = False,
+    ):
         self.path, self.sep, self.n_fields, self.use = path, sep, n_fields, tuple(use)
         self.skip_lines, self.label, self.any_whitespace = skip_lines, label, any_whitespace
 
@@ -367,8 +443,10 @@ class _Layout:
             fields = self.split(text)
             if len(fields) != self.n_fields:
                 sep = "whitespace" if self.any_whitespace else repr(self.sep)
-                return (f"{where}: expected {self.n_fields} fields separated by {sep} "
-                        f"({self.label}), found {len(fields)}: {text!r}")
+                return (
+                    f"{where}: expected {self.n_fields} fields separated by {sep} "
+                    f"({self.label}), found {len(fields)}: {text!r}"
+                )
             for col, what in ((user_col, "user id"), (item_col, "item id")):
                 value = fields[col].strip()
                 if not value.lstrip("-").isdigit():
@@ -385,7 +463,9 @@ class _Layout:
 
     def fail(self, reason: str) -> InputError:
         """Return the InputError for a file the fast parser rejected."""
-        return InputError(self.first_problem() or f"{self.path}: cannot parse as {self.label}: {reason}")
+        return InputError(
+            self.first_problem() or f"{self.path}: cannot parse as {self.label}: {reason}"
+        )
 
 
 def _parse_layout(layout: _Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -406,9 +486,14 @@ def _parse_layout(layout: _Layout) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             chunk += stream.readline()  # finish the last line so no record spans two chunks
             parts.append(_parse_chunk(chunk, layout))
     if not parts:
-        raise InputError(f"{layout.path}: no ratings after the header" if layout.skip_lines
-                         else f"{layout.path}: file is empty")
-    columns = [np.concatenate([p[k] for p in parts]) if len(parts) > 1 else parts[0][k] for k in range(3)]
+        raise InputError(
+            f"{layout.path}: no ratings after the header"
+            if layout.skip_lines
+            else f"{layout.path}: file is empty"
+        )
+    columns = [
+        np.concatenate([p[k] for p in parts]) if len(parts) > 1 else parts[0][k] for k in range(3)
+    ]
     return columns[0], columns[1], columns[2]
 
 
@@ -462,8 +547,14 @@ def _parse_chunk_whitespace(chunk: bytes, layout: _Layout, first_error: Exceptio
     import pandas as pd
 
     try:
-        frame = pd.read_csv(io.BytesIO(chunk), sep=r"\s+", header=None, engine="c",
-                            names=["u", "i", "r"], dtype={"u": np.int64, "i": np.int64, "r": np.float64})
+        frame = pd.read_csv(
+            io.BytesIO(chunk),
+            sep=r"\s+",
+            header=None,
+            engine="c",
+            names=["u", "i", "r"],
+            dtype={"u": np.int64, "i": np.int64, "r": np.float64},
+        )
     except (ValueError, pd.errors.ParserError):
         raise layout.fail(str(first_error)) from None
     if frame["r"].isna().any():
@@ -482,12 +573,16 @@ def _pick_columns(names: list[str], columns, source: str) -> tuple[int, int, int
             if len(names) < 3:
                 raise InputError(f"{source}: need 3 columns (user, item, rating), found {names}")
             if any(p is not None for p in picked) or not all(n.isdigit() for n in names):
-                raise InputError(f"{source}: cannot tell the user, item and rating columns among "
-                                 f"{names}; pass columns=(user, item, rating)")
+                raise InputError(
+                    f"{source}: cannot tell the user, item and rating columns among "
+                    f"{names}; pass columns=(user, item, rating)"
+                )
             picked = [0, 1, 2]
         return tuple(picked)
     if len(columns) != 3:
-        raise InputError(f"{source}: columns must name 3 columns (user, item, rating), got {columns!r}")
+        raise InputError(
+            f"{source}: columns must name 3 columns (user, item, rating), got {columns!r}"
+        )
     positions = []
     for column in columns:
         if isinstance(column, (int, np.integer)) and 0 <= column < len(names):
@@ -526,8 +621,14 @@ def read_parquet(path, *, columns=None, duplicates: str = "error") -> Ratings:
     if not parts[0] or sum(len(p) for p in parts[0]) == 0:
         raise InputError(f"{path}: Parquet file holds no ratings")
     users, items, values = (np.concatenate(p) for p in parts)
-    return Ratings.from_ids(users, items, values.astype(np.float64), source=str(path),
-                            duplicates=duplicates, locate=lambda k: f"{path}: row {k}")
+    return Ratings.from_ids(
+        users,
+        items,
+        values.astype(np.float64),
+        source=str(path),
+        duplicates=duplicates,
+        locate=lambda k: f"{path}: row {k}",
+    )
 
 
 def read_dataframe(frame, *, columns=None, duplicates: str = "error") -> Ratings:
@@ -550,5 +651,11 @@ def read_dataframe(frame, *, columns=None, duplicates: str = "error") -> Ratings
     def locate(k: int) -> str:
         return f"{label} row {index[k]}" if index is not None else f"{label} row {k}"
 
-    return Ratings.from_ids(users, items, np.asarray(values, dtype=np.float64), source=label,
-                            duplicates=duplicates, locate=locate)
+    return Ratings.from_ids(
+        users,
+        items,
+        np.asarray(values, dtype=np.float64),
+        source=label,
+        duplicates=duplicates,
+        locate=locate,
+    )

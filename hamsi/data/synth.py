@@ -74,7 +74,9 @@ class Preset:
     shares: dict
     model: RatingModel
     min_user_ratings: int = 20  # MovieLens keeps users with >= 20 ratings
-    user_activity_law: str = "gamma"  # or "lognormal": the user shape is then the log's standard deviation
+    user_activity_law: str = (
+        "gamma"  # or "lognormal": the user shape is then the log's standard deviation
+    )
 
     def __iter__(self):
         """Unpack as (users, items, ratings), the tuple a preset used to be."""
@@ -85,21 +87,43 @@ class Preset:
 STAR_SHARES = {1.0: 0.061, 2.0: 0.114, 3.0: 0.271, 4.0: 0.341, 5.0: 0.213}
 STAR_SHARES_1M = {1.0: 0.056, 2.0: 0.108, 3.0: 0.261, 4.0: 0.349, 5.0: 0.226}
 # The second real set of issue 20 (672 x 9,066, half stars 0.5..5, a long item tail).
-LONG_TAIL_SHARES = {0.5: 0.011, 1.0: 0.033, 1.5: 0.017, 2.0: 0.073, 2.5: 0.044, 3.0: 0.201, 3.5: 0.105,
-                    4.0: 0.288, 4.5: 0.077, 5.0: 0.151}
-HALF_STAR_SHARES = {1.0: 0.04, 1.5: 0.02, 2.0: 0.09, 2.5: 0.05, 3.0: 0.22, 3.5: 0.12,
-                    4.0: 0.27, 4.5: 0.07, 5.0: 0.12}
+LONG_TAIL_SHARES = {
+    0.5: 0.011,
+    1.0: 0.033,
+    1.5: 0.017,
+    2.0: 0.073,
+    2.5: 0.044,
+    3.0: 0.201,
+    3.5: 0.105,
+    4.0: 0.288,
+    4.5: 0.077,
+    5.0: 0.151,
+}
+HALF_STAR_SHARES = {
+    1.0: 0.04,
+    1.5: 0.02,
+    2.0: 0.09,
+    2.5: 0.05,
+    3.0: 0.22,
+    3.5: 0.12,
+    4.0: 0.27,
+    4.5: 0.07,
+    5.0: 0.12,
+}
 # Calibrated so that a random 80/20 split of ml-100k-like scores as real MovieLens-100K does
 # (global mean 1.130, regularized biases 0.954, best factorization about 0.91); see the module
 # doc. The 10M/20M presets reuse it (not calibrated to those releases).
-MOVIELENS_MODEL = RatingModel(user_bias=0.39, item_bias=0.44, factors=0.45, noise=0.67,
-                              popularity_corr=0.45)
+MOVIELENS_MODEL = RatingModel(
+    user_bias=0.39, item_bias=0.44, factors=0.45, noise=0.67, popularity_corr=0.45
+)
 # long-tail-like: calibrated so that a random 80/20 split scores as the real file of issue 20 does
 # relative to its bias baseline (seed 0, the same split for all: biases 0.893 (real, unregularized,
 # 0.902), scikit-surprise SVD defaults 0.897 (0.895), its best grid point 0.865 (0.871), Spark ALS
 # best point 0.924 (0.915)). With MOVIELENS_MODEL, which it used before, a factor model gained
 # 0.010 over the biases where the real file gains 0.031, so no setting could show the real gain.
-LONG_TAIL_MODEL = RatingModel(user_bias=0.45, item_bias=0.5, factors=0.52, noise=0.62, popularity_corr=0.45)
+LONG_TAIL_MODEL = RatingModel(
+    user_bias=0.45, item_bias=0.5, factors=0.52, noise=0.62, popularity_corr=0.45
+)
 # For explicit shapes: a strong planted signal (signal variance about 1.5, noise 0.5), the
 # generator's original model, which tests of recovery rely on.
 # Gamma shapes: fitted to min / median / max activity of each release (expected counts).
@@ -109,8 +133,17 @@ PRESETS = {
     "ml-1m-like": Preset(6040, 3706, 1_000_209, 0.50, 0.42, STAR_SHARES_1M, MOVIELENS_MODEL),
     "ml-10m-like": Preset(69878, 10677, 10_000_054, 0.26, 0.22, STAR_SHARES, MOVIELENS_MODEL),
     "ml-20m-like": Preset(138493, 26744, 20_000_263, 0.25, 0.13, STAR_SHARES, MOVIELENS_MODEL),
-    "long-tail-like": Preset(672, 9066, 100_020, 1.4, 0.26, LONG_TAIL_SHARES, LONG_TAIL_MODEL,
-                             min_user_ratings=16, user_activity_law="lognormal"),
+    "long-tail-like": Preset(
+        672,
+        9066,
+        100_020,
+        1.4,
+        0.26,
+        LONG_TAIL_SHARES,
+        LONG_TAIL_MODEL,
+        min_user_ratings=16,
+        user_activity_law="lognormal",
+    ),
 }
 DEFAULT_ACTIVITY_SHAPE = 0.7
 MIN_RATINGS_PER_USER = 20
@@ -120,9 +153,17 @@ MAX_FILL = 3.0
 PAIRS_PER_CHUNK = 1 << 22
 
 
-def make_ratings(preset: str | None = None, users: int | None = None, items: int | None = None,
-                 ratings: int | None = None, rank: int = 10, seed=0, *, half_stars: bool = False,
-                 noise: float | None = None) -> Ratings:
+def make_ratings(
+    preset: str | None = None,
+    users: int | None = None,
+    items: int | None = None,
+    ratings: int | None = None,
+    rank: int = 10,
+    seed=0,
+    *,
+    half_stars: bool = False,
+    noise: float | None = None,
+) -> Ratings:
     """Return a synthetic Ratings with exactly `ratings` distinct (user, item) pairs.
 
     Parameters
@@ -150,24 +191,33 @@ def make_ratings(preset: str | None = None, users: int | None = None, items: int
     n_users, n_items, n_ratings = spec.users, spec.items, spec.ratings
     rank = int(rank)
     if n_users < 1 or n_items < 1 or n_ratings < 1 or rank < 1:
-        raise InputError(f"users, items, ratings and rank must be positive, got "
-                         f"{n_users}, {n_items}, {n_ratings}, {rank}")
+        raise InputError(
+            f"users, items, ratings and rank must be positive, got "
+            f"{n_users}, {n_items}, {n_ratings}, {rank}"
+        )
     if n_ratings > n_users * n_items:
         raise InputError(f"{n_ratings} ratings do not fit in {n_users} x {n_items} distinct pairs")
     # per rating: keys drawn with slack and sorted copies, rows, cols, score and value; per entity:
     # weights, factors and biases
-    refuse_unless_fits(f"{n_users} users x {n_items} items with {n_ratings} ratings at rank {rank}",
-                       64.0 * n_ratings + 8.0 * (n_users + n_items) * (rank + 4))
+    refuse_unless_fits(
+        f"{n_users} users x {n_items} items with {n_ratings} ratings at rank {rank}",
+        64.0 * n_ratings + 8.0 * (n_users + n_items) * (rank + 4),
+    )
     model = spec.model if noise is None else replace(spec.model, noise=float(noise))
     if not model.noise >= 0:
         raise InputError(f"noise must be >= 0, got {noise}")
 
     rng = np.random.default_rng(seed)
-    user_weights = capped(activity_weights(n_users, spec.user_activity_shape, rng, spec.user_activity_law),
-                          MAX_FILL * n_items / n_ratings)
-    item_weights = capped(activity_weights(n_items, spec.item_activity_shape, rng),
-                          MAX_FILL * n_users / n_ratings)
-    keys = _sample_pairs(rng, n_users, n_items, n_ratings, user_weights, item_weights, spec.min_user_ratings)
+    user_weights = capped(
+        activity_weights(n_users, spec.user_activity_shape, rng, spec.user_activity_law),
+        MAX_FILL * n_items / n_ratings,
+    )
+    item_weights = capped(
+        activity_weights(n_items, spec.item_activity_shape, rng), MAX_FILL * n_users / n_ratings
+    )
+    keys = _sample_pairs(
+        rng, n_users, n_items, n_ratings, user_weights, item_weights, spec.min_user_ratings
+    )
     rows = (keys // n_items).astype(np.int32)
     cols = (keys % n_items).astype(np.int32)
     del keys
@@ -175,24 +225,42 @@ def make_ratings(preset: str | None = None, users: int | None = None, items: int
     user_factors = rng.standard_normal((n_users, rank)) * (model.factors / np.sqrt(rank))
     item_factors = rng.standard_normal((n_items, rank))
     user_bias = model.user_bias * rng.standard_normal(n_users)
-    item_bias = model.item_bias * correlated_normal(rng, np.log(item_weights), model.popularity_corr)
+    item_bias = model.item_bias * correlated_normal(
+        rng, np.log(item_weights), model.popularity_corr
+    )
     scores = np.empty(n_ratings)
     for start in range(0, n_ratings, PAIRS_PER_CHUNK):
         part = slice(start, min(start + PAIRS_PER_CHUNK, n_ratings))
         r, c = rows[part], cols[part]
-        scores[part] = (user_bias[r] + item_bias[c]
-                        + np.einsum("ij,ij->i", user_factors[r], item_factors[c])
-                        + model.noise * rng.standard_normal(r.size))
+        scores[part] = (
+            user_bias[r]
+            + item_bias[c]
+            + np.einsum("ij,ij->i", user_factors[r], item_factors[c])
+            + model.noise * rng.standard_normal(r.size)
+        )
     values = stars_from_scores(scores, HALF_STAR_SHARES if half_stars else spec.shares)
     del scores
-    notes = {"generator": "hamsi.data.synth.make_ratings", "preset": preset, "seed": seed,
-             "rank": rank, "noise": model.noise, "planted_user_factors": user_factors,
-             "planted_item_factors": item_factors, "planted_user_bias": user_bias,
-             "planted_item_bias": item_bias}
-    return Ratings(rows, cols, values, (n_users, n_items),
-                   user_ids=np.arange(1, n_users + 1, dtype=np.int64),
-                   item_ids=np.arange(1, n_items + 1, dtype=np.int64),
-                   source=f"synthetic {preset or f'{n_users}x{n_items}'} seed={seed}", notes=notes)
+    notes = {
+        "generator": "hamsi.data.synth.make_ratings",
+        "preset": preset,
+        "seed": seed,
+        "rank": rank,
+        "noise": model.noise,
+        "planted_user_factors": user_factors,
+        "planted_item_factors": item_factors,
+        "planted_user_bias": user_bias,
+        "planted_item_bias": item_bias,
+    }
+    return Ratings(
+        rows,
+        cols,
+        values,
+        (n_users, n_items),
+        user_ids=np.arange(1, n_users + 1, dtype=np.int64),
+        item_ids=np.arange(1, n_items + 1, dtype=np.int64),
+        source=f"synthetic {preset or f'{n_users}x{n_items}'} seed={seed}",
+        notes=notes,
+    )
 
 
 def _resolve_shape(preset, users, items, ratings) -> Preset:
@@ -200,17 +268,30 @@ def _resolve_shape(preset, users, items, ratings) -> Preset:
     if preset is None:
         if users is None or items is None or ratings is None:
             raise InputError("give a preset or all of users, items and ratings")
-        return Preset(int(users), int(items), int(ratings), DEFAULT_ACTIVITY_SHAPE,
-                      DEFAULT_ACTIVITY_SHAPE, STAR_SHARES, PLANTED_MODEL, MIN_RATINGS_PER_USER)
+        return Preset(
+            int(users),
+            int(items),
+            int(ratings),
+            DEFAULT_ACTIVITY_SHAPE,
+            DEFAULT_ACTIVITY_SHAPE,
+            STAR_SHARES,
+            PLANTED_MODEL,
+            MIN_RATINGS_PER_USER,
+        )
     if preset not in PRESETS:
         raise InputError(f"unknown preset {preset!r}; expected one of {', '.join(PRESETS)}")
     spec = PRESETS[preset]
-    return replace(spec, users=int(spec.users if users is None else users),
-                   items=int(spec.items if items is None else items),
-                   ratings=int(spec.ratings if ratings is None else ratings))
+    return replace(
+        spec,
+        users=int(spec.users if users is None else users),
+        items=int(spec.items if items is None else items),
+        ratings=int(spec.ratings if ratings is None else ratings),
+    )
 
 
-def activity_weights(count: int, shape: float, rng: np.random.Generator, law: str = "gamma") -> np.ndarray:
+def activity_weights(
+    count: int, shape: float, rng: np.random.Generator, law: str = "gamma"
+) -> np.ndarray:
     """Return probabilities proportional to the gamma(shape) quantiles at (k - 1/2)/count, shuffled.
 
     Quantiles instead of draws fix the extremes (the busiest user is not left to chance); a
@@ -219,8 +300,11 @@ def activity_weights(count: int, shape: float, rng: np.random.Generator, law: st
     (the long-tail set's busiest user rates 34x the median one, beyond any gamma shape).
     """
     levels = (np.arange(count) + 0.5) / count
-    weights = (np.exp(shape * ndtri(levels)) if law == "lognormal"
-               else gamma_distribution.ppf(levels, shape))
+    weights = (
+        np.exp(shape * ndtri(levels))
+        if law == "lognormal"
+        else gamma_distribution.ppf(levels, shape)
+    )
     rng.shuffle(weights)
     return weights / weights.sum()
 
@@ -259,7 +343,9 @@ def stars_from_scores(scores: np.ndarray, shares: dict[float, float]) -> np.ndar
     return levels[np.searchsorted(ndtri(cumulative), standardized)]
 
 
-def _sample_pairs(rng, n_users, n_items, n_ratings, user_weights, item_weights, min_user_ratings) -> np.ndarray:
+def _sample_pairs(
+    rng, n_users, n_items, n_ratings, user_weights, item_weights, min_user_ratings
+) -> np.ndarray:
     """Return exactly n_ratings sorted distinct keys user * n_items + item (see module doc)."""
     user_floor = min(min_user_ratings, n_items, n_ratings // n_users)
     keys = _fill_user_floor(rng, n_users, n_items, user_floor, item_weights)
@@ -276,8 +362,9 @@ def _sample_pairs(rng, n_users, n_items, n_ratings, user_weights, item_weights, 
     uniform_share = 0.0
     while keys.size < n_ratings:
         missing = n_ratings - keys.size
-        drawn = _draw_keys(rng, n_items, user_weights, item_weights, int(missing * 1.1) + 64,
-                           uniform_share)
+        drawn = _draw_keys(
+            rng, n_items, user_weights, item_weights, int(missing * 1.1) + 64, uniform_share
+        )
         fresh = drawn[~_sorted_contains(keys, drawn)]
         if fresh.size < 0.1 * missing:
             uniform_share = min(1.0, uniform_share + 0.25)

@@ -13,8 +13,16 @@ from hamsi.data.ratings import Ratings
 from hamsi.errors import InputError
 
 WRITE_FORMATS = ("ml-100k", "ml-dat", "ml-csv", "hamsi", "parquet")
-SUFFIX_FORMATS = {".csv": "ml-csv", ".dat": "ml-dat", ".data": "ml-100k", ".tsv": "ml-100k",
-                  ".parquet": "parquet", ".pq": "parquet", ".txt": "hamsi", ".hamsi": "hamsi"}
+SUFFIX_FORMATS = {
+    ".csv": "ml-csv",
+    ".dat": "ml-dat",
+    ".data": "ml-100k",
+    ".tsv": "ml-100k",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".txt": "hamsi",
+    ".hamsi": "hamsi",
+}
 ROWS_PER_CHUNK = 1 << 20
 # Synthetic ratings carry no time; a fixed start (1997-09-20, the first day of MovieLens 100K)
 # plus one second per rating keeps the timestamp column plausible and well compressible.
@@ -28,8 +36,10 @@ def format_for_path(path) -> str:
         suffixes = suffixes[:-1]
     fmt = SUFFIX_FORMATS.get(suffixes[-1] if suffixes else "")
     if fmt is None:
-        raise InputError(f"{path}: cannot tell the format from the extension; use one of "
-                         f"{', '.join(sorted(SUFFIX_FORMATS))} (optionally + .gz) or pass format=")
+        raise InputError(
+            f"{path}: cannot tell the format from the extension; use one of "
+            f"{', '.join(sorted(SUFFIX_FORMATS))} (optionally + .gz) or pass format="
+        )
     return fmt
 
 
@@ -84,8 +94,11 @@ def _write_text(ratings: Ratings, stream, fmt: str, timestamps=None) -> None:
             columns = {"user": ratings.user_ids[rows], "item": ratings.item_ids[cols]}
         columns["rating"] = ratings.values[start:stop]
         if fmt != "hamsi":
-            columns["timestamp"] = (np.asarray(timestamps[start:stop], dtype=np.int64) if timestamps is not None
-                                    else np.arange(start, stop, dtype=np.int64) + SYNTHETIC_TIME_START)
+            columns["timestamp"] = (
+                np.asarray(timestamps[start:stop], dtype=np.int64)
+                if timestamps is not None
+                else np.arange(start, stop, dtype=np.int64) + SYNTHETIC_TIME_START
+            )
         buffer = io.BytesIO()
         pacsv.write_csv(pa.table(columns), buffer, write_options=options)
         text = buffer.getvalue()
@@ -98,6 +111,11 @@ def _write_parquet(ratings: Ratings, path: str) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.table({"userId": ratings.user_ids[ratings.rows], "movieId": ratings.item_ids[ratings.cols],
-                      "rating": ratings.values})
+    table = pa.table(
+        {
+            "userId": ratings.user_ids[ratings.rows],
+            "movieId": ratings.item_ids[ratings.cols],
+            "rating": ratings.values,
+        }
+    )
     pq.write_table(table, path)

@@ -4,5 +4,10 @@ from hamsi.problems.base import BlockLayout, PartiallySeparableProblem, block_la
 from hamsi.problems.least_squares import SparseLeastSquares
 from hamsi.problems.matrix_factorization import MatrixFactorization
 
-__all__ = ["BlockLayout", "PartiallySeparableProblem", "block_layout", "MatrixFactorization",
-           "SparseLeastSquares"]
+__all__ = [
+    "BlockLayout",
+    "PartiallySeparableProblem",
+    "block_layout",
+    "MatrixFactorization",
+    "SparseLeastSquares",
+]

@@ -114,8 +114,10 @@ class PartiallySeparableProblem(ABC):
         Needed to run the problem on Dask with x replicated (cluster.work.ReplicatedWork): the
         workers add their blocks' gradients, summed in block order as add_subset_gradient does.
         """
-        raise NotImplementedError(f"{type(self).__name__} does not implement add_block_gradient, "
-                                  f"which the Dask engine needs for a problem with replicated x")
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement add_block_gradient, "
+            f"which the Dask engine needs for a problem with replicated x"
+        )
 
     @abstractmethod
     def evaluate(self, x: np.ndarray) -> tuple[float, float]:

@@ -10,8 +10,13 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from hamsi.problems.base import (BlockLayout, PartiallySeparableProblem, block_layout, equal_bounds,
-                                 no_shared_entries)
+from hamsi.problems.base import (
+    BlockLayout,
+    PartiallySeparableProblem,
+    block_layout,
+    equal_bounds,
+    no_shared_entries,
+)
 
 
 class SparseLeastSquares(PartiallySeparableProblem):

@@ -23,8 +23,13 @@ import numpy as np
 
 from hamsi import kernels
 from hamsi.data.moments import rating_mean, sum_in_order
-from hamsi.problems.base import (BlockLayout, PartiallySeparableProblem, block_layout, equal_bounds,
-                                 no_shared_entries)
+from hamsi.problems.base import (
+    BlockLayout,
+    PartiallySeparableProblem,
+    block_layout,
+    equal_bounds,
+    no_shared_entries,
+)
 
 HELDOUT_CHUNKS = 64
 REG_WEIGHTINGS = ("uniform", "count")
@@ -34,9 +39,19 @@ BIAS_SWEEPS = 10
 class MatrixFactorization(PartiallySeparableProblem):
     """Low-rank completion of a Ratings matrix; x = [U (m x w), V (n x w)], w = rank (+1 with biases)."""
 
-    def __init__(self, ratings, rank: int, reg: float = 0.0, biases: bool = False, *,
-                 reg_weighting: str = "uniform", reg_damping: float = 0.0, init_scale: float = 1.0,
-                 init_biases: bool = False, clip_heldout: bool = True):
+    def __init__(
+        self,
+        ratings,
+        rank: int,
+        reg: float = 0.0,
+        biases: bool = False,
+        *,
+        reg_weighting: str = "uniform",
+        reg_damping: float = 0.0,
+        init_scale: float = 1.0,
+        init_biases: bool = False,
+        clip_heldout: bool = True,
+    ):
         check_penalty(reg_weighting, reg_damping)
         self.shape = (int(ratings.shape[0]), int(ratings.shape[1]))
         self.rank = int(rank)
@@ -50,21 +65,30 @@ class MatrixFactorization(PartiallySeparableProblem):
         self.rows = np.ascontiguousarray(ratings.rows, dtype=np.int32)
         self.cols = np.ascontiguousarray(ratings.cols, dtype=np.int32)
         self.vals = np.ascontiguousarray(ratings.values, dtype=np.float64)
-        self._source = (self.rows, self.cols, self.vals)  # caller's order; arrange() permutes copies
+        self._source = (
+            self.rows,
+            self.cols,
+            self.vals,
+        )  # caller's order; arrange() permutes copies
         self.n_functions = int(self.rows.shape[0])
         self.n_params = (self.shape[0] + self.shape[1]) * self.width
         self.scale = 1.0 / self.n_functions
         # the mean as the Dask data path reduces it (hamsi.data.moments), so both agree to the bit
         self.offset = rating_mean(self.rows, self.vals, self.shape[0]) if self.biases else 0.0
-        self.rating_range = ((float(self.vals.min()), float(self.vals.max())) if self.vals.size
-                             else (-np.inf, np.inf))
+        self.rating_range = (
+            (float(self.vals.min()), float(self.vals.max()))
+            if self.vals.size
+            else (-np.inf, np.inf)
+        )
         self.heldout_range = heldout_range(self.rating_range, clip_heldout)
         row_counts = np.bincount(self.rows, minlength=self.shape[0]).astype(np.float64)
         col_counts = np.bincount(self.cols, minlength=self.shape[1]).astype(np.float64)
-        self.row_reg, self.row_norm_weight = penalty_weights(self.reg, row_counts, reg_weighting,
-                                                                    self.reg_damping)
-        self.col_reg, self.col_norm_weight = penalty_weights(self.reg, col_counts, reg_weighting,
-                                                                    self.reg_damping)
+        self.row_reg, self.row_norm_weight = penalty_weights(
+            self.reg, row_counts, reg_weighting, self.reg_damping
+        )
+        self.col_reg, self.col_norm_weight = penalty_weights(
+            self.reg, col_counts, reg_weighting, self.reg_damping
+        )
         self.layout = None
         self._row_bounds = np.array([0, self.shape[0]], dtype=np.int64)
         self._block_bounds = np.array([0, self.n_functions], dtype=np.int64)
@@ -78,19 +102,28 @@ class MatrixFactorization(PartiallySeparableProblem):
     def arrange(self, partition) -> BlockLayout:
         """Reorder the ratings so each block of `partition` is a contiguous slice; return the layout."""
         if tuple(partition.shape) != self.shape:
-            raise ValueError(f"partition is for a {partition.shape} matrix, ratings are {self.shape}")
+            raise ValueError(
+                f"partition is for a {partition.shape} matrix, ratings are {self.shape}"
+            )
         if partition.n_functions != self.n_functions:
-            raise ValueError(f"partition covers {partition.n_functions} ratings, there are {self.n_functions}")
+            raise ValueError(
+                f"partition covers {partition.n_functions} ratings, there are {self.n_functions}"
+            )
         rows, cols = self._source[0], self._source[1]
 
         def touches_disjoint(blocks):
-            return (no_shared_entries([rows[b] for b in blocks])
-                    and no_shared_entries([cols[b] for b in blocks]))
+            return no_shared_entries([rows[b] for b in blocks]) and no_shared_entries(
+                [cols[b] for b in blocks]
+            )
 
         layout = block_layout(partition.subsets, touches_disjoint)
-        self.rows, self.cols, self.vals = (np.ascontiguousarray(a[layout.order]) for a in self._source)
+        self.rows, self.cols, self.vals = (
+            np.ascontiguousarray(a[layout.order]) for a in self._source
+        )
         self.layout = layout
-        self._row_bounds = self.shard_bounds(partition)[:self.n_row_shards(partition) + 1] // self.width
+        self._row_bounds = (
+            self.shard_bounds(partition)[: self.n_row_shards(partition) + 1] // self.width
+        )
         self._block_bounds = layout.block_bounds
         return layout
 
@@ -103,11 +136,19 @@ class MatrixFactorization(PartiallySeparableProblem):
         """Return offsets of U_0..U_{B-1}, V_0..V_{B-1} in x (row_bounds/col_bounds, else B equal)."""
         m, n = self.shape
         n_blocks = self.n_row_shards(partition)
-        row_bounds = (np.asarray(partition.row_bounds, dtype=np.int64) if partition.row_bounds is not None
-                      else equal_bounds(m, n_blocks))
-        col_bounds = (np.asarray(partition.col_bounds, dtype=np.int64) if partition.col_bounds is not None
-                      else equal_bounds(n, n_blocks))
-        return np.concatenate([row_bounds * self.width, (m + col_bounds[1:]) * self.width]).astype(np.int64)
+        row_bounds = (
+            np.asarray(partition.row_bounds, dtype=np.int64)
+            if partition.row_bounds is not None
+            else equal_bounds(m, n_blocks)
+        )
+        col_bounds = (
+            np.asarray(partition.col_bounds, dtype=np.int64)
+            if partition.col_bounds is not None
+            else equal_bounds(n, n_blocks)
+        )
+        return np.concatenate([row_bounds * self.width, (m + col_bounds[1:]) * self.width]).astype(
+            np.int64
+        )
 
     def initial_point(self, rng: np.random.Generator) -> np.ndarray:
         """Return x with N(0, init_scale^2) factors, U row-major then V; biases 0 or fitted.
@@ -117,8 +158,8 @@ class MatrixFactorization(PartiallySeparableProblem):
         """
         x = np.zeros(self.n_params)
         U, V = self.factors(x)
-        U[:, :self.rank] = rng.standard_normal((self.shape[0], self.rank))
-        V[:, :self.rank] = rng.standard_normal((self.shape[1], self.rank))
+        U[:, : self.rank] = rng.standard_normal((self.shape[0], self.rank))
+        V[:, : self.rank] = rng.standard_normal((self.shape[1], self.rank))
         if self.init_scale != 1.0:
             x *= self.init_scale
         if self.init_biases:
@@ -138,12 +179,13 @@ class MatrixFactorization(PartiallySeparableProblem):
         cuts = np.searchsorted(shard_of_row[rows][order], np.arange(self._row_bounds.size))
         shards = []
         for p in range(self._row_bounds.size - 1):
-            take = order[cuts[p]:cuts[p + 1]]
+            take = order[cuts[p] : cuts[p + 1]]
             lo, hi = int(self._row_bounds[p]), int(self._row_bounds[p + 1])
             shards.append(BiasShard(rows[take] - lo, cols[take], vals[take] - self.offset, hi - lo))
         col_counts = np.bincount(cols, minlength=n).astype(np.float64)
-        row_biases, col_bias = ridge_bias_sweeps(shards, col_counts, self.reg, self.reg_weighting, sweeps,
-                                                 sum_in_order, self.reg_damping)
+        row_biases, col_bias = ridge_bias_sweeps(
+            shards, col_counts, self.reg, self.reg_weighting, sweeps, sum_in_order, self.reg_damping
+        )
         return (np.concatenate(row_biases) if row_biases else np.zeros(m)), col_bias
 
     def add_subset_gradient(self, x: np.ndarray, g: np.ndarray, subset: int) -> None:
@@ -151,16 +193,43 @@ class MatrixFactorization(PartiallySeparableProblem):
         layout = self.layout
         U, V = self.factors(x)
         gU, gV = self.factors(g)
-        kernel = (kernels.mf_subset_gradient if layout.disjoint[subset]
-                  else kernels.mf_subset_gradient_sequential)
-        kernel(self.rows, self.cols, self.vals, layout.starts[subset], layout.ends[subset], U, V, gU, gV,
-               self.rank, self.scale, self.offset, self.row_reg, self.col_reg)
+        kernel = (
+            kernels.mf_subset_gradient
+            if layout.disjoint[subset]
+            else kernels.mf_subset_gradient_sequential
+        )
+        kernel(
+            self.rows,
+            self.cols,
+            self.vals,
+            layout.starts[subset],
+            layout.ends[subset],
+            U,
+            V,
+            gU,
+            gV,
+            self.rank,
+            self.scale,
+            self.offset,
+            self.row_reg,
+            self.col_reg,
+        )
 
     def squared_error(self, x: np.ndarray) -> float:
         """Return the training SSE, summed block by block in (subset, block) order."""
         U, V = self.factors(x)
-        return kernels.mf_squared_error_chunked(self.rows, self.cols, self.vals, U, V, self.rank,
-                                                self.offset, -np.inf, np.inf, self._block_bounds)
+        return kernels.mf_squared_error_chunked(
+            self.rows,
+            self.cols,
+            self.vals,
+            U,
+            V,
+            self.rank,
+            self.offset,
+            -np.inf,
+            np.inf,
+            self._block_bounds,
+        )
 
     def evaluate(self, x: np.ndarray) -> tuple[float, float]:
         """Return (train RMSE, objective F(x) = (SSE + penalty) / 2|I|), penalty as reg_weighting says.
@@ -190,8 +259,9 @@ class MatrixFactorization(PartiallySeparableProblem):
             return float("nan")
         U, V = self.factors(x)
         chunks = equal_bounds(rows.size, min(HELDOUT_CHUNKS, rows.size))
-        sse = kernels.mf_squared_error_chunked(rows, cols, vals, U, V, self.rank, self.offset,
-                                               *self.heldout_range, chunks)
+        sse = kernels.mf_squared_error_chunked(
+            rows, cols, vals, U, V, self.rank, self.offset, *self.heldout_range, chunks
+        )
         return float(np.sqrt(sse / rows.size))
 
     def predict(self, x: np.ndarray, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -199,7 +269,7 @@ class MatrixFactorization(PartiallySeparableProblem):
         U, V = self.factors(x)
         rows = np.asarray(rows, dtype=np.int64)
         cols = np.asarray(cols, dtype=np.int64)
-        values = np.einsum("ij,ij->i", U[rows, :self.rank], V[cols, :self.rank]) + self.offset
+        values = np.einsum("ij,ij->i", U[rows, : self.rank], V[cols, : self.rank]) + self.offset
         if self.biases:
             values += U[rows, self.rank] + V[cols, self.rank]
         return values
@@ -214,15 +284,22 @@ def check_penalty(reg_weighting: str, reg_damping: float) -> None:
     """Raise ValueError unless reg_weighting is known and reg_damping >= 0 (and 0 with the uniform penalty)."""
     if reg_weighting not in REG_WEIGHTINGS:
         raise ValueError(f"reg_weighting must be one of {REG_WEIGHTINGS}; got {reg_weighting!r}")
-    if not (isinstance(reg_damping, (int, float, np.floating)) and np.isfinite(reg_damping) and reg_damping >= 0):
+    if not (
+        isinstance(reg_damping, (int, float, np.floating))
+        and np.isfinite(reg_damping)
+        and reg_damping >= 0
+    ):
         raise ValueError(f"reg_damping must be a finite number >= 0; got {reg_damping!r}")
     if reg_damping > 0 and reg_weighting != "count":
-        raise ValueError(f"reg_damping={reg_damping!r} applies to reg_weighting='count' only; "
-                         f"got reg_weighting={reg_weighting!r}")
+        raise ValueError(
+            f"reg_damping={reg_damping!r} applies to reg_weighting='count' only; "
+            f"got reg_weighting={reg_weighting!r}"
+        )
 
 
-def penalty_weights(reg: float, counts: np.ndarray, reg_weighting: str,
-                    damping: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+def penalty_weights(
+    reg: float, counts: np.ndarray, reg_weighting: str, damping: float = 0.0
+) -> tuple[np.ndarray, np.ndarray]:
     """Return (per-rating penalty weights, the objective's weights of |U_a|^2) for `counts` ratings per row.
 
     The share of the penalty on |U_a|^2 carried by each of a's ratings is reg / n_a, or
@@ -234,7 +311,9 @@ def penalty_weights(reg: float, counts: np.ndarray, reg_weighting: str,
     rated = counts > 0
     if reg > 0.0:
         if count_weighted and damping > 0.0:
-            per_rating = reg * np.divide(counts + damping, counts, out=np.zeros_like(counts), where=rated)
+            per_rating = reg * np.divide(
+                counts + damping, counts, out=np.zeros_like(counts), where=rated
+            )
         elif count_weighted:
             per_rating = reg * rated
         else:
@@ -256,15 +335,21 @@ class BiasShard:
         """Return this shard's item sums of v - mu - b_a (one sweep's item half, before the reduction)."""
         return np.bincount(self.cols, self.residual - self.row_bias[self.rows], minlength=n_items)
 
-    def solve_rows(self, col_bias: np.ndarray, reg: float, reg_weighting: str, damping: float = 0.0) -> np.ndarray:
+    def solve_rows(
+        self, col_bias: np.ndarray, reg: float, reg_weighting: str, damping: float = 0.0
+    ) -> np.ndarray:
         """Set and return the shard's user biases given the item biases (one sweep's user half)."""
         weight = bias_weight(self.row_counts, reg, reg_weighting, damping)
         sums = np.bincount(self.rows, self.residual - col_bias[self.cols], minlength=self.n_rows)
-        self.row_bias = np.divide(sums, weight, out=np.zeros(self.n_rows), where=self.row_counts > 0)
+        self.row_bias = np.divide(
+            sums, weight, out=np.zeros(self.n_rows), where=self.row_counts > 0
+        )
         return self.row_bias
 
 
-def bias_weight(counts: np.ndarray, reg: float, reg_weighting: str, damping: float = 0.0) -> np.ndarray:
+def bias_weight(
+    counts: np.ndarray, reg: float, reg_weighting: str, damping: float = 0.0
+) -> np.ndarray:
     """Return w_a of the closed-form bias step: n_a + reg (n_a + damping) (count-weighted penalty) or n_a + reg."""
     if reg_weighting != "count":
         return counts + reg
