@@ -67,6 +67,7 @@ from hamsi.problems.matrix_factorization import (
     heldout_range,
     penalty_weights,
 )
+from hamsi.training import TrainingFacts
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -635,6 +636,19 @@ class WorkerRatings:
         where = [(f, rows[f].pop(0)) for f in pair.partitions]
         return f"duplicate (user, item) pair ({pair.user}, {pair.item}) in " + " and ".join(
             f"{self.labels[f]} row {row}" for f, row in where
+        )
+
+    def facts(self) -> TrainingFacts:
+        """Return what a fitted model keeps: the range and mean, the ids, per-user counts (hamsi.training)."""
+        return TrainingFacts(
+            rating_min=float(self.rating_min),
+            rating_max=float(self.rating_max),
+            mean=float(self.mean),
+            user_ids=np.asarray(self.user_ids),
+            item_ids=np.asarray(self.item_ids),
+            seen_indptr=np.concatenate([[0], np.cumsum(self.row_counts)]).astype(np.int64),
+            seen_items=None,
+            item_known=self.col_counts > 0,
         )
 
     def problem(

@@ -1,8 +1,9 @@
-"""DaskMatrixFactorizer: hamsi.MatrixFactorizer fitted on a Dask cluster (composition, not a flag).
+"""DaskMatrixFactorizer: hamsi.MatrixFactorizer fitted on a Dask cluster.
 
 hamsi cannot import cluster (arrows point cluster -> hamsi -> partition), so the Dask variant is a
-subclass living here. It replaces only where the engine runs (`_minimize`); input conversion,
-defaults, early stopping, predictions, recommend and save/load are MatrixFactorizer's.
+subclass living here. It adds only where the engine runs (its parameters and `_engine`, a
+cluster.engine.DaskEngine); input conversion, defaults, the search, early stopping, predictions,
+recommend and save/load are MatrixFactorizer's, over either place of the data (hamsi.training).
 """
 
 from __future__ import annotations
@@ -11,12 +12,8 @@ import atexit
 import contextlib
 import warnings
 
-import numpy as np
-
 from hamsi.defaults import VALIDATION_FRACTION
-from hamsi.errors import InputError
 from hamsi.estimator import AUTO, MatrixFactorizer
-from hamsi.recommender import DEFAULT_COLUMNS
 
 # One LocalCluster per process and size, opened by the first fit without client or scheduler and
 # reused by every later one (starting one costs 10-20 s); closed by close_local_clusters() or at exit.
@@ -151,144 +148,26 @@ class DaskMatrixFactorizer(MatrixFactorizer):
                 return self.workers
         return self.n_workers
 
-    @contextlib.contextmanager
-    def _client(self):
-        """Yield the client to fit with: the given one, the scheduler's, or this process's LocalCluster."""
-        from cluster.connect import connect
+    def _engine(self):
+        """Return a context manager yielding the DaskEngine: the given client, the scheduler's, or this process's LocalCluster."""
+        from cluster.engine import dask_engine
 
-        if self.client is None and self.scheduler is None:
-            yield local_client(self._worker_count(), self.threads_per_worker)
-            return
-        with connect(client=self.client, scheduler=self.scheduler) as client:
-            yield client
-
-    def _warm_up_trials(self) -> None:
-        """Nothing here: the trials run, and compile, on the workers (cluster.search)."""
-
-    def _run_trials(self, trials, fit_part, validation):
-        """Return the outcomes of one rung's trials, run as Dask tasks (cluster.search)."""
-        from cluster.search import DaskTrialRunner
-
-        if self._trial_runner is None:
-            self._trial_runner = DaskTrialRunner(
-                self._active_client,
-                self._trial_params(),
-                fit_part,
-                validation,
-                self.threads_per_worker,
-            )
-        return self._trial_runner(trials)
-
-    def fit(self, X, y=None, *, validation=None, callback=None):
-        """Fit on the cluster and return self (MatrixFactorizer.fit; the search's trials run as Dask tasks).
-
-        X on the cluster (a Dask DataFrame, a Parquet/CSV path or glob) stays there (cluster.dataset).
-        """
-        from cluster.dataset import is_distributed_source
-
-        with self._client() as client:
-            self._active_client, self._trial_runner = client, None
-            try:
-                if is_distributed_source(X):
-                    return self._fit_on_workers(X, validation, callback)
-                return super().fit(X, y, validation=validation, callback=callback)
-            finally:
-                self._active_client = self._trial_runner = None
-
-    def _minimize(self, train, validation, callback, max_time):
-        """Return (problem, OptimizeResult) of the Dask engine on `train` (MatrixFactorizer._solve)."""
-        from cluster import driver
-        from cluster.connect import worker_addresses
-
-        client = self._active_client
-        n_workers = len(worker_addresses(client, minimum=self._worker_count() or 1))
-        self.partition_ = self._partition(train, n_workers)
-        return self._solve(
-            driver.minimize_hamsi, train, validation, callback, max_time, **self._engine_options()
+        return dask_engine(
+            client=self.client,
+            scheduler=self.scheduler,
+            local_client=lambda: local_client(self._worker_count(), self.threads_per_worker),
+            **self._engine_options(),
         )
 
     def _engine_options(self) -> dict:
-        """Return the Dask engine's own keywords for cluster.driver.minimize_hamsi (both fit paths)."""
+        """Return the DaskEngine's keywords from this estimator's parameters (cluster.engine)."""
         return dict(
-            client=self._active_client,
+            n_workers=self._worker_count(),
+            threads_per_worker=self.threads_per_worker,
             chunk_epochs=self.chunk_epochs,
             checkpoint=self.checkpoint,
             checkpoint_every=self.checkpoint_every,
             resume=self.resume,
-            method=self.algorithm,
             shared_memory=self.shared_memory,
             owned_v=self.owned_v,
         )
-
-    def _fit_on_workers(self, source, validation, callback):
-        """Fit on ratings that stay on the workers (cluster.dataset) and return self.
-
-        The search needs every trial's ratings in one process, so it does not run here: `auto`
-        takes the values the search starts from (hamsi.search.UNSEARCHED), reg from the data.
-        """
-        from cluster import driver
-        from cluster.connect import worker_addresses
-        from cluster.dataset import WorkerRatings
-
-        self.validate_params()
-        if validation is not None:
-            raise InputError(
-                "validation= is not taken with ratings on the workers; the validation split is "
-                "validation_fraction of the pairs, by a seeded hash (set patience)"
-            )
-        if self.patience is not None and not self.validation_fraction:
-            raise InputError("patience needs validation ratings: validation_fraction > 0")
-        client = self._active_client
-        columns = None if self._columns() == DEFAULT_COLUMNS else self._columns()
-        fraction = self.validation_fraction if self.patience is not None else 0.0
-        workers = worker_addresses(client, minimum=self._worker_count() or 1)
-        train = WorkerRatings(
-            client,
-            source,
-            columns=columns,
-            scheme=str(self.partitioner).lower(),
-            n_blocks=self.blocks or len(workers),
-            heldout_fraction=fraction,
-            seed=self.random_state,
-            workers=workers,
-        )
-        self.partition_ = train.cover
-        if self.search and self._searched():
-            warnings.warn(
-                f"the hyper-parameter search does not run on ratings kept on the workers (a trial needs "
-                f"its ratings in one process): {', '.join(self._searched())} take the unsearched "
-                f"defaults; pass search=False to say so, or explicit values",
-                UserWarning,
-                stacklevel=3,
-            )
-        self._choose_unsearched()
-        problem, result = self._solve(
-            driver.minimize_hamsi,
-            train,
-            train if train.n_test else None,
-            callback,
-            self.max_time,
-            **self._engine_options(),
-        )
-        return self._set_fitted(train, problem, result)
-
-    def _problem(self, train, options: dict):
-        """Return the ShardedFactorization of ratings on the workers, else MatrixFactorization."""
-        from cluster.dataset import WorkerRatings
-
-        if isinstance(train, WorkerRatings):
-            return train.problem(self.rank_, **options)
-        return super()._problem(train, options)
-
-    def _set_training_facts(self, train):
-        """As MatrixFactorizer, from the counts the workers reduced when the ratings stayed there."""
-        from cluster.dataset import WorkerRatings
-
-        if not isinstance(train, WorkerRatings):
-            self._item_known = None
-            return super()._set_training_facts(train)
-        self.rating_min_, self.rating_max_ = float(train.rating_min), float(train.rating_max)
-        self.user_ids_, self.item_ids_ = np.asarray(train.user_ids), np.asarray(train.item_ids)
-        self._seen_indptr = np.concatenate([[0], np.cumsum(train.row_counts)]).astype(np.int64)
-        self._seen_items = None
-        self._item_known = train.col_counts > 0

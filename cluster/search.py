@@ -10,14 +10,15 @@ and the search chooses the same model for the same seed.
 from __future__ import annotations
 
 from hamsi import search
-from hamsi.estimator import MatrixFactorizer
 
 
 class DaskTrialRunner:
     """run_rung for hamsi.search.choose_by_validation: a rung's trials mapped over the workers."""
 
-    def __init__(self, client, base_params: dict, fit_part, validation, threads: int):
-        self.client = client
+    def __init__(
+        self, client, estimator_class, base_params: dict, fit_part, validation, threads: int
+    ):
+        self.client, self.estimator_class = client, estimator_class
         self.base_params = dict(base_params, threads=int(threads))
         # broadcast: every worker gets the ratings once; each trial then moves only its parameters
         self.fit_part, self.validation = client.scatter(
@@ -29,7 +30,7 @@ class DaskTrialRunner:
         futures = [
             self.client.submit(
                 search.fit_trial,
-                MatrixFactorizer,
+                self.estimator_class,
                 self.base_params,
                 trial,
                 self.fit_part,

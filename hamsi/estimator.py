@@ -8,21 +8,18 @@ a fitted model saves to and loads from one versioned .npz (hamsi.model_io).
 
 from __future__ import annotations
 
-import inspect
 import math
 import numbers
-import os
 import time
 import warnings
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
 
-from hamsi import defaults, kernels, model_io, search
+from hamsi import defaults, model_io, search
+from hamsi.engine import in_process
 from hamsi.errors import DivergenceError, InputError
-from hamsi.optimizer import minimize_hamsi, minimize_mbgd
-from hamsi.problems import MatrixFactorization
+from hamsi.options import METHODS, EngineOptions
 from hamsi.problems.matrix_factorization import REG_WEIGHTINGS
 from hamsi.recommender import (
     FactorArrays,
@@ -31,11 +28,11 @@ from hamsi.recommender import (
     as_ratings,
     best_items,
     pair_scores,
-    seen_lists,
 )
 from hamsi.trace import Trace
+from hamsi.training import InMemoryRatings, TrainingFacts
 
-ALGORITHMS = ("hamsi", "mbgd")
+ALGORITHMS = METHODS  # the estimator's `algorithm` is the engine's `method`
 AUTO = "auto"
 # Arrays of a fitted model: saved-file key -> attribute (None-valued ones are not written).
 MODEL_ARRAYS = {
@@ -66,28 +63,12 @@ MODEL_SCALARS = (
 )
 
 
-def available_cores() -> int:
-    """Return the number of cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
-
-
 def _plain(name: str, value):
     """Return value as a JSON-ready Python scalar (numpy scalars unwrapped); InputError otherwise."""
     value = value.item() if isinstance(value, np.generic) else value
     if value is not None and not isinstance(value, (bool, int, float, str)):
         raise InputError(f"cannot save {name}={value!r}: only numbers, strings and None are saved")
     return value
-
-
-def supported_options(function, **options) -> dict:
-    """Return the options `function` accepts (minimize_mbgd takes no memory or safeguard)."""
-    accepted = inspect.signature(function).parameters
-    if any(p.kind == inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
-        return options
-    return {name: value for name, value in options.items() if name in accepted}
 
 
 class MatrixFactorizer(BaseEstimator):
@@ -332,28 +313,77 @@ class MatrixFactorizer(BaseEstimator):
         callback(row: dict) is called after each cycle with the new trace row.
         """
         self.validate_params()
+        with self._engine() as engine:
+            if engine.keeps(X):
+                return self._fit_kept(engine, X, validation, callback)
+            train, validation = self._training_ratings(X, y, validation)
+            started = time.perf_counter()
+            self._choose(train, engine)
+            self.partition_ = self._partition(train, engine.default_blocks())
+            data = InMemoryRatings(train)
+            problem, result = self._solve(
+                engine, data, validation, callback, self._remaining(started)
+            )
+            return self._set_fitted(data, problem, result)
+
+    def _engine(self):
+        """Return a context manager yielding the Engine the fit runs on (hamsi.engine)."""
+        return in_process(self.threads)
+
+    def _training_ratings(self, X, y, validation):
+        """Return (training Ratings, validation Ratings or None) of fit's arguments, checked."""
         train = as_ratings(X, y, self._columns(), what="X")
         if train.nnz == 0:
             raise InputError("cannot fit on empty ratings (0 entries)")
         if not np.all(np.isfinite(train.values)):
             raise InputError("ratings contain NaN or infinite values")
         if validation is not None:
-            validation = self._aligned(
+            return train, self._aligned(
                 as_ratings(validation, None, self._columns(), what="validation"), train
             )
-        elif self.patience is not None:
-            if not self.validation_fraction:
-                raise InputError(
-                    "patience needs validation ratings: pass validation= or validation_fraction > 0"
-                )
-            # a hash of the pairs, as the Dask data path splits its partitions (cluster.dataset)
-            train, validation = train.split_by_hash(
-                self.validation_fraction, seed=self.random_state
+        if self.patience is None:
+            return train, None
+        if not self.validation_fraction:
+            raise InputError(
+                "patience needs validation ratings: pass validation= or validation_fraction > 0"
             )
-        started = time.perf_counter()
-        self._choose(train)
-        problem, result = self._minimize(train, validation, callback, self._remaining(started))
-        return self._set_fitted(train, problem, result)
+        # a hash of the pairs, as the Dask data path splits its partitions (cluster.dataset)
+        return train.split_by_hash(self.validation_fraction, seed=self.random_state)
+
+    def _fit_kept(self, engine, source, validation, callback):
+        """Fit on ratings the engine keeps where it runs (the Dask workers) and return self.
+
+        The search needs every trial's ratings in one process, so it does not run here: `auto`
+        takes the values the search starts from (hamsi.search.UNSEARCHED), reg from the data.
+        """
+        if validation is not None:
+            raise InputError(
+                "validation= is not taken with ratings on the workers; the validation split is "
+                "validation_fraction of the pairs, by a seeded hash (set patience)"
+            )
+        if self.patience is not None and not self.validation_fraction:
+            raise InputError("patience needs validation ratings: validation_fraction > 0")
+        data = engine.load(
+            source,
+            columns=self._columns(),
+            scheme=str(self.partitioner).lower(),
+            blocks=self.blocks,
+            heldout_fraction=self.validation_fraction if self.patience is not None else 0.0,
+            seed=self.random_state,
+        )
+        self.partition_ = data.cover
+        if self.search and self._searched():
+            warnings.warn(
+                f"the hyper-parameter search does not run on ratings kept on the workers (a trial needs "
+                f"its ratings in one process): {', '.join(self._searched())} take the unsearched "
+                f"defaults; pass search=False to say so, or explicit values",
+                UserWarning,
+                stacklevel=3,
+            )
+        self._choose_unsearched()
+        validation = data if data.n_test else None
+        problem, result = self._solve(engine, data, validation, callback, self.max_time)
+        return self._set_fitted(data, problem, result)
 
     def _fixed(self) -> dict:
         """Return rank, reg_weighting, reg and reg_damping as given, the weighting implied by the others.
@@ -376,7 +406,7 @@ class MatrixFactorizer(BaseEstimator):
         """Return the names of the hyper-parameters left to the search (value "auto")."""
         return tuple(name for name, value in self._fixed().items() if value == AUTO)
 
-    def _choose(self, train) -> None:
+    def _choose(self, train, engine) -> None:
         """Set _chosen (rank, reg_weighting, reg, reg_damping, cycles) and search_results_: search or explicit values.
 
         The search reads only `train` (a validation split cut from it; hamsi.search module doc).
@@ -385,31 +415,18 @@ class MatrixFactorizer(BaseEstimator):
         if not (self.search and self._searched()):
             self._choose_unsearched()
             return
-        self._warm_up_trials()
         fit_part, validation = search.validation_split(train, seed=self.random_state)
+        run_rung = engine.trial_runner(MatrixFactorizer, self._trial_params(), fit_part, validation)
         grid = search.candidate_grid(fixed, search.spread_of(train))
         budget = None if self.max_time is None else search.SEARCH_TIME_SHARE * float(self.max_time)
         max_cycles = 100 if self.max_epochs is None else max(1, int(self.max_epochs))
         chosen, cycles, self.search_results_ = search.choose_by_validation(
             grid,
-            lambda trials: self._run_trials(trials, fit_part, validation),
+            run_rung,
             max_cycles=max_cycles,
             time_budget=budget,
         )
         self._chosen = dict(chosen, cycles=cycles)
-
-    def _warm_up_trials(self) -> None:
-        """Compile the kernels the trials run before the search's clock starts (on a new install, ~2.5 s).
-
-        Else a first fit's compilation would spend the search's share of max_time and cut its trials.
-        """
-        from partition.strata import warm_up as warm_up_strata
-
-        strata = (
-            str(self.partitioner).lower().startswith("strata")
-        )  # the other partitioners compile their own
-        # the trials run on one thread: the one-thread twins
-        kernels.warm_up(0, also=warm_up_strata if strata else None)
 
     def _choose_unsearched(self) -> None:
         """Set _chosen without a search: explicit values as given, `auto` ones from search.UNSEARCHED."""
@@ -431,31 +448,6 @@ class MatrixFactorizer(BaseEstimator):
         }
         params.update(max_time=None, patience=search.TRIAL_PATIENCE, on_divergence="warn")
         return params
-
-    def _run_trials(self, trials, fit_part, validation) -> list[dict]:
-        """Return the outcomes of one rung's trials, run side by side in this process, one thread each.
-
-        A trial's kernels release the GIL, so `threads` (default: the cores) trials at a time, each
-        on one numba thread, beat one trial at a time on all of them: on ml-100k-like 9.2 s against
-        13.2 s for the search (the fork-join of every short parallel kernel goes). The thread count
-        changes no bits (every reduction is per shard, in shard order): the same table either way.
-        """
-        base = dict(self._trial_params(), threads=1)
-        workers = max(1, min(len(trials), int(self.threads or available_cores())))
-
-        def fit(trial):
-            return search.fit_trial(MatrixFactorizer, base, trial, fit_part, validation)
-
-        if workers == 1:
-            return [fit(trial) for trial in trials]
-        # the warnings filters are one list for all threads: silence the trials' warnings (their
-        # overfitting is their score) here, around the pool, not only inside each trial's thread
-        with (
-            warnings.catch_warnings(),
-            ThreadPoolExecutor(workers, thread_name_prefix="hamsi-trial") as pool,
-        ):
-            warnings.simplefilter("ignore")
-            return list(pool.map(fit, trials))
 
     def _remaining(self, started: float):
         """Return the refit's max_time: what the search left of max_time (at least 1 - SEARCH_TIME_SHARE of it)."""
@@ -497,24 +489,14 @@ class MatrixFactorizer(BaseEstimator):
         except partition.PartitionError as exc:
             raise InputError(str(exc)) from exc
 
-    def _minimize(self, train, validation, callback, max_time):
-        """Return (problem, OptimizeResult) of the in-process engine on `train`."""
-        cores = available_cores()
-        self.partition_ = self._partition(train, cores)
-        minimize = minimize_hamsi if self.algorithm == "hamsi" else minimize_mbgd
-        return self._solve(
-            minimize, train, validation, callback, max_time, threads=self.threads or cores
-        )
+    def _solve(self, engine, data, validation, callback, max_time):
+        """Return (problem, result) of engine.solve on `data` over partition_, the auto values resolved.
 
-    def _solve(self, minimize, train, validation, callback, max_time, **where):
-        """Return (problem, result) of minimize(problem, partition_, ...) with the auto values resolved.
-
-        The one place that turns the parameters into a problem and engine options (both engines);
-        `where` adds the engine's own keywords (threads, or the Dask client and chunking).
+        The one place that turns the parameters into a problem and EngineOptions (both engines).
         """
         picked = self._chosen
         chosen = defaults.choose_hyperparameters(
-            getattr(train, "statistics", train),
+            data.statistics,
             picked["rank"],
             subsets=self.partition_.n_subsets,
             reg=picked["reg"],
@@ -535,27 +517,24 @@ class MatrixFactorizer(BaseEstimator):
         self.reg_, self.eta_, self.eta_gd_, self.init_scale_ = (
             float(chosen[key]) for key in ("reg", "eta", "eta_gd", "init_scale")
         )
-        problem = self._problem(train, defaults.problem_options(chosen))
-        options = dict(
-            defaults.optimizer_options(chosen),
+        problem = data.problem(self.rank_, **defaults.problem_options(chosen))
+        options = EngineOptions(
+            method=self.algorithm,
             schedule=self.schedule,
             random_state=self.random_state,
             max_epochs=picked["cycles"],
             max_time=max_time,
             tol=self.tol,
             patience=self.patience,
-            heldout=validation,
-            callback=callback,
             safeguard=self.safeguard,
-            **where,
+            **defaults.optimizer_options(chosen),
         )
-        return problem, minimize(problem, self.partition_, **supported_options(minimize, **options))
+        result = engine.solve(
+            problem, self.partition_, options, heldout=validation, callback=callback
+        )
+        return problem, result
 
-    def _problem(self, train, options: dict):
-        """Return the problem `_solve` minimizes: MatrixFactorization of `train` (options: problem_options)."""
-        return MatrixFactorization(train, self.rank_, **options)
-
-    def _set_fitted(self, train, problem, result):
+    def _set_fitted(self, data, problem, result):
         """Set the fitted attributes from an optimizer result; raise or warn if it diverged; return self."""
         self.result_ = result
         U, V = problem.factors(result.x)
@@ -564,8 +543,9 @@ class MatrixFactorizer(BaseEstimator):
         self.item_factors_ = V[:, :rank].copy()
         self.user_bias_ = U[:, rank].copy() if self.biases else None
         self.item_bias_ = V[:, rank].copy() if self.biases else None
-        self.global_mean_ = problem.offset if self.biases else float(train.values.mean())
-        self._set_training_facts(train)
+        facts = data.facts()
+        self.global_mean_ = problem.offset if self.biases else facts.mean
+        self._set_training_facts(facts)
         self.n_iter_ = result.nit
         self.best_epoch_ = result.get("best_epoch")
         self.overfitting_ = result.get("overfitting")
@@ -588,11 +568,12 @@ class MatrixFactorizer(BaseEstimator):
             )
         return self
 
-    def _set_training_facts(self, train):
+    def _set_training_facts(self, facts: TrainingFacts):
         """Set the rating range, the raw ids and the items every user rated (recommend leaves them out)."""
-        self.rating_min_, self.rating_max_ = float(train.values.min()), float(train.values.max())
-        self.user_ids_, self.item_ids_ = np.asarray(train.user_ids), np.asarray(train.item_ids)
-        self._seen_indptr, self._seen_items = seen_lists(train.rows, train.cols, train.shape[0])
+        self.rating_min_, self.rating_max_ = facts.rating_min, facts.rating_max
+        self.user_ids_, self.item_ids_ = facts.user_ids, facts.item_ids
+        self._seen_indptr, self._seen_items = facts.seen_indptr, facts.seen_items
+        self._item_known = facts.item_known
 
     def _set_trace(self, trace):
         """Set trace_ and the lookup structures that predict and recommend use."""

@@ -7,9 +7,22 @@ and StopRules; the exchange only moves and reduces numbers.
 
 from __future__ import annotations
 
+import warnings
+
 from hamsi.stop_rules import divergence_message
 
-ROW_NAMES = ("epoch", "inner", "time_s", "train_rmse", "test_rmse", "objective")
+
+def __getattr__(name: str):
+    if name == "ROW_NAMES":  # the trace's columns have one name: hamsi.trace.TRACE_COLUMNS
+        from hamsi.trace import TRACE_COLUMNS
+
+        warnings.warn(
+            "hamsi.loop.ROW_NAMES is deprecated; use hamsi.trace.TRACE_COLUMNS",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return TRACE_COLUMNS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def record(trace, callback, epoch: int, inner: int, evaluation) -> None:
@@ -18,7 +31,7 @@ def record(trace, callback, epoch: int, inner: int, evaluation) -> None:
         epoch, inner, evaluation.time_s, evaluation.train, evaluation.heldout, evaluation.objective
     )
     if callback is not None:
-        callback(dict(zip(ROW_NAMES, trace.rows[-1])))
+        callback(trace.rows[-1]._asdict())
 
 
 def start(stepper, exchange, stop, trace, callback) -> None:

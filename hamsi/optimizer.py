@@ -21,13 +21,10 @@ import numpy as np
 
 from hamsi import kernels, lbfgs, loop
 from hamsi.exchange import LocalExchange
+from hamsi.options import GAMMA, GD_ETA, HAMSI_ETA
 from hamsi.stepper import Stepper, beta_schedule, engine_rngs
 from hamsi.stop_rules import StopRules, overfitting_note
 from hamsi.trace import PhaseTimes, Trace, make_result
-
-HAMSI_ETA = 0.06
-GD_ETA = 0.001
-GAMMA = 0.51
 
 __all__ = [
     "minimize_hamsi",
@@ -54,11 +51,18 @@ def numba_threads(threads: int | None):
 
 
 def finish_result(x, reason, message, trace, phases, stepper, stop, epoch, **extra):
-    """Return the OptimizeResult of a run (both engines): x, trace, reason, best_epoch, overfitting."""
+    """Return the OptimizeResult of a run (both engines): x, fun, trace, reason, best_epoch, overfitting.
+
+    x is the best-validation iterate when the stop rules keep it (patience): fun is then that
+    cycle's objective, else the last row's.
+    """
     note = overfitting_note(trace.rows, stop.best_epoch, stop.metric)
     if note:
         message = f"{message}; {note}"
-    result = make_result(
+    fun = None
+    if stop.keeps_best and stop.best_epoch is not None:
+        fun = next((row.objective for row in trace.rows if row.epoch == stop.best_epoch), None)
+    return make_result(
         x,
         reason,
         message,
@@ -66,19 +70,19 @@ def finish_result(x, reason, message, trace, phases, stepper, stop, epoch, **ext
         phases,
         stepper.inner,
         epoch,
+        fun=fun,
         sigma=stepper.lbfgs.sigma,
         pairs_accepted=stepper.pairs_accepted,
         pairs_rejected=stepper.pairs_rejected,
         fallbacks=stepper.fallbacks,
         safeguard=stepper.safeguard,
+        best_epoch=stop.best_epoch,
+        overfitting=bool(note),
         **extra,
     )
-    result.best_epoch = stop.best_epoch
-    result.overfitting = bool(note)
-    return result
 
 
-def _minimize(
+def run_in_process(
     problem,
     partition,
     *,
@@ -100,7 +104,7 @@ def _minimize(
     callback,
     safeguard,
 ):
-    """Run the loop with a LocalExchange and return the OptimizeResult (shared by both methods)."""
+    """Run the loop with a LocalExchange and return the OptimizeResult (both methods; hamsi.engine)."""
     layout = problem.arrange(partition)
     bounds = problem.shard_bounds(partition)
     x = (
@@ -204,7 +208,7 @@ def minimize_hamsi(
     says which cycle); result.overfitting is True, and the message says so, when the validation
     error at the end is above its best while the training error fell.
     """
-    return _minimize(
+    return run_in_process(
         problem,
         partition,
         method="hamsi",
@@ -250,7 +254,7 @@ def minimize_mbgd(
     Same cover, schedules (without the repeated subset), start, stopping rules and trace as
     `minimize_hamsi`; one trace row per epoch.
     """
-    return _minimize(
+    return run_in_process(
         problem,
         partition,
         method="mbgd",

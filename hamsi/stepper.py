@@ -46,9 +46,9 @@ import numpy as np
 from hamsi import kernels
 from hamsi.exchange import Request
 from hamsi.lbfgs import LBFGSMemory
+from hamsi.options import METHODS
 from hamsi.schedules import hamsi_cycle, mbgd_epoch
 
-METHODS = ("hamsi", "mbgd")
 CURVATURE_COSINE = 1.0e-4
 STEP_RADIUS = 1.0
 JUMP_FACTOR = 2.0

@@ -4,13 +4,30 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from scipy.optimize import OptimizeResult
 
 from hamsi.atomic import atomic_output
 
-TRACE_COLUMNS = ("epoch", "inner", "time_s", "train_rmse", "test_rmse", "objective")
+
+class TraceRow(NamedTuple):
+    """One row of the trace: after cycle `epoch` (0: the start), `inner` inner iterations in all.
+
+    time_s: cumulative optimization time (evaluation excluded); train_rmse / test_rmse: on the
+    training ratings and on the validation ratings (NaN without them); objective: f(x) (thesis eq. 3.1).
+    """
+
+    epoch: int
+    inner: int
+    time_s: float
+    train_rmse: float
+    test_rmse: float
+    objective: float
+
+
+TRACE_COLUMNS = TraceRow._fields
 
 #: status codes of a run, as in scipy.optimize (0 = stopped normally)
 STATUS = {
@@ -71,7 +88,7 @@ class Trace:
     ) -> None:
         """Record one cycle."""
         self.rows.append(
-            (
+            TraceRow(
                 int(epoch),
                 int(inner),
                 float(time_s),
@@ -86,8 +103,7 @@ class Trace:
 
     def column(self, name: str) -> np.ndarray:
         """Return one column (see TRACE_COLUMNS) as an array."""
-        index = TRACE_COLUMNS.index(name)
-        return np.array([row[index] for row in self.rows])
+        return np.array([getattr(row, name) for row in self.rows])
 
     def to_frame(self):
         """Return the trace as a pandas DataFrame with TRACE_COLUMNS."""
@@ -112,18 +128,28 @@ def make_result(
     phases: PhaseTimes,
     n_inner: int,
     n_cycles: int,
+    *,
+    fun: float | None = None,
+    time: float | None = None,
     **extra,
 ) -> OptimizeResult:
-    """Return a scipy OptimizeResult: x, success, status, reason, message, nit, trace, phase_times."""
+    """Return a scipy OptimizeResult: x, fun, success, status, reason, message, nit, trace, phase_times.
+
+    fun: f(x) (None: the objective of the trace's last row); time: the optimization time
+    (None: the sum of the phases).
+    """
+    if fun is None:
+        fun = trace.rows[-1].objective if trace.rows else float("nan")
     return OptimizeResult(
         x=x,
+        fun=float(fun),
         success=reason != "diverged",
         status=STATUS[reason],
         reason=reason,
         message=message,
         nit=n_inner,
         n_cycles=n_cycles,
-        time=phases.total,
+        time=phases.total if time is None else time,
         phase_times=phases.as_dict(),
         trace=trace,
         **extra,

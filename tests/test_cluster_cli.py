@@ -393,6 +393,5 @@ def test_factorize_flags_choose_where_v_lives(flags, expected):
     args = build_parser().parse_args(["factorize", "ratings.csv", *flags])
     model = estimator_for(args, {})
     assert (model.shared_memory, model.owned_v) == expected
-    model._active_client = None  # set by fit
     options = model._engine_options()
     assert (options["shared_memory"], options["owned_v"]) == expected

@@ -126,7 +126,8 @@ def test_two_workers_killed_together_recover_from_buddies_or_name_the_lost_shard
 
 
 def test_the_memory_check_counts_the_workers_own_memory(ratings):
-    from cluster.driver import _DistributedRun
+    from cluster.layout import layout_for
+    from cluster.placed import Placement
     from hamsi.problems import MatrixFactorization
 
     with connect(n_workers=1, memory_limit="1GiB", quiet=True) as client:
@@ -135,18 +136,11 @@ def test_the_memory_check_counts_the_workers_own_memory(ratings):
 
         def need(rank):
             problem = MatrixFactorization(ratings, rank)
-            run = _DistributedRun(
-                problem,
-                partition.make("strata-b", ratings, blocks=1, seed=1),
-                client,
-                [address],
-                heldout=None,
-                backup=True,
-                peer_timeout=10,
-                quiet=True,
-                memory=5,
-            )
-            return run._needed_bytes([0])
+            cover = partition.make("strata-b", ratings, blocks=1, seed=1)
+            problem.arrange(cover)
+            layout = layout_for(problem, cover, problem.shard_bounds(cover), None)
+            placed = Placement(client, problem, layout, 5, shared_memory=None, owned_v=None)
+            return placed.needed_bytes([0])
 
         # a rank whose shards alone fit the share of the limit, but not on top of the worker's baseline
         slope = (need(40) - need(20)) / 20  # need is affine in the rank
@@ -210,15 +204,15 @@ def test_a_worker_lost_while_receiving_data_is_one_line_and_other_failures_pass(
     """A worker killed at its memory limit during placement surfaced as a KeyError traceback."""
     from types import SimpleNamespace
 
-    from cluster import driver
+    from cluster import recovery
 
     alive = {"tcp://127.0.0.1:2": {}}
-    monkeypatch.setattr(driver, "_scheduler_answers", lambda client: True)
-    monkeypatch.setattr(driver, "worker_info", lambda client: alive)
+    monkeypatch.setattr(recovery, "_scheduler_answers", lambda client: True)
+    monkeypatch.setattr(recovery, "worker_info", lambda client: alive)
     client = SimpleNamespace(
         status="running", scheduler=SimpleNamespace(address="tcp://127.0.0.1:1")
     )
-    error = driver.cluster_lost(
+    error = recovery.cluster_lost(
         client, KeyError("('data', 3)"), {"tcp://127.0.0.1:2", "tcp://127.0.0.1:3"}
     )
     assert isinstance(error, ClusterError) and "\n" not in str(error)
@@ -226,14 +220,14 @@ def test_a_worker_lost_while_receiving_data_is_one_line_and_other_failures_pass(
         error
     ) and "memory" in str(error)
     assert (
-        driver.cluster_lost(client, KeyError("x"), set(alive)) is None
+        recovery.cluster_lost(client, KeyError("x"), set(alive)) is None
     )  # every worker alive: shown as it is
     assert (
-        driver.cluster_lost(client, ClusterError("x"), {"tcp://127.0.0.1:3"}) is None
+        recovery.cluster_lost(client, ClusterError("x"), {"tcp://127.0.0.1:3"}) is None
     )  # already one line
-    monkeypatch.setattr(driver, "_scheduler_answers", lambda client: False)
+    monkeypatch.setattr(recovery, "_scheduler_answers", lambda client: False)
     assert "lost the connection to the Dask scheduler at tcp://127.0.0.1:1" in str(
-        driver.cluster_lost(client, OSError("Stream is closed\nmore"), set(alive))
+        recovery.cluster_lost(client, OSError("Stream is closed\nmore"), set(alive))
     )
 
 

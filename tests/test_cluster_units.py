@@ -1,6 +1,7 @@
 """Unit tests of the cluster pieces that need no running cluster: placement, checkpoints, stop rules."""
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -263,23 +264,24 @@ def test_a_port_that_is_not_a_dask_scheduler_fails_in_seconds_naming_it():
             conn.close()
 
 
-def test_a_recovery_waits_until_workers_dying_together_are_all_dropped(monkeypatch):
-    from cluster import driver
+def test_a_recovery_waits_until_workers_dying_together_are_all_dropped():
+    import dask
+
+    from cluster.recovery import Recovery
 
     # the scheduler drops the second dead worker 0.3 s after the first
-    started = driver.time.monotonic()
+    started = time.monotonic()
 
-    def alive(self):
-        return {"a", "c"} if driver.time.monotonic() - started > 0.3 else {"a", "b", "c"}
+    def alive():
+        return {"a", "c"} if time.monotonic() - started > 0.3 else {"a", "b", "c"}
 
-    monkeypatch.setattr(driver._DistributedRun, "_alive", alive)
-    monkeypatch.setattr(driver, "SETTLE_SECONDS", 0.5)
-    run = driver._DistributedRun.__new__(driver._DistributedRun)
-    assert run._settled_alive() == {"a", "c"}
-    assert driver.time.monotonic() - started >= 0.8  # settled for 0.5 s after the last change
-    monkeypatch.setattr(driver, "SETTLE_LIMIT", 0.1)  # a list that keeps changing: bounded wait
+    with dask.config.set({"hamsi.settle-seconds": 0.5}):
+        recovery = Recovery(None, None, alive, "token", backup=True)
+        assert recovery.settled_alive() == {"a", "c"}
+        assert time.monotonic() - started >= 0.8  # settled for 0.5 s after the last change
     flips = iter(range(10**6))
-    monkeypatch.setattr(driver._DistributedRun, "_alive", lambda self: {next(flips)})
-    begun = driver.time.monotonic()
-    run._settled_alive()
-    assert driver.time.monotonic() - begun < 1.0
+    with dask.config.set({"hamsi.settle-limit": 0.1}):  # a list that keeps changing: bounded wait
+        recovery = Recovery(None, None, lambda: {next(flips)}, "token", backup=True)
+        begun = time.monotonic()
+        recovery.settled_alive()
+        assert time.monotonic() - begun < 1.0

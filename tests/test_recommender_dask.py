@@ -45,24 +45,25 @@ def frame():
 
 def test_clone_and_grid_search_keep_the_same_client(client, frame):
     from cluster import DaskMatrixFactorizer
+    from cluster.engine import DaskEngine
 
     model = DaskMatrixFactorizer(rank=2, max_epochs=3, random_state=0, client=client)
     copy = clone(model)
     assert copy.client is client and copy is not model
     seen = []
-    original = DaskMatrixFactorizer._minimize
+    original = DaskEngine.solve
 
-    def spy(self, *args):
+    def spy(self, *args, **kwargs):
         seen.append(self.client)
-        return original(self, *args)
+        return original(self, *args, **kwargs)
 
-    DaskMatrixFactorizer._minimize = spy
+    DaskEngine.solve = spy
     try:
         search = GridSearchCV(
             model, {"reg": [0.5, 2.0]}, cv=KFold(2, shuffle=True, random_state=0)
         ).fit(frame)
     finally:
-        DaskMatrixFactorizer._minimize = original
+        DaskEngine.solve = original
     assert len(seen) == 5 and all(c is client for c in seen)  # 2 x 2 folds + the refit
     assert search.best_estimator_.client is client and not client.status == "closed"
 

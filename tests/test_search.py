@@ -37,20 +37,20 @@ def test_the_search_is_deterministic_under_random_state(ratings):
 
 
 def test_trials_side_by_side_on_threads_give_the_table_of_one_at_a_time(ratings, monkeypatch):
-    import hamsi.estimator
+    import hamsi.engine
 
     side_by_side = MatrixFactorizer(**dict(FAST, threads=2)).fit(ratings)
     assert (
         len(side_by_side.search_results_["rank"]) > 2
     )  # rungs with several trials ran on the pool
     calls = []
-    original = hamsi.estimator.ThreadPoolExecutor
+    original = hamsi.engine.ThreadPoolExecutor
 
     def counting(*args, **kwargs):
         calls.append(args)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(hamsi.estimator, "ThreadPoolExecutor", counting)
+    monkeypatch.setattr(hamsi.engine, "ThreadPoolExecutor", counting)
     side_by_side_again = MatrixFactorizer(**dict(FAST, threads=2)).fit(ratings)
     one_at_a_time = MatrixFactorizer(**FAST).fit(ratings)
     assert calls and calls[0][0] == 2

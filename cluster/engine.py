@@ -1,0 +1,84 @@
+"""DaskEngine: the Engine (hamsi.engine) that runs on a Dask cluster, and the context that opens it."""
+
+from __future__ import annotations
+
+import contextlib
+
+from cluster.connect import connect, worker_addresses
+from hamsi.recommender import DEFAULT_COLUMNS
+
+
+class DaskEngine:
+    """Solves on the workers of `client` (cluster.driver.minimize_hamsi); reads and keeps their data.
+
+    n_workers: the workers a fit needs at least (None: 1); threads_per_worker: the numba threads of
+    each search trial on a worker; run_options: the Dask run's own keywords (chunk_epochs,
+    checkpoint, checkpoint_every, resume, shared_memory, owned_v).
+    """
+
+    def __init__(self, client, *, n_workers=None, threads_per_worker: int = 1, **run_options):
+        self.client, self.n_workers = client, n_workers
+        self.threads_per_worker = int(threads_per_worker)
+        self.run_options = run_options
+
+    def workers(self) -> list[str]:
+        """Return the addresses of the cluster's workers (at least n_workers of them)."""
+        return worker_addresses(self.client, minimum=self.n_workers or 1)
+
+    def default_blocks(self) -> int:
+        return len(self.workers())
+
+    def solve(self, problem, cover, options, *, heldout=None, callback=None, x0=None):
+        """Return the OptimizeResult of cluster.driver.minimize_hamsi on this engine's workers."""
+        from cluster import driver
+
+        return driver.minimize_hamsi(
+            problem,
+            cover,
+            client=self.client,
+            heldout=heldout,
+            callback=callback,
+            x0=x0,
+            **options.keywords(),
+            **self.run_options,
+        )
+
+    def trial_runner(self, estimator_class, base_params: dict, fit_part, validation):
+        """Return run_rung: a rung's trials as Dask tasks, each in process on a worker (cluster.search)."""
+        from cluster.search import DaskTrialRunner
+
+        return DaskTrialRunner(
+            self.client, estimator_class, base_params, fit_part, validation, self.threads_per_worker
+        )
+
+    def keeps(self, source) -> bool:
+        """True when `source` is read by the workers and stays there (a Dask DataFrame, a path or glob)."""
+        from cluster.dataset import is_distributed_source
+
+        return is_distributed_source(source)
+
+    def load(self, source, *, columns, scheme, blocks, heldout_fraction, seed):
+        """Return the WorkerRatings of `source`: read, indexed and routed by tasks on the workers."""
+        from cluster.dataset import WorkerRatings
+
+        workers = self.workers()
+        return WorkerRatings(
+            self.client,
+            source,
+            columns=None if tuple(columns) == DEFAULT_COLUMNS else tuple(columns),
+            scheme=scheme,
+            n_blocks=blocks or len(workers),
+            heldout_fraction=heldout_fraction,
+            seed=seed,
+            workers=workers,
+        )
+
+
+@contextlib.contextmanager
+def dask_engine(client=None, scheduler=None, local_client=None, **engine_options):
+    """Yield a DaskEngine on `client`, else on `scheduler`'s cluster, else on local_client()."""
+    if client is None and scheduler is None:
+        yield DaskEngine(local_client(), **engine_options)
+        return
+    with connect(client=client, scheduler=scheduler) as opened:
+        yield DaskEngine(opened, **engine_options)

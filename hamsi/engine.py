@@ -1,0 +1,122 @@
+"""Where an estimator's optimization runs: the Engine protocol and the in-process engine.
+
+An engine solves one problem on one cover (`solve(problem, cover, options) -> OptimizeResult`)
+and runs a rung of the search's trials; MatrixFactorizer talks to nothing else. The in-process
+engine is here; the Dask engine is cluster.engine.DaskEngine (the arrows point cluster -> hamsi).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from typing import Protocol
+
+from hamsi import kernels, search
+from hamsi.options import GD_ETA, EngineOptions
+
+
+def available_cores() -> int:
+    """Return the cores this process may run on (its CPU affinity), at least 1."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class Engine(Protocol):
+    """What MatrixFactorizer needs of the place its optimization runs."""
+
+    def default_blocks(self) -> int:
+        """Return the number of blocks B a cover gets when the user gave none."""
+
+    def solve(
+        self, problem, cover, options: EngineOptions, *, heldout=None, callback=None, x0=None
+    ):
+        """Return the OptimizeResult of `options.method` on `problem` over `cover`."""
+
+    def trial_runner(self, estimator_class, base_params: dict, fit_part, validation):
+        """Return run_rung(trials) -> outcomes for hamsi.search.choose_by_validation."""
+
+    def keeps(self, source) -> bool:
+        """True when `source` is read where the engine runs and stays there (then `load` reads it)."""
+
+    def load(self, source, *, columns, scheme, blocks, heldout_fraction, seed):
+        """Return the TrainingData of a source this engine keeps (hamsi.training)."""
+
+
+class InProcessEngine:
+    """The engine in this process: numba kernels on `threads` threads (None: the cores)."""
+
+    def __init__(self, threads: int | None = None):
+        self.threads = threads or available_cores()
+
+    def default_blocks(self) -> int:
+        return available_cores()
+
+    def solve(
+        self, problem, cover, options: EngineOptions, *, heldout=None, callback=None, x0=None
+    ):
+        """Return the OptimizeResult of hamsi.optimizer's loop (mbgd: memory 1, no safeguard)."""
+        from hamsi.optimizer import run_in_process
+
+        keywords = dict(options.keywords(), eta=options.step_eta)
+        if options.method == "mbgd":
+            keywords.update(eta_gd=GD_ETA, memory=1, safeguard=False)
+        return run_in_process(
+            problem,
+            cover,
+            x0=x0,
+            heldout=heldout,
+            callback=callback,
+            threads=self.threads,
+            **keywords,
+        )
+
+    def keeps(self, source) -> bool:
+        """False: in process, every source is read into memory (hamsi.recommender.as_ratings)."""
+        return False
+
+    def load(self, source, **_):
+        raise TypeError("the in-process engine keeps no data elsewhere: fit reads it into memory")
+
+    def trial_runner(self, estimator_class, base_params: dict, fit_part, validation):
+        """Return run_rung: a rung's trials side by side in this process, one numba thread each.
+
+        A trial's kernels release the GIL, so `threads` trials at a time, each on one thread, beat
+        one trial at a time on all of them (the fork-join of every short parallel kernel goes). The
+        thread count changes no bits (every reduction is per shard, in shard order).
+        """
+        from partition.strata import warm_up as warm_up_strata
+
+        strata = str(base_params.get("partitioner", "")).lower().startswith("strata")
+        # compile before the search's clock starts; the trials run the one-thread twins
+        kernels.warm_up(0, also=warm_up_strata if strata else None)
+        base = dict(base_params, threads=1)
+        workers = self.threads
+
+        def fit(trial):
+            return search.fit_trial(estimator_class, base, trial, fit_part, validation)
+
+        def run_rung(trials) -> list[dict]:
+            if workers == 1 or len(trials) == 1:
+                return [fit(trial) for trial in trials]
+            # the warnings filters are one list for all threads: silence the trials' warnings
+            # (their overfitting is their score) around the pool, not only inside each thread
+            with (
+                warnings.catch_warnings(),
+                ThreadPoolExecutor(
+                    min(len(trials), workers), thread_name_prefix="hamsi-trial"
+                ) as pool,
+            ):
+                warnings.simplefilter("ignore")
+                return list(pool.map(fit, trials))
+
+        return run_rung
+
+
+@contextlib.contextmanager
+def in_process(threads: int | None):
+    """Yield the InProcessEngine (a context manager like cluster.engine.dask_engine)."""
+    yield InProcessEngine(threads)
