@@ -1,4 +1,4 @@
-"""Hyper-parameters chosen by validation: successive halving over the `auto` ones (issue 20).
+"""Hyper-parameters chosen by validation: successive halving over the `auto` ones.
 
 `validation_split(train)` cuts a seeded per-user validation split from the training ratings
 (every user keeps training ratings), `candidate_grid(fixed, sd)` builds the grid of the
@@ -30,22 +30,21 @@ from hamsi.errors import InputError
 
 AUTO = "auto"
 SEARCHED = ("rank", "reg_weighting", "reg", "reg_damping")
-# Ranks 10 and 50: on ml-100k-like rank 25 was never the best of its weighting and reg (trajectories
-# of every candidate over 150 cycles, seed 0), and each candidate costs a third of the search.
+# Ranks 10 and 50: rank 25 was never the best of its weighting and reg on the presets, and each
+# candidate costs a third of the search (docs/accuracy.md).
 RANKS = (10, 50)
 # reg per weighting. uniform: multiples of the ratings' sd (hamsi.defaults.REG_PER_SD = 7; 14 never
 # came near the best on ml-100k-like or long-tail-like, 3.5 was last of its rank in every table
 # after the damped penalty came, a fifth of the search); count (ALS-WR): absolute, because every
 # rating carries the penalty itself and the best value barely moves with the scale of the data
-# (0.05-0.24 on the presets, 0.12-0.15 by hand on the real files of issue 20; 0.3-1.0 only worse
+# (0.05-0.24 on the presets, 0.12-0.15 by hand on real MovieLens files; 0.3-1.0 only worse
 # on long-tail-like).
 UNIFORM_REG_PER_SD = (7.0,)
 COUNT_REGS = (0.05, 0.1, 0.2)
 # count-weighted penalties searched as (reg, reg_damping) pairs: reg (n_a + d) |U_a|^2 blends the
-# uniform penalty's shrinkage of rare rows (reg d) with ALS-WR's of popular ones. On long-tail-like
-# (seeds 0, 1) 0.05 / 80 gave 0.853 / 0.841 against 0.870 undamped and 0.876 uniform, on
-# ml-100k-like 0.898 / 0.915 against 0.904 / 0.922 uniform 7 sd: best of every pair measured
-# (docs/accuracy.md). Given one of the two, the other is searched over COUNT_REGS or DAMPINGS.
+# uniform penalty's shrinkage of rare rows (reg d) with ALS-WR's of popular ones; 0.05 / 80 was the
+# best pair measured on long-tail-like and ml-100k-like, ahead of the undamped and the uniform
+# penalty (docs/accuracy.md). Given one of the two, the other is searched over COUNT_REGS or DAMPINGS.
 COUNT_PENALTIES = ((0.1, 0.0), (0.1, 20.0), (0.05, 80.0))
 DAMPINGS = (0.0, 20.0, 80.0)
 # What `auto` means where no search runs (ratings kept on the Dask workers: a trial needs its
@@ -54,11 +53,11 @@ DAMPINGS = (0.0, 20.0, 80.0)
 UNSEARCHED = {"rank": RANKS[0], "reg_weighting": "uniform", "reg_damping": 0.0}
 VALIDATION_SHARE = 0.1
 # The first rung runs 30 cycles: HAMSI's validation RMSE is not monotone early (it rises while the
-# factors grow out of the small start), and at 10 cycles the eventual winner on ml-100k-like
-# (rank 10, uniform, reg 7 sd: 0.905 at cycle 100) ranked 8th of 15 (0.950), at 30 cycles 5th.
+# factors grow out of the small start), so a shorter first rung ranks the eventual winner in the
+# bottom half and cuts it (docs/accuracy.md).
 MIN_CYCLES = 30
-# Half the candidates go on: of eight, two per rank (with a third kept, ml-100k-like lost the rank-10
-# trial that wins at 100 cycles: 0.9072 against 0.9009 over seeds 0-2).
+# Half the candidates go on: of eight, two per rank (keeping a third cut the rank-10 trial that wins
+# at 100 cycles, docs/accuracy.md).
 HALVING_FACTOR = 2
 TRIAL_PATIENCE = (
     60  # hamsi.defaults.PATIENCE_DEFAULT: validation can rise for a while before it falls
@@ -151,8 +150,7 @@ def survivors(alive: list, scores: dict, kept: int, groups: list) -> list:
 
     groups[index] is candidate index's group (its rank): a rank-10 model is still improving at 30
     cycles where a rank-50 one has peaked, so comparing across ranks after a short rung cuts the
-    slow starters (on ml-100k-like seed 0 every rank-10 trial, whose best reached 0.901 at cycle
-    100 against the promoted rank-50 one's 0.911). Within a rank, the best keep their places.
+    slow starters, which win at full length. Within a rank, the best keep their places.
     """
     ranked = sorted(alive, key=lambda index: scores[index])
     by_group = {}

@@ -1,4 +1,4 @@
-"""Faults of a distributed run (issue 21): a hung worker, two deaths at once, memory limits, a dead
+"""Faults of a distributed run: a hung worker, two deaths at once, memory limits, a dead
 scheduler, stale shared-memory files. Real worker processes on 127.0.0.1, always stopped."""
 
 import os

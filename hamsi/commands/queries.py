@@ -75,7 +75,7 @@ def register(subparsers) -> None:
         choices=["auto", "alm", "p-identity"],
         default="auto",
         help="LRM: auto (default: p-Identity search, with Alg. 1 beside it when 1.2 rank(W) < n), "
-        "alm (seed 001 Alg. 1 + finish) or p-identity",
+        "alm (LRM paper Alg. 1 + finish) or p-identity",
     )
     p.add_argument(
         "--max-time",

@@ -532,7 +532,7 @@ def _arrow_owned_reader(chunk: bytes):
     returned. Input that refers to a Python object (an io.BytesIO, or pa.py_buffer(bytes)) then
     takes the GIL in its destructor; when the interpreter is already exiting (right after an
     InputError), Python ends that thread inside C++ and the process aborts with "terminate called
-    without an active exception", exit 134 (issue 21; seen in core dumps of both inputs). A copy
+    without an active exception", exit 134 (both kinds of input do it). A copy
     owned by Arrow needs no GIL to free.
     """
     import pyarrow as pa
