@@ -260,7 +260,7 @@ def memory_rows(
     The L-BFGS memory's layout in both engines. The vector kernels read S[j, i] and Y[j, i] for
     every j at each entry i: one contiguous stream instead of 2M rows. With 2M separate rows the
     step took 10-13 ns per parameter instead of 3.4 on this machine's VM for some row spacings
-    (cluster/README.md); side by side it takes 2.6-4.1 ns at every size, with the same bits.
+    (docs/benchmarks.md); side by side it takes 2.6-4.1 ns at every size, with the same bits.
     """
     block = np.zeros((n, 2 * memory)) if buffer is None else buffer.reshape(n, 2 * memory)
     return block[:, :memory].T, block[:, memory:].T
