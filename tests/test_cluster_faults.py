@@ -9,7 +9,6 @@ import time
 
 import numpy as np
 import pytest
-from test_cluster_cli import dask_cluster  # noqa: F401  (the fixture: `dask scheduler` + 2 workers)
 
 import partition
 from cluster import ClusterError
@@ -160,7 +159,7 @@ def test_the_memory_check_counts_the_workers_own_memory(ratings):
     }  # refused before anything was sent
 
 
-def test_a_killed_scheduler_is_one_line_naming_it(dask_cluster, tmp_path):  # noqa: F811
+def test_a_killed_scheduler_is_one_line_naming_it(dask_cluster, tmp_path):
     import psutil
 
     data = tmp_path / "ratings.csv"

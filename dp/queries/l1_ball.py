@@ -192,19 +192,6 @@ def _checked(V: np.ndarray, radius: float) -> tuple[np.ndarray, float]:
     return V, float(radius)
 
 
-def l1_ball_thresholds(V: np.ndarray, radius: float = 1.0) -> np.ndarray:
-    """Return the soft threshold theta_j >= 0 of each column of V for the ball of `radius`."""
-    V, radius = _checked(V, radius)
-    magnitudes = np.empty((V.shape[0], COLUMN_BLOCK))
-    return np.concatenate(
-        [
-            _block_thresholds(V, radius, lo, min(V.shape[1], lo + COLUMN_BLOCK), magnitudes)
-            for lo in range(0, V.shape[1], COLUMN_BLOCK)
-        ]
-        or [np.empty(0)]
-    )
-
-
 def project_columns_l1(
     V: np.ndarray, radius: float = 1.0, out: np.ndarray | None = None, threads: int | None = None
 ) -> np.ndarray:
