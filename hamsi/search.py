@@ -99,33 +99,37 @@ def candidate_grid(fixed: dict, spread: float) -> list[dict]:
     weightings = (
         ("uniform", "count") if fixed["reg_weighting"] == AUTO else (fixed["reg_weighting"],)
     )
+    reg, damping = fixed["reg"], fixed["reg_damping"]
     penalties = []
     for weighting in weightings:
-        reg, damping = fixed["reg"], fixed["reg_damping"]
         if weighting == "uniform":  # no damping (check_penalty refuses one > 0)
-            regs = (
-                (float(reg),)
-                if reg != AUTO
-                else tuple(
-                    multiple * (spread if spread > 0 else 1.0) for multiple in UNIFORM_REG_PER_SD
-                )
-            )
-            penalties.extend((weighting, r, 0.0) for r in regs)
-            continue
-        if reg == AUTO and damping == AUTO:
-            pairs = COUNT_PENALTIES
-        elif reg == AUTO:
-            pairs = tuple((r, damping) for r in COUNT_REGS)
-        elif damping == AUTO:
-            pairs = tuple((reg, d) for d in DAMPINGS)
+            penalties.extend((weighting, r, 0.0) for r in _uniform_regs(reg, spread))
         else:
-            pairs = ((reg, damping),)
-        penalties.extend((weighting, float(r), float(d)) for r, d in pairs)
+            pairs = _count_penalties(reg, damping)
+            penalties.extend((weighting, float(r), float(d)) for r, d in pairs)
     return [
         {"rank": int(rank), "reg_weighting": weighting, "reg": reg, "reg_damping": damping}
         for weighting, reg, damping in penalties
         for rank in ranks
     ]
+
+
+def _uniform_regs(reg, spread: float) -> tuple:
+    """Return the uniform penalty's regs: the given one, or UNIFORM_REG_PER_SD times the spread."""
+    if reg != AUTO:
+        return (float(reg),)
+    return tuple(multiple * (spread if spread > 0 else 1.0) for multiple in UNIFORM_REG_PER_SD)
+
+
+def _count_penalties(reg, damping) -> tuple:
+    """Return the count-weighted (reg, reg_damping) pairs: each `auto` one searched, given ones kept."""
+    if reg == AUTO and damping == AUTO:
+        return COUNT_PENALTIES
+    if reg == AUTO:
+        return tuple((r, damping) for r in COUNT_REGS)
+    if damping == AUTO:
+        return tuple((reg, d) for d in DAMPINGS)
+    return ((reg, damping),)
 
 
 def rung_cycles(
@@ -188,49 +192,68 @@ def choose_by_validation(
     started = time.perf_counter()
     deadline = None if time_budget is None else time.time() + time_budget
     rows, alive, finished = [], list(range(len(grid))), True
-    scores = {}
+    scores: dict = {}
+    groups = [grid[index].get(group_by) for index in range(len(grid))]
     for rung, (kept, cycles) in enumerate(rung_cycles(min_cycles, max_cycles, factor, len(grid))):
-        if rung and time_budget is not None and time.perf_counter() - started > time_budget:
+        if rung and _past(started, time_budget):
             finished = False
             break
-        alive = (
-            survivors(
-                alive, scores, kept, [grid[index].get(group_by) for index in range(len(grid))]
-            )
-            if rung
-            else alive
-        )
+        if rung:
+            alive = survivors(alive, scores, kept, groups)
         trials = [Trial(index, grid[index], cycles, rung, deadline) for index in alive]
-        for trial, outcome in zip(trials, run_rung(trials)):
-            rmse = float(outcome["validation_rmse"])
-            scores[trial.candidate] = (rmse if math.isfinite(rmse) else math.inf, trial.candidate)
-            rows.append(
-                {
-                    **trial.params,
-                    "rung": rung,
-                    "cycles": cycles,
-                    "validation_rmse": rmse,
-                    "best_epoch": int(outcome["best_epoch"]),
-                    "seconds": float(outcome["seconds"]),
-                }
-            )
+        rows.extend(_score_rung(trials, run_rung(trials), scores))
         if len(alive) == 1:
             break
     best = min(alive, key=lambda index: scores[index])
-    last = next(row for row in reversed(rows) if _same(row, grid[best]))
+    last, results = _results_table(rows, grid[best], finished)
+    return dict(grid[best]), _refit_cycles(last, scores[best][0], max_cycles), results
+
+
+def _results_table(rows: list[dict], winner: dict, finished: bool) -> tuple[dict, dict]:
+    """Return (the winner's last row, the table as columns with `chosen` marking that row and `finished`)."""
+    last = next(row for row in reversed(rows) if _same(row, winner))
     results = {key: [row[key] for row in rows] for key in rows[0]}
-    results["chosen"] = [_same(row, grid[best]) and row is last for row in rows]
+    results["chosen"] = [_same(row, winner) and row is last for row in rows]
     results["finished"] = finished
-    # when every trial diverged the refit runs the whole budget, so it diverges too and says so
-    # at least one cycle: the Dask driver's trace has no row for a run of 0 cycles. A winner whose
-    # validation RMSE was still falling at its trial's last cycle (a rung the budget cut short)
-    # has shown no stopping point: the refit takes the whole budget, max_cycles.
+    return last, results
+
+
+def _past(started: float, time_budget: float | None) -> bool:
+    """True when time_budget seconds (wall, from perf_counter() `started`) have passed."""
+    return time_budget is not None and time.perf_counter() - started > time_budget
+
+
+def _score_rung(trials: list, outcomes: list, scores: dict) -> list[dict]:
+    """Record each trial's score (inf when it diverged) in `scores`; return its rows of the results table."""
+    rows = []
+    for trial, outcome in zip(trials, outcomes):
+        rmse = float(outcome["validation_rmse"])
+        scores[trial.candidate] = (rmse if math.isfinite(rmse) else math.inf, trial.candidate)
+        rows.append(
+            {
+                **trial.params,
+                "rung": trial.rung,
+                "cycles": trial.cycles,
+                "validation_rmse": rmse,
+                "best_epoch": int(outcome["best_epoch"]),
+                "seconds": float(outcome["seconds"]),
+            }
+        )
+    return rows
+
+
+def _refit_cycles(last: dict, best_score: float, max_cycles: int) -> int:
+    """Return the cycles the refit runs, from the winner's last trial row.
+
+    When every trial diverged the refit runs that trial's cycles, so it diverges too and says so;
+    otherwise at least one cycle: the Dask driver's trace has no row for a run of 0 cycles. A winner
+    whose validation RMSE was still falling at its trial's last cycle (a rung the budget cut short)
+    has shown no stopping point: the refit takes the whole budget, max_cycles.
+    """
+    if not math.isfinite(best_score):
+        return last["cycles"]
     still_falling = last["best_epoch"] >= last["cycles"] and last["cycles"] < max_cycles
-    if not math.isfinite(scores[best][0]):
-        cycles = last["cycles"]
-    else:
-        cycles = max_cycles if still_falling else max(1, last["best_epoch"])
-    return dict(grid[best]), cycles, results
+    return max_cycles if still_falling else max(1, last["best_epoch"])
 
 
 def _same(row: dict, params: dict) -> bool:
