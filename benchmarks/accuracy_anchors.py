@@ -5,10 +5,10 @@ hamsi's environment): ``python accuracy_anchors.py DIR`` reads DIR/train.npy and
 ((n, 3) float64 arrays of user, item, rating; loaded with allow_pickle=False) and prints one JSON
 object: {name: {"rmse": float, "seconds": float} or {"skipped": reason}}. Imports no hamsi code.
 
-- Surprise SVD with its defaults, and at the best point of issue 20's 72-point grid (100 factors,
+- Surprise SVD with its defaults, and at the best point of a 72-point grid on the real file (100 factors,
   reg 0.1, lr 0.01, 60 epochs); with a third argument "grid", also the best of a 72-point grid
-  (SVD_GRID) chosen on the test split itself, as the issue's figure was: an optimistic anchor;
-- Spark ALS at the best point of issue 20's 26-point grid (rank 50, reg 0.1, 20 iterations),
+  (SVD_GRID) chosen on the test split itself, as the real file's figure was: an optimistic anchor;
+- Spark ALS at the best point of a 26-point grid on the real file (rank 50, reg 0.1, 20 iterations),
   local[2]; pairs whose user or item ALS has not seen get the training mean (coldStartStrategy
   "nan", then filled), so every anchor scores every test pair.
 """
@@ -25,7 +25,7 @@ import numpy as np
 
 SVD_BEST = dict(n_factors=100, reg_all=0.1, lr_all=0.01, n_epochs=60)
 ALS_BEST = dict(rank=50, regParam=0.1, maxIter=20)
-# 3 x 3 x 2 x 4 = 72 points around the issue's best one (its grid's values were not given)
+# 3 x 3 x 2 x 4 = 72 points around the real file's best one (its grid's values were not given)
 SVD_GRID = [
     dict(n_factors=f, reg_all=r, lr_all=lr, n_epochs=e)
     for f in (10, 50, 100)

@@ -1,6 +1,6 @@
 """Held-out accuracy of `MatrixFactorizer()` with its defaults (auto: chosen by validation) beside the anchors.
 
-Claim (issue 20): with the defaults, hamsi chooses rank, reg and the penalty's weighting on a
+Claim: with the defaults, hamsi chooses rank, reg and the penalty's weighting on a
 validation split cut from the training ratings and beats a tuned Surprise SVD and Spark ALS on
 the same split. The real files cannot be downloaded here, so this runs the presets shaped like
 them (hamsi.data.synth: ml-100k-like, ml-1m-like and long-tail-like, the second real set's
@@ -9,9 +9,9 @@ statistics) on several seeds, each a random 80/20 split, and prints per preset a
 - biases: regularized user + item biases (ALS, reg 15 users / 10 items as Surprise's BaselineOnly);
 - hamsi defaults: `MatrixFactorizer(random_state=seed)` (in process, the machine's cores), its
   test RMSE, what the search chose, the fit's wall time and the search's share of it;
-- fixed: the defaults before issue 20 (rank 10, uniform reg 7 sd, 100 cycles, no validation);
-- Surprise SVD (defaults; the issue's best grid point: 100 factors, reg 0.1, lr 0.01, 60 epochs)
-  and Spark ALS (the issue's best grid point: rank 50, reg 0.1, 20 iterations), run by
+- fixed: the previous release's defaults (rank 10, uniform reg 7 sd, 100 cycles, no validation);
+- Surprise SVD (defaults; the best grid point on the real file: 100 factors, reg 0.1, lr 0.01, 60 epochs)
+  and Spark ALS (the best grid point on the real file: rank 50, reg 0.1, 20 iterations), run by
   benchmarks/accuracy_anchors.py in the interpreter given by --anchor-python (a venv with
   scikit-surprise and pyspark; Java for Spark); without it, a line says they were skipped.
 
@@ -42,7 +42,7 @@ from hamsi.defaults import REG_PER_SD, choose_hyperparameters, optimizer_options
 from hamsi.optimizer import minimize_hamsi
 from hamsi.problems import MatrixFactorization
 
-# Issue 20's figures on the real files (random 80/20 split, 2 shared cores): second set = long-tail-like's model.
+# goal: the figures on the real files (random 80/20 split, 2 shared cores): second set = long-tail-like's model.
 REAL = {
     "ml-100k-like": {
         "biases (unregularized)": 0.944,
@@ -194,7 +194,7 @@ def fit_auto(train, test, seed: int, max_time):
 
 
 def fit_fixed(train, test, seed: int) -> float:
-    """Return the test RMSE of the defaults before issue 20: rank 10, uniform reg 7 sd, 100 cycles."""
+    """Return the test RMSE of the previous release's defaults: rank 10, uniform reg 7 sd, 100 cycles."""
     model = MatrixFactorizer(
         rank=10,
         reg=REG_PER_SD * float(train.values.std()),
@@ -215,8 +215,7 @@ def accuracy_table(args) -> None:
         print(
             f"\n{preset}, random 80/20 split per seed"
             + (
-                "; real file (issue 20): "
-                + ", ".join(f"{k} {v:.3f}" for k, v in REAL[preset].items())
+                "; goal, real file: " + ", ".join(f"{k} {v:.3f}" for k, v in REAL[preset].items())
                 if preset in REAL
                 else ""
             )

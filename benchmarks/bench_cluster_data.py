@@ -1,4 +1,4 @@
-"""Ratings read on the workers vs ratings through the client: memory and time to the first cycle (issue 22).
+"""Ratings read on the workers vs ratings through the client: memory and time to the first cycle.
 
 Claims checked: fitting a Parquet directory from `dd.read_parquet` on a 2-worker LocalCluster keeps
 the client at <= 64 MB + 16 bytes per user and item above its idle RSS, and each worker at <= 40

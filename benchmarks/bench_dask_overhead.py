@@ -1,6 +1,6 @@
 """Time per inner iteration: HAMSI on 2 Dask workers vs the in-process engine with 2 threads.
 
-Claim checked (issue 10): the Dask path runs the engine's loop with a MailboxExchange at <= 1.15x
+Claim checked (goal): the Dask path runs the engine's loop with a MailboxExchange at <= 1.15x
 the in-process engine per inner iteration. Both runs use the same partition and seed, so they take
 the same steps (the script checks it). Times exclude the first cycle (first connections). The
 machine is shared and noisy, so each engine runs --repeats times, alternating, and the best and

@@ -16,7 +16,7 @@ sweep side by side, after both sides have imported everything and loaded the dat
 Each section prints the thesis' statement, our mean f - f* per setting, and whether the
 statement's ordering holds in our runs.
 
-Two sections answer issue 19: `smoothing` (10 repetitions at eps 1, DP-GDwS at beta 0.1 against
+Two sections check the private learning goals: `smoothing` (10 repetitions at eps 1, DP-GDwS at beta 0.1 against
 beta 1, ours beside the thesis' Alg. 4 written out literally with its data-derived L), and
 `defaults` (PrivateLogisticRegression's defaults against diffprivlib's LogisticRegression(epsilon,
 data_norm=1), training accuracy on breast cancer, a synthetic logistic set and digits 0-vs-rest,
@@ -26,7 +26,7 @@ needs scikit-learn < 1.6, so it runs in its own venv through a subprocess, --dif
     python benchmarks/bench_dp_learning.py                  # default: 2 reps, eps 0.5 and 1, 4 betas
     python benchmarks/bench_dp_learning.py --full           # 10 reps, eps 0.5/0.8/1, 100 betas, 1e4 iterations
     python benchmarks/bench_dp_learning.py --out figs/      # also draw the figures (PNG)
-    python benchmarks/bench_dp_learning.py --sections smoothing defaults   # issue 19's two tables
+    python benchmarks/bench_dp_learning.py --sections smoothing defaults   # the two goal tables
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def thesis_literal_gdws(X, y, epsilon, beta, T, seed, every):
 
     g~_t = (1 - beta) g~_{t-1} + beta g(x_t) + eta_t, x_{t+1} = x_t - alpha g~_t, eta_t Laplace at
     beta S1 T / epsilon per coordinate, alpha of (4.21) capped at 1 / (beta L) with L from
-    lambda_max of the data (what the thesis does, and the leak issue 19 removed from dp.learning):
+    lambda_max of the data (what the thesis does, and a leak dp.learning does not have):
     the independent reference our implementation is compared with, not a private method.
     """
     from types import SimpleNamespace
@@ -315,7 +315,7 @@ def report_beta(name, results, tasks, a):
 
 
 def report_smoothing(name, results, tasks, a):
-    """Issue 19: mean f - f* +- standard error over 10 reps per beta, ours and the literal Alg. 4."""
+    """Print mean f - f* +- standard error over 10 reps per beta, ours and the literal Alg. 4."""
     print(
         f"{'implementation':>28} "
         + "".join(f"{'beta = ' + format(b, 'g'):>18}" for b in SMOOTHING_BETAS)
@@ -540,12 +540,12 @@ def diffprivlib_scores(python: str, X, y, epsilons, seeds: int):
 
 
 def report_defaults(a):
-    """Issue 19: PrivateLogisticRegression's defaults against diffprivlib, training accuracy, 10 seeds."""
+    """Print PrivateLogisticRegression's defaults against diffprivlib, training accuracy, 10 seeds."""
     import dp
 
     epsilons, seeds = (0.5, 1.0, 4.0), 10
     print(
-        "thesis: (none) issue 19's goal: defaults >= 0.88 at eps 1 on breast cancer, ahead of diffprivlib's "
+        "thesis: (none) goal: defaults >= 0.88 at eps 1 on breast cancer, ahead of diffprivlib's "
         "LogisticRegression(epsilon, data_norm=1) at eps 0.5, 1, 4 on breast cancer and a second set"
     )
     print(

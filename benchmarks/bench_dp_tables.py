@@ -19,13 +19,7 @@ Two ways to run DP-AGL's ADMM (Table 2):
   iterates are far from the optimum after K steps; both runs move from Z = 0 along nearly the same
   path, and their difference is the accumulated noise: the F-loss is the same for every model, is
   proportional to the noise scale (~ 1/(n epsilon)) and grows about like sqrt(K).
-Measured (6 reps, model 2, eps 0.3, K = 2000; l1 / F / spectral): literal 28.2 / 2.98 / 8.21 at
-n = 100 (paper 27.27 / 2.98 / 0.83), 14.5 / 1.54 / 4.06 at n = 200 (paper 14.61 / 1.55 / 0.42),
-7.91 / 0.82 / 2.08 at n = 400 (paper 7.87 / 0.83 / 0.21): l1 and F within 4 % of the paper; its
-spectral column is ~10x smaller than the same runs give, and its eps >= 1 rows look like noise ~sqrt(2)
-smaller (add-remove sensitivity, or a different calibration). Literal F at n = 100 is 2.96 / 2.97 /
-2.98 for models 2 / 3 / 4 and 1.44 / 2.96 / 6.21 at K = 500 / 2000 / 8000 (~sqrt(K)). Converged:
-relative F 0.85 / 0.80 / 0.70 at n = 100 / 200 / 400. The paper's Table 2
+Recorded runs: docs/benchmarks.md, "Su et al. Table 2, literal ADMM". The paper's Table 2
 measures how far an unconverged ADMM has drifted, not the accuracy of the private graphical lasso;
 the converged numbers are the meaningful ones.
 Replications run as Dask tasks on a LocalCluster with 2 worker processes.

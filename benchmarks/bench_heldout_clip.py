@@ -1,4 +1,4 @@
-"""Cost of scoring held-out pairs on clipped predictions (issue 20: one definition of the test RMSE).
+"""Cost of scoring held-out pairs on clipped predictions (one definition of the test RMSE).
 
 Claim: the trace's held-out RMSE, now of the predictions clipped to the training range
 (`kernels.mf_squared_error_chunked` with the range), costs about what the unclipped one

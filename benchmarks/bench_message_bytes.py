@@ -1,6 +1,6 @@
 """Bytes the workers send each other per inner iteration: V replicated vs V owned, on the message path.
 
-Claim checked (issue 23, item 1): with V owned (cluster.work.OwnedFactorWork: each item shard
+Claim checked (goal): with V owned (cluster.work.OwnedFactorWork: each item shard
 V_j handed along the strata to the worker that steps it next, V replicated again at each cycle's
 end), the bytes per inner iteration of all workers at 4 workers are <= 1.3x those at 2, and per
 worker they fall like items x rank / B. Replicated V (FactorWork: every worker receives every

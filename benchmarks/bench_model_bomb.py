@@ -1,6 +1,6 @@
 """Time and memory of refusing a zip-bomb model file, beside loading a real model of the same file size.
 
-Claim (issue 21, item 4: a 2.1 MB .npz made `hamsi recommend` take 6.4 GB and 258 s): a model whose
+Claim (a model file of a few MB can declare gigabytes of arrays): a model whose
 user_factors declare GIGABYTES of deflated zeros is refused from its zip and npy headers alone, in
 milliseconds and without allocating the array; a genuine model is read as before.
 

@@ -1,4 +1,4 @@
-"""Benchmark: partitioner speed and peak memory on power-law data (targets from project issue 3).
+"""Benchmark: partitioner speed and peak memory on power-law data (goals in the docstring).
 
 Targets: STRATA-B on 20M ratings < 5 s; COLOR and COLOR-B on 1M ratings < 10 s; peak extra memory
 < 3x the rating arrays. Each run happens in a fresh subprocess that loads the saved index arrays,

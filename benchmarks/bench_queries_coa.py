@@ -1,4 +1,4 @@
-"""COA's objective and speed goals (issue 13): error ratio to identity, certified gap, time, cost split.
+"""COA's objective and speed goals: error ratio to identity, certified gap, time, cost split.
 
 For WRange, WDiscrete and WRelated (s = n/2) at m = 1024 drawn with default_rng(1), and n = 256,
 512, 1024 (and, with --largest, for WRange and WDiscrete doubling n from 2048 until a solve exceeds
@@ -34,7 +34,7 @@ if (
 
 import numpy as np  # noqa: E402
 
-OPTIMUM = {  # error ratio to identity, from the dual (issue 13); WRelated: a lower bound
+OPTIMUM = {  # error ratio to identity, from the dual (goal); WRelated: a lower bound
     "range": {256: 0.09324, 512: 0.05548, 1024: 0.03146},
     "discrete": {256: 0.10993, 512: 0.09240, 1024: 0.07255},
     "related": {256: 0.4327, 512: 0.41451, 1024: 0.38501},

@@ -1,4 +1,4 @@
-"""Claim: reproduce the Low-Rank Mechanism's experiments (seed 001, Figs. 2-9) under epsilon-DP.
+"""Claim: reproduce the Low-Rank Mechanism's experiments (LRM paper, Figs. 2-9) under epsilon-DP.
 
 Average squared error ||W x - answer||^2 of LRM and its baselines, all with Laplace noise from the
 exact discrete sampler: LM (Laplace on W x, "workload"), NOD (Laplace on the counts, "identity"),
@@ -13,9 +13,9 @@ every cell uses a synthetic power-law histogram of 100,000 records (dp.queries.p
 the same for every method. The figures are plots without printed values; the paper's claims are
 printed beside ours.
 
-Defaults use reduced sizes (m = 64, n = 256; n up to 512, m up to 256): all 77 cells took 130 s
-at loadavg 8-20 on the shared 2-core machine (one figure, e.g. --figures 9, a few minutes);
---paper runs the paper's grid (n up to 8192, m = 256 at n = 1024, s = 0.5 min(m, n)): hours.
+Defaults use reduced sizes (m = 64, n = 256; n up to 512, m up to 256): all 77 cells take a few
+minutes on 2 cores (one figure, e.g. --figures 9, less); --paper runs the paper's grid (n up to
+8192, m = 256 at n = 1024, s = 0.5 min(m, n)): hours.
 
 Run: python benchmarks/bench_queries_lrm.py [--figures 2 3 4 5 6 7 8 9] [--paper] [--reps 20] [--workers 2]
      [--solver alm|auto]
@@ -194,7 +194,7 @@ def print_comparison(figure: str, rows: list[dict]) -> None:
 
 
 def main():
-    ap = argparse.ArgumentParser(description="Reproduce seed 001 Figs. 2-9 (LRM)")
+    ap = argparse.ArgumentParser(description="Reproduce the LRM paper's Figs. 2-9 (LRM)")
     ap.add_argument("--figures", nargs="+", default=["2", "3", "4", "5", "6", "7", "8", "9"])
     ap.add_argument(
         "--paper", action="store_true", help="the paper's sizes (n = 1024, m = 256, n up to 8192)"
@@ -241,7 +241,7 @@ def main():
         client.close()
         cluster.close()
     print(
-        f"seed 001 reproduction: {len(cells)} cells as Dask tasks on {args.workers} workers, "
+        f"LRM paper reproduction: {len(cells)} cells as Dask tasks on {args.workers} workers, "
         f"{time.perf_counter() - started:.0f} s wall, loadavg {os.getloadavg()[0]:.1f}; "
         f"{'paper sizes' if args.paper else 'reduced sizes (--paper for the full grid)'}; "
         f"power-law synthetic histogram (real data unreachable); {args.reps} releases per cell"

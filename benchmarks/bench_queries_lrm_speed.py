@@ -3,35 +3,11 @@
 For each workload: seconds to reach ||W - B L||_F <= gamma, outer (Alg. 1) and inner (Alg. 2)
 iterations, the split between the B update (Eq. (9)), the L update (Alg. 2: r^2 n products and the
 L1-ball projection) and the residual/multiplier step, and the error ratio to the identity under
-Laplace noise. Seed 001's complexity is O(N_in N_out (r^2 m + r^2 n)); here the r x r Gram
-matrices are formed once per outer iteration and every product is BLAS-3. Goal (issue 14): under
+Laplace noise. The LRM paper's complexity is O(N_in N_out (r^2 m + r^2 n)); here the r x r Gram
+matrices are formed once per outer iteration and every product is BLAS-3. Goal: under
 10 s at n = 1024, m = 256 on 2 cores; n = 8192 within 10 minutes (--large).
 
-Measured in one run (--threads 1 --baseline 46c2883 --max-time 150, loadavg 1.8-2.1: the machine
-shared with another engineer's one-core job), Alg. 1 alone, seconds / outer / inner / ms per Alg. 2
-step / Phi Delta^2 over identity's:
-  WDiscrete  old code 24.4 s 154 / 1,540 13.9 ms 0.8925;  new code, paper schedule 19.6 s 154 / 1,540
-             10.7 ms 0.8925;  new default 15.4 s 67 / 1,284 10.7 ms 0.4029
-  WRange     old 62.4 s 390 / 3,900 14.1 ms 0.5615 (beta limit);  paper schedule 48.1 s 390 / 3,900
-             10.4 ms 0.5653 (beta limit);  new default 20.9 s 88 / 1,760 10.7 ms 0.3896 (converged)
-  WRelated   old 11.7 s 197 / 1,914 5.1 ms 9.864;  paper schedule 8.9 s 197 / 1,914 3.7 ms 9.864;
-             new default 6.6 s 101 / 1,649 3.4 ms 7.097 (r = 154; the finish falls back to identity)
-The new default spends 90 % in Alg. 2: per step one 308 x 308 by 308 x 1024 product (8.1 ms best
-at this load, 1 BLAS thread) and one fused pass (projected_gradient_step: 3.0 ms best 1 thread,
-1.9 ms 2 threads, against 7.3 ms for the seven numpy passes and the projection it replaced); the
-L1 projection alone: sort-based 22.9 ms, Condat's filter (old) 5.6 ms, blocked Michelot 0.84 ms
-(1 thread) / 0.67 ms (2 threads). 2 BLAS threads next to the other job's busy core are a loss
-(product 22 ms best, 73 ms per step: WDiscrete 121 s, loadavg 3.4), so the 2-core goal could not
-be measured here; the step's own parts add up to ~5 ms when both cores are free (product 2.9 ms
-best with 2 BLAS threads, measured once while the other job paused, loadavg 2.0; fused pass 1.9 ms),
-i.e. ~7-9 s for WDiscrete's 1,284 steps plus ~1.4 s of B updates and residuals: an estimate, not a
-measurement. At 1 thread under load the goal is not met (15.4 s).
-n = 8192 (--large --workloads discrete --threads 1, loadavg 2.3): WDiscrete 171.7 s, 135 outer /
-1,629 inner at 92.7 ms per step, 88 % in Alg. 2 (30 % the fused projected step, the rest the
-308 x 308 by 308 x 8192 product), 6 % B updates, 6 % residuals; converged, 0.0963 x identity.
-(--large --workloads range related --threads 1, loadavg 2.1): WRange 121.8 s, 77 / 1,497 at 73.7 ms,
-91 % in Alg. 2, converged, 0.0982; WRelated (r = 154) 50.5 s, 116 / 1,522 at 25.6 ms, 1.19 x
-identity (the finish falls back to identity). All three within the 10-minute goal on one thread.
+Recorded runs: docs/benchmarks.md, "LRM speed".
 
 Run: python benchmarks/bench_queries_lrm_speed.py [--n 1024] [--m 256] [--large] [--threads 2] [--repeats 1]
      [--max-time 600] [--refine-max-time 120] [--baseline REF] [--workloads discrete range related]
@@ -313,7 +289,7 @@ def main():
     from threadpoolctl import threadpool_limits
 
     print(
-        f"LRM speed (seed 001 Alg. 1-2), gamma 0.01, r = 1.2 rank(W), {args.threads} BLAS threads; "
+        f"LRM speed (LRM paper Alg. 1-2), gamma 0.01, r = 1.2 rank(W), {args.threads} BLAS threads; "
         f"paper: Matlab, 2.5 GHz quad-core; goal < 10 s at n = 1024, m = 256"
     )
     started = time.perf_counter()

@@ -1,19 +1,15 @@
 """Claim: LRM under epsilon-DP against COA under (epsilon, delta)-DP and the baselines, one table.
 
-As seed 000 compares the two families: the same workload (m = 1024 queries, WRange, WDiscrete,
+As the COA paper compares the two families: the same workload (m = 1024 queries, WRange, WDiscrete,
 WRelated with s = n/2, drawn with seed 1) and the same epsilon = 0.1; LRM and the Laplace
 baselines are epsilon-DP (delta = 0), COA and the Gaussian baselines (epsilon, 1e-4)-DP (analytic
 calibration), a weaker guarantee. Printed: the expected total squared error (closed form; LRM's
 bias ||(W - B L) x||^2 on a power-law histogram of 100,000 records included) and its ratio to the
-Laplace identity strategy, the ratio the issue's anchors use, with HDMM's epsilon-DP optimizer
+Laplace identity strategy, the ratio the published anchors use, with HDMM's epsilon-DP optimizer
 (OPT0) and the hierarchical strategy beside. Every (workload, n, method) cell is a Dask task on a
 LocalCluster at 127.0.0.1.
 
-Measured (--ns 256 --lrm-max-time 150 --refine-max-time 150, 157 s wall, loadavg 2.9): LRM /
-identity 0.375 on WRange (Alg. 1 alone 0.588; HDMM anchor 0.367), 0.1956 on WDiscrete (0.340;
-anchor 0.196), 1.00 on WRelated s = 128 (identity fallback; Alg. 1 alone 259; anchor 1.0); COA
-(eps, delta) 0.280 / 0.330 / 1.30. n = 512 (caps 120 / 120, 358 s wall, loadavg 3.6): 0.272 / 0.165 /
-1.00 against 0.260 / 0.165 / 1.0. docs/queries.md has the full table.
+Recorded runs: docs/benchmarks.md, "LRM against COA"; docs/queries.md has the full table.
 
 Run: python benchmarks/bench_queries_lrm_table.py [--ns 256 512 1024] [--m 1024] [--lrm-max-time 300]
      [--refine-max-time 300] [--workloads range discrete related]
@@ -25,7 +21,7 @@ import argparse
 import os
 import time
 
-# issue 14: error ratio to identity under epsilon-DP (L1), m = 1024, and HDMM's time
+# goal: error ratio to identity under epsilon-DP (L1), m = 1024, and HDMM's time
 HDMM_OPT0 = {
     "range": {256: 0.367, 512: 0.260, 1024: 0.172},
     "discrete": {256: 0.196, 512: 0.165, 1024: 0.144},
@@ -71,7 +67,7 @@ def cell(
             options = {"noise": noise}
         elif method.startswith(
             "lrm"
-        ):  # lrm-alm: seed 001's Alg. 1, then the finish (exact B, refinement, fallback)
+        ):  # lrm-alm: the LRM paper's Alg. 1, then the finish (exact B, refinement, fallback)
             options = {
                 "solver": "alm" if method == "lrm-alm" else "auto",
                 "max_time": lrm_max_time,

@@ -1,6 +1,6 @@
 """Strong scaling of the Dask engine here, a cost model checked against it, and its ml-20m-like extrapolation.
 
-Issue 23, items 3 and 4. One run prints:
+One run prints:
 1. the goal: 1 -> 2 workers on ml-1m-like, rank 50, STRATA-B with B = 2 on both (the same cover,
    so the same steps: checked bitwise), --repeats runs alternating, best and median, load average;
 2. the points: W = 1, 2, 4, 8 worker processes, STRATA-B with B = W, V in shared memory and on the
@@ -12,7 +12,7 @@ Issue 23, items 3 and 4. One run prints:
    more workers than cores measure time slicing, not scaling: their bytes and rounds are checked,
    their times are marked;
 3. the blocks: every block's gradient timed alone, the wait on the slowest block of each subset,
-   and a least-squares fit of block time = a ratings + b rows + c items (item 3);
+   and a least-squares fit of block time = a ratings + b rows + c items;
 4. the model (benchmarks/scaling_model.py): constants measured here by micro benchmarks, never
    fitted to the points, its prediction beside every point with the relative error, for an idle
    machine and at the CPU share the run got;

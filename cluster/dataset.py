@@ -1,4 +1,4 @@
-"""Ratings read, indexed, split and placed on the Dask workers: the data path of a distributed fit (issue 22).
+"""Ratings read, indexed, split and placed on the Dask workers: the data path of a distributed fit.
 
 A Dask DataFrame, or a path, directory or glob of Parquet / CSV files (one partition per file, read
 by a task on a worker), goes to its row shards without ever passing through the client:

@@ -98,7 +98,7 @@ def to_arrays(message: Message) -> list[np.ndarray]:
         len(message.items),
     ]
     scalars = [float(message.clock)]
-    data = []
+    data: list[np.ndarray] = []
     for part in message.gradient:
         if isinstance(part.where, tuple):
             skeleton += [part.key, WHERE_RANGE, int(part.where[0]), int(part.where[1])]
@@ -107,18 +107,21 @@ def to_arrays(message: Message) -> list[np.ndarray]:
             data.append(np.asarray(part.where))
         data.append(part.rows)
     for partials in message.shards:
-        present = [getattr(partials, name) for name in PARTIAL_FIELDS]
-        skeleton += [partials.shard, sum(1 << i for i, a in enumerate(present) if a is not None)]
-        data += [a for a in present if a is not None]
+        _put_optional(partials, PARTIAL_FIELDS, skeleton, data)
     for part in message.evaluation:
         skeleton += [part.key, len(part.sse)]
         scalars += [float(part.norm), float(part.test), *map(float, part.sse)]
     for item in message.items:
-        present = [getattr(item, name) for name in ITEM_FIELDS]
-        skeleton += [item.shard, sum(1 << i for i, a in enumerate(present) if a is not None)]
-        data += [a for a in present if a is not None]
+        _put_optional(item, ITEM_FIELDS, skeleton, data)
     sender = np.frombuffer(message.sender.encode(), dtype=np.uint8)
     return [np.array(skeleton, dtype=np.int64), np.array(scalars, dtype=np.float64), sender, *data]
+
+
+def _put_optional(record, names: tuple, skeleton: list, data: list) -> None:
+    """Append the record's shard and a bit mask of its fields present to skeleton, those arrays to data."""
+    present = [getattr(record, name) for name in names]
+    skeleton += [record.shard, sum(1 << i for i, a in enumerate(present) if a is not None)]
+    data += [a for a in present if a is not None]
 
 
 class MalformedMessage(ValueError):
@@ -127,6 +130,33 @@ class MalformedMessage(ValueError):
 
 def from_arrays(arrays: list[np.ndarray]) -> Message:
     """Return the Message that to_arrays encoded; MalformedMessage when the arrays do not fit the layout."""
+    _check_layout(arrays)
+    skeleton = [int(v) for v in arrays[0].reshape(-1)]
+    scalars = [float(v) for v in arrays[1].reshape(-1)]
+    data = iter(arrays[3:])
+    cursor = iter(skeleton)
+    step, vote, n_gradient, n_shards, n_evaluation, n_items = (
+        _take(cursor, "header") for _ in range(6)
+    )
+    message = Message(
+        step, _sender(arrays[2]), vote=bool(vote), clock=scalars[0] if scalars else 0.0
+    )
+    for _ in range(n_gradient):
+        message.gradient.append(_take_gradient_part(cursor, data))
+    for _ in range(n_shards):
+        message.shards.append(_take_optional(ShardPartials, PARTIAL_FIELDS, "shard", cursor, data))
+    values = iter(scalars[1:])
+    for _ in range(n_evaluation):
+        message.evaluation.append(_take_evaluation_part(cursor, values))
+    for _ in range(n_items):
+        message.items.append(_take_optional(ItemShard, ITEM_FIELDS, "item shard", cursor, data))
+    if next(cursor, None) is not None or next(data, None) is not None:
+        raise MalformedMessage("the message has more entries than its counts say")
+    return message
+
+
+def _check_layout(arrays: list[np.ndarray]) -> None:
+    """Raise MalformedMessage unless the arrays start with the skeleton, scalars and sender."""
     if (
         len(arrays) < 3
         or arrays[0].dtype != np.int64
@@ -136,46 +166,38 @@ def from_arrays(arrays: list[np.ndarray]) -> Message:
         raise MalformedMessage(
             "a message starts with its int64 skeleton, float64 scalars and uint8 sender"
         )
-    skeleton, scalars = (
-        [int(v) for v in arrays[0].reshape(-1)],
-        [float(v) for v in arrays[1].reshape(-1)],
-    )
-    data = iter(arrays[3:])
-    cursor = iter(skeleton)
 
-    def take(source, what):
-        try:
-            return next(source)
-        except StopIteration:
-            raise MalformedMessage(f"the message ends before its {what}") from None
 
-    step, vote, n_gradient, n_shards, n_evaluation, n_items = (
-        take(cursor, "header") for _ in range(6)
-    )
+def _take(source, what: str):
+    """Return the next entry of `source`; MalformedMessage naming `what` when there is none."""
     try:
-        sender = arrays[2].tobytes().decode()
+        return next(source)
+    except StopIteration:
+        raise MalformedMessage(f"the message ends before its {what}") from None
+
+
+def _sender(raw: np.ndarray) -> str:
+    """Return the sender's address from its UTF-8 bytes."""
+    try:
+        return raw.tobytes().decode()
     except UnicodeDecodeError as exc:
         raise MalformedMessage(f"the sender is not UTF-8: {exc}") from None
-    message = Message(step, sender, vote=bool(vote), clock=scalars[0] if scalars else 0.0)
-    for _ in range(n_gradient):
-        key, kind, lo, hi = (take(cursor, "gradient part") for _ in range(4))
-        where = (lo, hi) if kind == WHERE_RANGE else take(data, "gradient index")
-        message.gradient.append(GradientPart(key, where, take(data, "gradient rows")))
-    for _ in range(n_shards):
-        shard, mask = take(cursor, "shard"), take(cursor, "shard fields")
-        fields = {name: take(data, name) for i, name in enumerate(PARTIAL_FIELDS) if mask >> i & 1}
-        message.shards.append(ShardPartials(shard, **fields))
-    values = iter(scalars[1:])
-    for _ in range(n_evaluation):
-        key, n_sse = take(cursor, "evaluation"), take(cursor, "evaluation size")
-        norm, test = take(values, "norm"), take(values, "test sum")
-        message.evaluation.append(
-            EvaluationPart(key, [take(values, "sse") for _ in range(n_sse)], norm, test)
-        )
-    for _ in range(n_items):
-        shard, mask = take(cursor, "item shard"), take(cursor, "item shard fields")
-        fields = {name: take(data, name) for i, name in enumerate(ITEM_FIELDS) if mask >> i & 1}
-        message.items.append(ItemShard(shard, **fields))
-    if next(cursor, None) is not None or next(data, None) is not None:
-        raise MalformedMessage("the message has more entries than its counts say")
-    return message
+
+
+def _take_gradient_part(cursor, data) -> GradientPart:
+    key, kind, lo, hi = (_take(cursor, "gradient part") for _ in range(4))
+    where = (lo, hi) if kind == WHERE_RANGE else _take(data, "gradient index")
+    return GradientPart(key, where, _take(data, "gradient rows"))
+
+
+def _take_optional(cls, names: tuple, what: str, cursor, data):
+    """Return cls(shard, **fields present): the inverse of _put_optional."""
+    shard, mask = _take(cursor, what), _take(cursor, f"{what} fields")
+    fields = {name: _take(data, name) for i, name in enumerate(names) if mask >> i & 1}
+    return cls(shard, **fields)
+
+
+def _take_evaluation_part(cursor, values) -> EvaluationPart:
+    key, n_sse = _take(cursor, "evaluation"), _take(cursor, "evaluation size")
+    norm, test = _take(values, "norm"), _take(values, "test sum")
+    return EvaluationPart(key, [_take(values, "sse") for _ in range(n_sse)], norm, test)

@@ -1,4 +1,4 @@
-"""Ratings routed to their row shards, each copied straight to its place in the engine's order (issue 22).
+"""Ratings routed to their row shards, each copied straight to its place in the engine's order.
 
 Row shard p stores its training ratings as the engine visits them: subset k (block (p, (p + k) mod
 B), partition.strata) after subset k - 1, each block in position order (the order of the

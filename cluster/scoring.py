@@ -1,4 +1,4 @@
-"""Scoring on the workers: predictions for a Dask DataFrame of pairs and every user's top-n items (issue 22).
+"""Scoring on the workers: predictions for a Dask DataFrame of pairs and every user's top-n items.
 
 The fitted factors travel once: they are one key of the task graph (a single `dask.delayed`
 object) that every partition's task depends on, so each worker receives them once, however many

@@ -20,8 +20,8 @@ reaches about (2/pi) p c^2 / n, i.e. ~90% of the bound for large p.
 
 Add-remove neighbours (one row x added or removed). Then n itself is what differs: X^T X / n
 moves by (x x^T - S) / (n + 1), and a noise scale computed from the data's own n differs between
-neighbours (a Laplace or Gaussian scale that differs has unbounded privacy loss). Before issue 19
-this module did exactly that (an audit measured epsilon >= 2.42 for a claimed 1). So the release
+neighbours (a Laplace or Gaussian scale that differs has unbounded privacy loss); calibrating
+to the data's own n fails an audit (epsilon >= 2.42 measured for a claimed 1). So the release
 is the sum X^T X, which changes by x x^T: its triangle has L2 norm
 sqrt((||x||^4 + sum x_i^4) / 2) <= c^2 (sum x_i^4 <= ||x||^4; equality for one nonzero coordinate)
 and L1 norm (||x||_1^2 + ||x||_2^2) / 2 <= (p + 1) c^2 / 2 (||x||_1 <= sqrt(p) ||x||_2; equality

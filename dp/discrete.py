@@ -46,7 +46,7 @@ def _bernoulli_rational_big(r: np.ndarray, den: np.ndarray, bits: RandomBits) ->
     straddles r/den, i.e. W den < r 2**64 < (W + 1) den (one W in 2**64). Then B holds exactly
     when u < (r 2**64 - W den)/den =: k/den, with 0 < k < den an integer, and a uniform integer V in
     [0, den) gives P[V < k] = k/den: the outcome has probability exactly r/den in every case.
-    (Before issue 19 the straddling case compared V with r instead of k, off by up to 2**-64.)
+    (Comparing V with r instead of k in the straddling case would be off by up to 2**-64.)
     """
     w = bits.words(r.size).astype(object)
     lower = w * den

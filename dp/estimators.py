@@ -6,10 +6,10 @@ same object, so k fits charge it k times and a spent budget refuses the next fit
 one, a fresh accountant of exactly (epsilon, delta). `privacy_spent_` is what the fit charged.
 The number of clipped rows is data and is not exposed (dp.covariance).
 
-Defaults a practitioner can rely on (issue 19):
+Defaults a practitioner can rely on:
 - epsilon defaults to 1.0 and warns (PrivacyLeakWarning) when left implicit, as diffprivlib
   does; epsilon=None, given explicitly, is the non-private estimator (no noise, no clipping) and
-  refuses a budget (it would charge nothing). Before issue 19 the default was None.
+  refuses a budget (it would charge nothing).
 - clip left at its default (1.0) warns: the bound should come from public knowledge.
 - Fits without a shared budget: each spends from a fresh accountant, so several fits on the same
   rows (a refit, cross-validation, a grid search: sklearn clones the estimator for each) add up
@@ -119,7 +119,7 @@ class _PrivatePrecision(BaseEstimator):
         if is_implicit(self.epsilon):
             warnings.warn(
                 f"epsilon not given: fitting privately with epsilon={float(self.epsilon):g}, the default "
-                "(before issue 19 the default was epsilon=None, a NON-private fit: pass epsilon=None "
+                "(an earlier release defaulted to epsilon=None, a NON-private fit: pass epsilon=None "
                 "for that); pass epsilon explicitly to silence this warning",
                 PrivacyLeakWarning,
                 stacklevel=3,

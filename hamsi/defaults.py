@@ -1,62 +1,46 @@
-"""Default hyper-parameters of a rating factorization, chosen from the data (issue 9, item 2).
+"""Default hyper-parameters of a rating factorization, chosen from the data.
 
-Since issue 20 the estimators choose rank, reg, reg_weighting and reg_damping by validation when
-they are "auto" (hamsi.search: successive halving on a split of the training ratings); this module
-gives every other value (the start, the steps, eta) for the penalty so chosen, and its REG_PER_SD
-is the search's uniform candidate. The study below chose the fixed defaults before the search; on
-ml-100k-like and long-tail-like the search now mostly picks the damped count-weighted penalty
-(benchmarks/bench_accuracy.py, docs/accuracy.md).
+The estimators choose rank, reg, reg_weighting and reg_damping by validation when they are
+"auto" (hamsi.search: successive halving on a split of the training ratings); this module gives
+every other value (the start, the steps, eta) for the penalty so chosen, and its REG_PER_SD is
+the search's uniform candidate. On ml-100k-like and long-tail-like the search mostly picks the
+damped count-weighted penalty (benchmarks/bench_accuracy.py, docs/accuracy.md).
 
 ``choose_hyperparameters(ratings, rank) -> dict`` is the one place that decides them; the
 estimators and the CLI take its values for every parameter the user leaves unset. Split the
 dict with ``problem_options`` (keywords of `hamsi.problems.MatrixFactorization`) and
 ``optimizer_options`` (keywords of `hamsi.optimizer.minimize_hamsi`).
 
-How the values are chosen (measured by benchmarks/bench_accuracy.py on ml-100k-like and
-ml-1m-like, several seeds, and calibrated on the real MovieLens-100K figures those presets
-reproduce):
+Why these values (the measurements behind each are in docs/accuracy.md, "The fixed defaults"):
 
-- biases on, around the training mean: on MovieLens user and item biases alone take the test
-  RMSE from 1.130 (global mean) to 0.954.
-- an L2 penalty reg (|U|^2 + |V|^2) with reg = REG_PER_SD * sd (7.9 on MovieLens stars, sd
-  the ratings' standard deviation, so rescaling the ratings rescales the model and nothing
-  else). The best reg at convergence (biased ALS, rank 10, grids of 3-4 values) was 8-12 on a
-  300 x 400 slice of ml-100k-like (mean count 28), 7-10 on ml-100k-like (64; seeds 0 and 1)
-  and 5-9 on ml-1m-like (169): it does not move with the density, as the MAP reading
-  reg = noise variance / prior variance says. The ALS-WR weighting (reg_weighting="count",
-  every rating carrying reg (|U_a|^2 + |V_b|^2)) needs a reg falling with the density
-  (0.24 / 0.10 / 0.05 on the same three) and its best was 0.004-0.008 worse on each
-  (0.9975 / 0.9054 and 0.9210 / 0.8537 against 0.9925 / 0.8978 and 0.9159 / 0.8496); on real
-  MovieLens-100K the best run of issue 9 also used this penalty (reg 10). Both stay
-  available: a user's reg and reg_weighting are kept.
+- biases on, around the training mean: on MovieLens user and item biases alone take most of
+  the way from the global mean to the best factor model.
+- an L2 penalty reg (|U|^2 + |V|^2) with reg = REG_PER_SD * sd (sd the ratings' standard
+  deviation, so rescaling the ratings rescales the model and nothing else). The best reg at
+  convergence does not move with the density, as the MAP reading reg = noise variance / prior
+  variance says. The ALS-WR weighting (reg_weighting="count", every rating carrying
+  reg (|U_a|^2 + |V_b|^2)) needs a reg falling with the density. Both stay available: a user's
+  reg and reg_weighting are kept.
 - a small start: factors N(0, s^2) with s such that the start predicts the mean (its
   predictions spread by INIT_SPREAD of the ratings' standard deviation); the reference's
   N(0, 1) start predicts values spread by sqrt(rank) stars, which a run then spends its first
   cycles undoing. The biases start at their penalized least-squares fit with the factors at 0
-  (ten O(|I|) sweeps), so a run starts from the bias baseline: on ml-1m-like 2 s of a loaded
-  machine are only 8 cycles, and from zero biases they ended behind the baseline (0.952 vs 0.946).
+  (ten O(|I|) sweeps), so a run starts from the bias baseline instead of spending its first
+  cycles reaching it.
 - gradient steps (before L-BFGS has M pairs) of 1/L for L the largest curvature of one user's
   or item's bias in one subset, (n_a + reg) / (K |I|) at most, so the heaviest user's bias
   cannot overshoot, whatever the size of the data and the reg.
 - eta 0.5 (steps 1/(0.5 t)^0.51 times the L-BFGS direction), with minimize_hamsi's safeguard
-  (its default) assumed. Larger steps (eta 0.1-0.2) reach a good fit in fewer cycles on some
-  seeds but take early steps that throw the held-out RMSE up (ml-100k-like seed 0, rank 10:
-  0.952 -> 0.970 at cycle 30, 0.933 at cycle 60 with eta 0.2; 0.924 at 30 and 0.902 at 60
-  with eta 0.5; ml-1m-like seed 1: 0.949 -> 0.985 at cycle 10 with eta 0.2, 0.950 with 0.5);
-  eta 1 stays at the start for 10+ cycles. Without the safeguard eta 0.05 diverged at rank 10
-  and eta 0.2 on two seeds of three.
-  With the count-weighted penalty (every rating carries its user's and item's share of it) eta
-  0.05: 100 cycles of reg 0.1-0.2, ranks 10 and 50, were better with 0.05 than with 0.5 in all
-  eight cases measured (ml-100k-like seeds 0-1, long-tail-like seeds 1-2, safeguard on), by
-  0.0004-0.011 held-out RMSE (long-tail-like seed 2, rank 50, reg 0.1: 0.8624 -> 0.8572). Those
-  runs converge slowly with eta 0.5 (still falling at 300 cycles); the uniform penalty showed no
-  such gain (+-0.001).
+  (its default) assumed. Larger steps (eta 0.1-0.2) take early steps that throw the held-out
+  RMSE up for tens of cycles; eta 1 stays at the start; without the safeguard small eta
+  diverges. With the count-weighted penalty (every rating carries its user's and item's share
+  of it) eta 0.05: those runs converge slowly with eta 0.5, and the uniform penalty gains
+  nothing from the smaller eta.
 - early stopping: patience 60 cycles on a validation split of 5 % of the training ratings
   (the best-validation iterate is returned). Long, because the validation RMSE can rise for
-  a while as the factors grow out of the small start before it falls (ml-100k-like seed 0,
-  rank 10: up from 0.946 to 0.960 over 57 cycles, then down to 0.901 by cycle 100); patience
-  10 stopped that run at cycle 12 (0.952). Within 2 s it rarely triggers; it guards the long
-  runs and large ranks, which overfit after their best cycle.
+  tens of cycles as the factors grow out of the small start before it falls; a short patience
+  stops such a run near its start. It guards the long runs and large ranks, which overfit after
+  their best cycle.
 """
 
 from __future__ import annotations

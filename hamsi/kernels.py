@@ -260,7 +260,7 @@ def memory_rows(
     The L-BFGS memory's layout in both engines. The vector kernels read S[j, i] and Y[j, i] for
     every j at each entry i: one contiguous stream instead of 2M rows. With 2M separate rows the
     step took 10-13 ns per parameter instead of 3.4 on this machine's VM for some row spacings
-    (cluster/README.md); side by side it takes 2.6-4.1 ns at every size, with the same bits.
+    (docs/benchmarks.md); side by side it takes 2.6-4.1 ns at every size, with the same bits.
     """
     block = np.zeros((n, 2 * memory)) if buffer is None else buffer.reshape(n, 2 * memory)
     return block[:, :memory].T, block[:, memory:].T
@@ -679,7 +679,7 @@ def vector_kernels(n_params: int):
 
     The twins run when numba runs one thread here (its thread count is per calling thread:
     hamsi.optimizer.numba_threads) or the vector is shorter than PARALLEL_VECTOR_MIN. Same bits
-    either way; a new install's first fit compiles about half as much (issue 20).
+    either way; a new install's first fit compiles about half as much.
     """
     return (
         _PARALLEL
@@ -699,7 +699,7 @@ def warm_up(n_params: int = 0, disjoint: bool = True, also=None) -> None:
 
     The drivers call this before their clock starts, so timings exclude JIT work. The sequential
     subset gradient (blocks that share rows: HOGWILD) only when not `disjoint`: a new install's
-    first fit compiles what it runs (issue 20). When the kernels are not in numba's cache yet, a
+    first fit compiles what it runs. When the kernels are not in numba's cache yet, a
     second process compiles half of them into it meanwhile (`_start_compile_helper`), and this one
     runs `also()` (another package's warm-up: the partitioner's) with its own half.
     """
@@ -816,7 +816,7 @@ def _warm_errors_and_vectors(k) -> None:
 def _start_compile_helper(k):
     """Return a process compiling `_warm_gradient_and_step(k)` into numba's cache, or None when it is there.
 
-    A new install compiles about 3.5 s of kernels before its first fit (issue 20: the first fit
+    A new install compiles seconds of kernels before its first fit (a goal of the project: the first fit
     should take <= 5 s). numba compiles one function at a time in a process, but its cache is
     shared by processes on a host (each file written whole, then renamed), so a second process
     compiles half of them meanwhile and this one then loads them. Started only when the probe

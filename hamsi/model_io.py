@@ -9,8 +9,8 @@
 - ``trace``: the per-cycle trace rows (hamsi.trace.TRACE_COLUMNS).
 Arrays are stored as they are (float64, no compression), so a load gives the saved bits back.
 
-Model files are shared between users, so `read_model` trusts nothing in them (issue 21, item 4:
-a 2.1 MB zip bomb made `recommend` take 6.4 GB). Before any array is read it checks every
+Model files are shared between users, so `read_model` trusts nothing in them (a zip bomb of
+a few MB can declare gigabytes of arrays). Before any array is read it checks every
 member's npy header (dtype, shape: no object arrays, hence no pickle) against the zip header's
 declared sizes, the shapes against the ids and the rank in ``params``, and the total against
 the memory available; after reading, it checks the values (finite factors, valid CSR).

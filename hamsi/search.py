@@ -1,4 +1,4 @@
-"""Hyper-parameters chosen by validation: successive halving over the `auto` ones (issue 20).
+"""Hyper-parameters chosen by validation: successive halving over the `auto` ones.
 
 `validation_split(train)` cuts a seeded per-user validation split from the training ratings
 (every user keeps training ratings), `candidate_grid(fixed, sd)` builds the grid of the
@@ -30,22 +30,21 @@ from hamsi.errors import InputError
 
 AUTO = "auto"
 SEARCHED = ("rank", "reg_weighting", "reg", "reg_damping")
-# Ranks 10 and 50: on ml-100k-like rank 25 was never the best of its weighting and reg (trajectories
-# of every candidate over 150 cycles, seed 0), and each candidate costs a third of the search.
+# Ranks 10 and 50: rank 25 was never the best of its weighting and reg on the presets, and each
+# candidate costs a third of the search (docs/accuracy.md).
 RANKS = (10, 50)
 # reg per weighting. uniform: multiples of the ratings' sd (hamsi.defaults.REG_PER_SD = 7; 14 never
 # came near the best on ml-100k-like or long-tail-like, 3.5 was last of its rank in every table
 # after the damped penalty came, a fifth of the search); count (ALS-WR): absolute, because every
 # rating carries the penalty itself and the best value barely moves with the scale of the data
-# (0.05-0.24 on the presets, 0.12-0.15 by hand on the real files of issue 20; 0.3-1.0 only worse
+# (0.05-0.24 on the presets, 0.12-0.15 by hand on real MovieLens files; 0.3-1.0 only worse
 # on long-tail-like).
 UNIFORM_REG_PER_SD = (7.0,)
 COUNT_REGS = (0.05, 0.1, 0.2)
 # count-weighted penalties searched as (reg, reg_damping) pairs: reg (n_a + d) |U_a|^2 blends the
-# uniform penalty's shrinkage of rare rows (reg d) with ALS-WR's of popular ones. On long-tail-like
-# (seeds 0, 1) 0.05 / 80 gave 0.853 / 0.841 against 0.870 undamped and 0.876 uniform, on
-# ml-100k-like 0.898 / 0.915 against 0.904 / 0.922 uniform 7 sd: best of every pair measured
-# (docs/accuracy.md). Given one of the two, the other is searched over COUNT_REGS or DAMPINGS.
+# uniform penalty's shrinkage of rare rows (reg d) with ALS-WR's of popular ones; 0.05 / 80 was the
+# best pair measured on long-tail-like and ml-100k-like, ahead of the undamped and the uniform
+# penalty (docs/accuracy.md). Given one of the two, the other is searched over COUNT_REGS or DAMPINGS.
 COUNT_PENALTIES = ((0.1, 0.0), (0.1, 20.0), (0.05, 80.0))
 DAMPINGS = (0.0, 20.0, 80.0)
 # What `auto` means where no search runs (ratings kept on the Dask workers: a trial needs its
@@ -54,11 +53,11 @@ DAMPINGS = (0.0, 20.0, 80.0)
 UNSEARCHED = {"rank": RANKS[0], "reg_weighting": "uniform", "reg_damping": 0.0}
 VALIDATION_SHARE = 0.1
 # The first rung runs 30 cycles: HAMSI's validation RMSE is not monotone early (it rises while the
-# factors grow out of the small start), and at 10 cycles the eventual winner on ml-100k-like
-# (rank 10, uniform, reg 7 sd: 0.905 at cycle 100) ranked 8th of 15 (0.950), at 30 cycles 5th.
+# factors grow out of the small start), so a shorter first rung ranks the eventual winner in the
+# bottom half and cuts it (docs/accuracy.md).
 MIN_CYCLES = 30
-# Half the candidates go on: of eight, two per rank (with a third kept, ml-100k-like lost the rank-10
-# trial that wins at 100 cycles: 0.9072 against 0.9009 over seeds 0-2).
+# Half the candidates go on: of eight, two per rank (keeping a third cut the rank-10 trial that wins
+# at 100 cycles, docs/accuracy.md).
 HALVING_FACTOR = 2
 TRIAL_PATIENCE = (
     60  # hamsi.defaults.PATIENCE_DEFAULT: validation can rise for a while before it falls
@@ -100,33 +99,37 @@ def candidate_grid(fixed: dict, spread: float) -> list[dict]:
     weightings = (
         ("uniform", "count") if fixed["reg_weighting"] == AUTO else (fixed["reg_weighting"],)
     )
+    reg, damping = fixed["reg"], fixed["reg_damping"]
     penalties = []
     for weighting in weightings:
-        reg, damping = fixed["reg"], fixed["reg_damping"]
         if weighting == "uniform":  # no damping (check_penalty refuses one > 0)
-            regs = (
-                (float(reg),)
-                if reg != AUTO
-                else tuple(
-                    multiple * (spread if spread > 0 else 1.0) for multiple in UNIFORM_REG_PER_SD
-                )
-            )
-            penalties.extend((weighting, r, 0.0) for r in regs)
-            continue
-        if reg == AUTO and damping == AUTO:
-            pairs = COUNT_PENALTIES
-        elif reg == AUTO:
-            pairs = tuple((r, damping) for r in COUNT_REGS)
-        elif damping == AUTO:
-            pairs = tuple((reg, d) for d in DAMPINGS)
+            penalties.extend((weighting, r, 0.0) for r in _uniform_regs(reg, spread))
         else:
-            pairs = ((reg, damping),)
-        penalties.extend((weighting, float(r), float(d)) for r, d in pairs)
+            pairs = _count_penalties(reg, damping)
+            penalties.extend((weighting, float(r), float(d)) for r, d in pairs)
     return [
         {"rank": int(rank), "reg_weighting": weighting, "reg": reg, "reg_damping": damping}
         for weighting, reg, damping in penalties
         for rank in ranks
     ]
+
+
+def _uniform_regs(reg, spread: float) -> tuple:
+    """Return the uniform penalty's regs: the given one, or UNIFORM_REG_PER_SD times the spread."""
+    if reg != AUTO:
+        return (float(reg),)
+    return tuple(multiple * (spread if spread > 0 else 1.0) for multiple in UNIFORM_REG_PER_SD)
+
+
+def _count_penalties(reg, damping) -> tuple:
+    """Return the count-weighted (reg, reg_damping) pairs: each `auto` one searched, given ones kept."""
+    if reg == AUTO and damping == AUTO:
+        return COUNT_PENALTIES
+    if reg == AUTO:
+        return tuple((r, damping) for r in COUNT_REGS)
+    if damping == AUTO:
+        return tuple((reg, d) for d in DAMPINGS)
+    return ((reg, damping),)
 
 
 def rung_cycles(
@@ -151,8 +154,7 @@ def survivors(alive: list, scores: dict, kept: int, groups: list) -> list:
 
     groups[index] is candidate index's group (its rank): a rank-10 model is still improving at 30
     cycles where a rank-50 one has peaked, so comparing across ranks after a short rung cuts the
-    slow starters (on ml-100k-like seed 0 every rank-10 trial, whose best reached 0.901 at cycle
-    100 against the promoted rank-50 one's 0.911). Within a rank, the best keep their places.
+    slow starters, which win at full length. Within a rank, the best keep their places.
     """
     ranked = sorted(alive, key=lambda index: scores[index])
     by_group = {}
@@ -190,49 +192,68 @@ def choose_by_validation(
     started = time.perf_counter()
     deadline = None if time_budget is None else time.time() + time_budget
     rows, alive, finished = [], list(range(len(grid))), True
-    scores = {}
+    scores: dict = {}
+    groups = [grid[index].get(group_by) for index in range(len(grid))]
     for rung, (kept, cycles) in enumerate(rung_cycles(min_cycles, max_cycles, factor, len(grid))):
-        if rung and time_budget is not None and time.perf_counter() - started > time_budget:
+        if rung and _past(started, time_budget):
             finished = False
             break
-        alive = (
-            survivors(
-                alive, scores, kept, [grid[index].get(group_by) for index in range(len(grid))]
-            )
-            if rung
-            else alive
-        )
+        if rung:
+            alive = survivors(alive, scores, kept, groups)
         trials = [Trial(index, grid[index], cycles, rung, deadline) for index in alive]
-        for trial, outcome in zip(trials, run_rung(trials)):
-            rmse = float(outcome["validation_rmse"])
-            scores[trial.candidate] = (rmse if math.isfinite(rmse) else math.inf, trial.candidate)
-            rows.append(
-                {
-                    **trial.params,
-                    "rung": rung,
-                    "cycles": cycles,
-                    "validation_rmse": rmse,
-                    "best_epoch": int(outcome["best_epoch"]),
-                    "seconds": float(outcome["seconds"]),
-                }
-            )
+        rows.extend(_score_rung(trials, run_rung(trials), scores))
         if len(alive) == 1:
             break
     best = min(alive, key=lambda index: scores[index])
-    last = next(row for row in reversed(rows) if _same(row, grid[best]))
+    last, results = _results_table(rows, grid[best], finished)
+    return dict(grid[best]), _refit_cycles(last, scores[best][0], max_cycles), results
+
+
+def _results_table(rows: list[dict], winner: dict, finished: bool) -> tuple[dict, dict]:
+    """Return (the winner's last row, the table as columns with `chosen` marking that row and `finished`)."""
+    last = next(row for row in reversed(rows) if _same(row, winner))
     results = {key: [row[key] for row in rows] for key in rows[0]}
-    results["chosen"] = [_same(row, grid[best]) and row is last for row in rows]
+    results["chosen"] = [_same(row, winner) and row is last for row in rows]
     results["finished"] = finished
-    # when every trial diverged the refit runs the whole budget, so it diverges too and says so
-    # at least one cycle: the Dask driver's trace has no row for a run of 0 cycles. A winner whose
-    # validation RMSE was still falling at its trial's last cycle (a rung the budget cut short)
-    # has shown no stopping point: the refit takes the whole budget, max_cycles.
+    return last, results
+
+
+def _past(started: float, time_budget: float | None) -> bool:
+    """True when time_budget seconds (wall, from perf_counter() `started`) have passed."""
+    return time_budget is not None and time.perf_counter() - started > time_budget
+
+
+def _score_rung(trials: list, outcomes: list, scores: dict) -> list[dict]:
+    """Record each trial's score (inf when it diverged) in `scores`; return its rows of the results table."""
+    rows = []
+    for trial, outcome in zip(trials, outcomes):
+        rmse = float(outcome["validation_rmse"])
+        scores[trial.candidate] = (rmse if math.isfinite(rmse) else math.inf, trial.candidate)
+        rows.append(
+            {
+                **trial.params,
+                "rung": trial.rung,
+                "cycles": trial.cycles,
+                "validation_rmse": rmse,
+                "best_epoch": int(outcome["best_epoch"]),
+                "seconds": float(outcome["seconds"]),
+            }
+        )
+    return rows
+
+
+def _refit_cycles(last: dict, best_score: float, max_cycles: int) -> int:
+    """Return the cycles the refit runs, from the winner's last trial row.
+
+    When every trial diverged the refit runs that trial's cycles, so it diverges too and says so;
+    otherwise at least one cycle: the Dask driver's trace has no row for a run of 0 cycles. A winner
+    whose validation RMSE was still falling at its trial's last cycle (a rung the budget cut short)
+    has shown no stopping point: the refit takes the whole budget, max_cycles.
+    """
+    if not math.isfinite(best_score):
+        return last["cycles"]
     still_falling = last["best_epoch"] >= last["cycles"] and last["cycles"] < max_cycles
-    if not math.isfinite(scores[best][0]):
-        cycles = last["cycles"]
-    else:
-        cycles = max_cycles if still_falling else max(1, last["best_epoch"])
-    return dict(grid[best]), cycles, results
+    return max_cycles if still_falling else max(1, last["best_epoch"])
 
 
 def _same(row: dict, params: dict) -> bool:

@@ -44,7 +44,7 @@ import time
 import numpy as np
 
 from hamsi import kernels
-from hamsi.exchange import Request
+from hamsi.exchange import Evaluation, Request
 from hamsi.lbfgs import LBFGSMemory
 from hamsi.options import METHODS
 from hamsi.schedules import hamsi_cycle, mbgd_epoch
@@ -116,7 +116,7 @@ class Stepper:
         self.fallbacks = 0
         self.cleared_pairs = (0, 0)  # pairs (accepted, rejected) by memories a fallback cleared
         self.best_objective = math.inf
-        self.good = None  # the Evaluation of the last good iterate
+        self.good: Evaluation | None = None  # the evaluation of the last good iterate
 
     @property
     def pairs_accepted(self) -> int:
@@ -292,7 +292,9 @@ class Stepper:
         self.step_scale *= SHRINK
         exchange.phases.safeguard += time.perf_counter() - start
         good = self.good
-        return type(good)(good.train, good.objective, good.heldout, evaluation.time_s), True
+        if good is None:  # begin() keeps the start whenever the safeguard is on
+            raise RuntimeError("Stepper.begin must run before the first end_cycle")
+        return Evaluation(good.train, good.objective, good.heldout, evaluation.time_s), True
 
     @property
     def gave_up(self) -> bool:

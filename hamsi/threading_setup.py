@@ -7,8 +7,8 @@ Why: numba's default layer here is "omp" (GNU OpenMP). At the end of every paral
 thread that finished its block spins for GOMP_SPINCOUNT = 300,000 iterations before it sleeps.
 HAMSI runs several short parallel regions per inner iteration (gradient, pair products, step),
 so on a machine where another process holds a core, the spinning thread burns the time slice
-that the thread it waits for needs: 20 cycles took 2.46 s with 2 threads against 0.10 s with 1
-(issue 9). OMP_WAIT_POLICY=passive makes a waiting thread sleep at once (a futex wait), which
+that the thread it waits for needs, and two threads run many times slower than one.
+OMP_WAIT_POLICY=passive makes a waiting thread sleep at once (a futex wait), which
 costs a wake-up of a few microseconds per region on an idle machine and removes the collapse
 (benchmarks/bench_threads.py measures both). KMP_BLOCKTIME=0 is the same for Intel's OpenMP,
 which numba uses when it comes from conda with intel-openmp; TBB and numba's own workqueue

@@ -1,7 +1,8 @@
-"""Shared fixtures: small rating data built in code."""
+"""Shared fixtures: small rating data built in code; real Dask clusters on loopback."""
 
 import numpy as np
 import pytest
+from helpers import real_cluster
 
 from hamsi.data import Ratings
 
@@ -14,3 +15,15 @@ def tiny_ratings():
     rows, cols = np.divmod(flat, 5)
     values = rng.integers(1, 6, size=12).astype(float)
     return Ratings(rows, cols, values, (6, 5))
+
+
+@pytest.fixture
+def dask_cluster(tmp_path):
+    """Yield the address of a scheduler with two single-thread workers on loopback; always stop them."""
+    yield from real_cluster(tmp_path, 2)
+
+
+@pytest.fixture
+def dask_cluster4(tmp_path):
+    """Yield the address of a scheduler with four single-thread workers on loopback; always stop them."""
+    yield from real_cluster(tmp_path, 4)

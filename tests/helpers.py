@@ -1,5 +1,13 @@
 """Small builders shared by several test modules (imported as `helpers`: tests/ is on sys.path)."""
 
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -40,3 +48,94 @@ def least_squares_cover(A, groups=4, rows_per_group=12):
         for k in range(2)
     ]
     return Partition(scheme="custom", shape=A.shape, subsets=subsets)
+
+
+# --- real Dask processes on loopback (`dask scheduler` + `dask worker`), always stopped ---------
+
+DASK = str(Path(sys.executable).with_name("dask"))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout} s")
+
+
+def stop(processes):
+    """Terminate each process group (dask worker forks a nanny child), then kill what is left."""
+    for proc in processes:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + 10
+    for proc in processes:
+        try:
+            proc.wait(max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        proc.wait()
+
+
+def real_cluster(tmp_path, n_workers: int):
+    """Start `dask scheduler` and n_workers `dask worker` processes on 127.0.0.1; yield the address, then stop them."""
+    port = free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    log = open(tmp_path / "cluster.log", "w")
+    processes = []
+    try:
+        processes.append(
+            subprocess.Popen(
+                [
+                    DASK,
+                    "scheduler",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(port),
+                    "--dashboard-address",
+                    ":0",
+                    "--no-show",
+                ],
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+            )
+        )
+        wait_for_port(port)
+        for _ in range(n_workers):
+            processes.append(
+                subprocess.Popen(
+                    [
+                        DASK,
+                        "worker",
+                        address,
+                        "--host",
+                        "127.0.0.1",
+                        "--nthreads",
+                        "1",
+                        "--nworkers",
+                        "1",
+                        "--no-dashboard",
+                    ],
+                    stdout=log,
+                    stderr=log,
+                    start_new_session=True,
+                )
+            )
+        yield address
+    finally:
+        stop(processes)
+        log.close()

@@ -1,4 +1,4 @@
-"""The bad-input corpus of issue 21: every case exits 2 (1 for a diverged fit) with one line naming the
+"""The bad-input corpus: every case exits 2 (1 for a diverged fit) with one line naming the
 file, flag or value, writes nothing, overwrites nothing, and ends in bounded time.
 
 Every file is generated here: truncated and corrupt compressed rating files in every reader, HAMSI
@@ -414,7 +414,7 @@ def write_zero_member(archive: zipfile.ZipFile, name: str, shape: tuple, compres
 
 
 def test_zip_bomb_model_is_refused_quickly_without_allocating(folder, tmp_path, capsys):
-    """A 120 MB all-zero user_factors deflated to about 120 KB (issue 21 item 4: 2.1 MB took 6.4 GB)."""
+    """A 120 MB all-zero user_factors deflated to about 120 KB (a bomb of a few MB once took gigabytes)."""
     path = tmp_path / "bomb.npz"
     contents = model_contents(folder)
     with zipfile.ZipFile(path, "w") as archive:
@@ -746,11 +746,10 @@ def test_dp_learn_plot_on_a_full_disk_names_the_flag(folder, tmp_path, capsys, m
 
 @pytest.mark.slow
 def test_inf_rating_exits_2_after_its_message_every_time(tmp_path):
-    """Issue 21: exit 134 ("terminate called without an active exception") after the right message in
-    3 of 30 runs. Core dumps: an Arrow worker freeing the CSV reader's input (an io.BytesIO, then a
+    """No exit 134 ("terminate called without an active exception") after the right message: an Arrow worker freeing the CSV reader's input (an io.BytesIO, then a
     pa.py_buffer of bytes) took the GIL while the interpreter was exiting after the InputError; the
-    readers now give Arrow a copy in its own memory. Repeated because the race was intermittent
-    (2-5 % of runs at load 10-15), so this catches a regression only sometimes."""
+    readers give Arrow a copy in its own memory. Repeated because the race is intermittent (a few
+    per cent of runs on a loaded machine), so this catches a regression only sometimes."""
     from hamsi.data.writers import write_ratings
 
     path = tmp_path / "ratings.csv"

@@ -1,4 +1,4 @@
-"""Ratings that never pass through the client (issue 22): read, split, routed and scored on the workers."""
+"""Ratings that never pass through the client: read, split, routed and scored on the workers."""
 
 import os
 

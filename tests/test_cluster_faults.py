@@ -1,4 +1,4 @@
-"""Faults of a distributed run (issue 21): a hung worker, two deaths at once, memory limits, a dead
+"""Faults of a distributed run: a hung worker, two deaths at once, memory limits, a dead
 scheduler, stale shared-memory files. Real worker processes on 127.0.0.1, always stopped."""
 
 import os
@@ -9,7 +9,6 @@ import time
 
 import numpy as np
 import pytest
-from test_cluster_cli import dask_cluster  # noqa: F401  (the fixture: `dask scheduler` + 2 workers)
 
 import partition
 from cluster import ClusterError
@@ -154,7 +153,7 @@ def test_the_memory_check_counts_the_workers_own_memory(ratings):
     }  # refused before anything was sent
 
 
-def test_a_killed_scheduler_is_one_line_naming_it(dask_cluster, tmp_path):  # noqa: F811
+def test_a_killed_scheduler_is_one_line_naming_it(dask_cluster, tmp_path):
     import psutil
 
     data = tmp_path / "ratings.csv"

@@ -43,7 +43,7 @@ def test_ml_100k_like_looks_like_movielens():
     assert ratings.user_ids[0] == 1 and ratings.item_ids[-1] == 1682
 
 
-# Real MovieLens-100K (issue 9): star shares 1..5, mean, sd, user and item activity min/median/max.
+# Real MovieLens-100K: star shares 1..5, mean, sd, user and item activity min/median/max.
 ML100K_SHARES = np.array([0.061, 0.114, 0.271, 0.342, 0.212])
 
 
@@ -185,7 +185,7 @@ def test_embedded_sample_is_the_seeded_generator_output():
 
 
 def test_long_tail_preset_reproduces_the_second_real_set_through_data_info(tmp_path, capsys):
-    # issue 20's second set: 672 x 9,066, 100,020 half stars 0.5..5, mean 3.54, sd 1.06, users
+    # real MovieLens latest-small: 672 x 9,066, 100,020 half stars 0.5..5, mean 3.54, sd 1.06, users
     # min 16 / median 71 / max 2,391, items min 1 / median 3, 47 % of the items with <= 2 ratings
     from hamsi.cli import main
 

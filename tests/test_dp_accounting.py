@@ -159,7 +159,7 @@ def test_zcdp_gaussian_noise_scale_is_sensitivity_over_sqrt_two_rho():
     assert stats.kstest(rel.values, stats.norm(scale=rel.noise_scale).cdf).pvalue > 1e-3
 
 
-# --- issue 19 item 9: a ledger nobody can rewrite, scoped to its process -------------------------
+# --- a ledger nobody can rewrite, scoped to its process -------------------------------------------
 
 
 def test_totals_and_ledger_are_read_only():

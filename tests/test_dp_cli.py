@@ -130,8 +130,8 @@ def _noise_scale(text):
 
 
 def test_add_remove_neighbours_never_print_or_use_the_row_count(csv_file, capsys):
-    # issue 19 defect 1: add-remove used to calibrate to c^2 / n with the data's own n (printed too),
-    # and this test asserted the sqrt(2) smaller noise that came with it
+    # add-remove must not calibrate to c^2 / n with the data's own n (nor print it),
+    # which would give a sqrt(2) smaller noise
     path, X = csv_file
     common = [
         "glasso",
@@ -166,7 +166,7 @@ def test_add_remove_neighbours_never_print_or_use_the_row_count(csv_file, capsys
 def test_private_runs_do_not_inspect_constant_columns_and_warn_about_an_implicit_clip(
     tmp_path, capsys
 ):
-    # issue 19 items 5 and 8: a refusal naming a constant column depended on the data; no --clip gives
+    # a refusal naming a constant column would depend on the data; no --clip gives
     # a warning that depends on the arguments only
     path = tmp_path / "d.csv"
     rng = np.random.default_rng(2)

@@ -174,7 +174,7 @@ def test_bad_data_is_refused_with_location_when_not_private(X, match):
     ],
 )
 def test_a_private_release_refuses_bad_data_without_quoting_it(X):
-    # issue 19 item 5: the message of a private release says what is wrong, never where or which value
+    # the message of a private release says what is wrong, never where or which value
     with pytest.raises(dp.DataError, match="non-finite") as info:
         dp.private_covariance(X, 1.0, clip=1.0)
     text = str(info.value)
@@ -201,7 +201,7 @@ def test_bad_parameters_raise_before_anything_is_spent():
     assert budget.ledger == ()
 
 
-# --- issue 19 defect 1: add-remove releases the sum, noise independent of the private n --------
+# --- add-remove releases the sum, noise independent of the private n ------------------------------
 
 
 @pytest.mark.parametrize("p", [1, 2, 5, 30])

@@ -206,7 +206,7 @@ def test_non_finite_data_is_refused(ar2_data):
     X[4, 2] = np.inf
     with pytest.raises(dp.DataError, match="row 4, column 2"):
         dp.PrivateRidgePrecision(alpha=0.1, epsilon=None).fit(X)
-    # a private fit says what is wrong, not where (issue 19 item 5)
+    # a private fit says what is wrong, not where (the message is a release too)
     with pytest.raises(dp.DataError, match="non-finite") as info:
         dp.PrivateRidgePrecision(alpha=0.1, epsilon=1.0, clip=1.0).fit(X)
     assert "row 4" not in str(info.value) and "column 2" not in str(info.value)
@@ -228,7 +228,7 @@ def test_dp_package_does_not_import_hamsi():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-# --- issue 11: the four defects ------------------------------------------------------------------
+# --- budgets shared across fits, released attributes, scale-free stopping -------------------------
 
 
 def _released_only(estimator, X, y=None):
@@ -325,7 +325,7 @@ def test_constant_column_is_named_in_a_warning_only_when_not_private(ar2_data):
     X[:, 2] = 0.0
     with pytest.warns(dp.validation.DataWarning, match="column 2 of X is constant"):
         dp.PrivateRidgePrecision(alpha=0.05, epsilon=None).fit(X)
-    # a private fit does not look: no constant column is a documented precondition (issue 19 item 5)
+    # a private fit does not look: no constant column is a documented precondition
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         dp.PrivateRidgePrecision(
@@ -341,8 +341,8 @@ def test_laplace_refuses_a_delta_it_would_ignore(ar2_data):
 
 
 def test_add_remove_noise_never_depends_on_the_private_row_count(ar2_data):
-    # issue 19 defect 1: the noise used to be calibrated to c^2 / n with the data's own n (a scale
-    # that differs between neighbours), sqrt(2) below replace-one; two tests asserted that ratio
+    # calibrating the noise to c^2 / n with the data's own n (a scale
+    # that differs between neighbours) would put it sqrt(2) below replace-one
     kw = dict(alpha=0.05, epsilon=1.0, delta=1e-5, mechanism="gaussian", clip=1.0, random_state=0)
     n = len(ar2_data)
     fits = {
@@ -398,7 +398,7 @@ def test_public_n_is_refused_where_it_means_nothing(ar2_data):
         ).fit(ar2_data)
 
 
-# --- issue 19 items 6-8: defaults and habits that leaked without a word -------------------------
+# --- defaults and habits that must not leak without a word ----------------------------------------
 
 
 @pytest.mark.parametrize("cls", [dp.PrivateRidgePrecision, dp.PrivateGraphicalLasso])

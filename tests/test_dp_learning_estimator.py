@@ -219,7 +219,7 @@ def test_missing_classes_and_data_norm_warn_from_the_arguments_alone():
 
 
 def test_defaults_beat_the_majority_class_on_a_small_data_set():
-    # breast cancer, standardized and rows scaled to norm <= 1, as the goal; epsilon 1, 5 seeds
+    # breast cancer, standardized and rows scaled to norm <= 1, as the goal states; epsilon 1, 5 seeds
     from sklearn.datasets import load_breast_cancer
 
     raw = load_breast_cancer()

@@ -1,4 +1,4 @@
-"""Empirical privacy audits of the private learning methods on worst-case neighbours (issue 19).
+"""Empirical privacy audits of the private learning methods on worst-case neighbours.
 
 Each test runs a method many times on D and on D' (one record replaced), reduces the output to one
 number and asks tests/privacy_audit.py's threshold test for a 95 % lower bound on epsilon: above

@@ -248,7 +248,7 @@ def test_analytic_sigma_matches_googles_balle_wang_implementation(epsilon, delta
     )
 
 
-# --- issue 19 items 5 and 10 ----------------------------------------------------------------------
+# --- exact discrete sampling, messages that say what, not where -----------------------------------
 
 
 class _ScriptedBits:

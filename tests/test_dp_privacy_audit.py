@@ -1,4 +1,4 @@
-"""Empirical privacy audits of the covariance release and of dp.queries.answer (issue 19 defects 1, 3).
+"""Empirical privacy audits of the covariance release and of dp.queries.answer.
 
 Each test runs one release many times on a worst-case pair of neighbouring data sets D, D', reduces
 every output to a 1-D statistic and asks tests/privacy_audit.epsilon_lower_bound (threshold test
@@ -13,9 +13,9 @@ Statistics are chosen for the pair, never fitted to the samples:
   statistic if a future change gets the scale wrong;
 - the released entry the neighbour moves most.
 
-Before issue 19, with the same seeds and sample sizes, the old code measured 1.41 (covariance under
+With the same seeds and sample sizes, calibrations that leak measure 1.41 (covariance under
 add-remove, Laplace) and 1.54 (Gaussian, delta 1e-5) against a claimed 1, and 1.68 for replace-one
-answers of the Laplace identity strategy: those tests failed there and pass now (0.55, 0.17, 0.81).
+answers of the Laplace identity strategy, so the tests fail on them (the sound ones: 0.55, 0.17, 0.81).
 The Gaussian COA answers were also under-calibrated (sensitivity up to 2x), but at delta 1e-5 a
 2x Gaussian leak needs ~1e5 releases to show with quantile thresholds: that test measured 0.30 on
 the old code, and its power check shows what it does catch (noise 4x too small).

@@ -82,7 +82,7 @@ def test_bad_input_is_named():
         q.wmarginal(3, 7)
 
 
-# --- issue 19 defect 3: the relation of the release follows the budget's -------------------------
+# --- the relation of the release follows the budget's ---------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The Low-Rank Mechanism's solver: L1-ball projection and the ALM decomposition (seed 001)."""
+"""The Low-Rank Mechanism's solver: L1-ball projection and the ALM decomposition (LRM paper)."""
 
 import itertools
 import re
@@ -253,7 +253,7 @@ def test_cli_runs_lrm_and_compares_with_the_laplace_identity(capsys):
 
 
 def test_amm_is_the_l2_optimal_strategy_paid_for_with_laplace_noise():
-    """Seed 001 App. B: Formula (12) optimizes the L2 sensitivity; the release is Laplace (L1)."""
+    """The LRM paper's App. B: Formula (12) optimizes the L2 sensitivity; the release is Laplace (L1)."""
     W = queries.wrange(16, 12, random_state=11)
     amm = queries.optimize(W, method="amm")
     l2 = queries.optimize(W, method="coa-schur")

@@ -1,4 +1,4 @@
-"""No port or file of hamsi runs a stranger's code; TLS clusters work (issue 21, security items).
+"""No port or file of hamsi runs a stranger's code; TLS clusters work.
 
 Everything on 127.0.0.1. The payloads are harmless: unpickled, they would create a marker file.
 """

@@ -37,8 +37,8 @@ METHODS = {
     "coa": coa_strategy,  # Yuan et al. Alg. 1-3: Newton with CG on the Hessian operator
     "coa-schur": coa_schur_strategy,  # the same program, exact Newton directions (faster)
     "coa-dual": coa_dual_strategy,  # the same program through its n-variable dual (fastest; any n > m)
-    "lrm": lrm_strategy,  # Yuan et al. (seed 001): W ~ B L, Laplace noise (eps-DP); Alg. 1 and/or the p-Identity search
-    "amm": amm_strategy,  # seed 001 App. B: the L2-optimal strategy (COA's program) under Laplace noise
+    "lrm": lrm_strategy,  # Yuan et al. (VLDB 2012): W ~ B L, Laplace noise (eps-DP); Alg. 1 and/or the p-Identity search
+    "amm": amm_strategy,  # the LRM paper's App. B: the L2-optimal strategy (COA's program) under Laplace noise
 }
 
 
@@ -135,7 +135,7 @@ def _check_histogram(x, n: int) -> np.ndarray:
         raise DataError(f"histogram must be numeric: {exc}") from None
     if x.shape != (n,):
         raise DataError(f"histogram must have shape ({n},) to match the workload, got {x.shape}")
-    if not np.all(np.isfinite(x)):  # which cell is data: not said (issue 19 item 5)
+    if not np.all(np.isfinite(x)):  # which cell is data: not said (the message is a release too)
         raise DataError("histogram has non-finite counts: a private release needs finite counts")
     return x
 
@@ -169,8 +169,8 @@ def answer(
     comes from dp.mechanisms' exact discrete samplers, calibrated to the strategy's sensitivity
     under that relation (Strategy.sensitivity_for; Gaussian: L2, Laplace: L1, epsilon-DP):
     add-remove, the largest column norm of A; replace-one (a record moves from cell i to cell j),
-    max over i != j of |A (e_i - e_j)|, up to twice that. Before issue 19 a replace-one budget
-    was charged for a release calibrated to add-remove (an audit measured epsilon >= 1.86 for a
+    max over i != j of |A (e_i - e_j)|, up to twice that. Charging a replace-one budget
+    for a release calibrated to add-remove fails an audit (epsilon >= 1.86 measured for a
     claimed 1). The budget, if given, is charged before any noise is drawn. Reconstruction is
     post-processing and costs nothing.
     """

@@ -43,11 +43,6 @@ def nuclear_norm_squared_over_sum(
     return float(np.sum(np.sqrt(np.clip(eigenvalues, 0.0, None))) ** 2 / np.sum(w))
 
 
-def dual_weights(Z: np.ndarray, G: np.ndarray) -> np.ndarray:
-    """Return w = diag(Z G Z) for Z = X^-1: the multipliers of diag(X) = 1 that X would have at the optimum."""
-    return np.einsum("ij,ji->i", Z @ G, Z)
-
-
 def _sqrt_diagonal(W: np.ndarray, w: np.ndarray, gram: np.ndarray | None) -> np.ndarray:
     """Return diag((D^1/2 G D^1/2)^1/2) for D = diag(w), from the smaller Gram matrix."""
     m, n = W.shape

@@ -9,7 +9,7 @@ until the kept set no longer shrinks. theta only grows, every entry it drops is 
 projection, and it stops exactly at the Duchi threshold. The iteration runs on blocks of
 COLUMN_BLOCK columns at once, reading the C-ordered r x n matrix row by row, so each pass over a
 block is a contiguous, branch-free (SIMD) loop across its columns; measured on r = 308,
-n = 1024 iterates like those of the Low-Rank Mechanism (seed 001, Alg. 2, Formula (11)): 4-5
+n = 1024 iterates like those of the Low-Rank Mechanism (LRM paper, Alg. 2, Formula (11)): 4-5
 passes, 0.8 ms against 5.7 ms for Condat's one-column-at-a-time filter (its running pivot is a
 chain of divisions) and 26 ms for the sort. Blocks are independent, so they are split over
 threads (the kernels release the GIL) and the result does not depend on the split.
@@ -160,7 +160,7 @@ def projected_gradient_step(
     radius: float = 1.0,
     threads: int | None = None,
 ) -> tuple[float, float]:
-    """Write one accelerated projected gradient step (seed 001, Alg. 2, lines 4-5) into the buffers.
+    """Write one accelerated projected gradient step (LRM paper, Alg. 2, lines 4-5) into the buffers.
 
     following <- P(search - (gradient - linear) / omega), every column projected onto the L1 ball of
     `radius`; then search <- following + momentum (following - current), the next search point.
@@ -192,25 +192,12 @@ def _checked(V: np.ndarray, radius: float) -> tuple[np.ndarray, float]:
     return V, float(radius)
 
 
-def l1_ball_thresholds(V: np.ndarray, radius: float = 1.0) -> np.ndarray:
-    """Return the soft threshold theta_j >= 0 of each column of V for the ball of `radius`."""
-    V, radius = _checked(V, radius)
-    magnitudes = np.empty((V.shape[0], COLUMN_BLOCK))
-    return np.concatenate(
-        [
-            _block_thresholds(V, radius, lo, min(V.shape[1], lo + COLUMN_BLOCK), magnitudes)
-            for lo in range(0, V.shape[1], COLUMN_BLOCK)
-        ]
-        or [np.empty(0)]
-    )
-
-
 def project_columns_l1(
     V: np.ndarray, radius: float = 1.0, out: np.ndarray | None = None, threads: int | None = None
 ) -> np.ndarray:
     """Return the matrix whose column j is the Euclidean projection of V[:, j] onto the L1 ball.
 
-    Solves min_L ||L - V||_F^2 s.t. sum_i |L_ij| <= radius for every j (seed 001, Formula (11)),
+    Solves min_L ||L - V||_F^2 s.t. sum_i |L_ij| <= radius for every j (LRM paper, Formula (11)),
     exactly, columns independently. Columns already inside the ball are returned unchanged.
     out: a C-ordered float64 array of V's shape to write into (may not be V). threads: column
     blocks are split over this many threads (default: the cores of this process); the result

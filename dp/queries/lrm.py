@@ -1,4 +1,4 @@
-"""The Low-Rank Mechanism's workload decomposition W ~ B L (Yuan et al., seed 001).
+"""The Low-Rank Mechanism's workload decomposition W ~ B L (Yuan et al., VLDB 2012).
 
 Formula (8): minimize tr(B^T B) subject to ||W - B L||_F <= gamma and every column of L in the
 unit L1 ball. Answering L x with Laplace noise of scale max_j ||L_:j||_1 / epsilon and
@@ -33,7 +33,7 @@ from dp.queries.lrm_refine import exact_fit, exact_reconstruction_B, refine_deco
 from dp.queries.p_identity import the_best_p_identity
 from dp.queries.strategy import Strategy, column_sensitivity, with_objective
 
-DEFAULT_RANK_FACTOR = 1.2  # r = 1.2 rank(W): seed 001 sec. 6.1, Fig. 3
+DEFAULT_RANK_FACTOR = 1.2  # r = 1.2 rank(W): LRM paper sec. 6.1, Fig. 3
 BETA_DOUBLING_PERIOD = 10  # Alg. 1, lines 10-11: beta doubles every 10 outer iterations
 # (Alg. 2 steps per outer iteration, outer iterations per doubling of beta). The paper prints the
 # doubling period, not N_in; revive=False keeps 10 and 10, as this module always did.
@@ -132,7 +132,7 @@ def default_rank(W: np.ndarray) -> int:
 
 
 def update_B(W_plus: np.ndarray, L: np.ndarray, beta: float) -> np.ndarray:
-    """Return B = (beta W + pi) L^T (beta L L^T + I)^-1 (seed 001, Eq. (9)).
+    """Return B = (beta W + pi) L^T (beta L L^T + I)^-1 (LRM paper, Eq. (9)).
 
     `W_plus` is beta W + pi; the r x r system is solved by Cholesky (it is SPD).
     """
@@ -153,7 +153,7 @@ def nesterov_projected_gradient(
     """Return (L, iterations, seconds in the fused projected step) minimizing 1/2 <L, gram L> - <linear, L> over
     unit-L1 columns.
 
-    Seed 001, Alg. 2 on Formula (10) with gram = beta B^T B and linear = B^T (beta W + pi).
+    LRM paper, Alg. 2 on Formula (10) with gram = beta B^T B and linear = B^T (beta W + pi).
     The step 1/omega uses the exact Lipschitz constant omega = lambda_max(gram) of the gradient,
     so the sufficient-decrease test of lines 11-12 always holds and the backtracking of line 7
     never doubles omega; it is therefore not evaluated (one r^2 n product per step instead of
@@ -273,7 +273,7 @@ def low_rank_decomposition(
     random_state=0,
     threads: int | None = None,
 ) -> LowRankDecomposition:
-    """Return B, L with ||W - B L||_F <= gamma (if reached) minimizing tr(B^T B) (seed 001, Alg. 1).
+    """Return B, L with ||W - B L||_F <= gamma (if reached) minimizing tr(B^T B) (LRM paper, Alg. 1).
 
     rank: r, the rows of L (default ceil(1.2 rank(W))). gamma: the tolerance of Formula (8), in
     the units of W (absolute, as in the paper). Alg. 1 starts from a seeded random L projected
@@ -558,7 +558,7 @@ def lrm_strategy(
     p_identity_max_time: float | None = None,
     **options,
 ) -> Strategy:
-    """Return the Low-Rank Mechanism as a Strategy: A = L, R = B, Laplace noise (seed 001, Eq. (6)).
+    """Return the Low-Rank Mechanism as a Strategy: A = L, R = B, Laplace noise (LRM paper, Eq. (6)).
 
     The release B (L x + Lap(Delta(L) / epsilon)^r) is epsilon-DP; when B L != W its error has the
     data-dependent bias ||(W - B L) x||^2 (Theorem 3), which expected_error adds when given x.

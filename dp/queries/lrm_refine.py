@@ -1,6 +1,6 @@
 """Refine an exact LRM decomposition on the objective the release pays: tr(B^T B) with B = W L^+.
 
-Seed 001's Formula (7) asks for W = B L exactly with every column of L in the unit L1 ball; for a
+The LRM paper's Formula (7) asks for W = B L exactly with every column of L in the unit L1 ball; for a
 fixed L the best exact B is W L^+ (the matrix mechanism's reconstruction), so (7) is
 
     minimize f(L) = ||W L^+||_F^2  subject to  sum_i |L_ij| <= 1 for every column j,
@@ -109,7 +109,7 @@ def refine_decomposition(
     """Return L minimizing ||W L^+||_F^2 over unit-L1 columns by spectral projected gradient from L0.
 
     The spectral projected gradient of Birgin, Martinez and Raydan (SIAM J. Optim. 2000; the
-    method seed 001's App. B uses for AMM): direction d = P(L - alpha grad) - L with the
+    method the LRM paper's App. B uses for AMM): direction d = P(L - alpha grad) - L with the
     Barzilai-Borwein step alpha, a non-monotone Armijo search along d against the largest of the
     last NONMONOTONE_MEMORY objectives, and the best iterate kept, so the result is never worse
     than L0. L0 must be exact (W in its row space; ValueError otherwise). Stops when the best f

@@ -3,7 +3,7 @@
 A p-Identity strategy (McKenna, Miklau, Hay, Machanavajjhala: HDMM, PVLDB 11(10), 2018, its OPT_0)
 is L(Theta) = [I; Theta] D with Theta >= 0 (p x n) and D = diag(1 / d), d = 1 + 1^T Theta, so
 that every column of L has L1 norm exactly 1 (sensitivity 1) and L has rank n: every workload
-lies in its row space and W = (W L^+) L exactly. It is therefore a feasible point of seed 001's
+lies in its row space and W = (W L^+) L exactly. It is therefore a feasible point of the LRM paper's
 Formula (7) with r = n + p rows, and its noise is the matrix mechanism's
 
     f(Theta) = ||W L^+||_F^2 = tr(G (L^T L)^-1),  G = W^T W.

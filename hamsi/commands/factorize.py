@@ -255,6 +255,17 @@ def _add_dask_options(parser) -> None:
 
 def _check_args(args) -> None:
     """Raise InputError on options the estimator does not check (where to run, splits, outputs)."""
+    _check_where_to_run(args)
+    if args.checkpoint_every is not None and args.checkpoint_every < 1:
+        raise InputError(f"--checkpoint-every must be >= 1; got {args.checkpoint_every}")
+    if not (math.isfinite(args.test_fraction) and 0.0 <= args.test_fraction < 1.0):
+        raise InputError(f"--test-fraction must be in [0, 1); got {args.test_fraction}")
+    for flag, path in output_paths(args):
+        check_writable(flag, path)
+
+
+def _check_where_to_run(args) -> None:
+    """Raise InputError on engine flags out of range or given to the in-process engine, which ignores them."""
     if args.workers is not None and args.workers < 0:
         raise InputError(f"--workers must be >= 0; got {args.workers}")
     if args.threads_per_worker < 1:
@@ -270,12 +281,6 @@ def _check_args(args) -> None:
         raise InputError(
             "--tls-ca-file/--tls-cert/--tls-key need the Dask engine (drop --workers 0)"
         )
-    if args.checkpoint_every is not None and args.checkpoint_every < 1:
-        raise InputError(f"--checkpoint-every must be >= 1; got {args.checkpoint_every}")
-    if not (math.isfinite(args.test_fraction) and 0.0 <= args.test_fraction < 1.0):
-        raise InputError(f"--test-fraction must be in [0, 1); got {args.test_fraction}")
-    for flag, path in output_paths(args):
-        check_writable(flag, path)
 
 
 def output_paths(args) -> list[tuple[str, str]]:

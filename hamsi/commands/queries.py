@@ -75,7 +75,7 @@ def register(subparsers) -> None:
         choices=["auto", "alm", "p-identity"],
         default="auto",
         help="LRM: auto (default: p-Identity search, with Alg. 1 beside it when 1.2 rank(W) < n), "
-        "alm (seed 001 Alg. 1 + finish) or p-identity",
+        "alm (LRM paper Alg. 1 + finish) or p-identity",
     )
     p.add_argument(
         "--max-time",
@@ -111,6 +111,14 @@ def _check_args(args: argparse.Namespace) -> None:
         raise InputError(
             f"--method must be one of {', '.join(sorted(METHODS))}, got {args.method!r}"
         )
+    _check_sizes(args)
+    _check_privacy_and_solver(args)
+    if args.workload == "marginal" and args.n < 4:
+        raise InputError(f"--workload marginal needs -n >= 4 (two attributes), got {args.n}")
+
+
+def _check_sizes(args: argparse.Namespace) -> None:
+    """Raise InputError on a query count, domain size, repeat count or s out of range."""
     for flag, value in (("-m", args.m), ("-n", args.n), ("--repeats", args.repeats)):
         if value < 1:
             raise InputError(f"{flag} must be an integer >= 1, got {value}")
@@ -121,6 +129,10 @@ def _check_args(args: argparse.Namespace) -> None:
         )
     if args.s is not None and args.s < 1:
         raise InputError(f"-s must be an integer >= 1, got {args.s}")
+
+
+def _check_privacy_and_solver(args: argparse.Namespace) -> None:
+    """Raise InputError on epsilon, delta, the calibration, gap_tol or max_time out of range."""
     if not (args.epsilon > 0 and math.isfinite(args.epsilon)):
         raise InputError(f"--epsilon must be a finite number > 0, got {args.epsilon}")
     if not 0 < args.delta < 1:
@@ -131,8 +143,6 @@ def _check_args(args: argparse.Namespace) -> None:
         raise InputError(f"--gap-tol must lie in (0, 1), got {args.gap_tol}")
     if args.max_time is not None and not args.max_time >= 0:
         raise InputError(f"--max-time must be >= 0 seconds, got {args.max_time}")
-    if args.workload == "marginal" and args.n < 4:
-        raise InputError(f"--workload marginal needs -n >= 4 (two attributes), got {args.n}")
 
 
 def _histogram(args: argparse.Namespace):

@@ -180,40 +180,61 @@ def refuse_special_file(path) -> None:
 def _detect(path: Path, header: bool | None) -> tuple[Path, str, bool | None]:
     """Return (file path, format, header) guessed from the name and first non-empty line."""
     if path.is_dir():
-        for name in MOVIELENS_RATING_FILES:
-            if (path / name).is_file():
-                return _detect(path / name, header)
-        raise InputError(f"{path}: directory holds none of {', '.join(MOVIELENS_RATING_FILES)}")
+        return _detect(_movielens_file(path), header)
     if _plain_suffix(path) in (".parquet", ".pq"):
         return path, "parquet", header
     first, second = _first_lines(path, 2)
     if first is None:
         raise InputError(f"{path}: file is empty")
-    fields_of = {sep: first.split(sep) for sep in ("::", "\t", ",")}
-    if (
+    if _is_hamsi_header(first, second):
+        return path, "hamsi", header
+    if len(first.split("::")) > 1:
+        return path, "ml-dat", header
+    detected = _detect_separated(first, header)
+    if detected is None:
+        raise InputError(
+            f"{path}:1: cannot detect the format: no '::', tab or comma separating "
+            f"3 or more fields in {first!r}; pass format= (and sep=) explicitly"
+        )
+    return path, *detected
+
+
+def _movielens_file(directory: Path) -> Path:
+    """Return the first of MOVIELENS_RATING_FILES in the directory; InputError when none is there."""
+    for name in MOVIELENS_RATING_FILES:
+        if (directory / name).is_file():
+            return directory / name
+    raise InputError(f"{directory}: directory holds none of {', '.join(MOVIELENS_RATING_FILES)}")
+
+
+def _is_hamsi_header(first: str, second: str | None) -> bool:
+    """True when the first lines are the hamsi text format's: "2", then the two dimensions."""
+    return (
         first.strip() == "2"
         and second is not None
         and _all_numbers(second.split())
         and len(second.split()) == 2
-    ):
-        return path, "hamsi", header
-    if len(fields_of["::"]) > 1:
-        return path, "ml-dat", header
+    )
+
+
+def _detect_separated(first: str, header: bool | None) -> tuple[str, bool | None] | None:
+    """Return (format, header) of a tab- or comma-separated first line of 3+ fields, else None.
+
+    A first line that is not all numbers is a header (MovieLens's own names: ml-csv); four numeric
+    tab-separated fields are MovieLens-100K's u.data.
+    """
     for sep, name in (("\t", "tsv"), (",", "csv")):
-        fields = fields_of[sep]
+        fields = first.split(sep)
         if len(fields) < 3:
             continue
         if not _all_numbers(fields):
             if [f.strip().lower() for f in fields] == MOVIELENS_HEADER and sep == ",":
-                return path, "ml-csv", header
-            return path, name, True if header is None else header
+                return "ml-csv", header
+            return name, True if header is None else header
         if sep == "\t" and len(fields) == 4:
-            return path, "ml-100k", header
-        return path, name, False if header is None else header
-    raise InputError(
-        f"{path}:1: cannot detect the format: no '::', tab or comma separating "
-        f"3 or more fields in {first!r}; pass format= (and sep=) explicitly"
-    )
+            return "ml-100k", header
+        return name, False if header is None else header
+    return None
 
 
 def _plain_suffix(path: Path) -> str:
@@ -532,7 +553,7 @@ def _arrow_owned_reader(chunk: bytes):
     returned. Input that refers to a Python object (an io.BytesIO, or pa.py_buffer(bytes)) then
     takes the GIL in its destructor; when the interpreter is already exiting (right after an
     InputError), Python ends that thread inside C++ and the process aborts with "terminate called
-    without an active exception", exit 134 (issue 21; seen in core dumps of both inputs). A copy
+    without an active exception", exit 134 (both kinds of input do it). A copy
     owned by Arrow needs no GIL to free.
     """
     import pyarrow as pa
@@ -565,20 +586,7 @@ def _parse_chunk_whitespace(chunk: bytes, layout: _Layout, first_error: Exceptio
 def _pick_columns(names: list[str], columns, source: str) -> tuple[int, int, int]:
     """Return the positions of the (user, item, rating) columns among `names`."""
     if columns is None:
-        lowered = [n.lower() for n in names]
-        picked = []
-        for candidates in (USER_COLUMN_NAMES, ITEM_COLUMN_NAMES, RATING_COLUMN_NAMES):
-            picked.append(next((lowered.index(c) for c in candidates if c in lowered), None))
-        if None in picked:
-            if len(names) < 3:
-                raise InputError(f"{source}: need 3 columns (user, item, rating), found {names}")
-            if any(p is not None for p in picked) or not all(n.isdigit() for n in names):
-                raise InputError(
-                    f"{source}: cannot tell the user, item and rating columns among "
-                    f"{names}; pass columns=(user, item, rating)"
-                )
-            picked = [0, 1, 2]
-        return tuple(picked)
+        return _guess_columns(names, source)
     if len(columns) != 3:
         raise InputError(
             f"{source}: columns must name 3 columns (user, item, rating), got {columns!r}"
@@ -592,6 +600,25 @@ def _pick_columns(names: list[str], columns, source: str) -> tuple[int, int, int
         else:
             raise InputError(f"{source}: no column {column!r}; columns are {names}")
     return tuple(positions)
+
+
+def _guess_columns(names: list[str], source: str) -> tuple[int, int, int]:
+    """Return the (user, item, rating) positions by the usual names, or 0, 1, 2 for unnamed columns."""
+    lowered = [n.lower() for n in names]
+    picked = [
+        next((lowered.index(c) for c in candidates if c in lowered), None)
+        for candidates in (USER_COLUMN_NAMES, ITEM_COLUMN_NAMES, RATING_COLUMN_NAMES)
+    ]
+    if None not in picked:
+        return tuple(picked)
+    if len(names) < 3:
+        raise InputError(f"{source}: need 3 columns (user, item, rating), found {names}")
+    if any(p is not None for p in picked) or not all(n.isdigit() for n in names):
+        raise InputError(
+            f"{source}: cannot tell the user, item and rating columns among "
+            f"{names}; pass columns=(user, item, rating)"
+        )
+    return (0, 1, 2)
 
 
 # --------------------------------------------------------------------------- parquet, frames

@@ -25,8 +25,8 @@ best biased matrix factorization 0.91-0.92 (real: Spark ALS 0.922, Surprise SVD 
 seeds 0 and 1 (benchmarks/bench_accuracy.py prints these baselines). ml-1m-like uses the same
 model with ML-1M's size (6040 x 3706, 1,000,209 ratings, every user >= 20, mean about 3.58).
 
-long-tail-like has the statistics of the second real set of issue 20 (a MovieLens "latest-small"
-release): 672 x 9,066, 100,020 half-star ratings 0.5..5 with its shares (mean 3.54, sd 1.06),
+long-tail-like has the statistics of a MovieLens "latest-small"
+release: 672 x 9,066, 100,020 half-star ratings 0.5..5 with its shares (mean 3.54, sd 1.06),
 every user >= 16; users from a lognormal law (median about 72, max about 2,400: real 71 / 2,391)
 and items from gamma 0.26 (median 3, 47 % with <= 2 ratings; max about 190 against the real
 343, the one figure it misses). Its difficulty (LONG_TAIL_MODEL) is calibrated to the gains over
@@ -86,7 +86,7 @@ class Preset:
 # Star shares of MovieLens 100K and 1M (1..5) and a half-star grid (1, 1.5, ..., 5) shaped like ML-20M.
 STAR_SHARES = {1.0: 0.061, 2.0: 0.114, 3.0: 0.271, 4.0: 0.341, 5.0: 0.213}
 STAR_SHARES_1M = {1.0: 0.056, 2.0: 0.108, 3.0: 0.261, 4.0: 0.349, 5.0: 0.226}
-# The second real set of issue 20 (672 x 9,066, half stars 0.5..5, a long item tail).
+# MovieLens "latest-small" (672 x 9,066, half stars 0.5..5, a long item tail).
 LONG_TAIL_SHARES = {
     0.5: 0.011,
     1.0: 0.033,
@@ -116,7 +116,7 @@ HALF_STAR_SHARES = {
 MOVIELENS_MODEL = RatingModel(
     user_bias=0.39, item_bias=0.44, factors=0.45, noise=0.67, popularity_corr=0.45
 )
-# long-tail-like: calibrated so that a random 80/20 split scores as the real file of issue 20 does
+# long-tail-like: calibrated so that a random 80/20 split scores as the real latest-small file does
 # relative to its bias baseline (seed 0, the same split for all: biases 0.893 (real, unregularized,
 # 0.902), scikit-surprise SVD defaults 0.897 (0.895), its best grid point 0.865 (0.871), Spark ALS
 # best point 0.924 (0.915)). With MOVIELENS_MODEL, which it used before, a factor model gained

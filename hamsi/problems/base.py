@@ -86,6 +86,13 @@ class PartiallySeparableProblem(ABC):
     #: name of the error measure reported as train/test "rmse" in traces
     metric = "rmse"
 
+    @property
+    def arranged(self) -> BlockLayout:
+        """Return the BlockLayout set by `arrange`; raise RuntimeError before it was called."""
+        if self.layout is None:
+            raise RuntimeError(f"{type(self).__name__}.arrange(partition) must be called first")
+        return self.layout
+
     @abstractmethod
     def arrange(self, partition) -> BlockLayout:
         """Reorder the stored functions so every block of `partition` is contiguous; return the layout.
@@ -130,6 +137,6 @@ class PartiallySeparableProblem(ABC):
     def gradient(self, x: np.ndarray) -> np.ndarray:
         """Return the full gradient sum_k grad f_{S_k}(x) (needs `arrange` to have been called)."""
         g = np.zeros(self.n_params)
-        for k in range(self.layout.n_subsets):
+        for k in range(self.arranged.n_subsets):
             self.add_subset_gradient(x, g, k)
         return g

@@ -53,12 +53,13 @@ class SparseLeastSquares(PartiallySeparableProblem):
 
     def add_subset_gradient(self, x: np.ndarray, g: np.ndarray, subset: int) -> None:
         """Add sum over the subset's blocks of A_blk^T (A_blk x - b_blk) / |I| into g, block by block."""
-        for block in range(len(self.layout.starts[subset])):
+        for block in range(len(self.arranged.starts[subset])):
             self.add_block_gradient(x, g, subset, block)
 
     def add_block_gradient(self, x: np.ndarray, g: np.ndarray, subset: int, block: int) -> None:
         """Add A_blk^T (A_blk x - b_blk) / |I| of one block into g."""
-        start, end = self.layout.starts[subset][block], self.layout.ends[subset][block]
+        layout = self.arranged
+        start, end = layout.starts[subset][block], layout.ends[subset][block]
         rows = self.A[start:end]
         g += self.scale * (rows.T @ (rows @ x - self.b[start:end]))
 

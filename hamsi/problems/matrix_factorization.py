@@ -190,7 +190,7 @@ class MatrixFactorization(PartiallySeparableProblem):
 
     def add_subset_gradient(self, x: np.ndarray, g: np.ndarray, subset: int) -> None:
         """Add the gradient of subset `subset`'s blocks into g, in parallel when they are disjoint."""
-        layout = self.layout
+        layout = self.arranged
         U, V = self.factors(x)
         gU, gV = self.factors(g)
         kernel = (
