@@ -104,7 +104,7 @@ def measure(path: str, directory: str, options: dict, out: str) -> None:
     import psutil
 
     from cluster.connect import connect
-    from cluster.dataset import WorkerRatings
+    from cluster.dataset import load_worker_ratings
     from cluster.driver import fit_distributed, minimize_hamsi
     from cluster.warm import warm_up
 
@@ -132,7 +132,7 @@ def measure(path: str, directory: str, options: dict, out: str) -> None:
             start = time.perf_counter()
             if path == "workers":
                 workers = list(pids)[:2]
-                data = WorkerRatings(
+                data = load_worker_ratings(
                     client,
                     dd.read_parquet(directory),
                     scheme="strata-b",

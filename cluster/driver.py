@@ -188,7 +188,7 @@ def fit_distributed(
     user user_ids[a]).
     """
     import partition as partitions
-    from cluster.dataset import WorkerRatings, is_distributed_source
+    from cluster.dataset import is_distributed_source, load_worker_ratings
 
     with connect(
         client=client,
@@ -204,7 +204,7 @@ def fit_distributed(
                 raise ValueError(
                     "ratings on the workers take scheme= (strata or strata-b), not a partition"
                 )
-            data = WorkerRatings(
+            data = load_worker_ratings(
                 dask_client,
                 ratings,
                 columns=columns,

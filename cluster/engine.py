@@ -59,10 +59,10 @@ class DaskEngine:
 
     def load(self, source, *, columns, scheme, blocks, heldout_fraction, seed):
         """Return the WorkerRatings of `source`: read, indexed and routed by tasks on the workers."""
-        from cluster.dataset import WorkerRatings
+        from cluster.dataset import load_worker_ratings
 
         workers = self.workers()
-        return WorkerRatings(
+        return load_worker_ratings(
             self.client,
             source,
             columns=None if tuple(columns) == DEFAULT_COLUMNS else tuple(columns),

@@ -14,6 +14,7 @@ import warnings
 
 from hamsi.defaults import VALIDATION_FRACTION
 from hamsi.estimator import AUTO, MatrixFactorizer
+from hamsi.parameters import Integer
 
 # One LocalCluster per process and size, opened by the first fit without client or scheduler and
 # reused by every later one (starting one costs 10-20 s); closed by close_local_clusters() or at exit.
@@ -75,6 +76,14 @@ class DaskMatrixFactorizer(MatrixFactorizer):
     """
 
     _shared_params = ("client",)
+
+    _parameter_constraints: dict = {
+        **MatrixFactorizer._parameter_constraints,
+        "n_workers": Integer(none=True),
+        "threads_per_worker": Integer(),
+        "chunk_epochs": Integer(),
+        "checkpoint_every": Integer(none=True),
+    }
 
     def __init__(
         self,

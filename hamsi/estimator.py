@@ -8,7 +8,6 @@ a fitted model saves to and loads from one versioned .npz (hamsi.model_io).
 
 from __future__ import annotations
 
-import math
 import numbers
 import time
 import warnings
@@ -20,6 +19,7 @@ from hamsi import defaults, model_io, search
 from hamsi.engine import in_process
 from hamsi.errors import DivergenceError, InputError
 from hamsi.options import METHODS, EngineOptions
+from hamsi.parameters import Choice, Integer, Real, check_parameters
 from hamsi.problems.matrix_factorization import REG_WEIGHTINGS
 from hamsi.recommender import (
     FactorArrays,
@@ -151,6 +151,28 @@ class MatrixFactorizer(BaseEstimator):
     """
 
     _shared_params: tuple = ()  # parameters clone hands over as the same object (see __sklearn_clone__)
+    # what each parameter accepts, checked in this order by validate_params (hamsi.parameters)
+    _parameter_constraints: dict = {
+        "rank": Integer(auto=True),
+        "memory": Integer(),
+        "blocks": Integer(none=True),
+        "subsets": Integer(none=True),
+        "threads": Integer(none=True),
+        "max_epochs": Integer(none=True),
+        "patience": Integer(none=True),
+        "reg": Real(auto=True),
+        "reg_damping": Real(auto=True),
+        "eta": Real(none=True, auto=True, positive=True),
+        "init_scale": Real(auto=True, positive=True),
+        "tol": Real(),
+        "max_time": Real(none=True),
+        "gamma": Real(),
+        "validation_fraction": Real(below=1.0),
+        "algorithm": Choice(ALGORITHMS),
+        "reg_weighting": Choice(REG_WEIGHTINGS + (AUTO,)),
+        "schedule": Choice(("det", "stoc")),
+        "on_divergence": Choice(("raise", "warn")),
+    }
     _item_known = (
         None  # items with training ratings, kept only when the seen lists are not (Dask data path)
     )
@@ -225,78 +247,27 @@ class MatrixFactorizer(BaseEstimator):
 
     # ------------------------------------------------------------------ validation
     def validate_params(self, name=lambda parameter: parameter) -> None:
-        """Raise InputError on a bad hyper-parameter; name(parameter) is how messages call it (CLI: flag)."""
+        """Raise InputError on a bad hyper-parameter; name(parameter) is how messages call it (CLI: flag).
 
-        def integer(parameter, minimum=1, allow_none=False, allow_auto=False):
-            value = getattr(self, parameter)
-            if (value is None and allow_none) or (allow_auto and value == AUTO):
-                return
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, numbers.Integral)
-                or value < minimum
-            ):
-                raise InputError(
-                    f"{name(parameter)} must be an integer >= {minimum}; got {value!r}"
-                )
+        Each parameter against its declared constraint (_parameter_constraints), then the checks
+        that involve two of them.
+        """
+        import partition
 
-        def number(parameter, allow_none=False, allow_auto=False, positive=False, below=None):
-            value = getattr(self, parameter)
-            if (value is None and allow_none) or (value == AUTO and allow_auto):
-                return
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, numbers.Real)
-                or not math.isfinite(value)
-                or value < 0
-                or (positive and value == 0)
-                or (below is not None and value >= below)
-            ):
-                bound = f"in [0, {below:g})" if below else ("> 0" if positive else ">= 0")
-                raise InputError(
-                    f"{name(parameter)} must be a finite number {bound}"
-                    + (" or 'auto'" if allow_auto else "")
-                    + f"; got {value!r}"
-                )
-
-        integer("rank", allow_auto=True)
-        integer("memory")
-        for parameter in ("blocks", "subsets", "threads", "max_epochs", "patience"):
-            integer(parameter, allow_none=True)
-        number("reg", allow_auto=True)
-        number("reg_damping", allow_auto=True)
-        number("eta", allow_none=True, allow_auto=True, positive=True)
-        number("init_scale", allow_auto=True, positive=True)
-        number("tol")
-        number("max_time", allow_none=True)
-        number("gamma")
+        constraints = dict(
+            self._parameter_constraints,
+            partitioner=Choice(tuple(partition.SCHEMES), lower=True),
+        )
+        check_parameters(self, constraints, name)
         if self.gamma > 1.0:  # beyond 1, (eta t)^gamma overflows to a zero step within a few cycles
             raise InputError(
                 f"{name('gamma')} must lie in [0, 1] (thesis eq. 3.8 takes gamma in (0.5, 1]); "
                 f"got {self.gamma:g}"
             )
-        number("validation_fraction", below=1.0)
-        self._check_choice(name, "algorithm", ALGORITHMS)
-        self._check_choice(name, "reg_weighting", REG_WEIGHTINGS + (AUTO,))
         if self.reg_weighting == "uniform" and self.reg_damping not in (AUTO, 0, 0.0):
             raise InputError(
                 f"{name('reg_damping')}={self.reg_damping!r} applies to the count-weighted penalty; "
                 f"got {name('reg_weighting')}='uniform' (pass 'count', or reg_damping 0)"
-            )
-        self._check_choice(name, "schedule", ("det", "stoc"))
-        self._check_choice(name, "on_divergence", ("raise", "warn"))
-        import partition
-
-        self._check_choice(
-            name, "partitioner", tuple(partition.SCHEMES), str(self.partitioner).lower()
-        )
-
-    def _check_choice(self, name, parameter, choices, value=None):
-        value = getattr(self, parameter) if value is None else value
-        if value not in choices:
-            raise InputError(
-                f"unknown {name(parameter)} {getattr(self, parameter)!r}; choose one of "
-                f"{', '.join(choices)}"
             )
 
     def _columns(self) -> tuple:

@@ -197,3 +197,22 @@ def test_regularization_helps_on_held_out_ratings():
             warnings.simplefilter("error")
             scores[reg] = model.fit(train).rmse(test)
     assert scores[1.0] < 0.9 * scores[0.0]
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        ({"chunk_epochs": 0}, "chunk_epochs must be an integer >= 1; got 0"),
+        ({"threads_per_worker": 1.5}, "threads_per_worker must be an integer >= 1; got 1.5"),
+        ({"n_workers": -2}, "n_workers must be an integer >= 1; got -2"),
+        ({"schedule": "random"}, "unknown schedule 'random'; choose one of det, stoc"),
+    ],
+)
+def test_the_dask_estimator_checks_its_declared_parameters_before_any_cluster(params, message):
+    from cluster import DaskMatrixFactorizer
+
+    # a scheduler no one listens on: the check must fail before anything connects
+    model = DaskMatrixFactorizer(scheduler="tcp://127.0.0.1:9", **params)
+    with pytest.raises(InputError) as caught:
+        model.fit(np.array([[0, 0, 1.0], [1, 1, 2.0]]))
+    assert str(caught.value) == message

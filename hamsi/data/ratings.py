@@ -13,7 +13,7 @@ DUPLICATE_POLICIES = ("error", "keep-last", "mean")
 
 # Above this many distinct candidate ids per rating a lookup table wastes memory, so
 # dense_index falls back to sorting.
-_LOOKUP_SLACK = 4
+LOOKUP_SLACK = 4
 
 
 @dataclass(eq=False)
@@ -98,8 +98,8 @@ class Ratings:
             raise InputError(f"duplicates must be one of {DUPLICATE_POLICIES}, got {duplicates!r}")
         where = locate or (lambda k: f"{source}: record {k}")
         values = np.asarray(values, dtype=np.float64)
-        users = _as_integer_ids(user_ids, "user id", where)
-        items = _as_integer_ids(item_ids, "item id", where)
+        users = as_integer_ids(user_ids, "user id", where)
+        items = as_integer_ids(item_ids, "item id", where)
         bad = ~np.isfinite(values)
         if bad.any():
             k = int(np.argmax(bad))
@@ -144,7 +144,7 @@ class Ratings:
         values = np.asarray(values, dtype=np.float64)
         if not checked:
             for index, bound, what in ((rows, shape[0], "row"), (cols, shape[1], "column")):
-                index = _as_integer_ids(index, f"{what} index", where)
+                index = as_integer_ids(index, f"{what} index", where)
                 outside = index >= bound
                 if outside.any():
                     k = int(np.argmax(outside))
@@ -334,7 +334,7 @@ def dense_index(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if ids.size == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int32)
     low, high = int(ids.min()), int(ids.max())
-    if low >= 0 and high < _LOOKUP_SLACK * ids.size + (1 << 20):
+    if low >= 0 and high < LOOKUP_SLACK * ids.size + (1 << 20):
         present = np.zeros(high + 1, dtype=bool)
         present[ids] = True
         distinct = np.flatnonzero(present).astype(np.int64)
@@ -344,7 +344,7 @@ def dense_index(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return distinct, inverse.astype(np.int32)
 
 
-def _as_integer_ids(ids, what: str, where: Callable[[int], str]) -> np.ndarray:
+def as_integer_ids(ids, what: str, where: Callable[[int], str]) -> np.ndarray:
     """Return ids as int64 after checking they are non-negative whole numbers."""
     ids = np.asarray(ids)
     if ids.dtype.kind == "f":
