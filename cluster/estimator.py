@@ -184,8 +184,11 @@ class DaskMatrixFactorizer(MatrixFactorizer):
 
         X on the cluster (a Dask DataFrame, a Parquet/CSV path or glob) stays there (cluster.dataset).
         """
+        from cluster import checkpoint
         from cluster.dataset import is_distributed_source
 
+        if self.resume is not None:  # a bad checkpoint is refused before a cluster starts
+            checkpoint.check(self.resume)
         with self._client() as client:
             self._active_client, self._trial_runner = client, None
             try:

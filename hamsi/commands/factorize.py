@@ -460,7 +460,9 @@ def write_outputs(args, model) -> None:
         )
 
     writers = {"--trace": model.trace_.write_csv, "--out": model.save, "--plot": plot}
-    write_as_set({flag: (path, writers[flag]) for flag, path in output_paths(args)})
+    write_as_set(
+        {flag: (path, writers[flag]) for flag, path in output_paths(args)}, private=("--out",)
+    )
 
 
 def summary(args, model, test) -> str:
