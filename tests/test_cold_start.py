@@ -65,6 +65,7 @@ def test_a_process_waits_while_another_holds_a_kernels_compile_lock(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600 * ROUNDS)
 def test_first_fits_from_an_empty_cache_in_four_processes_on_a_busy_machine_never_fail(tmp_path):
     data = tmp_path / "ratings.csv"
     write_ratings(make_ratings(users=30, items=40, ratings=400, rank=3, seed=2), data)
