@@ -295,6 +295,11 @@ class MatrixFactorizer(BaseEstimator):
                 f"got {self.gamma:g}"
             )
         number("validation_fraction", below=1.0)
+        for parameter in ("biases", "safeguard", "search"):
+            if not isinstance(getattr(self, parameter), (bool, np.bool_)):
+                raise InputError(
+                    f"{name(parameter)} must be True or False; got {getattr(self, parameter)!r}"
+                )
         self._check_choice(name, "algorithm", ALGORITHMS)
         self._check_choice(name, "reg_weighting", REG_WEIGHTINGS + (AUTO,))
         if self.reg_weighting == "uniform" and self.reg_damping not in (AUTO, 0, 0.0):
@@ -707,6 +712,10 @@ class MatrixFactorizer(BaseEstimator):
         params, fitted, arrays = model_io.read_model(path)
         accepted = cls._get_param_names()
         model = cls(**{name: value for name, value in params.items() if name in accepted})
+        try:  # what fit would refuse is refused here, naming the file
+            model.validate_params(name=lambda parameter: f"params entry {parameter!r}")
+        except InputError as exc:
+            raise InputError(f"{path}: malformed model: {exc}") from None
         for name in MODEL_SCALARS:
             setattr(model, name, fitted.get(name))
         model.search_results_ = None  # the search's table is not saved

@@ -174,6 +174,16 @@ def _check_header(path, header: dict, headers: dict) -> tuple[dict, dict]:
         if not isinstance(value, dict):
             raise InputError(f"{path}: malformed model: entry {name!r} is not a JSON object")
         decoded.append(value)
+    for key, value in decoded[0].items():  # the estimator validates the values (load)
+        if not key.isidentifier() or key.startswith("_"):
+            raise InputError(
+                f"{path}: malformed model: params entry {key[:40]!r} is not a parameter"
+            )
+        if value is not None and not isinstance(value, (bool, int, float, str)):
+            raise InputError(
+                f"{path}: malformed model: params entry {key!r} is a {type(value).__name__}, "
+                f"not a number, string or null"
+            )
     return decoded[0], decoded[1]
 
 

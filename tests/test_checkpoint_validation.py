@@ -183,3 +183,33 @@ def test_checkpoints_and_model_files_are_owner_only_whatever_the_umask(tmp_path,
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
     # the trace, written in the same set, keeps the umask's permissions
     assert stat.S_IMODE(os.stat(tmp_path / "trace.csv").st_mode) == 0o644
+
+
+@pytest.mark.parametrize(
+    "params, entry",
+    [
+        ({"rank": 1e308}, "'rank'"),
+        ({"__class__": "os.system"}, "'__class__'"),
+        ({"biases": "yes"}, "'biases'"),
+        ({"schedule": "fast"}, "'schedule'"),
+        ({"memory": [5]}, "'memory'"),
+    ],
+)
+def test_a_model_files_params_are_validated_on_load(tmp_path, tiny_ratings, capsys, params, entry):
+    from hamsi.estimator import MatrixFactorizer
+
+    path = tmp_path / "model.npz"
+    MatrixFactorizer(rank=2, search=False, max_epochs=2, random_state=0).fit(tiny_ratings).save(
+        path
+    )
+    with np.load(path) as data:
+        entries = {k: data[k] for k in data.files}
+    entries["params"] = np.array(json.dumps(dict(json.loads(str(entries["params"])), **params)))
+    np.savez(path, **entries)
+    with pytest.raises(InputError) as caught:
+        MatrixFactorizer.load(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: malformed model: ") and entry in message
+    assert main(["recommend", str(path), "--user", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err and entry in err
