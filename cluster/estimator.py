@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 
 from hamsi.defaults import VALIDATION_FRACTION
-from hamsi.errors import InputError
+from hamsi.errors import Advice, AdvisedWarning, InputError, flag_name
 from hamsi.estimator import AUTO, MatrixFactorizer
 from hamsi.recommender import DEFAULT_COLUMNS
 
@@ -257,11 +257,17 @@ class DaskMatrixFactorizer(MatrixFactorizer):
         )
         self.partition_ = train.cover
         if self.search and self._searched():
+            searched = self._searched()
             warnings.warn(
-                f"the hyper-parameter search does not run on ratings kept on the workers (a trial needs "
-                f"its ratings in one process): {', '.join(self._searched())} take the unsearched "
-                f"defaults; pass search=False to say so, or explicit values",
-                UserWarning,
+                AdvisedWarning(
+                    "the hyper-parameter search does not run on ratings kept on the workers (a "
+                    "trial needs its ratings in one process): the 'auto' values take the "
+                    "unsearched defaults",
+                    Advice(
+                        api=f"pass search=False to say so, or explicit {', '.join(searched)}",
+                        cli=f"give {', '.join(map(flag_name, searched))} to choose them",
+                    ),
+                ),
                 stacklevel=3,
             )
         self._choose_unsearched()
