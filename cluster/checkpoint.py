@@ -77,7 +77,7 @@ def _one_of(*choices):
 def _instance(kind):
     def check(value):
         if not isinstance(value, kind):
-            return f"a {type(value).__name__}, expected a {kind.__name__}"
+            return f"of type {type(value).__name__}, expected {kind.__name__}"
 
     return check
 
@@ -88,7 +88,7 @@ def _optional(check):
 
 def _matrix(value):
     if not (isinstance(value, np.ndarray) and value.dtype == np.float64 and value.ndim == 2):
-        return f"a {type(value).__name__}, expected a float64 matrix"
+        return f"of type {type(value).__name__}, expected a float64 matrix"
     if not np.all(np.isfinite(value)):
         return "a matrix holding NaN or inf"
 

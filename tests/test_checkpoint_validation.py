@@ -213,3 +213,34 @@ def test_a_model_files_params_are_validated_on_load(tmp_path, tiny_ratings, caps
     assert main(["recommend", str(path), "--user", "0"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and str(path) in err and entry in err
+
+
+def test_the_api_checks_resume_before_starting_a_cluster(tmp_path, tiny_ratings, monkeypatch):
+    from cluster.estimator import DaskMatrixFactorizer
+
+    def no_cluster(*args, **kwargs):
+        raise AssertionError("a cluster was started before the checkpoint was checked")
+
+    monkeypatch.setattr("cluster.estimator.local_client", no_cluster)
+    directory, _ = saved(tmp_path)
+    path = rewrite(directory, arrays={"x": np.full(11, np.inf)})
+    with pytest.raises(InputError, match=f"^{path}: .*'x'.*NaN or inf"):
+        DaskMatrixFactorizer(rank=2, search=False, resume=directory).fit(tiny_ratings)
+
+
+def test_a_model_refused_by_its_writer_names_the_output_flag_not_a_temporary_file(tmp_path):
+    from hamsi.commands import write_as_set
+    from hamsi.errors import DivergenceError
+    from hamsi.model_io import write_model
+
+    out = tmp_path / "model.npz"
+
+    def diverged(temporary):
+        write_model(temporary, {}, {}, {"user_factors": np.full((2, 2), np.nan)})
+
+    with pytest.raises(DivergenceError) as caught:
+        write_as_set({"--out": (out, diverged)}, private=("--out",))
+    assert str(caught.value).startswith(f"--out {out}: not written") and ".part" not in str(
+        caught.value
+    )
+    assert not list(tmp_path.iterdir())

@@ -47,6 +47,7 @@ def write_as_set(outputs: dict, private=()) -> None:
     the user's path (not the temporary one), e.g. "--plot run.png: cannot write (No space left on device)".
     """
     from hamsi.atomic import atomic_paths
+    from hamsi.errors import DivergenceError
 
     flags = list(outputs)
     paths = [outputs[flag][0] for flag in flags]
@@ -54,7 +55,10 @@ def write_as_set(outputs: dict, private=()) -> None:
         for flag, temporary in zip(flags, temporaries):
             path, writer = outputs[flag]
             with naming_output(flag, path):
-                writer(temporary)
+                try:
+                    writer(temporary)
+                except DivergenceError as exc:  # a writer's refusal names the file it was given
+                    raise DivergenceError(str(exc).replace(temporary, f"{flag} {path}")) from None
 
 
 @contextlib.contextmanager
