@@ -820,8 +820,9 @@ def _start_compile_helper(k):
 
     A new install compiles about 3.5 s of kernels before its first fit (issue 20: the first fit
     should take <= 5 s). numba compiles one function at a time in a process, but its cache is
-    shared by processes on a host (each file written whole, then renamed), so a second process
-    compiles half of them meanwhile and this one then loads them. Started only when the probe
+    shared by processes on a host (each kernel compiled and saved by one process at a time:
+    partition.jit), so a second process compiles half of them meanwhile and this one then loads
+    them (waiting for a kernel the helper is still compiling). Started only when the probe
     kernel (compiled first) missed the cache; any failure of the helper leaves the work to this
     process, so it costs time, never correctness. Not in a process another one started (a Dask
     worker): its siblings compile at the same time, and a helper each only crowds the cores
