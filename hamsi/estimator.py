@@ -20,7 +20,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 
 from hamsi import defaults, kernels, model_io, search
-from hamsi.errors import DivergenceError, InputError
+from hamsi.errors import Advice, AdvisedWarning, DivergenceError, InputError
 from hamsi.optimizer import minimize_hamsi, minimize_mbgd
 from hamsi.problems import MatrixFactorization
 from hamsi.problems.matrix_factorization import REG_WEIGHTINGS
@@ -580,17 +580,19 @@ class MatrixFactorizer(BaseEstimator):
                 raise DivergenceError(result.message)
             warnings.warn(result.message, RuntimeWarning, stacklevel=3)
         elif self.overfitting_:
-            kept = (
-                f"the factors of cycle {self.best_epoch_} are kept"
-                if self.patience is not None
-                else "patience=N would keep the best cycle's factors"
-            )
-            warnings.warn(
+            kept = self.patience is not None
+            message = (
                 f"validation RMSE rose after cycle {self.best_epoch_} while the training RMSE kept "
-                f"falling: the model overfits ({kept}; a larger reg or a smaller rank may help)",
-                UserWarning,
-                stacklevel=3,
+                f"falling: the model overfits"
+                + (f" (the factors of cycle {self.best_epoch_} are kept)" if kept else "")
             )
+            advice = Advice(
+                api=("" if kept else "patience=N would keep the best cycle's factors; ")
+                + "a larger reg or a smaller rank may help",
+                cli=("" if kept else "--patience N would keep the best cycle's factors; ")
+                + "a larger --reg or a smaller --rank may help",
+            )
+            warnings.warn(AdvisedWarning(message, advice), stacklevel=3)
         return self
 
     def _set_training_facts(self, train):

@@ -807,3 +807,19 @@ def test_an_output_extension_error_names_no_python_keyword_on_the_cli(tmp_path, 
     )
     err = capsys.readouterr().err
     assert "use one of" in err and "format=" not in err
+
+
+def test_the_overfitting_warning_names_flags_on_the_cli_and_keywords_in_python():
+    import pandas as pd
+
+    from hamsi.errors import AdvisedWarning, for_cli
+    from hamsi.estimator import MatrixFactorizer
+
+    ratings = make_ratings(users=40, items=50, ratings=900, rank=3, seed=5)
+    frame = pd.DataFrame({"user": ratings.rows, "item": ratings.cols, "rating": ratings.values})
+    model = MatrixFactorizer(rank=3, blocks=2, threads=1, max_epochs=8, random_state=0)
+    with pytest.warns(AdvisedWarning, match="overfits") as caught:
+        model.fit(frame.iloc[:700], validation=frame.iloc[700:])
+    (warning,) = [w.message for w in caught if isinstance(w.message, AdvisedWarning)]
+    assert "patience=N" in str(warning) and "--patience" not in str(warning)
+    assert "--patience N" in for_cli(warning) and "=" not in for_cli(warning)
