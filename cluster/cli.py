@@ -13,8 +13,11 @@ DEFAULT_CHECKPOINT_EVERY = 10
 
 def estimator_for(args, params: dict):
     """Return a DaskMatrixFactorizer from the factorize options (params: the in-process ones)."""
+    from cluster import checkpoint
     from cluster.estimator import DaskMatrixFactorizer
 
+    if args.resume is not None:  # refused before the ratings are read (fit checks again)
+        checkpoint.check(args.resume)
     use_tls_flags(args)
     # The command reports every failure in one line (a lost scheduler or worker: cluster.driver.cluster_lost);
     # the client's reconnection and batched-comm logs would add tracebacks of Dask internals before

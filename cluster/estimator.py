@@ -159,8 +159,11 @@ class DaskMatrixFactorizer(MatrixFactorizer):
 
     def _engine(self):
         """Return a context manager yielding the DaskEngine: the given client, the scheduler's, or this process's LocalCluster."""
+        from cluster import checkpoint
         from cluster.engine import dask_engine
 
+        if self.resume is not None:  # a bad checkpoint is refused before a cluster starts
+            checkpoint.check(self.resume)
         return dask_engine(
             client=self.client,
             scheduler=self.scheduler,

@@ -62,7 +62,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
 
     from cluster import DaskMatrixFactorizer
-    from hamsi.atomic import atomic_output
+    from hamsi.atomic import PRIVATE, atomic_output
 
     ratings = load(args.data, args.seed)
     train, test = ratings.split(args.test_fraction, seed=args.seed)
@@ -104,7 +104,7 @@ def main(argv=None):
         f"(rank {model.rank_}, reg {model.reg_:.4g} {model.reg_weighting_}, damping {model.reg_damping_:g})"
     )
     os.makedirs(args.out, exist_ok=True)
-    with atomic_output(os.path.join(args.out, "factors.npz"), "wb") as handle:
+    with atomic_output(os.path.join(args.out, "factors.npz"), "wb", permissions=PRIVATE) as handle:
         np.savez(
             handle,
             user_factors=model.user_factors_,

@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from hamsi.errors import DivergenceError, InputError
+from hamsi.errors import DivergenceError, InputError, for_cli
 
 COMMAND_MODULES = [
     "hamsi.commands.demo",
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     except (InputError, DivergenceError, ValueError, OSError) as exc:
         if args.debug:
             raise
-        print(f"hamsi {args.command}: error: {exc}", file=sys.stderr)
+        print(f"hamsi {args.command}: error: {for_cli(exc)}", file=sys.stderr)
         return 1 if isinstance(exc, DivergenceError) else 2
     except MemoryError as exc:  # the size checks should refuse first; this is the last resort
         if args.debug:

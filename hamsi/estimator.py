@@ -17,9 +17,9 @@ from sklearn.base import BaseEstimator, clone
 
 from hamsi import defaults, model_io, search
 from hamsi.engine import in_process
-from hamsi.errors import DivergenceError, InputError
+from hamsi.errors import Advice, AdvisedWarning, DivergenceError, InputError, flag_name
 from hamsi.options import METHODS, EngineOptions
-from hamsi.parameters import Choice, Integer, Real, check_parameters
+from hamsi.parameters import Boolean, Choice, Integer, Real, check_parameters
 from hamsi.problems.matrix_factorization import REG_WEIGHTINGS
 from hamsi.recommender import (
     FactorArrays,
@@ -168,6 +168,9 @@ class MatrixFactorizer(BaseEstimator):
         "max_time": Real(none=True),
         "gamma": Real(),
         "validation_fraction": Real(below=1.0),
+        "biases": Boolean(),
+        "safeguard": Boolean(),
+        "search": Boolean(),
         "algorithm": Choice(ALGORITHMS),
         "reg_weighting": Choice(REG_WEIGHTINGS + (AUTO,)),
         "schedule": Choice(("det", "stoc")),
@@ -344,11 +347,17 @@ class MatrixFactorizer(BaseEstimator):
         )
         self.partition_ = data.cover
         if self.search and self._searched():
+            searched = self._searched()
             warnings.warn(
-                f"the hyper-parameter search does not run on ratings kept on the workers (a trial needs "
-                f"its ratings in one process): {', '.join(self._searched())} take the unsearched "
-                f"defaults; pass search=False to say so, or explicit values",
-                UserWarning,
+                AdvisedWarning(
+                    "the hyper-parameter search does not run on ratings kept on the workers (a "
+                    "trial needs its ratings in one process): the 'auto' values take the "
+                    "unsearched defaults",
+                    Advice(
+                        api=f"pass search=False to say so, or explicit {', '.join(searched)}",
+                        cli=f"give {', '.join(map(flag_name, searched))} to choose them",
+                    ),
+                ),
                 stacklevel=3,
             )
         self._choose_unsearched()
@@ -526,17 +535,19 @@ class MatrixFactorizer(BaseEstimator):
                 raise DivergenceError(result.message)
             warnings.warn(result.message, RuntimeWarning, stacklevel=3)
         elif self.overfitting_:
-            kept = (
-                f"the factors of cycle {self.best_epoch_} are kept"
-                if self.patience is not None
-                else "patience=N would keep the best cycle's factors"
-            )
-            warnings.warn(
+            kept = self.patience is not None
+            message = (
                 f"validation RMSE rose after cycle {self.best_epoch_} while the training RMSE kept "
-                f"falling: the model overfits ({kept}; a larger reg or a smaller rank may help)",
-                UserWarning,
-                stacklevel=3,
+                f"falling: the model overfits"
+                + (f" (the factors of cycle {self.best_epoch_} are kept)" if kept else "")
             )
+            advice = Advice(
+                api=("" if kept else "patience=N would keep the best cycle's factors; ")
+                + "a larger reg or a smaller rank may help",
+                cli=("" if kept else "--patience N would keep the best cycle's factors; ")
+                + "a larger --reg or a smaller --rank may help",
+            )
+            warnings.warn(AdvisedWarning(message, advice), stacklevel=3)
         return self
 
     def _set_training_facts(self, facts: TrainingFacts):
@@ -659,6 +670,10 @@ class MatrixFactorizer(BaseEstimator):
         params, fitted, arrays = model_io.read_model(path)
         accepted = cls._get_param_names()
         model = cls(**{name: value for name, value in params.items() if name in accepted})
+        try:  # what fit would refuse is refused here, naming the file
+            model.validate_params(name=lambda parameter: f"params entry {parameter!r}")
+        except InputError as exc:
+            raise InputError(f"{path}: malformed model: {exc}") from None
         for name in MODEL_SCALARS:
             setattr(model, name, fitted.get(name))
         model.search_results_ = None  # the search's table is not saved

@@ -37,12 +37,14 @@ import types
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from partition.jit import cached_njit
 
 # ---------------------------------------------------------------- matrix factorization
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def predict_one(U, V, a, b, rank, offset):
     """Return U[a,:rank].V[b,:rank] (+ biases) + offset, with a fixed 4-way summation order.
 
@@ -67,7 +69,7 @@ def predict_one(U, V, a, b, rank, offset):
     return value + offset
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def mf_block_gradient(rows, cols, vals, U, V, gU, gV, rank, scale, offset, row_reg, col_reg):
     """Add the gradient of one block's f_i (thesis Alg. 3, line 10) into gU and gV rows.
 
@@ -106,7 +108,7 @@ def mf_block_gradient(rows, cols, vals, U, V, gU, gV, rank, scale, offset, row_r
                 gV[b, rank] += minus_e
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@cached_njit(parallel=True, nogil=True)
 def mf_subset_gradient(
     rows, cols, vals, starts, ends, U, V, gU, gV, rank, scale, offset, row_reg, col_reg
 ):
@@ -135,7 +137,7 @@ def mf_subset_gradient(
         )
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def mf_subset_gradient_sequential(
     rows, cols, vals, starts, ends, U, V, gU, gV, rank, scale, offset, row_reg, col_reg
 ):
@@ -163,13 +165,13 @@ def mf_subset_gradient_sequential(
         )
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def mf_squared_error(rows, cols, vals, U, V, rank, offset):
     """Return sum_i (v_i - pred_i)^2 over the given ratings, summed in index order (the training SSE)."""
     return mf_clipped_squared_error(rows, cols, vals, U, V, rank, offset, -np.inf, np.inf)
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def mf_clipped_squared_error(rows, cols, vals, U, V, rank, offset, lo, hi):
     """Return sum_i (v_i - clip(pred_i, lo, hi))^2 in index order: the held-out SSE of served predictions.
 
@@ -188,7 +190,7 @@ def mf_clipped_squared_error(rows, cols, vals, U, V, rank, offset, lo, hi):
     return total
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@cached_njit(parallel=True, nogil=True)
 def mf_squared_error_chunked(rows, cols, vals, U, V, rank, offset, lo, hi, chunk_bounds):
     """Return sum_i (v_i - clip(pred_i, lo, hi))^2, parallel over fixed chunks, partials added in chunk order.
 
@@ -209,7 +211,7 @@ def mf_squared_error_chunked(rows, cols, vals, U, V, rank, offset, lo, hi, chunk
     return total
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def weighted_row_norms(X, weights):
     """Return sum_r weights[r] * |X[r]|^2, in row order (the regularization part of F)."""
     total = 0.0
@@ -222,7 +224,7 @@ def weighted_row_norms(X, weights):
     return total
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def row_shard_norms(X, weights, row_bounds, out):
     """Write out[p] = weighted_row_norms of X's row shard p (rows row_bounds[p]:row_bounds[p + 1]).
 
@@ -234,7 +236,7 @@ def row_shard_norms(X, weights, row_bounds, out):
         out[p] = weighted_row_norms(X[lo:hi], weights[lo:hi])
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def regularizer_in_order(row_partials, V, col_weights):
     """Return sum_p row_partials[p] (shard order) + weighted_row_norms(V, col_weights): F's penalty.
 
@@ -277,7 +279,7 @@ def as_memory_rows(S: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return S_new, Y_new
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def shard_wtg_partials(g, S, Y, out):
     """Write the shard's part of W^T g into out (2M): out[j] = S[j].g, out[M + j] = Y[j].g.
 
@@ -294,7 +296,7 @@ def shard_wtg_partials(g, S, Y, out):
             out[M + j] += Y[j, i] * gi
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def shard_pair_partials(x, x_start, g, g_start, S, Y, out):
     """Write the shard's curvature-pair products into out (2M + 2) (thesis Alg. 3, line 14).
 
@@ -315,7 +317,7 @@ def shard_pair_partials(x, x_start, g, g_start, S, Y, out):
             out[2 + M + j] += Y[j, i] * y
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def shard_gram_partials(x, x_start, S, Y, out):
     """Write the shard's products of s = x - x_start with itself and the memory rows into out (2M + 1).
 
@@ -333,7 +335,7 @@ def shard_gram_partials(x, x_start, S, Y, out):
             out[1 + M + j] += Y[j, i] * s
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def shard_norm_partials(x, g, out):
     """Write out[0] = g.g and out[1] = x.x over the shard (the safeguard's step cap)."""
     gg = 0.0
@@ -345,7 +347,7 @@ def shard_norm_partials(x, g, out):
     out[1] = xx
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def shard_store_pair(x, x_start, g, g_start, S, Y, slot):
     """Overwrite memory row `slot` with s = x - x_start, y = g - g_start (ring buffer, Alg. 3 l. 17)."""
     for i in range(x.shape[0]):
@@ -353,7 +355,7 @@ def shard_store_pair(x, x_start, g, g_start, S, Y, slot):
         Y[slot, i] = g[i] - g_start[i]
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def shard_lbfgs_step(x, g, S, Y, coef, sigma, inv_beta):
     """Apply x -= inv_beta * (sigma g + W (N W^T g)) on the shard (thesis Alg. 3, line 13).
 
@@ -370,14 +372,14 @@ def shard_lbfgs_step(x, g, S, Y, coef, sigma, inv_beta):
         x[i] -= inv_beta * d
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def shard_gradient_step(x, g, inv_beta):
     """Apply x -= inv_beta * g on the shard (mb-GD, and HAMSI before the memory is full)."""
     for i in range(x.shape[0]):
         x[i] -= inv_beta * g[i]
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def shard_iteration_partials(
     x,
     x_start,
@@ -459,7 +461,7 @@ def shard_iteration_partials(
         norms[1] = xx
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def sum_partials_in_order(partials, out):
     """Write out = partials[0] + partials[1] + ... (rows added one after the other, shard order).
 
@@ -479,13 +481,13 @@ def sum_partials_in_order(partials, out):
 # interleaved (U_0, V_0, U_1, V_1, ...); every shard writes only its own rows, so the bits stay.
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def interleaved(q, n):
     """Return the shard the q-th iteration of a sharded driver visits: 0, h, 1, h + 1, ... with h = ceil(n / 2)."""
     return q // 2 if q % 2 == 0 else (n + 1) // 2 + q // 2
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@cached_njit(parallel=True, nogil=True)
 def sharded_iteration_partials(
     x,
     x_start,
@@ -540,7 +542,7 @@ def sharded_iteration_partials(
         )
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@cached_njit(parallel=True, nogil=True)
 def sharded_copy_row(src, dst, slot, bounds):
     """Copy src (one row) into row `slot` of dst shard by shard in parallel (storing an accepted pair)."""
     n_shards = bounds.shape[0] - 1
@@ -550,7 +552,7 @@ def sharded_copy_row(src, dst, slot, bounds):
             dst[slot, i] = src[0, i]
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@cached_njit(parallel=True, nogil=True)
 def sharded_lbfgs_step(x, g, S, Y, coef, sigma, inv_beta, bounds):
     """Apply the L-BFGS step (shard_lbfgs_step) to every shard in parallel."""
     n_shards = bounds.shape[0] - 1
@@ -561,7 +563,7 @@ def sharded_lbfgs_step(x, g, S, Y, coef, sigma, inv_beta, bounds):
         shard_lbfgs_step(x[lo:hi], g[lo:hi], S[:, lo:hi], Y[:, lo:hi], coef, sigma, inv_beta)
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@cached_njit(parallel=True, nogil=True)
 def sharded_gradient_step(x, g, inv_beta, bounds):
     """Apply x -= inv_beta * g to every shard in parallel."""
     n_shards = bounds.shape[0] - 1
@@ -572,7 +574,7 @@ def sharded_gradient_step(x, g, inv_beta, bounds):
         shard_gradient_step(x[lo:hi], g[lo:hi], inv_beta)
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@cached_njit(parallel=True, nogil=True)
 def sharded_copy(src, dst, bounds):
     """Copy src into dst shard by shard in parallel (remembering x and g at a cycle's start)."""
     n_shards = bounds.shape[0] - 1
@@ -582,7 +584,7 @@ def sharded_copy(src, dst, bounds):
             dst[i] = src[i]
 
 
-@njit(parallel=True, nogil=True, cache=True)
+@cached_njit(parallel=True, nogil=True)
 def sharded_fill_zero(v, bounds):
     """Set v to zero shard by shard in parallel (the gradient buffer before each inner iteration)."""
     n_shards = bounds.shape[0] - 1
@@ -645,7 +647,7 @@ def _one_thread_twin(kernel):
         twin.__name__
     )  # numba's cache files are named after it: no clash with `kernel`'s
     twin.__doc__ = f.__doc__
-    return njit(nogil=True, cache=True)(twin)
+    return cached_njit(nogil=True)(twin)
 
 
 # The vector kernels of the engine (every one a loop over shards); the gradient and the SSE are
@@ -818,8 +820,9 @@ def _start_compile_helper(k):
 
     A new install compiles seconds of kernels before its first fit (a goal of the project: the first fit
     should take <= 5 s). numba compiles one function at a time in a process, but its cache is
-    shared by processes on a host (each file written whole, then renamed), so a second process
-    compiles half of them meanwhile and this one then loads them. Started only when the probe
+    shared by processes on a host (each kernel compiled and saved by one process at a time:
+    partition.jit), so a second process compiles half of them meanwhile and this one then loads
+    them (waiting for a kernel the helper is still compiling). Started only when the probe
     kernel (compiled first) missed the cache; any failure of the helper leaves the work to this
     process, so it costs time, never correctness. Not in a process another one started (a Dask
     worker): its siblings compile at the same time, and a helper each only crowds the cores

@@ -24,7 +24,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+
+from partition.jit import cached_njit
 
 SIGMA_INITIAL = 500.0
 ACCEPTANCE_THRESHOLD = 1.0e-6
@@ -110,7 +111,7 @@ class LBFGSMemory:
         return self.sigma * g + coef[: self.memory] @ S + coef[self.memory :] @ Y
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def scaled_n_matrix(sy, yy, order, sigma):
     """Return diag(1, sigma) N diag(1, sigma) in ring indexing (thesis Alg. 3, lines 18-19).
 
@@ -159,7 +160,7 @@ def scaled_n_matrix(sy, yy, order, sigma):
     return scaled
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def small_matvec(A, v, out):
     """Write out = A v with plain loops, rows summed left to right."""
     for i in range(A.shape[0]):

@@ -24,7 +24,7 @@ import zipfile
 
 import numpy as np
 
-from hamsi.atomic import atomic_output
+from hamsi.atomic import PRIVATE, atomic_output
 from hamsi.errors import DivergenceError, InputError
 from hamsi.limits import refuse_unless_fits
 
@@ -39,7 +39,7 @@ FACTOR_ENTRIES = ("user_factors", "item_factors", "user_bias", "item_bias")
 
 
 def write_model(path, params: dict, fitted: dict, arrays: dict) -> None:
-    """Write a model file atomically: JSON params / fitted scalars beside the named arrays.
+    """Write a model file atomically, owner-only (atomic.PRIVATE): JSON params / fitted scalars beside the arrays.
 
     A factor or bias holding NaN or inf is refused (DivergenceError): nothing is written.
     """
@@ -54,7 +54,7 @@ def write_model(path, params: dict, fitted: dict, arrays: dict) -> None:
         "params": np.array(json.dumps(params)),
         "fitted": np.array(json.dumps(fitted)),
     }
-    with atomic_output(path, "wb") as handle:
+    with atomic_output(path, "wb", permissions=PRIVATE) as handle:
         np.savez(handle, **header, **arrays)
 
 
@@ -62,16 +62,16 @@ def read_model(path) -> tuple[dict, dict, dict]:
     """Return (params, fitted scalars, arrays) of a model file; InputError names the file and entry."""
     try:
         with zipfile.ZipFile(path) as archive:
-            headers = _member_headers(archive, path)
+            headers = npz_member_headers(archive, path, "model")
             header = {
-                name: _read_member(archive, headers, name)
+                name: read_npz_member(archive, headers, name)
                 for name in HEADER_ENTRIES
                 if name in headers
             }
             params, fitted = _check_header(path, header, headers)
             _check_declared_shapes(path, params, fitted, headers)
             arrays = {
-                name: _read_member(archive, headers, name)
+                name: read_npz_member(archive, headers, name)
                 for name in headers
                 if name not in HEADER_ENTRIES
             }
@@ -87,8 +87,14 @@ def read_model(path) -> tuple[dict, dict, dict]:
     return params, fitted, arrays
 
 
-def _member_headers(archive: zipfile.ZipFile, path) -> dict:
-    """Return {entry: (shape, dtype, ZipInfo)} from the npy headers, checked before any data is read."""
+def npz_member_headers(archive: zipfile.ZipFile, path, kind: str) -> dict:
+    """Return {entry: (shape, dtype, ZipInfo)} from the npy headers, checked before any data is read.
+
+    The limits of every .npz hamsi reads from users (models, checkpoints: `kind` names it in the
+    messages): no object arrays, each member exactly the bytes its shape declares, at most
+    MAX_COMPRESSION_RATIO expansion (a zip bomb is refused from its headers, before it is
+    inflated), and the total within the memory available.
+    """
     headers = {}
     total = 0
     for info in archive.infolist():
@@ -104,7 +110,7 @@ def _member_headers(archive: zipfile.ZipFile, path) -> dict:
             offset = stream.tell()
         if dtype.hasobject:
             raise InputError(
-                f"{path}: entry {name!r} holds Python objects (pickle); model files hold "
+                f"{path}: entry {name!r} holds Python objects (pickle); {kind} files hold "
                 f"numbers and strings only"
             )
         data_bytes = math.prod(shape) * dtype.itemsize
@@ -116,16 +122,16 @@ def _member_headers(archive: zipfile.ZipFile, path) -> dict:
         if info.file_size > MAX_COMPRESSION_RATIO * max(info.compress_size, 1024):
             raise InputError(
                 f"{path}: entry {name!r} expands {info.file_size / max(info.compress_size, 1):.0f}x "
-                f"({info.file_size} bytes from {info.compress_size}); hamsi writes models "
+                f"({info.file_size} bytes from {info.compress_size}); hamsi writes {kind}s "
                 f"uncompressed: refusing a possible zip bomb"
             )
         headers[name] = (shape, dtype, info)
         total += data_bytes
-    refuse_unless_fits(f"{path}: the model", total)
+    refuse_unless_fits(f"{path}: the {kind}", total)
     return headers
 
 
-def _read_member(archive: zipfile.ZipFile, headers: dict, name: str) -> np.ndarray:
+def read_npz_member(archive: zipfile.ZipFile, headers: dict, name: str) -> np.ndarray:
     """Return one entry's array (its header already checked: no objects, consistent size)."""
     with archive.open(headers[name][2]) as stream:
         return np.lib.format.read_array(stream, allow_pickle=False)
@@ -168,6 +174,16 @@ def _check_header(path, header: dict, headers: dict) -> tuple[dict, dict]:
         if not isinstance(value, dict):
             raise InputError(f"{path}: malformed model: entry {name!r} is not a JSON object")
         decoded.append(value)
+    for key, value in decoded[0].items():  # the estimator validates the values (load)
+        if not key.isidentifier() or key.startswith("_"):
+            raise InputError(
+                f"{path}: malformed model: params entry {key[:40]!r} is not a parameter"
+            )
+        if value is not None and not isinstance(value, (bool, int, float, str)):
+            raise InputError(
+                f"{path}: malformed model: params entry {key!r} is a {type(value).__name__}, "
+                f"not a number, string or null"
+            )
     return decoded[0], decoded[1]
 
 

@@ -11,6 +11,8 @@ import math
 import numbers
 from dataclasses import dataclass
 
+import numpy as np
+
 from hamsi.errors import InputError
 
 AUTO = "auto"
@@ -61,6 +63,16 @@ class Real:
             )
             return f"must be a finite number {bound}" + (" or 'auto'" if self.auto else "")
         return None
+
+
+@dataclass(frozen=True)
+class Boolean:
+    """True or False (numpy's bool too); 0 and 1 are not."""
+
+    def problem(self, value) -> str | None:
+        if isinstance(value, (bool, np.bool_)):
+            return None
+        return "must be True or False"
 
 
 @dataclass(frozen=True)

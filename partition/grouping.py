@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from partition.jit import cached_njit
 
-@numba.njit(cache=True)
+
+@cached_njit
 def _counting_sort(keys, n_keys):
     offsets = np.zeros(n_keys + 1, dtype=np.int64)
     for i in range(keys.shape[0]):

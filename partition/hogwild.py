@@ -9,14 +9,14 @@ so a driver can see how much of a step is racy.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from partition.base import Partition
+from partition.jit import cached_njit
 from partition.kernels import _arity, _param, graph_arrays
 
 
-@numba.njit(cache=True)
+@cached_njit
 def _count_shared(
     order,
     offsets,

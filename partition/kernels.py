@@ -7,18 +7,19 @@ no copy of the ratings) and the general CSR form (indptr, indices). Unused array
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
+from partition.jit import cached_njit
 
-@numba.njit(cache=True, inline="always")
+
+@cached_njit(inline="always")
 def _arity(i, indptr, fixed_arity):
     if fixed_arity > 0:
         return fixed_arity
     return indptr[i + 1] - indptr[i]
 
 
-@numba.njit(cache=True, inline="always")
+@cached_njit(inline="always")
 def _param(i, t, indptr, indices, first, second, second_offset, fixed_arity):
     if fixed_arity > 0:
         if t == 0:
@@ -44,7 +45,7 @@ def graph_arrays(graph) -> tuple:
     return indptr, indices, empty, empty, 0, 0
 
 
-@numba.njit(cache=True)
+@cached_njit
 def parameter_degrees(
     n_functions, n_params, indptr, indices, first, second, second_offset, fixed_arity
 ):
@@ -56,7 +57,7 @@ def parameter_degrees(
     return degree
 
 
-@numba.njit(cache=True)
+@cached_njit
 def greedy_coloring(
     n_functions,
     n_params,
@@ -142,7 +143,7 @@ def greedy_coloring(
     return colors, n_colors
 
 
-@numba.njit(cache=True)
+@cached_njit
 def _find(parent, x):
     while parent[x] != x:
         parent[x] = parent[parent[x]]  # path halving keeps trees shallow
@@ -150,7 +151,7 @@ def _find(parent, x):
     return x
 
 
-@numba.njit(cache=True)
+@cached_njit
 def component_blocks(
     order, offsets, n_blocks, n_params, indptr, indices, first, second, second_offset, fixed_arity
 ):

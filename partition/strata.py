@@ -8,11 +8,11 @@ ratings, one dimension after the other, which balances the blocks on skewed data
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 
 from partition.base import Partition
 from partition.grouping import group_by_key, nested_blocks
+from partition.jit import cached_njit
 
 
 def equal_length_bounds(length: int, n_intervals: int) -> np.ndarray:
@@ -50,7 +50,7 @@ def balanced_bounds_of_counts(counts: np.ndarray, n_intervals: int) -> np.ndarra
     return bounds
 
 
-@numba.njit(cache=True)
+@cached_njit
 def _stratum_keys(rows, cols, row_interval, col_interval, n_blocks):
     keys = np.empty(rows.shape[0], dtype=np.int32)
     for i in range(rows.shape[0]):

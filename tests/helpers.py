@@ -139,3 +139,52 @@ def real_cluster(tmp_path, n_workers: int):
     finally:
         stop(processes)
         log.close()
+
+
+def checkpoint_state(n=11, memory=2, n_subsets=3, seed=0) -> dict:
+    """Return save()'s keywords for a run state as cluster.driver checkpoints it (n parameters, memory M)."""
+    from hamsi.stepper import Stepper
+    from hamsi.stop_rules import StopRules
+
+    rng = np.random.default_rng(seed)
+    stepper = Stepper(
+        method="hamsi",
+        n_subsets=n_subsets,
+        n_params=n,
+        memory=memory,
+        eta=1.0,
+        gamma=0.51,
+        eta_gd=0.001,
+        safeguard=True,
+        random_state=seed,
+    )
+    stepper.cycle(1)  # the schedule rng moved on
+    stepper.lbfgs.consider_pair(np.array([1.0, 2.0] + [0.0] * (2 * memory)))
+    arrays = {
+        "x": rng.standard_normal(n),
+        "S": rng.standard_normal((memory, n)),
+        "Y": rng.standard_normal((memory, n)),
+        "x_start": rng.standard_normal(n),
+        "g_start": rng.standard_normal(n),
+        "saved_best": rng.standard_normal(n),
+    }
+    meta = {
+        "trace": [(0, 0, 0.0, 1.5, float("nan"), 2.0), (1, 3, 0.1, 1.2, float("nan"), 1.4)],
+        "stepper": stepper,
+        "stop": StopRules(max_epochs=5),
+        "time_used": 0.1,
+        "cycles_done": 1,
+    }
+    fingerprint = {
+        "problem": "MatrixFactorization",
+        "n_params": n,
+        "n_functions": 40,
+        "scheme": "strata",
+        "n_shards": 2,
+        "n_subsets": n_subsets,
+        "memory": memory,
+        "method": "hamsi",
+        "schedule": "det",
+        "random_state": seed,
+    }
+    return {"arrays": arrays, "meta": meta, "fingerprint": fingerprint}

@@ -767,3 +767,58 @@ def test_inf_rating_exits_2_after_its_message_every_time(tmp_path):
         )
         assert done.returncode == 2, done.stderr
         assert_one_line(done.stderr, f"{path}:5001", "inf")
+
+
+@pytest.mark.parametrize(
+    "text, api_advice, cli_advice",
+    [
+        ("a,b,c\n1,2,3\n", "pass columns=(user, item, rating)", "--columns USER,ITEM,RATING"),
+        ("1;2;3\n4;5;6\n", "pass format= (and sep=)", "tabs, commas or '::'"),
+    ],
+)
+def test_the_cli_advises_flags_where_the_api_advises_keywords(
+    tmp_path, capsys, text, api_advice, cli_advice
+):
+    import pickle
+
+    from hamsi import load_ratings
+    from hamsi.errors import InputError
+
+    path = tmp_path / "ratings.csv"
+    path.write_text(text)
+    with pytest.raises(InputError) as caught:
+        load_ratings(path)
+    assert api_advice in str(caught.value) and cli_advice not in str(caught.value)
+    assert str(pickle.loads(pickle.dumps(caught.value))) == str(caught.value)  # via Dask too
+    assert main(["factorize", str(path), "--workers", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(path) in err
+    assert cli_advice in err and "=" not in err.split(str(path))[1]  # no keyword=value advice
+
+
+def test_an_output_extension_error_names_no_python_keyword_on_the_cli(tmp_path, capsys):
+    out = tmp_path / "ratings.unknown"
+    assert (
+        main(
+            ["data", "synth", "--users", "5", "--items", "5", "--ratings", "10", "--out", str(out)]
+        )
+        == 2
+    )
+    err = capsys.readouterr().err
+    assert "use one of" in err and "format=" not in err
+
+
+def test_the_overfitting_warning_names_flags_on_the_cli_and_keywords_in_python():
+    import pandas as pd
+
+    from hamsi.errors import AdvisedWarning, for_cli
+    from hamsi.estimator import MatrixFactorizer
+
+    ratings = make_ratings(users=40, items=50, ratings=900, rank=3, seed=5)
+    frame = pd.DataFrame({"user": ratings.rows, "item": ratings.cols, "rating": ratings.values})
+    model = MatrixFactorizer(rank=3, blocks=2, threads=1, max_epochs=8, random_state=0)
+    with pytest.warns(AdvisedWarning, match="overfits") as caught:
+        model.fit(frame.iloc[:700], validation=frame.iloc[700:])
+    (warning,) = [w.message for w in caught if isinstance(w.message, AdvisedWarning)]
+    assert "patience=N" in str(warning) and "--patience" not in str(warning)
+    assert "--patience N" in for_cli(warning) and "=" not in for_cli(warning)

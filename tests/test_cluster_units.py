@@ -5,13 +5,13 @@ import time
 
 import numpy as np
 import pytest
+from helpers import checkpoint_state
 
 import partition
 from cluster import checkpoint as ckpt
 from cluster.placement import assign_shards, assign_v_homes, split_by_row_shard, touched_items
 from hamsi.data.synth import make_ratings
 from hamsi.errors import InputError
-from hamsi.lbfgs import LBFGSMemory
 from hamsi.problems import MatrixFactorization
 from hamsi.stop_rules import StopRules
 
@@ -81,29 +81,20 @@ def test_assign_shards_contiguous_balanced_and_total():
 
 
 def test_checkpoint_round_trip_keeps_every_bit_and_refuses_other_runs(tmp_path):
-    rng = np.random.default_rng(0)
-    memory = LBFGSMemory(2)
-    memory.consider_pair(np.array([1.0, 2.0, 0.0, 0.0, 0.0, 0.0]))
-    arrays = dict(
-        x=rng.standard_normal(7), S=rng.standard_normal((2, 7)), Y=rng.standard_normal((2, 7))
-    )
-    meta = dict(
-        memory=memory,
-        cycles_done=3,
-        trace=[(0, 0, 0.0, 1.0, np.nan, 2.0)],
-        stop=StopRules(max_epochs=5),
-    )
-    ckpt.save(tmp_path, arrays=arrays, meta=meta, fingerprint={"rank": 3})
+    state = checkpoint_state(n=7, memory=2)
+    memory = state["meta"]["stepper"].lbfgs
+    ckpt.save(tmp_path, **state)
     assert os.listdir(tmp_path) == ["state.npz"]  # the temp file was renamed into place
-    back, back_meta = ckpt.load(tmp_path, {"rank": 3})
+    fingerprint = state["fingerprint"]
+    back, back_meta = ckpt.load(tmp_path, fingerprint)
     for key in ("x", "S", "Y"):
-        assert np.array_equal(back[key], arrays[key])
-    assert back_meta["memory"].sigma == memory.sigma and back_meta["cycles_done"] == 3
+        assert np.array_equal(back[key], state["arrays"][key])
+    assert back_meta["stepper"].lbfgs.sigma == memory.sigma and back_meta["cycles_done"] == 1
     assert back_meta["stop"].max_epochs == 5
-    with pytest.raises(InputError, match="differs in rank"):
-        ckpt.load(tmp_path, {"rank": 4})
+    with pytest.raises(InputError, match="differs in random_state"):
+        ckpt.load(tmp_path, dict(fingerprint, random_state=4))
     with pytest.raises(InputError, match="no checkpoint"):
-        ckpt.load(tmp_path / "missing", {"rank": 3})
+        ckpt.load(tmp_path / "missing", fingerprint)
 
 
 def test_chunk_start_snapshots_round_trip_every_bit_whole_or_piece_by_piece(tmp_path, monkeypatch):

@@ -14,6 +14,7 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from helpers import checkpoint_state
 
 import partition
 from cluster import checkpoint as ckpt
@@ -203,15 +204,8 @@ def test_a_frame_claiming_one_gigabyte_is_refused_before_allocating():
 # ---------------------------------------------------------------------------- checkpoints
 def crafted(tmp_path, marker, **entries):
     """Write a real checkpoint, then replace some of its entries; return its directory."""
-    from hamsi.stop_rules import StopRules
-
     directory = tmp_path / "ckpt"
-    ckpt.save(
-        directory,
-        arrays={"x": np.arange(3.0)},
-        meta={"stop": StopRules(max_epochs=2)},
-        fingerprint={"a": 1},
-    )
+    ckpt.save(directory, **checkpoint_state())
     with np.load(directory / ckpt.FILENAME) as data:
         kept = {k: data[k] for k in data.files}
     kept.update(entries)
@@ -234,41 +228,26 @@ def test_a_crafted_checkpoint_is_refused_naming_the_file(tmp_path):
     for name, entries in cases.items():
         directory = crafted(tmp_path, marker, **entries)
         with pytest.raises(InputError, match=str(directory / ckpt.FILENAME)):
-            ckpt.load(directory, {"a": 1})
+            ckpt.load(directory, checkpoint_state()["fingerprint"])
         assert not marker.exists(), name
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / ckpt.FILENAME).write_bytes(b"PK\x03\x04 not a zip")
     with pytest.raises(InputError, match="junk"):
-        ckpt.load(tmp_path / "junk", {"a": 1})
+        ckpt.load(tmp_path / "junk", checkpoint_state()["fingerprint"])
 
 
 def test_checkpoint_state_keeps_the_stepper_bit_for_bit(tmp_path):
-    from hamsi.stepper import Stepper
-
-    stepper = Stepper(
-        method="hamsi",
-        n_subsets=3,
-        n_params=10,
-        eta=1.0,
-        gamma=0.5,
-        eta_gd=1.0,
-        safeguard=True,
-        random_state=7,
-    )
-    stepper.cycle(1)  # advance the schedule rng
-    stepper.best_objective, stepper.step_scale = 0.1 + 0.2, float("inf")
-    ckpt.save(
-        tmp_path,
-        arrays={},
-        meta={"stepper": stepper, "row": (1, 2.5, float("nan"))},
-        fingerprint={},
-    )
-    _, meta = ckpt.load(tmp_path, {})
+    state = checkpoint_state()
+    stepper = state["meta"]["stepper"]
+    stepper.best_objective, stepper.step_scale = 0.1 + 0.2, 0.5**3
+    state["meta"]["trace"].append((2, 6, 0.2, 1.0, float("nan"), 1.1))
+    ckpt.save(tmp_path, **state)
+    _, meta = ckpt.load(tmp_path, state["fingerprint"])
     back = meta["stepper"]
-    assert back.best_objective == 0.1 + 0.2 and back.step_scale == float("inf")
+    assert back.best_objective == 0.1 + 0.2 and back.step_scale == 0.5**3
     assert np.array_equal(back.cycle(2), stepper.cycle(2))  # the rng state came back exactly
     assert np.array_equal(back.gram, stepper.gram) and back.lbfgs.memory == stepper.lbfgs.memory
-    assert meta["row"][:2] == (1, 2.5) and np.isnan(meta["row"][2])
+    assert meta["trace"][2][:2] == (2, 6) and np.isnan(meta["trace"][2][4])
 
 
 # ---------------------------------------------------------------------------- TLS

@@ -22,7 +22,8 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from numba import njit
+
+from partition.jit import cached_njit
 
 COLUMN_BLOCK = (
     128  # columns per Michelot block: r x 128 float64 stays in L2 cache for r in the hundreds
@@ -33,7 +34,7 @@ PARALLEL_MIN_ENTRIES = 1 << 17
 _pools: dict[int, ThreadPoolExecutor] = {}  # one pool per thread count, kept for the process's life
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def _block_thresholds(V, radius, lo, hi, magnitudes):
     """Return the Duchi thresholds of columns lo..hi-1 of V by Michelot's pivot iteration.
 
@@ -73,14 +74,14 @@ def _block_thresholds(V, radius, lo, hi, magnitudes):
     return theta
 
 
-@njit(nogil=True, cache=True, inline="always")
+@cached_njit(nogil=True, inline="always")
 def _shrink(value, theta):
     """Return sign(value) * max(|value| - theta, 0): the soft threshold of one entry."""
     shrunk = max(abs(value) - theta, 0.0)
     return shrunk if value >= 0.0 else -shrunk
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def _project_blocks(V, radius, out, lo, hi):
     """Project columns lo..hi-1 of V into `out`, block by block (thresholds, then soft thresholding)."""
     magnitudes = np.empty((V.shape[0], COLUMN_BLOCK))
@@ -93,7 +94,7 @@ def _project_blocks(V, radius, out, lo, hi):
     return 0.0, 0.0
 
 
-@njit(nogil=True, cache=True)
+@cached_njit(nogil=True)
 def _projected_step_blocks(
     search, gradient, linear, omega, radius, current, following, momentum, lo, hi
 ):

@@ -38,20 +38,27 @@ def check_writable(flag: str, path) -> None:
     os.unlink(probe)
 
 
-def write_as_set(outputs: dict) -> None:
+def write_as_set(outputs: dict, private=()) -> None:
     """Write {flag: (path, writer(temporary path))} to temporary files renamed together (atomic_paths).
+
+    The outputs of the flags in `private` (a model file) become owner-only (atomic.PRIVATE).
 
     A failure in any writer leaves every existing output unchanged; the error names the flag and
     the user's path (not the temporary one), e.g. "--plot run.png: cannot write (No space left on device)".
     """
     from hamsi.atomic import atomic_paths
+    from hamsi.errors import DivergenceError
 
     flags = list(outputs)
-    with atomic_paths([outputs[flag][0] for flag in flags]) as temporaries:
+    paths = [outputs[flag][0] for flag in flags]
+    with atomic_paths(paths, private=[outputs[f][0] for f in flags if f in private]) as temporaries:
         for flag, temporary in zip(flags, temporaries):
             path, writer = outputs[flag]
             with naming_output(flag, path):
-                writer(temporary)
+                try:
+                    writer(temporary)
+                except DivergenceError as exc:  # a writer's refusal names the file it was given
+                    raise DivergenceError(str(exc).replace(temporary, f"{flag} {path}")) from None
 
 
 @contextlib.contextmanager

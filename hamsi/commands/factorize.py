@@ -15,15 +15,7 @@ import warnings
 
 from hamsi.commands import check_writable, seed_value, write_as_set
 from hamsi.defaults import VALIDATION_FRACTION
-from hamsi.errors import DivergenceError, InputError
-
-# Estimator parameters whose flag is not --<name with dashes>.
-FLAG_NAMES = {"random_state": "--seed"}
-
-
-def flag_name(parameter: str) -> str:
-    """Return the command-line flag of an estimator parameter (for error messages)."""
-    return FLAG_NAMES.get(parameter, "--" + parameter.replace("_", "-"))
+from hamsi.errors import DivergenceError, InputError, flag_name, for_cli
 
 
 def auto_or(number, what: str):
@@ -405,7 +397,7 @@ def _fit_with_progress(args, model, train, test) -> None:
             close_local_clusters()
     for warning in caught:
         if issubclass(warning.category, UserWarning):
-            print(f"hamsi factorize: warning: {warning.message}", file=sys.stderr)
+            print(f"hamsi factorize: warning: {for_cli(warning.message)}", file=sys.stderr)
 
 
 def rating_columns(text):
@@ -465,7 +457,9 @@ def write_outputs(args, model) -> None:
         )
 
     writers = {"--trace": model.trace_.write_csv, "--out": model.save, "--plot": plot}
-    write_as_set({flag: (path, writers[flag]) for flag, path in output_paths(args)})
+    write_as_set(
+        {flag: (path, writers[flag]) for flag, path in output_paths(args)}, private=("--out",)
+    )
 
 
 def summary(args, model, test) -> str:

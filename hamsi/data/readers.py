@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from hamsi.data.ratings import Ratings
-from hamsi.errors import InputError
+from hamsi.errors import Advice, InputError
 from hamsi.limits import refuse_unless_fits
 
 CHUNK_BYTES = 64 << 20
@@ -62,6 +62,18 @@ MOVIELENS_RATING_FILES = ("u.data", "ratings.dat", "ratings.csv")
 MAX_FIRST_LINE_BYTES = 1 << 20
 # Ratings hold dense int32 row and column indices.
 MAX_DIMENSION = np.iinfo(np.int32).max
+
+
+# What to do when the format or the columns cannot be told from the file (see hamsi.errors.Advice).
+SAY_THE_FORMAT = Advice(
+    api="pass format= (and sep=) explicitly",
+    cli="separate the user, item and rating fields by tabs, commas or '::'",
+)
+NAME_THE_COLUMNS = Advice(
+    api="pass columns=(user, item, rating)",
+    cli="name them user, item, rating in the header line, or give hamsi factorize "
+    "--columns USER,ITEM,RATING",
+)
 
 
 def load_ratings(
@@ -194,7 +206,8 @@ def _detect(path: Path, header: bool | None) -> tuple[Path, str, bool | None]:
     if detected is None:
         raise InputError(
             f"{path}:1: cannot detect the format: no '::', tab or comma separating "
-            f"3 or more fields in {first!r}; pass format= (and sep=) explicitly"
+            f"3 or more fields in {first!r}",
+            SAY_THE_FORMAT,
         )
     return path, *detected
 
@@ -615,8 +628,8 @@ def _guess_columns(names: list[str], source: str) -> tuple[int, int, int]:
         raise InputError(f"{source}: need 3 columns (user, item, rating), found {names}")
     if any(p is not None for p in picked) or not all(n.isdigit() for n in names):
         raise InputError(
-            f"{source}: cannot tell the user, item and rating columns among "
-            f"{names}; pass columns=(user, item, rating)"
+            f"{source}: cannot tell the user, item and rating columns among {names}",
+            NAME_THE_COLUMNS,
         )
     return (0, 1, 2)
 

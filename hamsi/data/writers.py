@@ -10,7 +10,7 @@ import numpy as np
 
 from hamsi.atomic import atomic_path
 from hamsi.data.ratings import Ratings
-from hamsi.errors import InputError
+from hamsi.errors import Advice, InputError
 
 WRITE_FORMATS = ("ml-100k", "ml-dat", "ml-csv", "hamsi", "parquet")
 SUFFIX_FORMATS = {
@@ -36,9 +36,10 @@ def format_for_path(path) -> str:
         suffixes = suffixes[:-1]
     fmt = SUFFIX_FORMATS.get(suffixes[-1] if suffixes else "")
     if fmt is None:
+        extensions = f"{', '.join(sorted(SUFFIX_FORMATS))} (optionally + .gz)"
         raise InputError(
-            f"{path}: cannot tell the format from the extension; use one of "
-            f"{', '.join(sorted(SUFFIX_FORMATS))} (optionally + .gz) or pass format="
+            f"{path}: cannot tell the format from the extension",
+            Advice(api=f"use one of {extensions} or pass format=", cli=f"use one of {extensions}"),
         )
     return fmt
 
