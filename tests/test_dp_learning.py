@@ -12,6 +12,9 @@ from dp.learning import make_problem, minimize_private
 from dp.learning.accounting import ReleaseGroup, amplified_base_epsilon
 from dp.learning.mag import nesterov_momentum, stage_lengths
 
+# the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
+
 C = 2.0
 R = 10.0  # public row radius: above every row norm of these fixtures, so no row is scaled
 

@@ -1,6 +1,7 @@
 """PrivateLogisticRegression: sklearn compatibility, a shared accountant, accuracy in the non-private limit."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -12,6 +13,9 @@ from sklearn.preprocessing import Normalizer, StandardScaler
 from sklearn.utils.estimator_checks import check_estimator
 
 import dp
+
+# the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
 
 
 def blobs(n=400, d=4, seed=0, classes=2):
@@ -196,7 +200,7 @@ def test_public_classes_fix_the_shape_and_labels_outside_them_are_refused_withou
 def test_missing_classes_and_data_norm_warn_from_the_arguments_alone():
     X, y = blobs(200)
     with pytest.warns(dp.PrivacyLeakWarning) as record:
-        dp.PrivateLogisticRegression(n_iter=5, random_state=0).fit(X, y)
+        dp.PrivateLogisticRegression(n_iter=5).fit(X, y)
     messages = sorted(
         str(w.message) for w in record if issubclass(w.category, dp.PrivacyLeakWarning)
     )
@@ -204,7 +208,7 @@ def test_missing_classes_and_data_norm_warn_from_the_arguments_alone():
         len(messages) == 2 and "classes was not given" in messages[0] and "data_norm" in messages[1]
     )
     with pytest.warns(dp.PrivacyLeakWarning) as other:  # other data, same words
-        dp.PrivateLogisticRegression(n_iter=5, random_state=0).fit(3 * X[:50], 1 - y[:50])
+        dp.PrivateLogisticRegression(n_iter=5).fit(3 * X[:50], 1 - y[:50])
     assert (
         sorted(str(w.message) for w in other if issubclass(w.category, dp.PrivacyLeakWarning))
         == messages
@@ -213,9 +217,7 @@ def test_missing_classes_and_data_norm_warn_from_the_arguments_alone():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", dp.PrivacyLeakWarning)
-        dp.PrivateLogisticRegression(n_iter=5, data_norm=5.0, classes=[0, 1], random_state=0).fit(
-            X, y
-        )
+        dp.PrivateLogisticRegression(n_iter=5, data_norm=5.0, classes=[0, 1]).fit(X, y)
 
 
 def test_defaults_beat_the_majority_class_on_a_small_data_set():
@@ -233,3 +235,86 @@ def test_defaults_beat_the_majority_class_on_a_small_data_set():
         for seed in range(5)
     ]
     assert majority < 0.63 and np.mean(scores) > 0.88 and min(scores) > majority
+
+
+# --- randomness is never reused across fits; epsilon=inf never skips a shared accountant ---------
+
+
+def _fold_difference(make, X_a, y_a, X_b, y_b):
+    """Return coef(fit of one clone on A) - coef(fit of another clone on B)."""
+    base = make()
+    return clone(base).fit(X_a, y_a).coef_ - clone(base).fit(X_b, y_b).coef_
+
+
+@pytest.mark.parametrize("state", ["unset", "generator"])
+def test_two_clones_on_different_folds_draw_different_noise(state):
+    # one step from 0 is -step (g(0) + noise): with the same noise, the difference of two fits
+    # is the exact, noise-free -step (g_A(0) - g_B(0)), whatever the seed
+    X, y = blobs(n=200, seed=3)
+    (X_a, y_a), (X_b, y_b) = (X[:100], y[:100]), (X[100:], y[100:])
+    options = dict(epsilon=1.0, n_iter=1, data_norm=5.0, classes=[0, 1])
+
+    def seeded(seed):
+        return lambda: dp.PrivateLogisticRegression(**options, random_state=seed)
+
+    exact = _fold_difference(seeded(11), X_a, y_a, X_b, y_b)
+    assert np.allclose(exact, _fold_difference(seeded(12), X_a, y_a, X_b, y_b))  # the leak
+    shared = np.random.default_rng()
+
+    def fresh():
+        rs = shared if state == "generator" else None
+        return dp.PrivateLogisticRegression(**options, random_state=rs)
+
+    for _ in range(3):
+        assert not np.allclose(_fold_difference(fresh, X_a, y_a, X_b, y_b), exact, atol=1e-9)
+    if state == "generator":
+        assert clone(fresh()).random_state is shared  # used by reference, never copied
+
+
+def test_a_generator_is_never_copied_and_an_integer_seed_warns():
+    import copy
+    import pickle
+
+    model = dp.PrivateLogisticRegression(random_state=np.random.default_rng(0))
+    for duplicate in (copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError, match="would draw the same noise"):
+            duplicate(model)
+    X, y = blobs(n=60)
+    with pytest.warns(dp.PrivacyLeakWarning, match="the same seed gives the same noise"):
+        dp.PrivateLogisticRegression(data_norm=5.0, classes=[0, 1], random_state=4).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dp.PrivacyLeakWarning)
+        dp.PrivateLogisticRegression(data_norm=5.0, classes=[0, 1]).fit(X, y)  # None: silent
+        dp.PrivateLogisticRegression(
+            data_norm=5.0, classes=[0, 1], random_state=np.random.default_rng()
+        ).fit(X, y)
+
+
+def test_epsilon_inf_with_an_accountant_is_refused_everywhere():
+    from sklearn.model_selection import GridSearchCV
+
+    X, y = blobs(n=120)
+    budget = dp.PrivacyBudget(1.0)
+    model = dp.PrivateLogisticRegression(
+        epsilon=math.inf, accountant=budget, data_norm=5.0, classes=[0, 1]
+    )
+    with pytest.raises(dp.PrivacyParameterError, match="epsilon=inf is not a private fit"):
+        model.fit(X, y)
+    search = GridSearchCV(
+        dp.PrivateLogisticRegression(accountant=budget, data_norm=5.0, classes=[0, 1]),
+        {"epsilon": [math.inf]},
+        cv=2,
+        error_score="raise",
+    )
+    with pytest.raises(dp.PrivacyParameterError, match="epsilon=inf"):
+        search.fit(X, y)
+    with pytest.raises(dp.PrivacyParameterError, match="epsilon=inf"):
+        dp.minimize_private(
+            X, np.where(y == 1, 1.0, -1.0), epsilon=math.inf, data_norm=5.0, accountant=budget
+        )
+    for estimator in (dp.PrivateRidgePrecision, dp.PrivateGraphicalLasso):
+        with pytest.raises(dp.PrivacyParameterError, match="epsilon=inf"):
+            estimator(epsilon=math.inf, clip=1.0, budget=budget).fit(X)
+    assert budget.spent == (0.0, 0.0) and budget.ledger == ()
+    # without an accountant epsilon=inf is the non-private limit, as documented
+    assert dp.PrivateLogisticRegression(epsilon=math.inf, data_norm=5.0, classes=[0, 1]).fit(X, y)

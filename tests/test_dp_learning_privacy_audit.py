@@ -19,6 +19,9 @@ from dp.learning.accounting import ReleaseGroup, amplified_base_epsilon
 from dp.learning.noise import laplace_stream
 from dp.learning.settings import RunSettings, calibrate
 
+# the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
+
 EPSILON, N, D, RUNS = 1.0, 1000, 10, 500
 
 

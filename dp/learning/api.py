@@ -10,7 +10,7 @@ import numpy as np
 
 from dp._random import as_random_bits
 from dp.budget import PrivacyBudget
-from dp.learning.accounting import PrivacyCost
+from dp.learning.accounting import PrivacyCost, check_run_epsilon
 from dp.learning.baselines import dp_gd, dp_hb, dp_nag, m_asg, m_asg_star
 from dp.learning.defaults import default_batch_size, default_plan, default_reg, public_bounds
 from dp.learning.dpsgd import dp_sgd
@@ -22,7 +22,7 @@ from dp.learning.problems import loss_problem, make_problem
 from dp.learning.settings import RunSettings
 from dp.learning.sgdws import dp_sgdws
 from dp.learning.smag import dp_smag
-from dp.validation import check_delta, check_epsilon
+from dp.validation import check_delta
 
 # name -> (builder, noise, needs a batch size: "yes" / "no" / "optional")
 METHODS = {
@@ -131,11 +131,11 @@ def minimize_private(
     stochastic methods default to batch_size = ceil(sqrt(n)) and n_iter = one pass, ceil(n / m).
     The whole run is charged to `accountant` (a dp.PrivacyBudget, shared; a fresh one of
     (epsilon, delta) if None) before any noise is drawn. epsilon = math.inf runs the method
-    without noise (the non-private limit) and charges nothing. history_every = k records f(x_t)
+    without noise (the non-private limit) and charges nothing: it refuses an accountant. history_every = k records f(x_t)
     on the private data at t = 0, k, 2k, ... and T in `nonprivate_history`: a diagnostic for
     study, NOT private; off by default.
     """
-    epsilon = math.inf if epsilon == math.inf else check_epsilon(epsilon)
+    epsilon = check_run_epsilon(epsilon, accountant)
     delta = check_delta(delta)
     clip, data_norm = public_bounds(clip, data_norm, stacklevel=3)
     n_rows, n_features = np.shape(X) if np.ndim(X) == 2 else (0, 0)

@@ -11,14 +11,15 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dp._random import as_random_bits
+from dp._random import SharedRandomState, as_random_bits
 from dp.budget import PrivacyBudget
+from dp.learning.accounting import check_run_epsilon
 from dp.learning.api import minimize_private
 from dp.learning.defaults import public_bounds, with_intercept_column
-from dp.validation import PrivacyLeakWarning, check_delta, check_epsilon
+from dp.validation import PrivacyLeakWarning, check_delta
 
 
-class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
+class PrivateLogisticRegression(SharedRandomState, ClassifierMixin, BaseEstimator):
     """L2-regularized logistic regression trained by a private gradient method (thesis ch. 4).
 
     `classes` is the public label set (as diffprivlib's): classes_, the shape of coef_, the number
@@ -103,7 +104,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         check_classification_targets(y)
         self.classes_ = self._public_classes(y)
         targets = self.classes_[1:] if len(self.classes_) == 2 else self.classes_
-        epsilon = self.epsilon if self.epsilon == math.inf else check_epsilon(self.epsilon)
+        epsilon = check_run_epsilon(self.epsilon, self.accountant)
         delta = 0.0 if self.delta is None else check_delta(self.delta)
         data_norm = public_bounds(self.clip, self.data_norm, stacklevel=3)[1]
         if self.fit_intercept:
