@@ -121,10 +121,13 @@ def test_dp_learn_warns_in_one_line_each_when_classes_and_data_norm_are_left_imp
         main(["dp-learn", str(csv_file), "--target", "label", "--epsilon", "1", "--seed", "3"]) == 0
     )
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 2 and all(
+    assert len(lines) == 3 and all(
         line.startswith("warning (PrivacyLeakWarning): ") for line in lines
     )
     assert "--classes not given" in lines[0] and "data_norm" in lines[1]
+    assert "the same seed gives the same noise" in lines[2]
+    assert main(["dp-learn", str(csv_file), "--target", "label", "--epsilon", "1"]) == 0
+    assert len(capsys.readouterr().err.strip().splitlines()) == 2  # no --seed, no seed warning
 
 
 @pytest.mark.parametrize(

@@ -97,8 +97,11 @@ def register(subparsers) -> None:
     p.set_defaults(run=run)
 
 
-def _labels(labels, classes_arg: str | None, path: str):
-    """Return (y in {-1, +1}, (negative, positive)): from --classes (public) or, with a warning, the data."""
+def _labels(labels, classes_arg: str | None, path: str, private: bool = True):
+    """Return (y in {-1, +1}, (negative, positive)): from --classes (public) or, with a warning, the data.
+
+    A private run's messages never count the distinct labels (a record with a new label changes
+    the count)."""
     import warnings
 
     import numpy as np
@@ -114,8 +117,10 @@ def _labels(labels, classes_arg: str | None, path: str):
         )
         classes = np.unique(labels)
         if len(classes) != 2:
+            got = "" if private else f", got {len(classes)}"
             raise InputError(
-                f"{path}: --target column must hold exactly 2 distinct values, got {len(classes)}"
+                f"{path}: --target column must hold exactly 2 distinct values{got}; "
+                "pass --classes NEG,POS"
             )
     else:
         try:
@@ -225,7 +230,8 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.plot:
         check_writable("--plot", args.plot)
-    values, header = read_numeric_csv(args.data)
+    private = not math.isinf(args.epsilon)  # messages of a private run quote no data
+    values, header = read_numeric_csv(args.data, private=private)
     if (
         args.n_iter is not None
     ):  # per iteration: the objective history and every coordinate's noise (drawn in bulk)
@@ -237,7 +243,7 @@ def _run(args: argparse.Namespace) -> int:
     X = np.delete(values, column, axis=1)
     if X.shape[1] == 0:
         raise InputError(f"{args.data}: no feature columns besides the target")
-    y, (negative, positive) = _labels(values[:, column], args.classes, args.data)
+    y, (negative, positive) = _labels(values[:, column], args.classes, args.data, private)
     args.clip, args.data_norm = public_bounds(args.clip, args.data_norm)
     result = minimize_private(
         X,

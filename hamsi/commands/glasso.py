@@ -121,8 +121,15 @@ def _refuse_constant_columns(path: str, X, header) -> None:
         )
 
 
-def read_numeric_csv(path: str):
-    """Return (float64 array, header or None); errors name the file line and column."""
+def read_numeric_csv(path: str, private: bool = False):
+    """Return (float64 array, header or None).
+
+    Errors name the file line and column, and quote the value, for a non-private run (the caller
+    sees their own data). With private=True (under --epsilon) a message is an output too: it says
+    only what is wrong, never which value, where, how many, nor the row count (private under
+    add-remove). The refusal itself still depends on the data, which is why finite numbers and
+    at least 2 rows are documented preconditions of a private run (docs/privacy.md).
+    """
     import numpy as np
     import pandas as pd
 
@@ -137,7 +144,9 @@ def read_numeric_csv(path: str):
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
-        raise InputError(f"{path}: cannot parse as CSV: {exc}") from None
+        # the parser's message names a line and a field count: data, under --epsilon
+        detail = "rows must have equal numbers of fields" if private else str(exc)
+        raise InputError(f"{path}: cannot parse as CSV: {detail}") from None
     numeric = raw.apply(lambda col: pd.to_numeric(col.str.strip(), errors="coerce"))
     header = None
     first_line = 1
@@ -147,10 +156,17 @@ def read_numeric_csv(path: str):
         raw = raw.iloc[1:]
         first_line = 2
     if numeric.shape[0] < 2:
-        raise InputError(f"{path}: need at least 2 data rows, got {numeric.shape[0]}")
+        got = "" if private else f", got {numeric.shape[0]}"
+        raise InputError(f"{path}: need at least 2 data rows{got}")
     values = numeric.to_numpy(dtype=np.float64)
     bad = ~np.isfinite(values)
     if bad.any():
+        if private:
+            raise InputError(
+                f"{path}: the data hold a non-numeric or non-finite value; a private run needs "
+                "finite numbers in every cell (which value, where and how many are not reported "
+                "under --epsilon: that is data too)"
+            )
         row, col = np.argwhere(bad)[0]
         name = f" ({header[col]!r})" if header else ""
         raise InputError(
@@ -208,8 +224,8 @@ def run(args: argparse.Namespace) -> int:
     outputs = {flag: path for flag, path in (("--out", args.out), ("--graph", args.graph)) if path}
     for flag, path in outputs.items():
         check_writable(flag, path)
-    X, header = read_numeric_csv(args.data)
     private = args.epsilon is not None
+    X, header = read_numeric_csv(args.data, private=private)
     if not private:
         _refuse_constant_columns(args.data, X, header)
     cls = dp.PrivateGraphicalLasso if args.estimator == "glasso" else dp.PrivateRidgePrecision
