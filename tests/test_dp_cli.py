@@ -236,3 +236,16 @@ def test_dp_learn_without_classes_does_not_count_the_labels(tmp_path, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err.replace(str(data), "DATA")
     assert "exactly 2 distinct values" in err and "7" not in err
+
+
+def test_glasso_without_edges_says_alpha_is_in_the_units_of_the_clipped_covariance(
+    csv_file, capsys
+):
+    path, _ = csv_file
+    argv = ["glasso", str(path), "--alpha", "1", "--epsilon", "1", "--clip", "0.5"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "edges: 0" in out and "alpha 1 is in the units of S" in out
+    assert "clipped to L2 norm 0.5, so S's entries are at most 0.25" in out
+    assert main(["glasso", str(path), "--alpha", "0.001", "--epsilon", "1", "--clip", "0.5"]) == 0
+    assert "no edge" not in capsys.readouterr().out

@@ -27,7 +27,10 @@ def register(subparsers) -> None:
     p.add_argument(
         "--alpha",
         required=True,
-        help="penalty (number >= 0), or 'cv' for 5-fold choice (only without --epsilon)",
+        help="penalty (number >= 0) in the units of the covariance S: with --epsilon the rows are "
+        "clipped to L2 norm --clip c, so S's entries are at most c^2 (about c^2 / p on the "
+        "diagonal for rows at the bound): choose alpha against that scale; or 'cv' for a 5-fold "
+        "choice (only without --epsilon)",
     )
     p.add_argument("--epsilon", type=float, default=None, help="privacy budget epsilon (> 0)")
     p.add_argument(
@@ -207,6 +210,28 @@ def _draw_graph(precision, labels, handle) -> None:
     plt.close(fig)
 
 
+def _no_edge_hint(model, clip: float | None) -> str:
+    """Return the hint printed when the graphical lasso keeps no edge: alpha against S's scale.
+
+    The largest off-diagonal |S_ij| is read from the covariance the fit used: the released S~
+    under --epsilon (post-processing of the release), the exact S otherwise (nothing private).
+    """
+    import numpy as np
+
+    S = model.sample_covariance_
+    largest = float(np.max(np.abs(S - np.diag(np.diag(S))))) if S.shape[0] > 1 else 0.0
+    scale = (
+        f"; rows were clipped to L2 norm {clip:g}, so S's entries are at most {clip * clip:g} "
+        f"(about {clip * clip / S.shape[0]:.3g} on the diagonal for rows at the bound)"
+        if clip is not None
+        else ""
+    )
+    return (
+        f"no edge: alpha {model.alpha_:g} is in the units of S, whose largest off-diagonal "
+        f"entry is {largest:.3g}{scale}; a smaller alpha keeps edges"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Fit the chosen estimator, write the outputs, print what privacy was spent; return 0."""
     import sys
@@ -311,6 +336,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.estimator == "glasso":
         print(f"iterations: {model.n_iter_} ({model.solver_message_})  edges: {edges}")
+        if edges == 0:
+            print(_no_edge_hint(model, float(clip) if private else None))
     for label, path in (("precision", args.out), ("graph", args.graph)):
         if path:
             print(f"wrote {label}: {path}")
