@@ -97,6 +97,7 @@ def test_non_private_limit_with_an_intercept_matches_liblinear_with_intercept_sc
         data_norm=data_norm,
         clip=4.0,
         classes=[0, 1],
+        scale_fraction=0.0,  # rows at the public bound R (the row scale is tested below)
     ).fit(X, y)
     sk = LogisticRegression(
         solver="liblinear",
@@ -109,6 +110,44 @@ def test_non_private_limit_with_an_intercept_matches_liblinear_with_intercept_sc
     np.testing.assert_allclose(ours.intercept_, sk.intercept_, atol=1e-6)
     assert ours.intercept_[0] < -0.5  # the boundary is shifted: a real intercept, not a zero
     np.testing.assert_allclose(ours.decision_function(X), sk.decision_function(X), atol=1e-5)
+
+
+def test_the_row_scale_divides_the_rows_and_the_coefficients_undo_it():
+    # epsilon = inf: s is the exact mean row norm; the fit is the public-scale fit on the rows
+    # divided by s and projected onto the unit ball, with coef_ in the units of the rows given
+    X, y = shifted_boundary()
+    options = dict(
+        method="dp-nag", epsilon=math.inf, n_iter=300, reg=0.01, clip=4.0, classes=[0, 1]
+    )
+    scaled = dp.PrivateLogisticRegression(data_norm=1.0, **options).fit(X, y)
+    s = np.linalg.norm(X, axis=1).mean()
+    assert scaled.row_scale_ == pytest.approx(s) and s < 0.7
+    rows = X / s
+    rows /= np.maximum(1.0, np.linalg.norm(rows, axis=1))[:, None]
+    public = dp.PrivateLogisticRegression(data_norm=1.0, scale_fraction=0.0, **options).fit(rows, y)
+    np.testing.assert_allclose(scaled.coef_, public.coef_ / s, rtol=1e-10)
+    np.testing.assert_allclose(scaled.intercept_, public.intercept_, rtol=1e-10)
+
+
+def test_the_row_scale_is_charged_and_the_whole_fit_spends_epsilon():
+    X, y = shifted_boundary()
+    budget = dp.PrivacyBudget(2.0)
+    model = dp.PrivateLogisticRegression(
+        epsilon=1.0, data_norm=1.0, classes=[0, 1], accountant=budget
+    ).fit(X, y)
+    labels = [charge.label for charge in budget.ledger]
+    assert labels[0] == "learning: mean row norm (laplace)" and len(labels) == 2
+    assert budget.ledger[0].epsilon == pytest.approx(0.1)  # SCALE_FRACTION of epsilon
+    assert model.privacy_spent_ == pytest.approx((1.0, 0.0)) and budget.spent[0] == pytest.approx(1)
+    assert 1.0 / 64 <= model.row_scale_ <= 1.0
+    spent = dp.PrivacyBudget(0.95)  # a budget that cannot pay the whole fit pays nothing
+    with pytest.raises(dp.BudgetExceededError):
+        dp.PrivateLogisticRegression(
+            epsilon=1.0, data_norm=1.0, classes=[0, 1], accountant=spent
+        ).fit(X, y)
+    assert spent.ledger == ()
+    with pytest.raises(dp.PrivacyParameterError, match="scale_fraction"):
+        dp.PrivateLogisticRegression(data_norm=1.0, classes=[0, 1], scale_fraction=1.0).fit(X, y)
 
 
 def test_an_intercept_recovers_a_shifted_boundary_at_epsilon_4():

@@ -170,6 +170,27 @@ def test_a_record_with_a_new_label_changes_no_shape_and_stays_within_epsilon():
     assert epsilon_lower_bound(on_d, on_d_prime) <= EPSILON
 
 
+def test_the_private_row_scale_keeps_its_epsilon_on_worst_case_neighbours():
+    # the mean of the row norms (projected onto the ball of radius R = 1) moves by R / n at most:
+    # all-zero rows against the same with one row of norm 1000 (projected to norm 1)
+    from dp.learning.defaults import private_row_scale
+
+    X = np.zeros((50, 3))
+    X_prime = X.copy()
+    X_prime[0, 0] = 1000.0
+    on_d, on_d_prime = (
+        [
+            private_row_scale(rows, 1.0, EPSILON, None, RandomBits(seed_base + seed))
+            for seed in range(3000)
+        ]
+        for rows, seed_base in ((X, 0), (X_prime, 10_000))
+    )
+    # s = min(1, max(noisy mean + 2 b, 1/64)) is post-processing of the noisy mean (b = 1/50)
+    on_d, on_d_prime = np.array(on_d), np.array(on_d_prime)
+    assert on_d.std() > 0 and on_d_prime.mean() > on_d.mean()
+    assert 0.5 < epsilon_lower_bound(on_d, on_d_prime) <= EPSILON  # near tight, never above
+
+
 # --- the audit has power: one release, the right noise and too little --------------------------
 
 
