@@ -168,9 +168,10 @@ def test_dp_learn_fits_the_estimators_model_with_its_intercept(tmp_path, capsys)
     intercept = float(re.search(r"intercept: (\S+)", text).group(1))
     import dp
 
-    model = dp.PrivateLogisticRegression(
-        epsilon=4.0, data_norm=4.0, classes=[0, 1], random_state=5
-    ).fit(X, y)
+    with pytest.warns(dp.PrivacyLeakWarning, match="the same seed gives the same noise"):
+        model = dp.PrivateLogisticRegression(
+            epsilon=4.0, data_norm=4.0, classes=[0, 1], random_state=5
+        ).fit(X, y)
     np.testing.assert_allclose(_coefficients(text), model.coef_[0], rtol=1e-5)
     assert intercept == pytest.approx(model.intercept_[0], rel=1e-5) and intercept < 0
     assert "row scale" in text and "noisy mean row norm" in text

@@ -359,3 +359,15 @@ def test_epsilon_inf_with_an_accountant_is_refused_everywhere():
     assert budget.spent == (0.0, 0.0) and budget.ledger == ()
     # without an accountant epsilon=inf is the non-private limit, as documented
     assert dp.PrivateLogisticRegression(epsilon=math.inf, data_norm=5.0, classes=[0, 1]).fit(X, y)
+
+
+def test_a_huge_row_raises_no_warning_anywhere_in_a_private_fit():
+    # a warning (numpy overflow in a norm, say) that only some data sets trigger is a release
+    X, y = blobs(n=120)
+    X[0] = 1e200
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = dp.PrivateLogisticRegression(epsilon=1.0, data_norm=5.0, classes=[0, 1]).fit(X, y)
+        budget = dp.PrivacyBudget(1.0)  # shared: no warning about unrecorded fits either
+        dp.PrivateRidgePrecision(alpha=0.1, epsilon=1.0, clip=1.0, budget=budget).fit(X)
+    assert np.all(np.isfinite(model.coef_))
