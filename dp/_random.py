@@ -2,13 +2,38 @@
 
 Every sampler in `dp` consumes only uniform 64-bit words and exact integer arithmetic (never a
 floating-point uniform), so the distribution of a release depends only on these words.
+
+A private release never reuses randomness across fits. Two fits that draw the same noise on
+neighbouring data sets release the exact, noise-free difference of their statistics, so:
+- random_state=None (the default): fresh words from os.urandom for every fit;
+- a numpy Generator is used by reference: every fit advances the one object. The estimators keep
+  it by reference through sklearn's `clone` (which would otherwise deep-copy its state into every
+  fold, and every fold would draw the same noise: `SharedRandomState`), and refuse to be pickled
+  or deep-copied while holding one (a copy of the state is a copy of the noise);
+- an integer seed is for tests and benchmarks: it warns (PrivacyLeakWarning), from the argument
+  alone, because the same seed gives the same noise.
 """
 
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
+
+from dp.validation import PrivacyLeakWarning
+
+SEED_WARNING = (
+    "random_state is an integer seed: the same seed gives the same noise, so two fits or releases "
+    "with one seed (a refit, the folds of a cross-validation, a rerun) release the exact "
+    "difference of their statistics; seeds are for tests only: pass random_state=None (fresh OS "
+    "entropy for every release) for a real release"
+)
+
+
+def warn_seed(stacklevel: int = 3) -> None:
+    """Warn (PrivacyLeakWarning) that an integer seed makes the noise repeatable: data-independent."""
+    warnings.warn(SEED_WARNING, PrivacyLeakWarning, stacklevel=stacklevel + 1)
 
 
 class RandomBits:
@@ -18,12 +43,13 @@ class RandomBits:
     cryptographically secure source and must not be used for a real release.
     """
 
-    def __init__(self, random_state=None):
+    def __init__(self, random_state=None, stacklevel: int = 2):
         if random_state is None:
             self._rng = None
         elif isinstance(random_state, np.random.Generator):
-            self._rng = random_state
+            self._rng = random_state  # by reference: every draw advances the caller's generator
         elif isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+            warn_seed(stacklevel)
             self._rng = np.random.default_rng(int(random_state))
         else:
             raise TypeError(
@@ -78,8 +104,40 @@ class RandomBits:
                 return value
 
 
-def as_random_bits(random_state) -> RandomBits:
-    """Return a RandomBits for None (secure), an int seed, a Generator or a RandomBits."""
+def as_random_bits(random_state, stacklevel: int = 3) -> RandomBits:
+    """Return a RandomBits for None (secure), an int seed (warns), a Generator or a RandomBits."""
     if isinstance(random_state, RandomBits):
         return random_state
-    return RandomBits(random_state)
+    return RandomBits(random_state, stacklevel=stacklevel + 1)
+
+
+class SharedRandomState:
+    """Mixin for private estimators: a Generator given as random_state is never copied.
+
+    sklearn's `clone` deep-copies every parameter, so each clone (each fold of a cross-validation,
+    each candidate of a grid search) would start from the same Generator state and draw the same
+    noise. Here `clone` hands the clone the same Generator object (as it does the shared
+    accountant), and pickling or deep-copying an estimator that holds one is refused (joblib's
+    worker processes would each get a copy of the state). None and integer seeds clone as usual.
+    """
+
+    def __sklearn_clone__(self):
+        from sklearn.base import clone
+
+        params = {
+            name: value if isinstance(value, np.random.Generator) else clone(value, safe=False)
+            for name, value in self.get_params(deep=False).items()
+        }
+        new = type(self)(**params)
+        if hasattr(self, "_metadata_request"):
+            new._metadata_request = clone(self._metadata_request)
+        return new
+
+    def __getstate__(self):
+        if isinstance(getattr(self, "random_state", None), np.random.Generator):
+            raise TypeError(
+                f"a {type(self).__name__} holding a numpy Generator as random_state cannot be "
+                "pickled or deep-copied: the copy would draw the same noise as the original; use "
+                "sklearn.clone (it shares the Generator) or random_state=None"
+            )
+        return super().__getstate__()

@@ -25,11 +25,14 @@ The neighbour relation (replace-one, the papers'; or add-remove) is an explicit 
 recorded here, so that every mechanism spending from the ledger calibrates to the same relation
 (`sensitivity_for` picks the sensitivity that goes with it).
 
-The totals, the relation and the ledger are read-only: `epsilon`, `delta` and `neighbouring` are
-properties without setters, and `ledger` is a tuple copy of the private list of charges, so no
-caller can raise the total or clear what was spent (`acc.ledger.clear()` fails). The only way a
-charge enters the ledger is `spend` / `spend_zcdp`, under a lock (threads of one process share
-the accountant safely).
+The totals, the relation and the ledger are read-only and out of reach: they live in a closure
+made at construction (`_odometer`; OpenDP's odometers keep theirs behind an FFI handle), not in
+attributes, and the instance refuses every attribute assignment. `epsilon`, `delta` and
+`neighbouring` are properties without setters, and `ledger` is a tuple snapshot, so no caller can
+raise the total or clear what was spent (`acc.ledger.clear()` and `acc._charges` fail; only
+deliberate introspection of the closure's cells could reach it). The only way a charge enters the
+ledger is `spend` / `spend_zcdp`, checked and appended under one lock (threads of one process
+share the accountant safely).
 
 Scope: one process. An accountant lives in the memory of the process that made it. After
 `os.fork()` (multiprocessing's "fork" start method, a forked Dask worker) the child holds a copy
@@ -158,44 +161,127 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
     return float(accountant.get_epsilon(delta))
 
 
+def _charges_cost(total_delta: float, charges) -> tuple[float, float]:
+    """Return the (epsilon, delta) that `charges` cost together against a budget of total delta."""
+    eps = sum(c.epsilon for c in charges)
+    delta = sum(c.delta for c in charges)
+    rho = sum(c.rho for c in charges)
+    if rho == 0:
+        return (eps, delta)
+    delta_z = total_delta - delta
+    return (eps + zcdp_epsilon(rho, delta_z), delta + max(delta_z, 0.0))
+
+
+def _overspend(epsilon: float, delta: float, charges) -> float:
+    """Return how far `charges` exceed the budget (epsilon, delta) in epsilon (<= 0 when they fit)."""
+    return _charges_cost(delta, charges)[0] - epsilon * (1 + _ROUNDING_SLACK)
+
+
+def _refusal(epsilon: float, delta: float, owner: int, charges: tuple, charge: Charge):
+    """Return the BudgetExceededError that adding `charge` to `charges` must raise, or None."""
+    if os.getpid() != owner:
+        return BudgetExceededError(
+            f"this PrivacyAccountant belongs to process {owner}, not to this one "
+            f"({os.getpid()}): a charge in a forked child would only reach the child's copy of "
+            "the ledger, and the budget would never see it; spend from the owning process"
+        )
+    after = charges + (charge,)
+    delta_total = sum(c.delta for c in after)
+    eps_spent, delta_spent = _charges_cost(delta, charges)
+    if delta_total > delta * (1 + _ROUNDING_SLACK):
+        return BudgetExceededError(
+            f"privacy budget exceeded: delta {charge.delta:g} requested, "
+            f"{max(delta - delta_spent, 0.0):g} of {delta:g} left"
+        )
+    if charge.rho > 0 and delta - delta_total <= 0:
+        return BudgetExceededError(
+            f"a zCDP charge (rho {charge.rho:g}) needs delta > 0 left to convert to "
+            f"(epsilon, delta)-DP; this budget has delta {delta:g} and "
+            f"{max(delta - delta_total, 0.0):g} left"
+        )
+    if _overspend(epsilon, delta, after) > 0:
+        asked = f"rho {charge.rho:g}" if charge.rho > 0 else f"epsilon {charge.epsilon:g}"
+        return BudgetExceededError(
+            f"privacy budget exceeded: {asked} requested, "
+            f"{max(epsilon - eps_spent, 0.0):g} of epsilon {epsilon:g} left"
+        )
+    return None
+
+
+def _odometer(epsilon: float, delta: float, neighbouring: str):
+    """Return (read, record): the only two ways to the ledger of a new accountant.
+
+    The totals, the owner process, the lock and the list of charges live in this closure and
+    nowhere else (as an OpenDP odometer keeps its state behind its interface): `read` returns a
+    snapshot (the totals and a tuple of the charges), `record` checks a charge against the totals
+    and appends it under the lock, or raises BudgetExceededError. Nothing can remove a charge.
+    """
+    charges: list[Charge] = []
+    lock = threading.Lock()
+    owner = os.getpid()
+
+    def read():
+        with lock:
+            return epsilon, delta, neighbouring, owner, tuple(charges)
+
+    def record(charge: Charge) -> Charge:
+        with lock:
+            error = _refusal(epsilon, delta, owner, tuple(charges), charge)
+            if error is not None:
+                raise error
+            charges.append(charge)
+        return charge
+
+    return read, record
+
+
 class PrivacyAccountant:
     """A shared ledger of privacy charges against a total (epsilon, delta); refuses overspending.
 
     `spend` charges (epsilon, delta) by basic composition; `spend_zcdp` charges rho, composed in
     zCDP and converted at the delta left (module docstring). `neighbouring` ("replace-one" or
     "add-remove") is the relation every charge is valid for.
+
+    The ledger is not an attribute: it lives in a closure (`_odometer`) that only `spend` and
+    `spend_zcdp` append to, after the check; the instance holds nothing else and refuses new or
+    changed attributes, so no caller can clear, shorten or rewrite what was spent.
     """
 
-    __slots__ = ("_epsilon", "_delta", "_neighbouring", "_charges", "_lock", "_owner_pid")
+    __slots__ = ("_read", "_record")
 
     def __init__(self, epsilon: float, delta: float = 0.0, *, neighbouring: str = "replace-one"):
-        self._epsilon = check_epsilon(epsilon)
-        self._delta = check_delta(delta)
-        self._neighbouring = check_neighbouring(neighbouring)
-        self._charges: list[Charge] = []
-        self._lock = threading.Lock()
-        self._owner_pid = os.getpid()
+        read, record = _odometer(
+            check_epsilon(epsilon), check_delta(delta), check_neighbouring(neighbouring)
+        )
+        object.__setattr__(self, "_read", read)
+        object.__setattr__(self, "_record", record)
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"a {type(self).__name__} is read-only: {name!r} cannot be set")
+
+    def __delattr__(self, name):
+        raise AttributeError(f"a {type(self).__name__} is read-only: {name!r} cannot be deleted")
 
     # --- read-only totals and ledger -------------------------------------------------------------
     @property
     def epsilon(self) -> float:
         """The total epsilon this accountant allows (fixed at construction)."""
-        return self._epsilon
+        return self._read()[0]
 
     @property
     def delta(self) -> float:
         """The total delta this accountant allows (fixed at construction)."""
-        return self._delta
+        return self._read()[1]
 
     @property
     def neighbouring(self) -> str:
         """The neighbour relation every charge holds for (fixed at construction)."""
-        return self._neighbouring
+        return self._read()[2]
 
     @property
     def ledger(self) -> tuple[Charge, ...]:
-        """The charges so far, oldest first: a tuple copy (the ledger itself cannot be changed)."""
-        return tuple(self._charges)
+        """The charges so far, oldest first: a tuple snapshot (the ledger itself is unreachable)."""
+        return self._read()[4]
 
     # --- a ledger is shared, never copied ------------------------------------------------------
     def __copy__(self):
@@ -213,23 +299,17 @@ class PrivacyAccountant:
     # --- totals ----------------------------------------------------------------------------
     def cost(self, charges) -> tuple[float, float]:
         """Return the (epsilon, delta) that `charges` (Charge entries) cost together."""
-        eps = sum(c.epsilon for c in charges)
-        delta = sum(c.delta for c in charges)
-        rho = sum(c.rho for c in charges)
-        if rho == 0:
-            return (eps, delta)
-        delta_z = self.delta - delta
-        return (eps + zcdp_epsilon(rho, delta_z), delta + max(delta_z, 0.0))
+        return _charges_cost(self.delta, tuple(charges))
 
     @property
     def spent(self) -> tuple[float, float]:
         """Return (epsilon, delta) charged so far, the zCDP part converted (module docstring)."""
-        return self.cost(self._charges)
+        return self.cost(self.ledger)
 
     @property
     def spent_rho(self) -> float:
         """Return the total rho of the zCDP charges."""
-        return sum(c.rho for c in self._charges)
+        return sum(c.rho for c in self.ledger)
 
     @property
     def remaining(self) -> tuple[float, float]:
@@ -242,14 +322,14 @@ class PrivacyAccountant:
         """Return the largest rho that `spend_zcdp` would still accept (0 if none)."""
         from scipy.optimize import brentq
 
-        charges = list(self._charges)
-        if self.delta - sum(c.delta for c in charges) <= 0:
+        epsilon, delta, _, _, charges = self._read()
+        if delta - sum(c.delta for c in charges) <= 0:
             return 0.0
-        if not self._fits(charges + [Charge(0.0, 0.0, "", 1e-300)]):
+        if _overspend(epsilon, delta, charges + (Charge(0.0, 0.0, "", 1e-300),)) > 0:
             return 0.0
 
         def slack(rho):
-            return self._overspend(charges + [Charge(0.0, 0.0, "", rho)])
+            return _overspend(epsilon, delta, charges + (Charge(0.0, 0.0, "", rho),))
 
         hi = 1.0
         while slack(hi) <= 0:
@@ -260,55 +340,19 @@ class PrivacyAccountant:
         return rho
 
     # --- checks and charges ------------------------------------------------------------------
-    def _overspend(self, charges) -> float:
-        """Return how far `charges` exceed the budget in epsilon (<= 0 when they fit)."""
-        eps, _ = self.cost(charges)
-        return eps - self.epsilon * (1 + _ROUNDING_SLACK)
-
-    def _fits(self, charges) -> bool:
-        return self._overspend(charges) <= 0
-
-    def _refuse_if_over(self, charge: Charge) -> None:
-        if os.getpid() != self._owner_pid:
-            raise BudgetExceededError(
-                f"this PrivacyAccountant belongs to process {self._owner_pid}, not to this one "
-                f"({os.getpid()}): a charge in a forked child would only reach the child's copy of "
-                "the ledger, and the budget would never see it; spend from the owning process"
-            )
-        charges = self._charges + [charge]
-        delta_total = sum(c.delta for c in charges)
-        eps_spent, delta_spent = self.spent
-        if delta_total > self.delta * (1 + _ROUNDING_SLACK):
-            raise BudgetExceededError(
-                f"privacy budget exceeded: delta {charge.delta:g} requested, "
-                f"{max(self.delta - delta_spent, 0.0):g} of {self.delta:g} left"
-            )
-        if charge.rho > 0 and self.delta - delta_total <= 0:
-            raise BudgetExceededError(
-                f"a zCDP charge (rho {charge.rho:g}) needs delta > 0 left to convert to "
-                f"(epsilon, delta)-DP; this budget has delta {self.delta:g} and "
-                f"{max(self.delta - delta_total, 0.0):g} left"
-            )
-        if not self._fits(charges):
-            asked = f"rho {charge.rho:g}" if charge.rho > 0 else f"epsilon {charge.epsilon:g}"
-            raise BudgetExceededError(
-                f"privacy budget exceeded: {asked} requested, "
-                f"{max(self.epsilon - eps_spent, 0.0):g} of epsilon {self.epsilon:g} left"
-            )
+    def _check(self, charge: Charge) -> None:
+        epsilon, delta, _, owner, charges = self._read()
+        error = _refusal(epsilon, delta, owner, charges, charge)
+        if error is not None:
+            raise error
 
     def check(self, epsilon: float, delta: float = 0.0) -> None:
         """Raise BudgetExceededError if (epsilon, delta) cannot be charged; charge nothing."""
-        self._refuse_if_over(Charge(check_epsilon(epsilon), check_delta(delta), ""))
+        self._check(Charge(check_epsilon(epsilon), check_delta(delta), ""))
 
     def check_zcdp(self, rho: float) -> None:
         """Raise BudgetExceededError if a rho-zCDP charge cannot be made; charge nothing."""
-        self._refuse_if_over(Charge(0.0, 0.0, "", check_rho(rho)))
-
-    def _record(self, charge: Charge) -> Charge:
-        with self._lock:
-            self._refuse_if_over(charge)
-            self._charges.append(charge)
-        return charge
+        self._check(Charge(0.0, 0.0, "", check_rho(rho)))
 
     def spend(self, epsilon: float, delta: float = 0.0, label: str = "") -> Charge:
         """Charge (epsilon, delta) and return the ledger entry; raise if it does not fit."""

@@ -88,14 +88,23 @@ class PrivateCovariance:
 
 
 def clip_rows(X: np.ndarray, clip: float) -> tuple[np.ndarray, int]:
-    """Return (X with each row scaled to L2 norm <= clip, number of rows that were scaled)."""
-    norms = np.linalg.norm(X, axis=1)
-    over = norms > clip
-    if not over.any():
-        return X, 0
-    scale = np.ones_like(norms)
-    scale[over] = clip / norms[over]
-    return X * scale[:, None], int(over.sum())
+    """Return (X with each row scaled to L2 norm <= clip, number of rows that were scaled).
+
+    Part of a mechanism, so it neither warns nor branches on the values: the norm is computed as
+    m |x / m| with m = max |x_j| (no overflow, however large the row: np.linalg.norm overflows
+    above ~1e154 and the row would be zeroed, with a RuntimeWarning), and every row goes through
+    the same arithmetic whether or not any row exceeds the clip (no early return that timing
+    could tell). The count is data: callers inside a private release must not expose it.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    peak = np.max(np.abs(X), axis=1) if X.shape[1] else np.zeros(X.shape[0])
+    unit = np.where(peak > 0, peak, 1.0)  # an all-zero row stays zero, without 0 / 0
+    shape = X / unit[:, None]  # entries in [-1, 1], row norm in [1, sqrt(p)]
+    spread = np.sqrt(np.einsum("ij,ij->i", shape, shape))
+    limit = clip / np.where(spread > 0, spread, 1.0)
+    over = peak > limit  # |x| = peak * spread > clip, without forming the product
+    clipped = np.where(over[:, None], shape * limit[:, None], X)
+    return clipped, int(np.count_nonzero(over))
 
 
 def covariance_sensitivity(

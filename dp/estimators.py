@@ -30,6 +30,7 @@ import warnings
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from dp._random import SharedRandomState
 from dp.accounting import PrivacyAccountant, resolve_neighbouring
 from dp.covariance import private_covariance, project_psd
 from dp.graphical_lasso import admm_graphical_lasso
@@ -78,7 +79,7 @@ def _note_unshared_fit(refit: bool, epsilon: float, stacklevel: int) -> None:
         )
 
 
-class _PrivatePrecision(BaseEstimator):
+class _PrivatePrecision(SharedRandomState, BaseEstimator):
     """Shared fit: check everything, release a private S~ once, then post-process it."""
 
     _estimator_name = ""

@@ -13,6 +13,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+# the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
+
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ("README.md", "docs/api.md", "docs/accuracy.md")
 # Blocks that cannot run here, by a phrase in them, and why.

@@ -12,6 +12,9 @@ from sklearn.base import clone
 import dp
 from dp.accounting import zcdp_epsilon
 
+# the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
+
 
 def _cks_epsilon(rho, delta):
     """Continuous minimum over alpha > 1 of CKS 2020 Prop. 12 for (alpha, alpha rho)-RDP."""
@@ -182,6 +185,24 @@ def test_totals_and_ledger_are_read_only():
     assert b.ledger == (dp.Charge(0.6, 0.0, "first"),) and b.epsilon == 1.0 and b.delta == 1e-5
     with pytest.raises(dp.BudgetExceededError):
         b.spend(0.5)
+
+
+def test_the_ledger_is_not_an_attribute_anyone_can_reach_or_reset():
+    b = dp.PrivacyAccountant(1.0)
+    b.spend(1.0, label="all of it")
+    for name in ("_charges", "_epsilon", "_lock", "_owner_pid", "__dict__"):
+        with pytest.raises(AttributeError):
+            getattr(b, name)  # the old `b._charges.clear()` reset a spent budget
+    for name in ("_read", "_record", "_charges", "_epsilon"):
+        with pytest.raises(AttributeError, match="read-only"):
+            setattr(b, name, lambda *args: ())  # nor can the odometer be swapped out
+        with pytest.raises(AttributeError):
+            delattr(b, name)
+    assert b.spent == (1.0, 0.0) and b.remaining == (0.0, 0.0)
+    with pytest.raises(dp.BudgetExceededError):
+        b.spend(1e-6)
+    with pytest.raises(dp.BudgetExceededError):
+        b._record(dp.Charge(1e-6, 0.0, "behind spend's back"))  # the only way in checks too
 
 
 def test_a_forked_child_cannot_spend_from_its_copy_of_the_ledger():

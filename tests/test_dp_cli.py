@@ -178,12 +178,74 @@ def test_private_runs_do_not_inspect_constant_columns_and_warn_about_an_implicit
     assert (
         "hamsi glasso: warning: clip not given" in captured.err and "Traceback" not in captured.err
     )
-    assert (
-        main(
-            ["glasso", str(path), "--alpha", "0.05", "--epsilon", "1", "--clip", "1", "--seed", "1"]
-        )
-        == 0
-    )
+    # without --seed (a seed warns: the same seed gives the same noise) nothing is left to warn about
+    assert main(["glasso", str(path), "--alpha", "0.05", "--epsilon", "1", "--clip", "1"]) == 0
     assert "warning" not in capsys.readouterr().err
     assert main(["glasso", str(path), "--alpha", "0.05"]) == 2  # a non-private run still refuses it
     assert "column 2 ('b') is constant" in capsys.readouterr().err
+
+
+def _private_error(argv, capsys, path):
+    """Run a private command that must refuse; return its stderr with the file's path removed."""
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.count("\n") == 1
+    return err.replace(str(path), "DATA")
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["glasso", "--alpha", "0.1", "--clip", "1", "--epsilon", "1"],
+        ["dp-learn", "--target", "1", "--classes", "0,1", "--data-norm", "1", "--epsilon", "1"],
+    ],
+)
+def test_private_cli_messages_quote_no_cell_position_or_count(tmp_path, capsys, command):
+    """Planted values (a bad cell, its line and column, the count of bad cells, the row count,
+    a parser's line number) never reach a message under --epsilon."""
+    name, *flags = command
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n0,1\n1,nan_secret_42\n0,1\n1,0\n")
+    err = _private_error([name, str(bad), *flags], capsys, bad)
+    assert "non-numeric or non-finite" in err
+    for planted in ("nan_secret_42", "line 3", "column 2", "'b'", "1 bad", "in total"):
+        assert planted not in err
+    one_row = tmp_path / "one.csv"
+    one_row.write_text("a,b\n1,0\n")
+    err = _private_error([name, str(one_row), *flags], capsys, one_row)
+    assert "at least 2 data rows" in err and "got" not in err and "1" not in err
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("0,1\n1,0\n0,1\n1,0,5\n")
+    err = _private_error([name, str(ragged), *flags], capsys, ragged)
+    assert "cannot parse" in err and "line" not in err and "4" not in err and "3" not in err
+
+
+def test_non_private_cli_messages_still_point_at_the_bad_cell(tmp_path, capsys):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n0,1\n1,nan_secret_42\n0,1\n")
+    assert main(["glasso", str(bad), "--alpha", "0.1"]) == 2
+    err = capsys.readouterr().err
+    assert "line 3, column 2 ('b')" in err and "'nan_secret_42'" in err
+
+
+def test_dp_learn_without_classes_does_not_count_the_labels(tmp_path, capsys):
+    data = tmp_path / "labels.csv"
+    rows = [f"{k % 7},{0.1 * k}" for k in range(40)]  # 7 distinct labels planted
+    data.write_text("y,x\n" + "\n".join(rows) + "\n")
+    argv = ["dp-learn", str(data), "--target", "y", "--data-norm", "1", "--epsilon", "1"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.replace(str(data), "DATA")
+    assert "exactly 2 distinct values" in err and "7" not in err
+
+
+def test_glasso_without_edges_says_alpha_is_in_the_units_of_the_clipped_covariance(
+    csv_file, capsys
+):
+    path, _ = csv_file
+    argv = ["glasso", str(path), "--alpha", "1", "--epsilon", "1", "--clip", "0.5"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "edges: 0" in out and "alpha 1 is in the units of S" in out
+    assert "clipped to L2 norm 0.5, so S's entries are at most 0.25" in out
+    assert main(["glasso", str(path), "--alpha", "0.001", "--epsilon", "1", "--clip", "0.5"]) == 0
+    assert "no edge" not in capsys.readouterr().out

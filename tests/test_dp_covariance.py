@@ -2,12 +2,16 @@
 
 import math
 import re
+import warnings
 
 import numpy as np
 import pytest
 
 import dp
 from dp.covariance import covariance_sensitivity
+
+# the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
 
 
 def _triangle_diff(x, x_prime, n):
@@ -279,3 +283,20 @@ def test_add_remove_charges_count_and_sum_before_any_noise(monkeypatch):
     with pytest.raises(dp.BudgetExceededError):
         dp.private_covariance(X, 0.5, clip=1.0, budget=budget)  # 0.4 left: neither part is released
     assert drawn == [] and len(budget.ledger) == 2
+
+
+def test_clip_rows_scales_huge_rows_without_a_warning_or_a_data_dependent_branch():
+    X = np.array([[3e200, 4e200], [0.3, 0.4], [0.0, 0.0], [-3.0, 4.0], [1e-320, 0.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # np.linalg.norm overflowed above ~1e154 with a warning
+        clipped, count = dp.clip_rows(X, 1.0)
+    assert np.allclose(clipped, [[0.6, 0.8], [0.3, 0.4], [0.0, 0.0], [-0.6, 0.8], [1e-320, 0.0]])
+    assert count == 2
+    rng = np.random.default_rng(4)
+    Y = rng.standard_normal((200, 6))
+    norms = np.linalg.norm(Y, axis=1)
+    expected = Y * np.minimum(1.0, 1.5 / norms)[:, None]
+    assert np.allclose(dp.clip_rows(Y, 1.5)[0], expected, rtol=1e-14, atol=0)
+    # the same arithmetic whether or not a row is over the bound: never the input handed back
+    inside, none = dp.clip_rows(Y, 100.0)
+    assert none == 0 and inside is not Y and np.array_equal(inside, Y)

@@ -12,6 +12,9 @@ from sklearn.covariance import graphical_lasso
 import dp
 from dp.simulation import model_precision, normalize_rows_by_max_norm, sample_gaussian
 
+# the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
+
 
 @pytest.fixture(scope="module")
 def ar2_data():
@@ -329,7 +332,7 @@ def test_constant_column_is_named_in_a_warning_only_when_not_private(ar2_data):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         dp.PrivateRidgePrecision(
-            alpha=0.05, epsilon=1.0, clip=1.0, budget=dp.PrivacyBudget(1.0), random_state=0
+            alpha=0.05, epsilon=1.0, clip=1.0, budget=dp.PrivacyBudget(1.0)
         ).fit(X)
 
 
@@ -455,7 +458,7 @@ def test_refits_without_a_shared_budget_warn(ar2_data, monkeypatch):
     import dp.estimators as estimators
 
     monkeypatch.setattr(estimators, "_unshared_fits", 0)
-    est = dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, clip=1.0, random_state=0)
+    est = dp.PrivateRidgePrecision(alpha=0.05, epsilon=1.0, clip=1.0)  # no seed: no seed warning
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         est.fit(ar2_data)  # the first unshared fit of the process: nothing to say
@@ -501,3 +504,28 @@ def test_score_refuses_private_rows_unless_told_they_are_public(ar2_data):
 
     ll = multivariate_normal(np.zeros(8), est.covariance_).logpdf(public).mean()
     assert est.score(public, public=True) == pytest.approx(ll)
+
+
+@pytest.mark.parametrize("state", ["unset", "generator"])
+def test_clones_fitted_on_two_folds_never_share_noise(ar2_data, state):
+    # the same noise in two folds would release the exact difference of their clipped second moments
+    A, B = ar2_data[: len(ar2_data) // 2], ar2_data[len(ar2_data) // 2 : 2 * (len(ar2_data) // 2)]
+    exact = A.T @ A / len(A) - B.T @ B / len(B)  # rows already within the clip bound below
+    clip = float(np.linalg.norm(ar2_data, axis=1).max()) + 1.0
+
+    def fold_difference(random_state):
+        base = dp.PrivateRidgePrecision(
+            alpha=0.1,
+            epsilon=1.0,
+            clip=clip,
+            budget=dp.PrivacyBudget(2.0),
+            random_state=random_state,
+        )
+        return clone(base).fit(A).sample_covariance_ - clone(base).fit(B).sample_covariance_
+
+    with pytest.warns(dp.PrivacyLeakWarning, match="the same seed gives the same noise"):
+        assert np.allclose(fold_difference(5), exact)  # what an integer seed gives away
+    shared = np.random.default_rng()
+    for _ in range(3):
+        difference = fold_difference(shared if state == "generator" else None)
+        assert not np.allclose(difference, exact, atol=1e-9)

@@ -121,10 +121,13 @@ def test_dp_learn_warns_in_one_line_each_when_classes_and_data_norm_are_left_imp
         main(["dp-learn", str(csv_file), "--target", "label", "--epsilon", "1", "--seed", "3"]) == 0
     )
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 2 and all(
+    assert len(lines) == 3 and all(
         line.startswith("warning (PrivacyLeakWarning): ") for line in lines
     )
     assert "--classes not given" in lines[0] and "data_norm" in lines[1]
+    assert "the same seed gives the same noise" in lines[2]
+    assert main(["dp-learn", str(csv_file), "--target", "label", "--epsilon", "1"]) == 0
+    assert len(capsys.readouterr().err.strip().splitlines()) == 2  # no --seed, no seed warning
 
 
 @pytest.mark.parametrize(
@@ -151,3 +154,24 @@ def test_dp_learn_bad_input_is_one_clear_line(csv_file, capsys, argv, message):
     assert main(["dp-learn", str(csv_file), *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_dp_learn_fits_the_estimators_model_with_its_intercept(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((400, 2)) / 2
+    y = (X[:, 0] > 0.4).astype(int)  # a boundary away from the origin: the intercept matters
+    path = tmp_path / "shifted.csv"
+    np.savetxt(path, np.column_stack([X, y]), delimiter=",", header="a,b,label", comments="")
+    argv = ["dp-learn", str(path), "--target", "label", "--epsilon", "4", "--seed", "5", *BOUNDS]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    intercept = float(re.search(r"intercept: (\S+)", text).group(1))
+    import dp
+
+    with pytest.warns(dp.PrivacyLeakWarning, match="the same seed gives the same noise"):
+        model = dp.PrivateLogisticRegression(
+            epsilon=4.0, data_norm=4.0, classes=[0, 1], random_state=5
+        ).fit(X, y)
+    np.testing.assert_allclose(_coefficients(text), model.coef_[0], rtol=1e-5)
+    assert intercept == pytest.approx(model.intercept_[0], rel=1e-5) and intercept < 0
+    assert "row scale" in text and "noisy mean row norm" in text

@@ -1,6 +1,7 @@
 """PrivateLogisticRegression: sklearn compatibility, a shared accountant, accuracy in the non-private limit."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -12,6 +13,9 @@ from sklearn.preprocessing import Normalizer, StandardScaler
 from sklearn.utils.estimator_checks import check_estimator
 
 import dp
+
+# the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
 
 
 def blobs(n=400, d=4, seed=0, classes=2):
@@ -93,6 +97,7 @@ def test_non_private_limit_with_an_intercept_matches_liblinear_with_intercept_sc
         data_norm=data_norm,
         clip=4.0,
         classes=[0, 1],
+        scale_fraction=0.0,  # rows at the public bound R (the row scale is tested below)
     ).fit(X, y)
     sk = LogisticRegression(
         solver="liblinear",
@@ -105,6 +110,44 @@ def test_non_private_limit_with_an_intercept_matches_liblinear_with_intercept_sc
     np.testing.assert_allclose(ours.intercept_, sk.intercept_, atol=1e-6)
     assert ours.intercept_[0] < -0.5  # the boundary is shifted: a real intercept, not a zero
     np.testing.assert_allclose(ours.decision_function(X), sk.decision_function(X), atol=1e-5)
+
+
+def test_the_row_scale_divides_the_rows_and_the_coefficients_undo_it():
+    # epsilon = inf: s is the exact mean row norm; the fit is the public-scale fit on the rows
+    # divided by s and projected onto the unit ball, with coef_ in the units of the rows given
+    X, y = shifted_boundary()
+    options = dict(
+        method="dp-nag", epsilon=math.inf, n_iter=300, reg=0.01, clip=4.0, classes=[0, 1]
+    )
+    scaled = dp.PrivateLogisticRegression(data_norm=1.0, **options).fit(X, y)
+    s = np.linalg.norm(X, axis=1).mean()
+    assert scaled.row_scale_ == pytest.approx(s) and s < 0.7
+    rows = X / s
+    rows /= np.maximum(1.0, np.linalg.norm(rows, axis=1))[:, None]
+    public = dp.PrivateLogisticRegression(data_norm=1.0, scale_fraction=0.0, **options).fit(rows, y)
+    np.testing.assert_allclose(scaled.coef_, public.coef_ / s, rtol=1e-10)
+    np.testing.assert_allclose(scaled.intercept_, public.intercept_, rtol=1e-10)
+
+
+def test_the_row_scale_is_charged_and_the_whole_fit_spends_epsilon():
+    X, y = shifted_boundary()
+    budget = dp.PrivacyBudget(2.0)
+    model = dp.PrivateLogisticRegression(
+        epsilon=1.0, data_norm=1.0, classes=[0, 1], accountant=budget
+    ).fit(X, y)
+    labels = [charge.label for charge in budget.ledger]
+    assert labels[0] == "learning: mean row norm (laplace)" and len(labels) == 2
+    assert budget.ledger[0].epsilon == pytest.approx(0.1)  # SCALE_FRACTION of epsilon
+    assert model.privacy_spent_ == pytest.approx((1.0, 0.0)) and budget.spent[0] == pytest.approx(1)
+    assert 1.0 / 64 <= model.row_scale_ <= 1.0
+    spent = dp.PrivacyBudget(0.95)  # a budget that cannot pay the whole fit pays nothing
+    with pytest.raises(dp.BudgetExceededError):
+        dp.PrivateLogisticRegression(
+            epsilon=1.0, data_norm=1.0, classes=[0, 1], accountant=spent
+        ).fit(X, y)
+    assert spent.ledger == ()
+    with pytest.raises(dp.PrivacyParameterError, match="scale_fraction"):
+        dp.PrivateLogisticRegression(data_norm=1.0, classes=[0, 1], scale_fraction=1.0).fit(X, y)
 
 
 def test_an_intercept_recovers_a_shifted_boundary_at_epsilon_4():
@@ -144,7 +187,8 @@ def test_multiclass_is_one_vs_rest_at_epsilon_over_k():
         fit_intercept=False,
     ).fit(X, y)
     assert model.coef_.shape == (3, 4) and model.intercept_.shape == (3,)
-    assert [c.epsilon for c in budget.ledger] == pytest.approx([0.5, 0.5, 0.5])
+    # 10 % of epsilon for the row scale, the rest split evenly over the K = 3 classes
+    assert [c.epsilon for c in budget.ledger] == pytest.approx([0.15, 0.45, 0.45, 0.45])
     assert model.privacy_spent_ == pytest.approx((1.5, 0.0))
     exact = dp.PrivateLogisticRegression(
         method="dp-nag",
@@ -183,7 +227,8 @@ def test_public_classes_fix_the_shape_and_labels_outside_them_are_refused_withou
         epsilon=1.0, n_iter=5, data_norm=5.0, classes=[0, 1, 2], random_state=0
     ).fit(X, two)
     assert model.coef_.shape == (3, 4) and list(model.classes_) == [0, 1, 2]
-    assert [r.privacy_spent.epsilon for r in model.results_] == pytest.approx([1 / 3] * 3)
+    # the row scale takes 10 % of epsilon, each of the 3 runs a third of the rest
+    assert [r.privacy_spent.epsilon for r in model.results_] == pytest.approx([0.3] * 3)
     odd = y.copy()
     odd[0] = 7
     with pytest.raises(ValueError, match=r"outside classes=\[0, 1, 2\]$") as info:
@@ -196,7 +241,7 @@ def test_public_classes_fix_the_shape_and_labels_outside_them_are_refused_withou
 def test_missing_classes_and_data_norm_warn_from_the_arguments_alone():
     X, y = blobs(200)
     with pytest.warns(dp.PrivacyLeakWarning) as record:
-        dp.PrivateLogisticRegression(n_iter=5, random_state=0).fit(X, y)
+        dp.PrivateLogisticRegression(n_iter=5).fit(X, y)
     messages = sorted(
         str(w.message) for w in record if issubclass(w.category, dp.PrivacyLeakWarning)
     )
@@ -204,7 +249,7 @@ def test_missing_classes_and_data_norm_warn_from_the_arguments_alone():
         len(messages) == 2 and "classes was not given" in messages[0] and "data_norm" in messages[1]
     )
     with pytest.warns(dp.PrivacyLeakWarning) as other:  # other data, same words
-        dp.PrivateLogisticRegression(n_iter=5, random_state=0).fit(3 * X[:50], 1 - y[:50])
+        dp.PrivateLogisticRegression(n_iter=5).fit(3 * X[:50], 1 - y[:50])
     assert (
         sorted(str(w.message) for w in other if issubclass(w.category, dp.PrivacyLeakWarning))
         == messages
@@ -213,9 +258,7 @@ def test_missing_classes_and_data_norm_warn_from_the_arguments_alone():
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", dp.PrivacyLeakWarning)
-        dp.PrivateLogisticRegression(n_iter=5, data_norm=5.0, classes=[0, 1], random_state=0).fit(
-            X, y
-        )
+        dp.PrivateLogisticRegression(n_iter=5, data_norm=5.0, classes=[0, 1]).fit(X, y)
 
 
 def test_defaults_beat_the_majority_class_on_a_small_data_set():
@@ -233,3 +276,98 @@ def test_defaults_beat_the_majority_class_on_a_small_data_set():
         for seed in range(5)
     ]
     assert majority < 0.63 and np.mean(scores) > 0.88 and min(scores) > majority
+
+
+# --- randomness is never reused across fits; epsilon=inf never skips a shared accountant ---------
+
+
+def _fold_difference(make, X_a, y_a, X_b, y_b):
+    """Return coef(fit of one clone on A) - coef(fit of another clone on B)."""
+    base = make()
+    return clone(base).fit(X_a, y_a).coef_ - clone(base).fit(X_b, y_b).coef_
+
+
+@pytest.mark.parametrize("state", ["unset", "generator"])
+def test_two_clones_on_different_folds_draw_different_noise(state):
+    # one step from 0 is -step (g(0) + noise): with the same noise, the difference of two fits
+    # is the exact, noise-free -step (g_A(0) - g_B(0)), whatever the seed
+    X, y = blobs(n=200, seed=3)
+    (X_a, y_a), (X_b, y_b) = (X[:100], y[:100]), (X[100:], y[100:])
+    options = dict(epsilon=1.0, n_iter=1, data_norm=5.0, classes=[0, 1])
+
+    def seeded(seed):
+        return lambda: dp.PrivateLogisticRegression(**options, random_state=seed)
+
+    exact = _fold_difference(seeded(11), X_a, y_a, X_b, y_b)
+    assert np.allclose(exact, _fold_difference(seeded(12), X_a, y_a, X_b, y_b))  # the leak
+    shared = np.random.default_rng()
+
+    def fresh():
+        rs = shared if state == "generator" else None
+        return dp.PrivateLogisticRegression(**options, random_state=rs)
+
+    for _ in range(3):
+        assert not np.allclose(_fold_difference(fresh, X_a, y_a, X_b, y_b), exact, atol=1e-9)
+    if state == "generator":
+        assert clone(fresh()).random_state is shared  # used by reference, never copied
+
+
+def test_a_generator_is_never_copied_and_an_integer_seed_warns():
+    import copy
+    import pickle
+
+    model = dp.PrivateLogisticRegression(random_state=np.random.default_rng(0))
+    for duplicate in (copy.deepcopy, pickle.dumps):
+        with pytest.raises(TypeError, match="would draw the same noise"):
+            duplicate(model)
+    X, y = blobs(n=60)
+    with pytest.warns(dp.PrivacyLeakWarning, match="the same seed gives the same noise"):
+        dp.PrivateLogisticRegression(data_norm=5.0, classes=[0, 1], random_state=4).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", dp.PrivacyLeakWarning)
+        dp.PrivateLogisticRegression(data_norm=5.0, classes=[0, 1]).fit(X, y)  # None: silent
+        dp.PrivateLogisticRegression(
+            data_norm=5.0, classes=[0, 1], random_state=np.random.default_rng()
+        ).fit(X, y)
+
+
+def test_epsilon_inf_with_an_accountant_is_refused_everywhere():
+    from sklearn.model_selection import GridSearchCV
+
+    X, y = blobs(n=120)
+    budget = dp.PrivacyBudget(1.0)
+    model = dp.PrivateLogisticRegression(
+        epsilon=math.inf, accountant=budget, data_norm=5.0, classes=[0, 1]
+    )
+    with pytest.raises(dp.PrivacyParameterError, match="epsilon=inf is not a private fit"):
+        model.fit(X, y)
+    search = GridSearchCV(
+        dp.PrivateLogisticRegression(accountant=budget, data_norm=5.0, classes=[0, 1]),
+        {"epsilon": [math.inf]},
+        cv=2,
+        error_score="raise",
+    )
+    with pytest.raises(dp.PrivacyParameterError, match="epsilon=inf"):
+        search.fit(X, y)
+    with pytest.raises(dp.PrivacyParameterError, match="epsilon=inf"):
+        dp.minimize_private(
+            X, np.where(y == 1, 1.0, -1.0), epsilon=math.inf, data_norm=5.0, accountant=budget
+        )
+    for estimator in (dp.PrivateRidgePrecision, dp.PrivateGraphicalLasso):
+        with pytest.raises(dp.PrivacyParameterError, match="epsilon=inf"):
+            estimator(epsilon=math.inf, clip=1.0, budget=budget).fit(X)
+    assert budget.spent == (0.0, 0.0) and budget.ledger == ()
+    # without an accountant epsilon=inf is the non-private limit, as documented
+    assert dp.PrivateLogisticRegression(epsilon=math.inf, data_norm=5.0, classes=[0, 1]).fit(X, y)
+
+
+def test_a_huge_row_raises_no_warning_anywhere_in_a_private_fit():
+    # a warning (numpy overflow in a norm, say) that only some data sets trigger is a release
+    X, y = blobs(n=120)
+    X[0] = 1e200
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = dp.PrivateLogisticRegression(epsilon=1.0, data_norm=5.0, classes=[0, 1]).fit(X, y)
+        budget = dp.PrivacyBudget(1.0)  # shared: no warning about unrecorded fits either
+        dp.PrivateRidgePrecision(alpha=0.1, epsilon=1.0, clip=1.0, budget=budget).fit(X)
+    assert np.all(np.isfinite(model.coef_))

@@ -19,6 +19,9 @@ from dp.learning.accounting import ReleaseGroup, amplified_base_epsilon
 from dp.learning.noise import laplace_stream
 from dp.learning.settings import RunSettings, calibrate
 
+# the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
+
 EPSILON, N, D, RUNS = 1.0, 1000, 10, 500
 
 
@@ -112,8 +115,10 @@ def test_the_estimators_public_steps_and_noise_scales_are_the_same_on_both_neigh
     )
 
 
-def test_the_intercept_column_raises_every_bound_from_r_to_sqrt_r2_plus_b2():
-    # b = R / 2: rows (x, b) have norm <= sqrt(1.25) R, the clip C defaults to it, L = curvature 1.25 R^2 + 2 reg
+def test_the_intercept_column_raises_every_bound_from_1_to_sqrt_1_plus_b2():
+    # rows divided by the row scale (here the public R: scale_fraction=0) lie in the unit ball;
+    # b = 1/2: rows (x, b) have norm <= sqrt(1.25), the default L1 clip is max(1, sqrt(d) / 2)
+    # times that bound, L = curvature 1.25 + 2 reg
     X, y, _, _ = outlier_neighbours(n=400)
     R, reg, beta, T = 2.0, 0.01, 0.5, 20
     common = dict(
@@ -124,22 +129,21 @@ def test_the_intercept_column_raises_every_bound_from_r_to_sqrt_r2_plus_b2():
         data_norm=R,
         classes=[-1.0, 1.0],
         random_state=0,
+        scale_fraction=0.0,
     )
     noisy = dp.PrivateLogisticRegression(epsilon=EPSILON, **common).fit(X, y).results_[0]
-    # (4.17) with C = sqrt(1.25) R, equal up to the sampler's grid
-    assert noisy.noise_scales[0] == pytest.approx(
-        beta * 2 * np.sqrt(1.25) * R / len(y) * T / EPSILON, rel=1e-6
-    )
+    clip = np.sqrt(D + 1) / 2 * np.sqrt(1.25)  # d = D + 1 with the intercept column
+    # (4.17) with that C, equal up to the sampler's grid
+    assert noisy.noise_scales[0] == pytest.approx(beta * 2 * clip / len(y) * T / EPSILON, rel=1e-6)
     exact = dp.PrivateLogisticRegression(epsilon=np.inf, **common).fit(X, y).results_[0]
-    assert exact.step_sizes[0] == pytest.approx(
-        1 / (beta * (0.25 * 1.25 * R**2 + 2 * reg)), rel=1e-12
-    )
+    assert exact.step_sizes[0] == pytest.approx(1 / (beta * (0.25 * 1.25 + 2 * reg)), rel=1e-12)
     without = (
         dp.PrivateLogisticRegression(epsilon=EPSILON, fit_intercept=False, **common)
         .fit(X, y)
         .results_[0]
     )
-    assert without.noise_scales[0] == pytest.approx(noisy.noise_scales[0] / np.sqrt(1.25), rel=1e-6)
+    ratio = np.sqrt(1.25) * np.sqrt((D + 1) / D)  # the bound, and sqrt(d) in the default clip
+    assert without.noise_scales[0] == pytest.approx(noisy.noise_scales[0] / ratio, rel=1e-6)
 
 
 def test_a_record_with_a_new_label_changes_no_shape_and_stays_within_epsilon():
@@ -165,6 +169,27 @@ def test_a_record_with_a_new_label_changes_no_shape_and_stays_within_epsilon():
     on_d = [statistic(labels, seed) for seed in range(300)]
     on_d_prime = [statistic(new_label, 10_000 + seed) for seed in range(300)]
     assert epsilon_lower_bound(on_d, on_d_prime) <= EPSILON
+
+
+def test_the_private_row_scale_keeps_its_epsilon_on_worst_case_neighbours():
+    # the mean of the row norms (projected onto the ball of radius R = 1) moves by R / n at most:
+    # all-zero rows against the same with one row of norm 1000 (projected to norm 1)
+    from dp.learning.defaults import private_row_scale
+
+    X = np.zeros((50, 3))
+    X_prime = X.copy()
+    X_prime[0, 0] = 1000.0
+    on_d, on_d_prime = (
+        [
+            private_row_scale(rows, 1.0, EPSILON, None, RandomBits(seed_base + seed))
+            for seed in range(3000)
+        ]
+        for rows, seed_base in ((X, 0), (X_prime, 10_000))
+    )
+    # s = min(1, max(noisy mean + 2 b, 1/64)) is post-processing of the noisy mean (b = 1/50)
+    on_d, on_d_prime = np.array(on_d), np.array(on_d_prime)
+    assert on_d.std() > 0 and on_d_prime.mean() > on_d.mean()
+    assert 0.5 < epsilon_lower_bound(on_d, on_d_prime) <= EPSILON  # near tight, never above
 
 
 # --- the audit has power: one release, the right noise and too little --------------------------

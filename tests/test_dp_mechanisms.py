@@ -11,6 +11,9 @@ import dp
 from dp._random import RandomBits
 from dp.discrete import discrete_gaussian, discrete_laplace
 
+# the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
+
 
 def _discrete_laplace_cdf(scale):
     q = math.exp(-1.0 / scale)

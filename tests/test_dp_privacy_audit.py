@@ -28,6 +28,9 @@ from privacy_audit import epsilon_lower_bound
 import dp
 from dp import queries as q
 
+# the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
+
 EPSILON = 1.0
 DELTA = 1e-5
 

@@ -7,6 +7,9 @@ import dp
 from dp import queries as q
 from dp.validation import DataError
 
+# the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
+
 
 def test_workload_shapes_and_values():
     W = q.wrange(50, 20, random_state=1)

@@ -20,6 +20,9 @@ from dp.queries.hierarchical import hierarchical_matrix
 from dp.queries.schur_direction import schur_newton_direction
 from dp.queries.wavelet import haar_matrix
 
+# the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
+
 
 def _feasible_X(n, seed):
     B = np.random.default_rng(seed).standard_normal((n + 3, n))

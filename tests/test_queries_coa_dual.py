@@ -8,6 +8,9 @@ from dp.queries.coa import Costs
 from dp.queries.dual import nuclear_norm_squared_over_sum
 from dp.queries.dual_newton import coa_dual_strategy, dual_point, gram_factor, newton_direction
 
+# the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
+
 
 def _phi(F, y):
     """phi(y) = 2 tr((F Y F')^1/2) - sum(y) from the singular values (independent of dual_point)."""

@@ -12,6 +12,9 @@ from dp.queries.l1_ball import PARALLEL_MIN_ENTRIES, project_columns_l1, project
 from dp.queries.lrm import low_rank_decomposition
 from dp.validation import DataError
 
+# the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
+
 
 def _brute_force_projection(v, radius):
     """Return the nearest point of the L1 ball by enumerating every face of it (3^d of them).

@@ -10,6 +10,9 @@ import pytest
 from dp import queries
 from dp.queries.p_identity import optimize_p_identity, p_identity_matrix, p_identity_objective
 
+# the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
+pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
+
 
 @pytest.mark.parametrize(("m", "n", "p"), [(7, 5, 2), (4, 9, 3)])
 def test_woodbury_objective_and_gradient_match_the_dense_formula_and_finite_differences(m, n, p):

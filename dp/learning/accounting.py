@@ -21,6 +21,7 @@ from scipy import optimize
 
 from dp.accounting import zcdp_epsilon
 from dp.learning.noise import gaussian_tv_slack
+from dp.validation import PrivacyParameterError, check_epsilon
 
 # Renyi orders searched: dp_accounting's default list has 156 up to 1024; orders above 64 cost
 # most of the time for the sampled-without-replacement bound and are never optimal at our
@@ -192,6 +193,25 @@ def poisson_gaussian_multiplier(epsilon: float, delta: float, rate: float, n_rel
         None,
         "RDP of the Poisson-sampled Gaussian (add/remove-one, doubled for replace-one), dp_accounting",
     )
+
+
+def check_run_epsilon(epsilon, accountant) -> float:
+    """Return epsilon (a finite number > 0, or math.inf for the non-private limit) for a run.
+
+    epsilon = inf draws no noise and would charge nothing, so it is refused with an accountant:
+    a shared budget that a run (or a grid search over epsilon) could skip would record exact
+    coefficients as free. Decided from the arguments alone.
+    """
+    if isinstance(epsilon, (int, float)) and not isinstance(epsilon, bool) and math.isinf(epsilon):
+        if epsilon < 0:
+            raise PrivacyParameterError(f"epsilon must be a finite number > 0, got {epsilon!r}")
+        if accountant is not None:
+            raise PrivacyParameterError(
+                "epsilon=inf is not a private fit and would charge the accountant nothing; drop "
+                "the accountant for the non-private limit, or give a finite epsilon"
+            )
+        return math.inf
+    return check_epsilon(epsilon)
 
 
 def charge(budget, cost: PrivacyCost, label: str) -> None:

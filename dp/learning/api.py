@@ -10,9 +10,15 @@ import numpy as np
 
 from dp._random import as_random_bits
 from dp.budget import PrivacyBudget
-from dp.learning.accounting import PrivacyCost
+from dp.learning.accounting import PrivacyCost, check_run_epsilon
 from dp.learning.baselines import dp_gd, dp_hb, dp_nag, m_asg, m_asg_star
-from dp.learning.defaults import default_batch_size, default_plan, default_reg, public_bounds
+from dp.learning.defaults import (
+    default_batch_size,
+    default_clip,
+    default_plan,
+    default_reg,
+    public_bounds,
+)
 from dp.learning.dpsgd import dp_sgd
 from dp.learning.gdws import dp_gdws
 from dp.learning.iterations import run_stages
@@ -22,7 +28,7 @@ from dp.learning.problems import loss_problem, make_problem
 from dp.learning.settings import RunSettings
 from dp.learning.sgdws import dp_sgdws
 from dp.learning.smag import dp_smag
-from dp.validation import check_delta, check_epsilon
+from dp.validation import check_delta
 
 # name -> (builder, noise, needs a batch size: "yes" / "no" / "optional")
 METHODS = {
@@ -91,7 +97,9 @@ def _batch_size(method: str, needs: str, batch_size, n: int) -> int:
     return size
 
 
-def _budget(accountant, epsilon: float, delta: float):
+def run_budget(accountant, epsilon: float, delta: float):
+    """Return the accountant a run charges: the given one (replace-one only), else a fresh
+    (epsilon, delta) one, or None for the non-private limit epsilon = inf."""
     if accountant is not None:
         relation = getattr(accountant, "neighbouring", "replace-one")
         if relation != "replace-one":
@@ -124,29 +132,38 @@ def minimize_private(
 
     Neighbouring data sets differ in one record (replace-one); n, d and every argument are public.
     Rows are scaled to L2 norm <= data_norm (R) and per-record loss gradients clipped to `clip`
-    (default R); both bounds, not the data, set every step size, momentum, stage plan and noise
-    scale (dp.learning.problems). data_norm=None warns (dp.PrivacyLeakWarning) and takes R = 1.
+    (default: dp.learning.defaults.default_clip: R for the Gaussian methods' L2 clipping,
+    max(R, sqrt(d) R / 2) for the Laplace methods' L1 clipping); both bounds, not the data, set
+    every step size, momentum, stage plan and noise scale (dp.learning.problems). data_norm=None warns (dp.PrivacyLeakWarning) and takes R = 1.
     method=None / n_iter=None / reg=None: chosen from (n, d, epsilon, delta, clip, R) by
     dp.learning.defaults (default_plan, default_reg; the plan's T is for full gradients); the
     stochastic methods default to batch_size = ceil(sqrt(n)) and n_iter = one pass, ceil(n / m).
     The whole run is charged to `accountant` (a dp.PrivacyBudget, shared; a fresh one of
     (epsilon, delta) if None) before any noise is drawn. epsilon = math.inf runs the method
-    without noise (the non-private limit) and charges nothing. history_every = k records f(x_t)
+    without noise (the non-private limit) and charges nothing: it refuses an accountant. history_every = k records f(x_t)
     on the private data at t = 0, k, 2k, ... and T in `nonprivate_history`: a diagnostic for
     study, NOT private; off by default.
     """
-    epsilon = math.inf if epsilon == math.inf else check_epsilon(epsilon)
+    epsilon = check_run_epsilon(epsilon, accountant)
     delta = check_delta(delta)
     clip, data_norm = public_bounds(clip, data_norm, stacklevel=3)
     n_rows, n_features = np.shape(X) if np.ndim(X) == 2 else (0, 0)
     reg = default_reg(n_rows, n_features, epsilon) if reg is None else reg
     plan = default_plan(
-        n_rows, n_features, epsilon, delta, clip, data_norm, reg, loss_problem(loss).curvature
+        n_rows,
+        n_features,
+        epsilon,
+        delta,
+        data_norm if clip is None else clip,  # the plan's T does not depend on C (default_plan)
+        data_norm,
+        reg,
+        loss_problem(loss).curvature,
     )
     method = plan.method if method is None else method
     if method not in ALL_METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {sorted(ALL_METHODS)}")
     builder, noise, needs = ALL_METHODS[method]
+    clip = default_clip(noise, n_features, data_norm) if clip is None else clip
     if not (isinstance(beta, numbers.Real) and 0 < beta <= 1):
         raise ValueError(f"beta must lie in (0, 1], got {beta!r}")
     problem = make_problem(
@@ -167,7 +184,7 @@ def minimize_private(
         noise=noise,
         bits=bits,
         rng=np.random.default_rng(int(bits.words(1)[0])),
-        budget=_budget(accountant, epsilon, delta),
+        budget=run_budget(accountant, epsilon, delta),
         method=method,
     )
     stages, batches, cost = builder(settings)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.special import expit
@@ -11,33 +12,145 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dp._random import as_random_bits
-from dp.budget import PrivacyBudget
-from dp.learning.api import minimize_private
-from dp.learning.defaults import public_bounds, with_intercept_column
-from dp.validation import PrivacyLeakWarning, check_delta, check_epsilon
+from dp._random import SharedRandomState, as_random_bits
+from dp.covariance import clip_rows
+from dp.learning.accounting import check_run_epsilon
+from dp.learning.api import minimize_private, run_budget
+from dp.learning.defaults import (
+    SCALE_FRACTION,
+    private_row_scale,
+    public_bounds,
+    with_intercept_column,
+)
+from dp.validation import PrivacyLeakWarning, PrivacyParameterError, check_delta
 
 
-class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
+@dataclass
+class LogisticFit:
+    """What `fit_logistic` returns: one row of coef / intercept per target, in the caller's units."""
+
+    coef: np.ndarray  # (targets, d): the weights on the rows as given
+    intercept: np.ndarray  # (targets,)
+    results: list  # one PrivateMinimizeResult per target (its x on `design`)
+    design: np.ndarray  # the rows the runs saw: scaled, projected, the intercept column appended
+    data_norm: float  # the bound the runs used (that of `design`'s rows)
+    row_scale: float  # s: the rows were divided by s (the private row scale, or R)
+    privacy_spent: tuple[float, float]
+
+
+def design_matrix(X, row_scale: float, data_norm: float, fit_intercept: bool):
+    """Return (rows projected onto the ball of radius R, divided by s and projected onto the unit
+    ball, with the intercept column b = 1/2 when asked; b or 0; the bound of those rows).
+
+    All of it is public arithmetic on the rows (the projections are the mechanism's clipping);
+    s is either R (public) or the private row scale (a release).
+    """
+    scaled = clip_rows(clip_rows(np.asarray(X, dtype=np.float64), data_norm)[0] / row_scale, 1.0)[0]
+    if not fit_intercept:
+        return scaled, 0.0, 1.0
+    return with_intercept_column(scaled, 1.0)
+
+
+def fit_logistic(
+    X,
+    targets,
+    *,
+    epsilon,
+    delta,
+    data_norm,
+    fit_intercept=True,
+    scale_fraction=SCALE_FRACTION,
+    accountant=None,
+    random_state=None,
+    history_every=None,
+    **run_options,
+) -> LogisticFit:
+    """Fit one private logistic regression per label vector in `targets` (each in {-1, +1}).
+
+    The privacy of the whole fit, for replace-one neighbours (n, d, the bound R = data_norm and
+    every argument public): the budget (`accountant`, or a fresh one of (epsilon, delta)) is
+    checked for all of (epsilon, delta) before anything is released; then scale_fraction of
+    epsilon buys the private row scale s (dp.learning.defaults.private_row_scale, a noisy mean
+    row norm, sensitivity R / n), and the rest is split evenly over the K runs
+    (dp.minimize_private at ((1 - scale_fraction) epsilon / K, delta / K) each, on the rows
+    divided by s and projected onto the unit ball, plus the intercept column). Sequential
+    composition: (epsilon, delta)-DP. scale_fraction = 0 spends nothing on s and uses s = R (the
+    public bound). epsilon = inf (no accountant) is the non-private limit with the exact s.
+    The runs' weights w are on the scaled rows, so coef = w / s and intercept = b w_b.
+    """
+    if not (isinstance(scale_fraction, (int, float)) and 0.0 <= scale_fraction < 1.0):
+        raise PrivacyParameterError(f"scale_fraction must lie in [0, 1), got {scale_fraction!r}")
+    X = np.asarray(X, dtype=np.float64)
+    budget = run_budget(accountant, epsilon, delta)  # refuses a relation other than replace-one
+    if budget is not None:
+        budget.check(epsilon, delta)  # every part fits, or none is released
+    first_charge = len(budget.ledger) if budget is not None else 0
+    bits = as_random_bits(random_state, stacklevel=4)  # one source for every release
+    run_epsilon = epsilon
+    row_scale = data_norm
+    if scale_fraction > 0:
+        scale_epsilon = scale_fraction * epsilon
+        row_scale = private_row_scale(X, data_norm, scale_epsilon, budget, bits)
+        run_epsilon = epsilon if math.isinf(epsilon) else epsilon - scale_epsilon
+    design, constant, bound = design_matrix(X, row_scale, data_norm, fit_intercept)
+    results = [
+        minimize_private(
+            design,
+            labels,
+            epsilon=run_epsilon / len(targets),
+            delta=delta / len(targets),
+            data_norm=bound,
+            loss="logistic",
+            accountant=budget,
+            random_state=bits,
+            history_every=history_every,
+            **run_options,
+        )
+        for labels in targets
+    ]
+    weights = np.vstack([r.x for r in results])
+    d = X.shape[1]
+    return LogisticFit(
+        coef=weights[:, :d] / row_scale,
+        intercept=constant * weights[:, d] if fit_intercept else np.zeros(len(targets)),
+        results=results,
+        design=design,
+        data_norm=bound,
+        row_scale=row_scale,
+        privacy_spent=(
+            budget.cost(budget.ledger[first_charge:]) if budget is not None else (0.0, 0.0)
+        ),
+    )
+
+
+class PrivateLogisticRegression(SharedRandomState, ClassifierMixin, BaseEstimator):
     """L2-regularized logistic regression trained by a private gradient method (thesis ch. 4).
 
     `classes` is the public label set (as diffprivlib's): classes_, the shape of coef_, the number
     of one-vs-rest runs and every per-class epsilon come from it alone, and a label outside it is
     refused. classes=None takes the labels from the data, which is not private (one record with a
     new label changes all of the above): it warns with dp.PrivacyLeakWarning, as diffprivlib does.
-    Two classes: one private run. K > 2 classes: one-vs-rest, K runs at (epsilon/K, delta/K) each,
-    so the fit is (epsilon, delta)-DP by sequential composition (the thesis treats MNIST as one
-    class vs the rest). fit_intercept=True (the default, as scikit-learn's and diffprivlib's)
-    appends the public constant b = R / 2 to every row scaled to norm <= R
-    (dp.learning.defaults.with_intercept_column, which says why R / 2): the privacy analysis is
-    unchanged but for the row bound sqrt(R^2 + b^2) = 1.118 R, which then sets the default clip,
-    the smoothness bound and every noise scale. The intercept b w_b is penalized like the other
-    weights (as liblinear's): the objective stays 2 reg-strongly convex in every coordinate, which
-    DP-MAG's kappa and stage plan need. fit_intercept=False is the thesis' model.
-    data_norm (R), clip, method=None, n_iter=None and reg=None as in dp.minimize_private (defaults
-    chosen from n, d, epsilon and delta by dp.learning.defaults; K > 2 classes: at epsilon / K). `accountant` is a dp.PrivacyBudget
-    shared across clones and refits (each fit charges it); None gives every fit a fresh budget of
-    (epsilon, delta). Fitted: coef_, intercept_, classes_, privacy_spent_, n_iter_, results_ (per class).
+    Two classes: one private run. K > 2 classes: one-vs-rest, K runs, so the fit is
+    (epsilon, delta)-DP by sequential composition (the thesis treats MNIST as one class vs the
+    rest). How epsilon is split and what is released: `fit_logistic`.
+
+    Rows are projected onto the ball of the public radius R = data_norm, then divided by a row
+    scale s and projected onto the unit ball: s is private (scale_fraction of epsilon buys a
+    noisy mean row norm, dp.learning.defaults.private_row_scale), so that the step sizes fit rows
+    much shorter than R; scale_fraction=0 takes s = R. fit_intercept=True (the default, as
+    scikit-learn's and diffprivlib's) appends the public constant b = 1/2 to every scaled row
+    (dp.learning.defaults.with_intercept_column says why): the privacy analysis is unchanged but
+    for the row bound sqrt(1 + b^2) = 1.118, which then sets the default clip, the smoothness
+    bound and every noise scale. The intercept b w_b is penalized like the other weights (as
+    liblinear's): the objective stays 2 reg-strongly convex in every coordinate, which DP-MAG's
+    kappa and stage plan need. fit_intercept=False is the thesis' model.
+    clip, method=None, n_iter=None and reg=None as in dp.minimize_private (defaults chosen from
+    n, d, epsilon and delta by dp.learning.defaults, on the scaled rows). `accountant` is a
+    dp.PrivacyBudget shared across clones and refits (each fit charges it; epsilon=inf refuses
+    it); None gives every fit a fresh budget of (epsilon, delta). random_state=None draws fresh
+    OS entropy for every fit; a numpy Generator is shared by reference with every clone; an
+    integer seed warns (dp._random). Fitted: coef_, intercept_, classes_, row_scale_ (s, a
+    release), privacy_spent_, n_iter_, results_ (per class, on the scaled rows).
     """
 
     def __init__(
@@ -53,6 +166,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         reg=None,
         classes=None,
         fit_intercept=True,
+        scale_fraction=SCALE_FRACTION,
         accountant=None,
         random_state=None,
     ):
@@ -67,6 +181,7 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         self.reg = reg
         self.classes = classes
         self.fit_intercept = fit_intercept
+        self.scale_fraction = scale_fraction
         self.accountant = accountant
         self.random_state = random_state
 
@@ -98,50 +213,37 @@ class PrivateLogisticRegression(ClassifierMixin, BaseEstimator):
         return classes
 
     def fit(self, X, y):
-        """Fit on (X, y); sets coef_, intercept_, classes_, privacy_spent_, n_iter_, results_ and returns self."""
+        """Fit on (X, y); sets coef_, intercept_, classes_, privacy_spent_, n_iter_, row_scale_,
+        results_ and returns self."""
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
         self.classes_ = self._public_classes(y)
         targets = self.classes_[1:] if len(self.classes_) == 2 else self.classes_
-        epsilon = self.epsilon if self.epsilon == math.inf else check_epsilon(self.epsilon)
+        epsilon = check_run_epsilon(self.epsilon, self.accountant)
         delta = 0.0 if self.delta is None else check_delta(self.delta)
         data_norm = public_bounds(self.clip, self.data_norm, stacklevel=3)[1]
-        if self.fit_intercept:
-            X, constant, data_norm = with_intercept_column(X, data_norm)
-        budget = self.accountant
-        if budget is None and epsilon != math.inf:
-            budget = PrivacyBudget(epsilon, delta)
-        bits = as_random_bits(self.random_state)  # one source for all K runs: independent noise
-        results = [
-            minimize_private(
-                X,
-                np.where(y == target, 1.0, -1.0),
-                method=self.method,
-                epsilon=epsilon / len(targets),
-                delta=delta / len(targets),
-                n_iter=self.n_iter,
-                beta=self.beta,
-                batch_size=self.batch_size,
-                clip=self.clip,
-                data_norm=data_norm,
-                reg=self.reg,
-                loss="logistic",
-                accountant=budget,
-                random_state=bits,
-            )
-            for target in targets
-        ]
-        weights = np.vstack([r.x for r in results])
-        self.coef_ = weights[:, : self.n_features_in_]
-        self.intercept_ = (
-            constant * weights[:, -1] if self.fit_intercept else np.zeros(len(targets))
+        fitted = fit_logistic(
+            X,
+            [np.where(y == target, 1.0, -1.0) for target in targets],
+            epsilon=epsilon,
+            delta=delta,
+            data_norm=data_norm,
+            fit_intercept=self.fit_intercept,
+            scale_fraction=self.scale_fraction,
+            accountant=self.accountant,
+            random_state=self.random_state,
+            method=self.method,
+            n_iter=self.n_iter,
+            beta=self.beta,
+            batch_size=self.batch_size,
+            clip=self.clip,
+            reg=self.reg,
         )
-        self.n_iter_ = results[0].n_iter
-        self.privacy_spent_ = (
-            sum(r.privacy_spent.epsilon for r in results),
-            sum(r.privacy_spent.delta for r in results),
-        )
-        self.results_ = results
+        self.coef_, self.intercept_ = fitted.coef, fitted.intercept
+        self.row_scale_ = fitted.row_scale
+        self.n_iter_ = fitted.results[0].n_iter
+        self.privacy_spent_ = fitted.privacy_spent
+        self.results_ = fitted.results
         return self
 
     def decision_function(self, X):

@@ -12,6 +12,7 @@ from dp.learning.accounting import (
     PrivacyCost,
     ReleaseGroup,
     charge,
+    check_run_epsilon,
     laplace_epsilons,
     sampled_gaussian_multipliers,
     zcdp_multipliers,
@@ -105,6 +106,7 @@ def make_streams(
     """Calibrate, charge the budget for the whole run, then draw one noise stream per release group."""
     levels, cost = calibrate(settings, groups, disjoint)
     if math.isinf(settings.epsilon):
+        check_run_epsilon(settings.epsilon, settings.budget)  # nothing to charge: no budget either
         return [silent_stream() for _ in groups], cost
     total = sum(g.n_releases for g in groups)
     charge(

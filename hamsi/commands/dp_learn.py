@@ -15,11 +15,13 @@ def register(subparsers) -> None:
         "dp-learn",
         help="differentially private logistic regression (DP-GDwS, DP-MAG, DP-SGDwS, ...)",
         description=(
-            "Fit L2-regularized logistic regression on DATA.csv (numeric columns, header row "
-            "optional) with a private gradient method and print the private coefficients and the "
-            "privacy spent. Rows are scaled to L2 norm <= --data-norm and per-record gradients "
-            "clipped to --clip; the run is epsilon-DP (Laplace methods) or (epsilon, delta)-DP (the "
-            "-gauss variants and dp-sgd) for replace-one neighbours, --classes public. "
+            "Fit L2-regularized logistic regression with an intercept on DATA.csv (numeric "
+            "columns, header row optional) with a private gradient method, as "
+            "dp.PrivateLogisticRegression does, and print the private coefficients, the intercept "
+            "and the privacy spent. Rows are projected onto the ball of radius --data-norm, "
+            "rescaled by a private mean row norm (10%% of epsilon) and per-record gradients clipped "
+            "to --clip; the fit is epsilon-DP (Laplace methods) or (epsilon, delta)-DP (the -gauss "
+            "variants and dp-sgd) for replace-one neighbours, --classes public. "
             "--nonprivate-diagnostics adds training accuracy and f - f* computed on the data "
             "without noise (NOT private: for study, not for publication)."
         ),
@@ -69,7 +71,16 @@ def register(subparsers) -> None:
         help="public bound R on a row's L2 norm; rows are scaled to it (default 1, with a warning)",
     )
     p.add_argument(
-        "--clip", type=float, default=None, help="per-record gradient norm bound C (default R)"
+        "--clip",
+        type=float,
+        default=None,
+        help="per-record gradient norm bound C (default: max(1, sqrt(d)/2) x 1.118 in L1 for the "
+        "Laplace methods, 1.118 in L2 for the Gaussian ones, on the rescaled rows)",
+    )
+    p.add_argument(
+        "--no-intercept",
+        action="store_true",
+        help="fit without an intercept (the thesis' model)",
     )
     p.add_argument(
         "--reg",
@@ -97,8 +108,11 @@ def register(subparsers) -> None:
     p.set_defaults(run=run)
 
 
-def _labels(labels, classes_arg: str | None, path: str):
-    """Return (y in {-1, +1}, (negative, positive)): from --classes (public) or, with a warning, the data."""
+def _labels(labels, classes_arg: str | None, path: str, private: bool = True):
+    """Return (y in {-1, +1}, (negative, positive)): from --classes (public) or, with a warning, the data.
+
+    A private run's messages never count the distinct labels (a record with a new label changes
+    the count)."""
     import warnings
 
     import numpy as np
@@ -114,8 +128,10 @@ def _labels(labels, classes_arg: str | None, path: str):
         )
         classes = np.unique(labels)
         if len(classes) != 2:
+            got = "" if private else f", got {len(classes)}"
             raise InputError(
-                f"{path}: --target column must hold exactly 2 distinct values, got {len(classes)}"
+                f"{path}: --target column must hold exactly 2 distinct values{got}; "
+                "pass --classes NEG,POS"
             )
     else:
         try:
@@ -163,7 +179,7 @@ def _draw_gap(gap, title: str, handle) -> None:
     plt.close(fig)
 
 
-def _print_nonprivate_diagnostics(args, X, y, result) -> None:
+def _print_nonprivate_diagnostics(args, y, fitted) -> None:
     """Print training accuracy and f - f* on the private data (and draw the plot): NOT private."""
     import os
 
@@ -173,7 +189,10 @@ def _print_nonprivate_diagnostics(args, X, y, result) -> None:
     from hamsi.atomic import atomic_output
     from hamsi.commands import naming_output
 
-    problem = make_problem("logistic", X, y, result.reg, args.clip, 2, data_norm=args.data_norm)
+    result = fitted.results[0]
+    problem = make_problem(
+        "logistic", fitted.design, y, result.reg, fitted.data_norm, 2, data_norm=fitted.data_norm
+    )
     _, f_star = problem.solve()
     gap = result.nonprivate_history - f_star
     accuracy = float(np.mean(np.where(problem.X @ result.x > 0, 1.0, -1.0) == y))
@@ -213,8 +232,9 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from dp.learning import minimize_private
-    from dp.learning.defaults import public_bounds
+    from dp.learning.accounting import check_run_epsilon
+    from dp.learning.defaults import SCALE_FRACTION, public_bounds
+    from dp.learning.estimator import fit_logistic
     from hamsi.commands import check_writable
     from hamsi.commands.glasso import read_numeric_csv
     from hamsi.limits import refuse_unless_fits
@@ -225,7 +245,9 @@ def _run(args: argparse.Namespace) -> int:
         )
     if args.plot:
         check_writable("--plot", args.plot)
-    values, header = read_numeric_csv(args.data)
+    epsilon = check_run_epsilon(args.epsilon, None)
+    private = not math.isinf(epsilon)  # messages of a private run quote no data
+    values, header = read_numeric_csv(args.data, private=private)
     if (
         args.n_iter is not None
     ):  # per iteration: the objective history and every coordinate's noise (drawn in bulk)
@@ -237,39 +259,45 @@ def _run(args: argparse.Namespace) -> int:
     X = np.delete(values, column, axis=1)
     if X.shape[1] == 0:
         raise InputError(f"{args.data}: no feature columns besides the target")
-    y, (negative, positive) = _labels(values[:, column], args.classes, args.data)
-    args.clip, args.data_norm = public_bounds(args.clip, args.data_norm)
-    result = minimize_private(
+    y, (negative, positive) = _labels(values[:, column], args.classes, args.data, private)
+    clip, data_norm = public_bounds(args.clip, args.data_norm)
+    fitted = fit_logistic(
         X,
-        y,
-        method=args.method,
-        epsilon=args.epsilon,
+        [y],
+        epsilon=epsilon,
         delta=args.delta,
+        data_norm=data_norm,
+        fit_intercept=not args.no_intercept,
+        random_state=args.seed,
+        history_every=1 if args.nonprivate_diagnostics else None,
+        method=args.method,
         n_iter=args.n_iter,
         beta=args.beta,
         batch_size=args.batch_size,
-        clip=args.clip,
-        data_norm=args.data_norm,
+        clip=clip,
         reg=args.reg,
-        random_state=args.seed,
-        history_every=1 if args.nonprivate_diagnostics else None,
     )
-    spent = result.privacy_spent
+    result = fitted.results[0]
     print(
         f"method: {result.method}  rows: {X.shape[0]}  features: {X.shape[1]}  iterations: {result.n_iter} "
         f"({result.message})  lambda: {result.reg:.4g}"
     )
     print(
         f"coefficients (class {positive:g} vs {negative:g}): "
-        + " ".join(f"{v:.6g}" for v in result.x)
+        + " ".join(f"{v:.6g}" for v in fitted.coef[0])
     )
-    if math.isinf(spent.epsilon):
+    print(f"intercept: {fitted.intercept[0]:.6g}")
+    eps_spent, delta_spent = fitted.privacy_spent
+    if not private:
         print("privacy: none (epsilon = inf: the coefficients are NOT private)")
     else:
+        spent = result.privacy_spent
         rho = f", rho={spent.rho:.4g} zCDP" if spent.rho is not None else ""
         print(
-            f"privacy spent: epsilon={spent.epsilon:g} delta={spent.delta:g}{rho} ({spent.accounting})"
+            f"privacy spent: epsilon={eps_spent:g} delta={delta_spent:g}{rho} for the gradients "
+            f"({spent.accounting}); row scale {fitted.row_scale:.4g}: a noisy mean row norm "
+            f"(Laplace) from {SCALE_FRACTION:.0%} of epsilon"
         )
     if args.nonprivate_diagnostics:
-        _print_nonprivate_diagnostics(args, X, y, result)
+        _print_nonprivate_diagnostics(args, y, fitted)
     return 1 if result.status == "diverged" else 0

@@ -27,7 +27,10 @@ def register(subparsers) -> None:
     p.add_argument(
         "--alpha",
         required=True,
-        help="penalty (number >= 0), or 'cv' for 5-fold choice (only without --epsilon)",
+        help="penalty (number >= 0) in the units of the covariance S: with --epsilon the rows are "
+        "clipped to L2 norm --clip c, so S's entries are at most c^2 (about c^2 / p on the "
+        "diagonal for rows at the bound): choose alpha against that scale; or 'cv' for a 5-fold "
+        "choice (only without --epsilon)",
     )
     p.add_argument("--epsilon", type=float, default=None, help="privacy budget epsilon (> 0)")
     p.add_argument(
@@ -121,8 +124,15 @@ def _refuse_constant_columns(path: str, X, header) -> None:
         )
 
 
-def read_numeric_csv(path: str):
-    """Return (float64 array, header or None); errors name the file line and column."""
+def read_numeric_csv(path: str, private: bool = False):
+    """Return (float64 array, header or None).
+
+    Errors name the file line and column, and quote the value, for a non-private run (the caller
+    sees their own data). With private=True (under --epsilon) a message is an output too: it says
+    only what is wrong, never which value, where, how many, nor the row count (private under
+    add-remove). The refusal itself still depends on the data, which is why finite numbers and
+    at least 2 rows are documented preconditions of a private run (docs/privacy.md).
+    """
     import numpy as np
     import pandas as pd
 
@@ -137,7 +147,9 @@ def read_numeric_csv(path: str):
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
-        raise InputError(f"{path}: cannot parse as CSV: {exc}") from None
+        # the parser's message names a line and a field count: data, under --epsilon
+        detail = "rows must have equal numbers of fields" if private else str(exc)
+        raise InputError(f"{path}: cannot parse as CSV: {detail}") from None
     numeric = raw.apply(lambda col: pd.to_numeric(col.str.strip(), errors="coerce"))
     header = None
     first_line = 1
@@ -147,10 +159,17 @@ def read_numeric_csv(path: str):
         raw = raw.iloc[1:]
         first_line = 2
     if numeric.shape[0] < 2:
-        raise InputError(f"{path}: need at least 2 data rows, got {numeric.shape[0]}")
+        got = "" if private else f", got {numeric.shape[0]}"
+        raise InputError(f"{path}: need at least 2 data rows{got}")
     values = numeric.to_numpy(dtype=np.float64)
     bad = ~np.isfinite(values)
     if bad.any():
+        if private:
+            raise InputError(
+                f"{path}: the data hold a non-numeric or non-finite value; a private run needs "
+                "finite numbers in every cell (which value, where and how many are not reported "
+                "under --epsilon: that is data too)"
+            )
         row, col = np.argwhere(bad)[0]
         name = f" ({header[col]!r})" if header else ""
         raise InputError(
@@ -191,6 +210,28 @@ def _draw_graph(precision, labels, handle) -> None:
     plt.close(fig)
 
 
+def _no_edge_hint(model, clip: float | None) -> str:
+    """Return the hint printed when the graphical lasso keeps no edge: alpha against S's scale.
+
+    The largest off-diagonal |S_ij| is read from the covariance the fit used: the released S~
+    under --epsilon (post-processing of the release), the exact S otherwise (nothing private).
+    """
+    import numpy as np
+
+    S = model.sample_covariance_
+    largest = float(np.max(np.abs(S - np.diag(np.diag(S))))) if S.shape[0] > 1 else 0.0
+    scale = (
+        f"; rows were clipped to L2 norm {clip:g}, so S's entries are at most {clip * clip:g} "
+        f"(about {clip * clip / S.shape[0]:.3g} on the diagonal for rows at the bound)"
+        if clip is not None
+        else ""
+    )
+    return (
+        f"no edge: alpha {model.alpha_:g} is in the units of S, whose largest off-diagonal "
+        f"entry is {largest:.3g}{scale}; a smaller alpha keeps edges"
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     """Fit the chosen estimator, write the outputs, print what privacy was spent; return 0."""
     import sys
@@ -208,8 +249,8 @@ def run(args: argparse.Namespace) -> int:
     outputs = {flag: path for flag, path in (("--out", args.out), ("--graph", args.graph)) if path}
     for flag, path in outputs.items():
         check_writable(flag, path)
-    X, header = read_numeric_csv(args.data)
     private = args.epsilon is not None
+    X, header = read_numeric_csv(args.data, private=private)
     if not private:
         _refuse_constant_columns(args.data, X, header)
     cls = dp.PrivateGraphicalLasso if args.estimator == "glasso" else dp.PrivateRidgePrecision
@@ -295,6 +336,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.estimator == "glasso":
         print(f"iterations: {model.n_iter_} ({model.solver_message_})  edges: {edges}")
+        if edges == 0:
+            print(_no_edge_hint(model, float(clip) if private else None))
     for label, path in (("precision", args.out), ("graph", args.graph)):
         if path:
             print(f"wrote {label}: {path}")
