@@ -50,19 +50,17 @@ class Real:
     def problem(self, value) -> str | None:
         if (value is None and self.none) or (self.auto and value == AUTO):
             return None
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, numbers.Real)
-            or not math.isfinite(value)
-            or value < 0
-            or (self.positive and value == 0)
-            or (self.below is not None and value >= self.below)
-        ):
-            bound = (
-                f"in [0, {self.below:g})" if self.below else ("> 0" if self.positive else ">= 0")
-            )
-            return f"must be a finite number {bound}" + (" or 'auto'" if self.auto else "")
-        return None
+        if self._accepts(value):
+            return None
+        bound = f"in [0, {self.below:g})" if self.below else ("> 0" if self.positive else ">= 0")
+        return f"must be a finite number {bound}" + (" or 'auto'" if self.auto else "")
+
+    def _accepts(self, value) -> bool:
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            return False
+        if not math.isfinite(value) or value < 0 or (self.positive and value == 0):
+            return False
+        return self.below is None or value < self.below
 
 
 @dataclass(frozen=True)
