@@ -21,7 +21,7 @@ import numpy as np
 
 from cluster import checkpoint as ckpt
 from cluster.connect import connect, worker_addresses, worker_info, worker_memory_limits
-from cluster.errors import ClusterError, PeerLost
+from cluster.errors import ChunkFailed, ChunkFailures, ClusterError, PeerLost
 from cluster.exchange import run_chunk
 from cluster.layout import layout_for
 from cluster.mailbox import abort_run, install
@@ -375,6 +375,7 @@ class _DistributedRun:
         self.memory_size = int(memory)
         self.workers = list(workers)
         self.recoveries = []
+        self.failures = ChunkFailures(MAX_RECOVERIES)  # when a failed chunk is rerun
         self.unresponsive: set = (
             set()
         )  # workers that stopped answering: never used again by this run
@@ -592,8 +593,10 @@ class _DistributedRun:
                 )
                 if hung:
                     shown += f" ({len(hung)} not answering: hung or stopped)"
-                raise PeerLost(
-                    f"chunk {plan.run_id} failed ({why}); lost workers: {shown or 'none'}"
+                raise ChunkFailed(
+                    f"chunk {plan.run_id} failed ({why}); lost workers: {shown or 'none'}",
+                    lost,
+                    why,
                 )
             if all(f.status == "finished" for f in futures.values()):
                 return
@@ -852,10 +855,7 @@ class _DistributedRun:
                 self._watch(futures, plan)
                 return self._collect(futures)
             except PeerLost as error:
-                if len(self.recoveries) >= MAX_RECOVERIES:
-                    raise ClusterError(
-                        f"giving up after {MAX_RECOVERIES} recoveries: {error}; {RESUME_HINT}"
-                    ) from error
+                self.failures.before_rerun(error, epochs.start, RESUME_HINT)
                 if not self.quiet:
                     print(
                         f"hamsi: {error}; rerunning the chunk on the survivors",
