@@ -27,6 +27,7 @@ from cluster.layout import layout_for
 from cluster.mailbox import abort_run, install
 from cluster.placement import assign_shards
 from cluster.plan import ChunkPlan
+from cluster.snapshot import discarded_on_failure, new_run
 from cluster.warm import warm_up
 from cluster.work import item_rows_per_iteration
 from hamsi import stepper as steps
@@ -228,18 +229,19 @@ def minimize_hamsi(
             "schedule": schedule,
             "random_state": random_state,
         }
-        return run.optimize(
-            stepper,
-            stop,
-            x0=x0,
-            random_state=random_state,
-            chunk_epochs=chunk_epochs,
-            checkpoint=checkpoint,
-            checkpoint_every=checkpoint_every,
-            resume=resume,
-            callback=callback,
-            on_chunk=on_chunk,
-        )
+        with discarded_on_failure(dask_client, run.snapshot_token):
+            return run.optimize(
+                stepper,
+                stop,
+                x0=x0,
+                random_state=random_state,
+                chunk_epochs=chunk_epochs,
+                checkpoint=checkpoint,
+                checkpoint_every=checkpoint_every,
+                resume=resume,
+                callback=callback,
+                on_chunk=on_chunk,
+            )
 
 
 def fit_distributed(
@@ -380,9 +382,8 @@ class _DistributedRun:
             set()
         )  # workers that stopped answering: never used again by this run
         self.fingerprint_extra = {}
-        self.snapshot_token = uuid.uuid4().hex[
-            :12
-        ]  # names the run's chunk-start files (cluster.snapshot)
+        # names the run's chunk-start files; those of gone runs are removed (cluster.snapshot)
+        self.snapshot_token = new_run(client)
         self.backups, self.decisions = (
             {},
             {},

@@ -264,3 +264,51 @@ def test_stale_shared_memory_of_dead_runs_is_removed_and_live_ones_kept(tmp_path
     removed = shared.remove_stale(str(tmp_path))
     assert removed == [str(tmp_path / files["dead"])]
     assert sorted(os.listdir(tmp_path)) == sorted(v for k, v in files.items() if k != "dead")
+
+
+@pytest.mark.parametrize("stopped_by", [KeyboardInterrupt, RuntimeError])
+def test_an_interrupted_or_failed_fit_leaves_no_snapshots_and_gone_runs_lose_theirs(
+    ratings, stopped_by
+):
+    part = partition.make("strata-b", ratings, blocks=2, seed=1)
+
+    def listing(client):
+        return client.run(
+            lambda dask_worker: sorted(
+                n for n in os.listdir(dask_worker.local_directory) if n.startswith("hamsi-snap")
+            )
+        )
+
+    with connect(n_workers=2, quiet=True) as client:
+        gone = "hamsi-snapshots-Client-gone-0123456789ab"  # a driver killed before it cleaned up
+        live = f"hamsi-snapshots-{client.id}-0123456789ab"  # another run of a connected client
+        client.run(
+            lambda dask_worker: [
+                os.makedirs(os.path.join(dask_worker.local_directory, n)) for n in (gone, live)
+            ]
+        )
+        during = []
+
+        def stop(row):
+            during.append(listing(client))
+            raise stopped_by("stop")
+
+        with pytest.raises(stopped_by):
+            fit_distributed(
+                ratings,
+                rank=RANK,
+                partition=part,
+                random_state=1,
+                max_epochs=6,
+                chunk_epochs=2,
+                client=client,
+                shared_memory=False,
+                callback=stop,
+            )
+        after = listing(client)
+    assert len(during[0]) == len(after) == 2
+    for names in during[
+        0
+    ].values():  # the run's own files beside the live run's; the gone ones went
+        assert gone not in names and live in names and len(names) == 2
+    assert all(names == [live] for names in after.values())
