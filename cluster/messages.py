@@ -64,13 +64,15 @@ class EvaluationPart:
 class Message:
     """What one worker sends its peers in one round (an inner iteration or a cycle's evaluation).
 
-    vote: the sender's clock reached max_time; clock: its optimization time so far.
+    vote: the sender's clock reached max_time; clock: its optimization time so far; stalled:
+    the seconds the sender was stopped in this chunk's timed phases (no optimization time).
     """
 
     step: int
     sender: str
     vote: bool = False
     clock: float = 0.0
+    stalled: float = 0.0
     gradient: list = field(default_factory=list)  # GradientPart
     shards: list = field(default_factory=list)  # ShardPartials
     evaluation: list = field(default_factory=list)  # EvaluationPart
@@ -97,7 +99,7 @@ def to_arrays(message: Message) -> list[np.ndarray]:
         len(message.evaluation),
         len(message.items),
     ]
-    scalars = [float(message.clock)]
+    scalars = [float(message.clock), float(message.stalled)]
     data = []
     for part in message.gradient:
         if isinstance(part.where, tuple):
@@ -156,7 +158,10 @@ def from_arrays(arrays: list[np.ndarray]) -> Message:
         sender = arrays[2].tobytes().decode()
     except UnicodeDecodeError as exc:
         raise MalformedMessage(f"the sender is not UTF-8: {exc}") from None
-    message = Message(step, sender, vote=bool(vote), clock=scalars[0] if scalars else 0.0)
+    values = iter(scalars)
+    message = Message(
+        step, sender, vote=bool(vote), clock=take(values, "clock"), stalled=take(values, "stall")
+    )
     for _ in range(n_gradient):
         key, kind, lo, hi = (take(cursor, "gradient part") for _ in range(4))
         where = (lo, hi) if kind == WHERE_RANGE else take(data, "gradient index")
@@ -165,7 +170,6 @@ def from_arrays(arrays: list[np.ndarray]) -> Message:
         shard, mask = take(cursor, "shard"), take(cursor, "shard fields")
         fields = {name: take(data, name) for i, name in enumerate(PARTIAL_FIELDS) if mask >> i & 1}
         message.shards.append(ShardPartials(shard, **fields))
-    values = iter(scalars[1:])
     for _ in range(n_evaluation):
         key, n_sse = take(cursor, "evaluation"), take(cursor, "evaluation size")
         norm, test = take(values, "norm"), take(values, "test sum")

@@ -232,6 +232,7 @@ def test_typed_messages_survive_the_binary_form_field_by_field():
         "tcp://127.0.0.1:5",
         vote=True,
         clock=2.5,
+        stalled=0.75,
         gradient=[
             GradientPart(1, (3, 9), rng.standard_normal((6, 4))),
             GradientPart(0, np.array([4, 2, 8]), rng.standard_normal((3, 4))),
@@ -256,7 +257,13 @@ def test_typed_messages_survive_the_binary_form_field_by_field():
         isinstance(b, (bytes, np.ndarray)) for b in frame
     )  # numbers only: no pickle anywhere
     got = from_arrays([np.array(a) for a in to_arrays(sent)])
-    assert (got.step, got.sender, got.vote, got.clock) == (7, "tcp://127.0.0.1:5", True, 2.5)
+    assert (got.step, got.sender, got.vote, got.clock, got.stalled) == (
+        7,
+        "tcp://127.0.0.1:5",
+        True,
+        2.5,
+        0.75,
+    )
     assert got.gradient[0].where == (3, 9) and np.array_equal(got.gradient[1].where, [4, 2, 8])
     for mine, theirs in zip(sent.gradient, got.gradient):
         assert mine.key == theirs.key and np.array_equal(mine.rows, theirs.rows)

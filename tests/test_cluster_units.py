@@ -1,6 +1,7 @@
 """Unit tests of the cluster pieces that need no running cluster: placement, checkpoints, stop rules."""
 
 import os
+import time
 
 import numpy as np
 import pytest
@@ -319,3 +320,34 @@ def test_failed_chunks_rerun_until_workers_are_lost_too_often_or_a_fault_does_no
     message = str(caught.value)
     assert "\n" not in message and "failed 3 times in a row with every worker answering" in message
     assert "PeerLost: boom" in message and "lost workers: none" not in message
+
+
+STOPPED_CHILD = """
+import time
+from cluster.mailbox import stall_clock
+clock = stall_clock()
+print("ready", flush=True)
+time.sleep(4.0)  # stopped for 2 s by the parent meanwhile
+print(clock.total(), flush=True)
+"""
+
+
+def test_the_stall_clock_counts_the_seconds_its_process_was_stopped():
+    import signal
+    import subprocess
+    import sys
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_CHILD], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(0.5)
+        os.kill(child.pid, signal.SIGSTOP)
+        time.sleep(2.0)
+        os.kill(child.pid, signal.SIGCONT)
+        stalled = float(child.stdout.readline())
+    finally:
+        child.kill()
+        child.wait()
+    assert 1.5 < stalled < 2.5
