@@ -865,7 +865,9 @@ class _DistributedRun:
                     )
                 self._recover(error)
             except BaseException:  # KeyboardInterrupt: stop the workers' tasks, then let it through
-                self._abort(futures, plan, self.used)
+                # released, not cancelled: cancelling a chunk whose results' tasks the interrupt
+                # just released trips the scheduler (an AssertionError traceback before the line)
+                self._abort(futures, plan, self.used, cancel=False)
                 raise
 
     def optimize(
