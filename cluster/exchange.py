@@ -15,8 +15,8 @@ A worker that is stopped (SIGSTOP, a frozen host) makes its peers wait in their 
 no optimization time. Each worker's StallClock (cluster.mailbox) measures the seconds it was
 stopped in the chunk's timed phases, every message carries them, and every worker takes the
 largest it heard off its clock (PhaseTimes.stalled), so the stopped worker's clock and the
-agreed one are the time spent optimizing. Stops in untimed spans (the start barrier, a cycle's
-evaluation) are not counted, as those spans are not. Two workers stopped at different times
+agreed one are the time spent optimizing. Stops in untimed spans (the start barrier; a cycle's
+evaluation without the safeguard, which counts it) are not counted, as those spans are not. Two workers stopped at different times
 count only the longer stop off; a worker cut off by the network is not stopped and still counts.
 """
 
@@ -41,8 +41,18 @@ FIELDS = ("pair", "new_pair_g", "gram", "wtg", "norms")
 class MailboxExchange:
     """The Exchange of one worker: its work, its mailbox, and the round counter of this chunk."""
 
-    def __init__(self, box, plan, me: str, work, phases: PhaseTimes, time_used: float):
+    def __init__(
+        self,
+        box,
+        plan,
+        me: str,
+        work,
+        phases: PhaseTimes,
+        time_used: float,
+        evaluation_timed: bool = True,
+    ):
         self.box, self.plan, self.me, self.work, self.phases = box, plan, me, work, phases
+        self.evaluation_timed = evaluation_timed  # the safeguard counts a cycle's evaluation
         self.peers = [a for a in plan.workers if a != me]
         self.time_used = time_used
         self._step = 0
@@ -74,7 +84,11 @@ class MailboxExchange:
         return self.time_used + self.phases.total
 
     def _round(
-        self, message: Message, timed: bool = True, addressed: dict | None = None
+        self,
+        message: Message,
+        timed: bool = True,
+        addressed: dict | None = None,
+        counted: bool = False,
     ) -> list[Message]:
         """Send `message` to every peer and return all messages of this round (ours included).
 
@@ -82,6 +96,7 @@ class MailboxExchange:
         timed: add the round's sending and waiting to the exchange and wait phases (the
         evaluation's round is not: like the in-process evaluation it counts only as the
         safeguard's time, through Evaluation.seconds, and only when the safeguard is on).
+        counted: an untimed round that the clock counts all the same (a stop in it is taken off).
         """
         self._step += 1
         stalled = self.stalled()
@@ -90,7 +105,7 @@ class MailboxExchange:
         self.phases.stalled = max(self.phases.stalled, stalled)
         if not self.peers:
             return [message]
-        with contextlib.nullcontext() if timed else self._untimed():
+        with contextlib.nullcontext() if timed or counted else self._untimed():
             received, sending, waiting, nbytes = self.box.round(
                 self.plan.run_id,
                 self._step,
@@ -172,10 +187,14 @@ class MailboxExchange:
             messages = self._round(Message(0, self.me, items=self.work.sync_items()))
             self.work.receive_sync([item for m in messages[1:] for item in m.items])
         start = time.perf_counter()
-        with self._untimed():
+        with contextlib.nullcontext() if self.evaluation_timed else self._untimed():
             mine = self.work.evaluation()
         clock = self.clock()
-        messages = self._round(Message(0, self.me, clock=clock, evaluation=mine), timed=False)
+        messages = self._round(
+            Message(0, self.me, clock=clock, evaluation=mine),
+            timed=False,
+            counted=self.evaluation_timed,
+        )
         train, objective, heldout = self.work.reduce_evaluation(
             [e for m in messages for e in m.evaluation]
         )
@@ -209,8 +228,8 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
         if getattr(holder, "S", None) is not None:
             holder.S, holder.Y = kernels.as_memory_rows(holder.S, holder.Y)
     phases = PhaseTimes()
-    exchange = MailboxExchange(box, plan, me, None, phases, common.time_used)
     stepper, stop, trace = common.stepper, common.stop, Trace()
+    exchange = MailboxExchange(box, plan, me, None, phases, common.time_used, stepper.safeguard)
     replica = None
     try:
         box.start(

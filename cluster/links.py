@@ -538,7 +538,8 @@ class Links:
             runs = list(self._runs)
         for run in runs:
             self.close(run)
-        self._stop_w.send(b"x")
+        with contextlib.suppress(OSError):  # shut down already
+            self._stop_w.send(b"x")
         self._acceptor.join(ACCEPT_RETRY + 1.0)
         for sock in (self._listener, self._stop_w, self._stop_r, self._wake_w, self._wake_r):
             sock.close()

@@ -56,23 +56,32 @@ class StallClock:
     def __init__(self):
         self._lock = threading.Lock()
         self._total = 0.0
+        self._last, self._cpu = time.monotonic(), time.process_time()
         threading.Thread(target=self._tick, name="hamsi-stall-clock", daemon=True).start()
 
+    def _stop_since_tick(self, now: float, cpu: float) -> float:
+        """Return the seconds since the last tick if they were a stop, else 0 (call with the lock)."""
+        gap = now - self._last
+        if gap > STALL_GAP and cpu - self._cpu < STALL_CPU * gap + STALL_CPU_SLACK:
+            return gap - STALL_TICK
+        return 0.0
+
     def _tick(self) -> None:
-        last, cpu = time.monotonic(), time.process_time()
         while True:
             time.sleep(STALL_TICK)
-            now, now_cpu = time.monotonic(), time.process_time()
-            gap = now - last
-            if gap > STALL_GAP and now_cpu - cpu < STALL_CPU * gap + STALL_CPU_SLACK:
-                with self._lock:
-                    self._total += gap - STALL_TICK
-            last, cpu = now, now_cpu
+            with self._lock:
+                now, cpu = time.monotonic(), time.process_time()
+                self._total += self._stop_since_tick(now, cpu)
+                self._last, self._cpu = now, cpu
 
     def total(self) -> float:
-        """Return the seconds this process was stopped since the clock started."""
+        """Return the seconds this process was stopped since the clock started.
+
+        A stop that just ended counts before the ticking thread has run again (the task thread
+        may send its next message first).
+        """
         with self._lock:
-            return self._total
+            return self._total + self._stop_since_tick(time.monotonic(), time.process_time())
 
 
 _STALLS: list = []  # this process's StallClock, made at the first use

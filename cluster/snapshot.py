@@ -177,10 +177,6 @@ def remove_stale(live_clients: list, dask_worker=None) -> None:
             shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
 
 
-def _client_ids(dask_scheduler=None) -> list:
-    return sorted(dask_scheduler.clients)
-
-
 def _on_workers(client, function, *args) -> None:
     """client.run(function, *args) on every worker, waiting at most DISCARD_WAIT s; errors ignored."""
 
@@ -196,7 +192,9 @@ def _on_workers(client, function, *args) -> None:
 def new_run(client) -> str:
     """Return the token of a new run's files (module docstring), after removing those of gone clients."""
     with contextlib.suppress(Exception):  # a scheduler that refuses run_on_scheduler keeps them
-        _on_workers(client, remove_stale, client.run_on_scheduler(_client_ids))
+        # a lambda travels by value: the scheduler need not have hamsi installed
+        live = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.clients))
+        _on_workers(client, remove_stale, live)
     return f"{client.id}-{uuid.uuid4().hex[:12]}"
 
 
