@@ -12,7 +12,7 @@ import threading
 import time
 
 from cluster.connect import worker_info
-from cluster.errors import PeerLost
+from cluster.errors import ChunkFailed, PeerLost
 from cluster.exchange import run_chunk
 from cluster.mailbox import abort_run
 from cluster.run_state import ChunkSummary, summarize
@@ -92,7 +92,8 @@ class ChunkRunner:
         real = [e for e in errors if not isinstance(e, PeerLost)]  # StartTimeout is a ClusterError
         if real and not lost:  # a failure of the computation itself: rerunning would repeat it
             return real[0]
-        return PeerLost(_lost_message(plan.run_id, errors, lost, hung))
+        why = f"{type(errors[0]).__name__}: {errors[0]}" if errors else "worker lost"
+        return ChunkFailed(_lost_message(plan.run_id, why, lost, hung), lost, why)
 
     def _unresponsive(self, futures: dict, lost: list, grace: float) -> list:
         """Return the workers (not already lost) whose chunk task is still running `grace` s after the abort."""
@@ -136,9 +137,8 @@ class ChunkRunner:
         return gathered
 
 
-def _lost_message(run_id: str, errors: list, lost: list, hung: list) -> str:
+def _lost_message(run_id: str, why: str, lost: list, hung: list) -> str:
     """Return the one-line account of a failed chunk: the first error and the workers lost."""
-    why = f"{type(errors[0]).__name__}: {errors[0]}" if errors else "worker lost"
     shown = ", ".join(lost[:3]) + (f" and {len(lost) - 3} more" if len(lost) > 3 else "")
     if hung:
         shown += f" ({len(hung)} not answering: hung or stopped)"

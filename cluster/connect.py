@@ -67,6 +67,7 @@ def connect(
                 f"cannot reach the Dask scheduler at {scheduler} within {timeout:g} s "
                 f"({type(exc).__name__}: {exc}); is `dask scheduler` running there?"
             ) from exc
+        quiet_interrupted_gathers(opened.loop)
         try:
             yield opened
         finally:
@@ -100,6 +101,8 @@ def connect(
         ) from exc
     try:
         opened = Client(local, set_as_default=False, security=security)
+        for loop in {id(opened.loop): opened.loop, id(local.loop): local.loop}.values():
+            quiet_interrupted_gathers(loop)
         try:
             if not quiet:
                 print(
@@ -121,6 +124,30 @@ def connect(
             opened.close()
     finally:
         local.close()
+
+
+def quiet_interrupted_gathers(loop) -> None:
+    """Drop the AllExit errors of a gather that Ctrl-C interrupted, on the event loop of a client opened here.
+
+    Interrupting `client.gather` cancels its coroutine but not the waiters it started
+    (distributed.utils.All); they end with AllExit, which Dask means to be quiet, and asyncio
+    would print each as a 'Task exception was never retrieved' traceback before the command's
+    one line. Every other error goes to the loop's previous handler.
+    """
+    from distributed.client import AllExit
+
+    asyncio_loop = getattr(loop, "asyncio_loop", loop)
+    previous = asyncio_loop.get_exception_handler()
+
+    def handler(event_loop, context):
+        if isinstance(context.get("exception"), AllExit):
+            return
+        if previous is None:
+            event_loop.default_exception_handler(context)
+        else:
+            previous(event_loop, context)
+
+    asyncio_loop.set_exception_handler(handler)
 
 
 def quiet_worker_logs(client) -> None:

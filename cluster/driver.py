@@ -12,6 +12,7 @@ from __future__ import annotations
 from cluster.connect import connect, worker_addresses
 from cluster.recovery import cluster_lost, reporting_cluster_losses
 from cluster.run import DistributedRun
+from cluster.snapshot import discarded_on_failure
 from hamsi import stepper as steps
 from hamsi.optimizer import GAMMA, GD_ETA, HAMSI_ETA
 from hamsi.problems import MatrixFactorization
@@ -137,18 +138,20 @@ def minimize_hamsi(
             "schedule": schedule,
             "random_state": random_state,
         }
-        return run.optimize(
-            stepper,
-            stop,
-            x0=x0,
-            random_state=random_state,
-            chunk_epochs=chunk_epochs,
-            checkpoint=checkpoint,
-            checkpoint_every=checkpoint_every,
-            resume=resume,
-            callback=callback,
-            on_chunk=on_chunk,
-        )
+        # a failed or interrupted fit leaves no snapshots on the workers (cluster.snapshot)
+        with discarded_on_failure(dask_client, run.recovery.snapshot_token):
+            return run.optimize(
+                stepper,
+                stop,
+                x0=x0,
+                random_state=random_state,
+                chunk_epochs=chunk_epochs,
+                checkpoint=checkpoint,
+                checkpoint_every=checkpoint_every,
+                resume=resume,
+                callback=callback,
+                on_chunk=on_chunk,
+            )
 
 
 def fit_distributed(

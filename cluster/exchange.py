@@ -10,10 +10,19 @@ iteration is one all-to-all round of typed Messages among the workers (no client
    partials handed to the stepper in shard order, which decides exactly as in one process.
 A cycle's evaluation is one more small round (train/test sums, clocks: the largest is the
 agreed optimization time, so every worker applies the same stop rules).
+
+A worker that is stopped (SIGSTOP, a frozen host) makes its peers wait in their rounds: that is
+no optimization time. Each worker's StallClock (cluster.mailbox) measures the seconds it was
+stopped in the chunk's timed phases, every message carries them, and every worker takes the
+largest it heard off its clock (PhaseTimes.stalled), so the stopped worker's clock and the
+agreed one are the time spent optimizing. Stops in untimed spans (the start barrier; a cycle's
+evaluation without the safeguard, which counts it) are not counted, as those spans are not. Two workers stopped at different times
+count only the longer stop off; a worker cut off by the network is not stopped and still counts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
@@ -32,19 +41,54 @@ FIELDS = ("pair", "new_pair_g", "gram", "wtg", "norms")
 class MailboxExchange:
     """The Exchange of one worker: its work, its mailbox, and the round counter of this chunk."""
 
-    def __init__(self, box, plan, me: str, work, phases: PhaseTimes, time_used: float):
+    def __init__(
+        self,
+        box,
+        plan,
+        me: str,
+        work,
+        phases: PhaseTimes,
+        time_used: float,
+        evaluation_timed: bool = True,
+    ):
         self.box, self.plan, self.me, self.work, self.phases = box, plan, me, work, phases
+        self.evaluation_timed = evaluation_timed  # the safeguard counts a cycle's evaluation
         self.peers = [a for a in plan.workers if a != me]
         self.time_used = time_used
         self._step = 0
         self.bytes_sent = 0  # over the links (or the comms) in this chunk
+        self._stall_base = None  # the stall clock when the chunk's rounds began
+        self._stall_untimed = 0.0  # seconds stopped in untimed spans since then
+
+    def start_clock(self) -> None:
+        """Start counting this worker's stops (after the start barrier, which is not timed)."""
+        self._stall_base = self.box.stalls.total()
+
+    def stalled(self) -> float:
+        """Return the seconds this worker was stopped in the chunk's timed phases."""
+        if self._stall_base is None:
+            return 0.0
+        return self.box.stalls.total() - self._stall_base - self._stall_untimed
+
+    @contextlib.contextmanager
+    def _untimed(self):
+        """A span not timed in the phases: a stop in it is not taken off the clock either."""
+        before = self.box.stalls.total()
+        try:
+            yield
+        finally:
+            self._stall_untimed += self.box.stalls.total() - before
 
     def clock(self) -> float:
-        """This worker's optimization time: before the chunk plus this chunk's phases."""
+        """This worker's optimization time: before the chunk plus this chunk's phases, less stops (module docstring)."""
         return self.time_used + self.phases.total
 
     def _round(
-        self, message: Message, timed: bool = True, addressed: dict | None = None
+        self,
+        message: Message,
+        timed: bool = True,
+        addressed: dict | None = None,
+        counted: bool = False,
     ) -> list[Message]:
         """Send `message` to every peer and return all messages of this round (ours included).
 
@@ -52,19 +96,24 @@ class MailboxExchange:
         timed: add the round's sending and waiting to the exchange and wait phases (the
         evaluation's round is not: like the in-process evaluation it counts only as the
         safeguard's time, through Evaluation.seconds, and only when the safeguard is on).
+        counted: an untimed round that the clock counts all the same (a stop in it is taken off).
         """
         self._step += 1
+        stalled = self.stalled()
         for m in [message, *(addressed or {}).values()]:
-            m.step = self._step
+            m.step, m.stalled = self._step, stalled
+        self.phases.stalled = max(self.phases.stalled, stalled)
         if not self.peers:
             return [message]
-        received, sending, waiting, nbytes = self.box.round(
-            self.plan.run_id,
-            self._step,
-            self.peers,
-            message if addressed is None else addressed,
-            self.plan.timeout,
-        )
+        with contextlib.nullcontext() if timed or counted else self._untimed():
+            received, sending, waiting, nbytes = self.box.round(
+                self.plan.run_id,
+                self._step,
+                self.peers,
+                message if addressed is None else addressed,
+                self.plan.timeout,
+            )
+        self.phases.stalled = max(self.phases.stalled, *(m.stalled for m in received))
         self.bytes_sent += nbytes
         if timed:
             self.phases.exchange += sending
@@ -138,9 +187,14 @@ class MailboxExchange:
             messages = self._round(Message(0, self.me, items=self.work.sync_items()))
             self.work.receive_sync([item for m in messages[1:] for item in m.items])
         start = time.perf_counter()
-        mine = self.work.evaluation()
+        with contextlib.nullcontext() if self.evaluation_timed else self._untimed():
+            mine = self.work.evaluation()
         clock = self.clock()
-        messages = self._round(Message(0, self.me, clock=clock, evaluation=mine), timed=False)
+        messages = self._round(
+            Message(0, self.me, clock=clock, evaluation=mine),
+            timed=False,
+            counted=self.evaluation_timed,
+        )
         train, objective, heldout = self.work.reduce_evaluation(
             [e for m in messages for e in m.evaluation]
         )
@@ -174,8 +228,8 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
         if getattr(holder, "S", None) is not None:
             holder.S, holder.Y = kernels.as_memory_rows(holder.S, holder.Y)
     phases = PhaseTimes()
-    exchange = MailboxExchange(box, plan, me, None, phases, common.time_used)
     stepper, stop, trace = common.stepper, common.stop, Trace()
+    exchange = MailboxExchange(box, plan, me, None, phases, common.time_used, stepper.safeguard)
     replica = None
     try:
         box.start(
@@ -185,6 +239,7 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
             plan.secret or None,
             frame_limit(plan.config, common.S.shape[0]),
         )
+        exchange.start_clock()
         replica = open_replica(plan, exchange, common, me) if plan.shared else None
         exchange.work = plan.make_work(datas, states, common, me, replica)
         # one numba thread: the kernels run one block each (cluster.work), and a second OpenMP

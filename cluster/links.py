@@ -18,8 +18,15 @@ Nothing a connection sends is trusted before it is authenticated, and nothing is
   the arrays' raw bytes (cluster.messages.to_arrays / from_arrays give the typed Message); every
   size is checked against the run's FrameLimit before anything is allocated. An array is written
   from its own memory and read into a fresh one, with no copy in between.
-The accept thread survives accept() errors (EMFILE and the like: it waits and accepts again) and
-serves at most HELLOS_AT_ONCE hellos at a time.
+Anyone who can reach a worker can connect to its links port, so connections that never finish
+their hello must not keep the run's peers out. One accept thread serves every hello at once in a
+`selectors` loop (no thread per connection): a connection has HELLO_DEADLINE seconds for its whole
+hello (not per read), at most HELLOS_AT_ONCE are in their hello at one time, and when they are, a
+new connection closes the oldest one that has not yet named a run this worker expects (a peer
+names it in its first packet; a stranger cannot know the run id), so idle or slow-drip
+connections take no slot from a peer. A peer whose connection was closed all the same connects
+again (`open` retries with backoff until the chunk's deadline). accept() errors (EMFILE and the
+like) close the oldest stranger, or wait, and accept again.
 
 Lifecycle: the worker's Links object (made by the mailbox plugin) owns a listening socket and a
 thread accepting connections; a chunk's `expect` announces its secret, its `open` connects to the
@@ -31,6 +38,7 @@ closes its end: the survivors' rounds fail at once with PeerLost.
 from __future__ import annotations
 
 import collections
+import contextlib
 import errno
 import hashlib
 import hmac
@@ -48,11 +56,16 @@ import numpy as np
 from cluster.errors import PeerLost
 from cluster.messages import MalformedMessage, from_arrays, to_arrays
 
-ACCEPT_TIMEOUT = 10.0  # seconds a connecting peer has to complete its hello
+HELLO_DEADLINE = 3.0  # seconds a connection has for its whole hello (a peer needs milliseconds)
 FINISHED_KEPT = 1024  # runs remembered as finished (their late connections are refused)
-HELLOS_AT_ONCE = 32  # connections in their hello at one time; more are closed at once
+HELLOS_AT_ONCE = 64  # connections in their hello at one time (module docstring: who makes room)
+ACCEPTS_AT_ONCE = (
+    16  # connections accepted per turn of the loop, before the pending hellos are read
+)
 HELLO_POLL = 0.5  # seconds between checks for an abort while a peer's hello answer is awaited
 ACCEPT_RETRY = 0.1  # seconds to wait after accept() failed for lack of resources (EMFILE, ENOBUFS)
+CONNECT_ATTEMPT = 3.0  # seconds one attempt to connect may take (a full backlog drops the SYN)
+CONNECT_BACKOFF = (0.05, 1.0)  # first and longest pause between attempts to open a link
 
 # The hello (fixed sizes: nothing is read whose length the peer chose). The connecting side
 # sends HELLO (magic, run id, its worker address, a fresh nonce); the accepting side answers a
@@ -250,6 +263,43 @@ def _mac(secret: bytes, role: bytes, hello: bytes, nonce: bytes) -> bytes:
     return hmac.new(secret, role + hello + nonce, hashlib.sha256).digest()
 
 
+class _Hello:
+    """One accepted connection in its hello: reads the fixed-size pieces without blocking.
+
+    run is None until the connection sent a whole HELLO naming a run this worker expects; then
+    the nonce is answered and its proof (MAC bytes) is read.
+    """
+
+    def __init__(self, sock, deadline: float):
+        self.sock, self.deadline = sock, deadline
+        self.data, self.want = bytearray(), HELLO.size
+        self.run = self.peer = self.secret = self.sent = self.nonce = None
+
+    def read(self) -> bool:
+        """Read what is available, never past the piece awaited; True once that piece is complete."""
+        while len(self.data) < self.want:
+            try:
+                chunk = self.sock.recv(self.want - len(self.data))
+            except BlockingIOError:
+                return False
+            if not chunk:
+                raise ConnectionResetError("the connection closed during its hello")
+            self.data += chunk
+        return True
+
+    def send(self, data: bytes) -> None:
+        """Send a piece of the hello whole (it fits a fresh socket's buffer), else refuse the connection."""
+        if self.sock.send(data) != len(data):
+            raise ConnectionRefusedError("the connection does not take the hello's answer")
+
+    def answer(self, run: str, peer: str, secret: bytes) -> None:
+        """Answer a fresh nonce to a HELLO naming `run`; its proof comes next."""
+        self.run, self.peer, self.secret, self.sent = run, peer, secret, bytes(self.data)
+        self.nonce = os.urandom(NONCE)
+        self.send(self.nonce)
+        self.data, self.want = bytearray(), MAC
+
+
 class Links:
     """One worker's end of the direct links: a listening socket, accepted connections, open runs.
 
@@ -266,60 +316,108 @@ class Links:
         self._runs: dict[str, dict[str, socket.socket]] = {}
         self._expected: dict[str, tuple[bytes, FrameLimit]] = {}  # run -> (secret, frame limit)
         self._finished: collections.deque = collections.deque(maxlen=FINISHED_KEPT)
-        self._hellos = threading.BoundedSemaphore(HELLOS_AT_ONCE)
+        self._listener.setblocking(False)
+        self._stop_r, self._stop_w = socket.socketpair()  # wakes the accept loop at shutdown
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._aborted: set[str] = set()
         self.closed = False
-        threading.Thread(target=self._accept_loop, name="hamsi-links-accept", daemon=True).start()
+        self._acceptor = threading.Thread(
+            target=self._accept_loop, name="hamsi-links-accept", daemon=True
+        )
+        self._acceptor.start()
 
     # ------------------------------------------------------------------ connections
     def _accept_loop(self) -> None:
-        while True:
+        """Accept connections and serve all their hellos at once (module docstring), until shutdown."""
+        pending: dict[socket.socket, _Hello] = {}  # in order of arrival
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._stop_r, selectors.EVENT_READ, "stop")
+            selector.register(self._listener, selectors.EVENT_READ, "listener")
+            try:
+                while not self.closed:
+                    now = time.monotonic()
+                    for hello in [h for h in pending.values() if h.deadline <= now]:
+                        self._drop(hello, pending, selector)
+                    wait = min((h.deadline for h in pending.values()), default=now + 1.0) - now
+                    events = selector.select(max(wait, 0.0))
+                    # the pending hellos first: a peer's first packet is read before new
+                    # connections can push it out
+                    for key, _ in sorted(events, key=lambda e: isinstance(e[0].data, str)):
+                        if key.data == "stop":
+                            return
+                        if key.data == "listener":
+                            self._accept_some(pending, selector)
+                        elif key.fileobj in pending:
+                            self._serve_hello(key.data, pending, selector)
+            finally:
+                for hello in list(pending.values()):
+                    hello.sock.close()
+
+    def _accept_some(self, pending: dict, selector) -> None:
+        for _ in range(ACCEPTS_AT_ONCE):
             try:
                 sock, _ = self._listener.accept()
+            except BlockingIOError:
+                return
             except OSError as exc:
                 if self.closed or exc.errno in (errno.EBADF, errno.EINVAL, errno.ENOTSOCK):
                     return  # the listener was closed: the worker is going away
-                time.sleep(ACCEPT_RETRY)  # EMFILE, ENFILE, ENOBUFS, ECONNABORTED: keep accepting
-                continue
-            if not self._hellos.acquire(
-                blocking=False
-            ):  # a flood of connections: refuse, keep serving
-                sock.close()
-                continue
-            threading.Thread(target=self._hello, args=(sock,), daemon=True).start()
+                # EMFILE, ENFILE, ENOBUFS, ECONNABORTED: free a stranger's descriptor, or wait
+                stranger = next((h for h in pending.values() if h.run is None), None)
+                if stranger is None:
+                    time.sleep(ACCEPT_RETRY)
+                else:
+                    self._drop(stranger, pending, selector)
+                return
+            if len(pending) >= HELLOS_AT_ONCE:
+                stranger = next((h for h in pending.values() if h.run is None), None)
+                if stranger is None:  # every slot holds a connection that named an expected run
+                    sock.close()
+                    continue
+                self._drop(stranger, pending, selector)
+            sock.setblocking(False)
+            hello = _Hello(sock, time.monotonic() + HELLO_DEADLINE)
+            pending[sock] = hello
+            selector.register(sock, selectors.EVENT_READ, hello)
+            self._serve_hello(hello, pending, selector)  # its first packet may be there already
 
-    def _hello(self, sock) -> None:
-        """Keep `sock` as run's link from a peer once it proved it holds the run's secret, else close it."""
-        kept = False
+    @staticmethod
+    def _drop(hello, pending: dict, selector) -> None:
+        pending.pop(hello.sock, None)
+        with contextlib.suppress(KeyError, ValueError):
+            selector.unregister(hello.sock)
+        hello.sock.close()
+
+    def _serve_hello(self, hello, pending: dict, selector) -> None:
+        """Read what `hello` sent; answer it, keep its socket as a run's link, or close it (refused)."""
         try:
-            sock.settimeout(ACCEPT_TIMEOUT)
-            hello = _read_exactly(sock, HELLO.size)
-            magic, run_raw, peer_raw, _ = HELLO.unpack(hello)
-            run, peer = run_raw.rstrip(b"\0").decode(), peer_raw.rstrip(b"\0").decode()
-            with self._cond:
-                expected = self._expected.get(run)
-            if magic != HELLO_MAGIC or expected is None:
+            finished = hello.read()
+            if not finished:
                 return
-            nonce = os.urandom(NONCE)
-            sock.sendall(nonce)
-            proof = _read_exactly(sock, MAC)
-            if not hmac.compare_digest(proof, _mac(expected[0], b"connect", hello, nonce)):
+            if hello.run is None:  # its HELLO is complete: answer a nonce when it names our run
+                magic, run_raw, peer_raw, _ = HELLO.unpack(hello.data)
+                run, peer = run_raw.rstrip(b"\0").decode(), peer_raw.rstrip(b"\0").decode()
+                with self._cond:
+                    expected = self._expected.get(run)
+                if magic != HELLO_MAGIC or expected is None:
+                    raise ConnectionRefusedError("not a hello of a run this worker expects")
+                hello.answer(run, peer, expected[0])
                 return
-            sock.sendall(_mac(expected[0], b"accept", hello, nonce))
+            if not hmac.compare_digest(
+                hello.data, _mac(hello.secret, b"connect", hello.sent, hello.nonce)
+            ):
+                raise ConnectionRefusedError("the proof does not match the run's secret")
+            hello.send(_mac(hello.secret, b"accept", hello.sent, hello.nonce))
+            pending.pop(hello.sock)
+            selector.unregister(hello.sock)
             with self._cond:
-                if self.closed or run not in self._expected:
-                    return
-                self._accepted[(run, peer)] = sock
+                if self.closed or hello.run not in self._expected:
+                    raise ConnectionRefusedError("the run ended")
+                self._accepted[(hello.run, hello.peer)] = hello.sock
                 self._cond.notify_all()
-                kept = True
         except (OSError, UnicodeDecodeError):
-            pass
-        finally:
-            if not kept:
-                sock.close()
-            self._hellos.release()
+            self._drop(hello, pending, selector)
 
     def _connect(self, run: str, address, secret: bytes, deadline: float):
         """Return a socket to the peer at `address` after the hello (each side proved it holds `secret`)."""
@@ -332,7 +430,7 @@ class Links:
                 )
 
         sock = socket.create_connection(
-            tuple(address), timeout=max(deadline - time.monotonic(), 0.1)
+            tuple(address), timeout=min(max(deadline - time.monotonic(), 0.1), CONNECT_ATTEMPT)
         )
         try:
             sock.settimeout(HELLO_POLL)
@@ -371,12 +469,7 @@ class Links:
         try:
             for peer, address in sorted(peers.items()):
                 if peer > self.worker_address:
-                    try:
-                        links[peer] = self._connect(run, address, secret, deadline)
-                    except OSError as exc:
-                        raise PeerLost(
-                            f"cannot open the link to {peer}: {type(exc).__name__}: {exc}"
-                        ) from exc
+                    links[peer] = self._connect_retrying(run, peer, address, secret, deadline)
             for peer in sorted(peers):
                 if peer < self.worker_address:
                     links[peer] = self._take_accepted(run, peer, deadline)
@@ -389,6 +482,25 @@ class Links:
             sock.setblocking(False)
         with self._cond:
             self._runs[run] = links
+
+    def _connect_retrying(self, run: str, peer: str, address, secret: bytes, deadline: float):
+        """Return `_connect`'s socket, trying again with backoff until `deadline` (a refused or closed attempt).
+
+        A listener busy with strangers' connections may close ours or leave it in its backlog;
+        only a peer that cannot be linked until the chunk's deadline is declared lost.
+        """
+        pause = CONNECT_BACKOFF[0]
+        while True:
+            try:
+                return self._connect(run, address, secret, deadline)
+            except (OSError, PeerLost) as exc:
+                self._check_aborted(run)
+                if time.monotonic() + pause >= deadline:
+                    raise PeerLost(
+                        f"cannot open the link to {peer}: {type(exc).__name__}: {exc}"
+                    ) from exc
+            time.sleep(pause)
+            pause = min(2 * pause, CONNECT_BACKOFF[1])
 
     def _take_accepted(self, run: str, peer: str, deadline: float):
         with self._cond:
@@ -426,9 +538,11 @@ class Links:
             runs = list(self._runs)
         for run in runs:
             self.close(run)
-        self._listener.close()
-        self._wake_w.close()
-        self._wake_r.close()
+        with contextlib.suppress(OSError):  # shut down already
+            self._stop_w.send(b"x")
+        self._acceptor.join(ACCEPT_RETRY + 1.0)
+        for sock in (self._listener, self._stop_w, self._stop_r, self._wake_w, self._wake_r):
+            sock.close()
 
     # ------------------------------------------------------------------ one round
     def round(self, run: str, peers: list[str], message, timeout: float) -> tuple[list, float, int]:

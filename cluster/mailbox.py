@@ -11,6 +11,9 @@ closed when the plugin is torn down or a send fails. Messages of a finished or a
 dropped on arrival, so nothing of an old attempt stays in memory. A chunk starts with a barrier
 (`start`), so a task whose peers are not scheduled in time fails with a clear message instead of
 timing out later inside an exchange.
+
+Every worker process also runs a StallClock: the seconds it was stopped (SIGSTOP, a frozen
+cgroup, a suspended VM). They are no optimization time (cluster.exchange.MailboxExchange.clock).
 """
 
 from __future__ import annotations
@@ -27,11 +30,70 @@ from cluster.errors import PeerLost, StartTimeout
 from cluster.links import Links, addressed_frames, frame_nbytes
 
 HANDLER = "hamsi_mail"
+STALL_TICK = 0.05  # seconds between the stall clock's ticks
+# A gap of more than STALL_GAP s between two ticks, during which the process used less than
+# STALL_CPU of it plus STALL_CPU_SLACK s in CPU time, was a stop: a thread holding the GIL uses
+# CPU; the slack is what the other threads used in the tick before the stop and the moment after.
+STALL_GAP = 1.0
+STALL_CPU = 0.1
+STALL_CPU_SLACK = 0.1
 # Runs remembered as finished (late messages for them are dropped); old ones fall out.
 FINISHED_KEPT = 1024
 
 # One mailbox per worker, found by the worker's address from the task thread.
 _BOXES: dict[str, Mailbox] = {}
+
+
+class StallClock:
+    """Seconds this process was stopped: a thread ticks every STALL_TICK s and adds the gaps that were stops.
+
+    A stopped process runs no thread, so the tick after the stop comes late by the stop's length;
+    its CPU time (time.process_time) did not advance meanwhile, which tells a stop from a thread
+    holding the GIL. (A process that got almost no CPU for over STALL_GAP s on an overloaded host
+    counts as stopped too: it did not optimize either.)
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._total = 0.0
+        self._last, self._cpu = time.monotonic(), time.process_time()
+        threading.Thread(target=self._tick, name="hamsi-stall-clock", daemon=True).start()
+
+    def _stop_since_tick(self, now: float, cpu: float) -> float:
+        """Return the seconds since the last tick if they were a stop, else 0 (call with the lock)."""
+        gap = now - self._last
+        if gap > STALL_GAP and cpu - self._cpu < STALL_CPU * gap + STALL_CPU_SLACK:
+            return gap - STALL_TICK
+        return 0.0
+
+    def _tick(self) -> None:
+        while True:
+            time.sleep(STALL_TICK)
+            with self._lock:
+                now, cpu = time.monotonic(), time.process_time()
+                self._total += self._stop_since_tick(now, cpu)
+                self._last, self._cpu = now, cpu
+
+    def total(self) -> float:
+        """Return the seconds this process was stopped since the clock started.
+
+        A stop that just ended counts before the ticking thread has run again (the task thread
+        may send its next message first).
+        """
+        with self._lock:
+            return self._total + self._stop_since_tick(time.monotonic(), time.process_time())
+
+
+_STALLS: list = []  # this process's StallClock, made at the first use
+_STALLS_LOCK = threading.Lock()
+
+
+def stall_clock() -> StallClock:
+    """Return this process's StallClock (started at the first call)."""
+    with _STALLS_LOCK:
+        if not _STALLS:
+            _STALLS.append(StallClock())
+        return _STALLS[0]
 
 
 class Mailbox:
@@ -40,6 +102,7 @@ class Mailbox:
     def __init__(self, address: str, loop, links=None, connection_args=None):
         self.address, self.loop, self.links = address, loop, links
         self.connection_args = connection_args or {}  # the worker's TLS context on a tls:// cluster
+        self.stalls = stall_clock()
         self._linked: set[str] = set()  # runs whose rounds go over direct links
         self._messages: dict[tuple, object] = {}
         self._cond = threading.Condition()

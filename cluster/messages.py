@@ -64,13 +64,15 @@ class EvaluationPart:
 class Message:
     """What one worker sends its peers in one round (an inner iteration or a cycle's evaluation).
 
-    vote: the sender's clock reached max_time; clock: its optimization time so far.
+    vote: the sender's clock reached max_time; clock: its optimization time so far; stalled:
+    the seconds the sender was stopped in this chunk's timed phases (no optimization time).
     """
 
     step: int
     sender: str
     vote: bool = False
     clock: float = 0.0
+    stalled: float = 0.0
     gradient: list = field(default_factory=list)  # GradientPart
     shards: list = field(default_factory=list)  # ShardPartials
     evaluation: list = field(default_factory=list)  # EvaluationPart
@@ -97,7 +99,7 @@ def to_arrays(message: Message) -> list[np.ndarray]:
         len(message.evaluation),
         len(message.items),
     ]
-    scalars = [float(message.clock)]
+    scalars = [float(message.clock), float(message.stalled)]
     data: list[np.ndarray] = []
     for part in message.gradient:
         if isinstance(part.where, tuple):
@@ -138,14 +140,18 @@ def from_arrays(arrays: list[np.ndarray]) -> Message:
     step, vote, n_gradient, n_shards, n_evaluation, n_items = (
         _take(cursor, "header") for _ in range(6)
     )
+    values = iter(scalars)
     message = Message(
-        step, _sender(arrays[2]), vote=bool(vote), clock=scalars[0] if scalars else 0.0
+        step,
+        _sender(arrays[2]),
+        vote=bool(vote),
+        clock=_take(values, "clock"),
+        stalled=_take(values, "stall"),
     )
     for _ in range(n_gradient):
         message.gradient.append(_take_gradient_part(cursor, data))
     for _ in range(n_shards):
         message.shards.append(_take_optional(ShardPartials, PARTIAL_FIELDS, "shard", cursor, data))
-    values = iter(scalars[1:])
     for _ in range(n_evaluation):
         message.evaluation.append(_take_evaluation_part(cursor, values))
     for _ in range(n_items):

@@ -20,7 +20,7 @@ import numpy as np
 
 from cluster import checkpoint as ckpt
 from cluster.chunks import ChunkRunner
-from cluster.errors import ClusterError, PeerLost
+from cluster.errors import ChunkFailures, PeerLost
 from cluster.layout import layout_for
 from cluster.mailbox import install
 from cluster.placed import Placement
@@ -28,6 +28,7 @@ from cluster.plan import ChunkPlan
 from cluster.recovery import RESUME_HINT, Recovery
 from cluster.run_state import ChunkSummary, RunState
 from cluster.settings import setting
+from cluster.snapshot import new_run
 from cluster.warm import warm_up
 from hamsi import stepper as steps
 from hamsi.optimizer import finish_result
@@ -66,10 +67,10 @@ class DistributedRun:
             client, problem, self.layout, memory, shared_memory=shared_memory, owned_v=owned_v
         )
         self.runner = ChunkRunner(client, self.placement, self.peer_timeout)
-        # the token names the run's chunk-start files on the workers' disks (cluster.snapshot)
-        self.recovery = Recovery(
-            client, self.placement, self.runner.alive, uuid.uuid4().hex[:12], backup
-        )
+        # the token names the run's chunk-start files on the workers' disks; those of runs whose
+        # client is gone are removed (cluster.snapshot)
+        self.recovery = Recovery(client, self.placement, self.runner.alive, new_run(client), backup)
+        self.failures = ChunkFailures(setting("max-recoveries"))  # when a failed chunk is rerun
         self.shared_used = False  # any chunk ran with V in shared memory
         self.owned_used = False  # any chunk ran with V owned on the message path
         self.random_state = None
@@ -146,7 +147,9 @@ class DistributedRun:
                 self._recover(error, epochs.start)
                 continue
             except BaseException:  # KeyboardInterrupt: stop the workers' tasks, then let it through
-                self.runner.abort(futures, plan, self.used)
+                # released, not cancelled: cancelling a chunk whose results' tasks the interrupt
+                # just released trips the scheduler (an AssertionError traceback before the line)
+                self.runner.abort(futures, plan, self.used, cancel=False)
                 raise
             self.recovery.write_backups()
             self.decisions = {a: s.decisions() for a, s in summaries.items()}
@@ -155,11 +158,7 @@ class DistributedRun:
 
     def _recover(self, error: PeerLost, chunk_first: int) -> None:
         """Give up after max-recoveries (naming --resume), else re-place the shards on the survivors."""
-        limit = setting("max-recoveries")
-        if len(self.recovery.recoveries) >= limit:
-            raise ClusterError(
-                f"giving up after {limit} recoveries: {error}; {RESUME_HINT}"
-            ) from error
+        self.failures.before_rerun(error, chunk_first, RESUME_HINT)
         if not self.quiet:
             print(
                 f"hamsi: {error}; rerunning the chunk on the survivors", file=sys.stderr, flush=True

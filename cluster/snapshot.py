@@ -10,17 +10,27 @@ failed task never started, so never stepped them), and a dead host's shards from
 files (`load_backup`). A state is a directory of .npy files (plain arrays, read with
 allow_pickle=False), replaced whole by a rename; the decisions of a CommonState (stepper, stop
 rules, clocks) stay with the driver, which has them from the chunk's summaries.
+
+Nothing stays behind: a run's files go at its end (`remove`), after a failure or an interrupt
+(`discarded_on_failure`), and, when its driver died before either, at the start of any later
+run (`new_run`): a token starts with the id of the run's Dask client, and the files of a client
+no longer connected to the scheduler are removed from every worker.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import threading
+import uuid
 
 import numpy as np
 
 from cluster.shard import CommonState, ShardState
 
+PREFIX = "hamsi-snapshots-"
+DISCARD_WAIT = 5.0  # seconds to wait for the workers to remove files (a stopped one never answers)
 VECTORS = ("S", "Y", "x_start", "g_start")
 PIECES = ("U",) + VECTORS + ("saved",)  # what a buddy receives of a shard state, one task each
 SAVED = "saved_"
@@ -32,7 +42,7 @@ def directory(token: str, worker=None) -> str:
         from distributed import get_worker
 
         worker = get_worker()
-    return os.path.join(worker.local_directory, f"hamsi-snapshots-{token}")
+    return os.path.join(worker.local_directory, PREFIX + token)
 
 
 def path_of(token: str, kind: str, key: int, chunk: int | None = None) -> str:
@@ -154,3 +164,45 @@ def load_backup(token: str, shard: int) -> ShardState:
 def remove(token: str, dask_worker=None) -> None:
     """Remove this worker's snapshot directory of the run `token` (client.run, at the run's end)."""
     shutil.rmtree(directory(token, dask_worker), ignore_errors=True)
+
+
+def remove_stale(live_clients: list, dask_worker=None) -> None:
+    """Remove this worker's snapshot directories of runs whose client is not in `live_clients` (client.run)."""
+    folder = dask_worker.local_directory
+    for name in os.listdir(folder):
+        if not name.startswith(PREFIX):
+            continue
+        owner = name[len(PREFIX) :].rsplit("-", 1)[0]  # the client id the token starts with
+        if owner not in live_clients:
+            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+
+
+def _on_workers(client, function, *args) -> None:
+    """client.run(function, *args) on every worker, waiting at most DISCARD_WAIT s; errors ignored."""
+
+    def run():
+        with contextlib.suppress(Exception):  # a worker or the scheduler going away too
+            client.run(function, *args, on_error="ignore")
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(DISCARD_WAIT)
+
+
+def new_run(client) -> str:
+    """Return the token of a new run's files (module docstring), after removing those of gone clients."""
+    with contextlib.suppress(Exception):  # a scheduler that refuses run_on_scheduler keeps them
+        # a lambda travels by value: the scheduler need not have hamsi installed
+        live = client.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.clients))
+        _on_workers(client, remove_stale, live)
+    return f"{client.id}-{uuid.uuid4().hex[:12]}"
+
+
+@contextlib.contextmanager
+def discarded_on_failure(client, token: str):
+    """Remove the run's files from every worker when the block raises (a failure, Ctrl-C), then re-raise."""
+    try:
+        yield
+    except BaseException:
+        _on_workers(client, remove, token)
+        raise

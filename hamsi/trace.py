@@ -43,7 +43,9 @@ STATUS = {
 @dataclass
 class PhaseTimes:
     """Seconds per phase (thesis Fig. 3.7): gradient, update (step), Hessian approximation; the
-    safeguard's own work; on Dask also exchange (sending) and wait (blocked on peers)."""
+    safeguard's own work; on Dask also exchange (sending) and wait (blocked on peers), and stalled:
+    the part of them during which a worker was stopped (SIGSTOP; cluster.mailbox.StallClock),
+    which is no optimization time."""
 
     gradient: float = 0.0
     update: float = 0.0
@@ -51,12 +53,19 @@ class PhaseTimes:
     safeguard: float = 0.0
     exchange: float = 0.0
     wait: float = 0.0
+    stalled: float = 0.0
 
     @property
     def total(self) -> float:
-        """Return the optimization time: the sum of the phases."""
+        """Return the optimization time: the sum of the phases, less the time stalled."""
         return (
-            self.gradient + self.update + self.hessian + self.safeguard + self.exchange + self.wait
+            self.gradient
+            + self.update
+            + self.hessian
+            + self.safeguard
+            + self.exchange
+            + self.wait
+            - self.stalled
         )
 
     def as_dict(self) -> dict:
@@ -68,6 +77,7 @@ class PhaseTimes:
             "safeguard": self.safeguard,
             "exchange": self.exchange,
             "wait": self.wait,
+            "stalled": self.stalled,
         }
 
 

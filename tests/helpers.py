@@ -188,3 +188,67 @@ def checkpoint_state(n=11, memory=2, n_subsets=3, seed=0) -> dict:
         "random_state": seed,
     }
     return {"arrays": arrays, "meta": meta, "fingerprint": fingerprint}
+
+
+class ConnectionFlood:
+    """Hold `idle` silent and `drip` slow-drip connections to every 127.0.0.1 port, reconnecting closed ones.
+
+    A slow-drip connection sends one byte every `every` seconds (a hello that never completes).
+    Runs in one thread until stop(); `opened` counts the connections made.
+    """
+
+    def __init__(self, ports, idle=200, drip=64, every=0.5):
+        import threading
+
+        self.ports, self.idle, self.drip, self.every = list(ports), idle, drip, every
+        self.opened = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self):
+        import selectors
+        import socket
+        import time
+
+        next_turn = 0.0
+        held = {(port, kind): [] for port in self.ports for kind in ("idle", "drip")}
+        with selectors.DefaultSelector() as selector:
+            try:
+                while not self._stop.is_set():
+                    if time.monotonic() >= next_turn:  # once per period: refill, drip a byte
+                        next_turn = time.monotonic() + self.every
+                        for (port, kind), socks in held.items():
+                            want = self.idle if kind == "idle" else self.drip
+                            for _ in range(min(want - len(socks), 64)):
+                                try:
+                                    sock = socket.create_connection(("127.0.0.1", port), 0.5)
+                                except OSError:
+                                    break
+                                sock.setblocking(False)
+                                socks.append(sock)
+                                selector.register(sock, selectors.EVENT_READ, (port, kind))
+                                self.opened += 1
+                            for sock in socks if kind == "drip" else []:
+                                try:
+                                    sock.send(b"H")
+                                except OSError:
+                                    pass
+                    for key, _ in selector.select(self.every):  # readable: closed by the listener
+                        selector.unregister(key.fileobj)
+                        held[key.data].remove(key.fileobj)
+                        key.fileobj.close()
+            finally:
+                for socks in held.values():
+                    for sock in socks:
+                        sock.close()

@@ -257,3 +257,185 @@ def test_stale_shared_memory_of_dead_runs_is_removed_and_live_ones_kept(tmp_path
     removed = shared.remove_stale(str(tmp_path))
     assert removed == [str(tmp_path / files["dead"])]
     assert sorted(os.listdir(tmp_path)) == sorted(v for k, v in files.items() if k != "dead")
+
+
+@pytest.mark.parametrize("stopped_by", [KeyboardInterrupt, RuntimeError])
+def test_an_interrupted_or_failed_fit_leaves_no_snapshots_and_gone_runs_lose_theirs(
+    ratings, stopped_by
+):
+    part = partition.make("strata-b", ratings, blocks=2, seed=1)
+
+    def listing(client):
+        return client.run(
+            lambda dask_worker: sorted(
+                n for n in os.listdir(dask_worker.local_directory) if n.startswith("hamsi-snap")
+            )
+        )
+
+    with connect(n_workers=2, quiet=True) as client:
+        gone = "hamsi-snapshots-Client-gone-0123456789ab"  # a driver killed before it cleaned up
+        live = f"hamsi-snapshots-{client.id}-0123456789ab"  # another run of a connected client
+        client.run(
+            lambda dask_worker: [
+                os.makedirs(os.path.join(dask_worker.local_directory, n)) for n in (gone, live)
+            ]
+        )
+        during = []
+
+        def stop(row):
+            during.append(listing(client))
+            raise stopped_by("stop")
+
+        with pytest.raises(stopped_by):
+            fit_distributed(
+                ratings,
+                rank=RANK,
+                partition=part,
+                random_state=1,
+                max_epochs=6,
+                chunk_epochs=2,
+                client=client,
+                shared_memory=False,
+                callback=stop,
+            )
+        after = listing(client)
+    assert len(during[0]) == len(after) == 2
+    for names in during[
+        0
+    ].values():  # the run's own files beside the live run's; the gone ones went
+        assert gone not in names and live in names and len(names) == 2
+    assert all(names == [live] for names in after.values())
+
+
+def _links_open(dask_worker):
+    """True while a chunk of this worker has its links open (its rounds run)."""
+    from cluster.mailbox import _BOXES
+
+    return bool(_BOXES[dask_worker.address].links._runs)
+
+
+def test_a_stopped_worker_does_not_count_against_max_time(ratings):
+    import threading
+
+    max_time, pause = 6.0, 8.0
+    part = partition.make("strata-b", ratings, blocks=2, seed=1)
+    with connect(n_workers=2, quiet=True) as client:
+        pids = client.run(os.getpid)
+        stops = []
+
+        def stop_in_the_rounds(info):
+            victim = info["workers"][1]
+
+            def stop():
+                deadline = time.monotonic() + 60
+                while not client.run(_links_open, workers=[victim])[victim]:
+                    assert time.monotonic() < deadline, "the chunk's rounds never began"
+                    time.sleep(0.05)
+                time.sleep(0.5)
+                os.kill(pids[victim], signal.SIGSTOP)
+                try:
+                    stops.append(time.monotonic())
+                    time.sleep(pause)
+                finally:
+                    os.kill(pids[victim], signal.SIGCONT)
+
+            if not stops:
+                stops.append(threading.Thread(target=stop, daemon=True))
+                stops[0].start()
+
+        started = time.monotonic()
+        got = fit_distributed(
+            ratings,
+            rank=RANK,
+            partition=part,
+            random_state=1,
+            max_epochs=10**6,
+            max_time=max_time,
+            chunk_epochs=10**6,
+            client=client,
+            shared_memory=False,
+            on_chunk=stop_in_the_rounds,
+            peer_timeout=60.0,
+        )
+        wall = time.monotonic() - started
+        stops[0].join(pause + 5)
+    assert len(stops) == 2 and not got.recoveries
+    assert got.reason == "time_limit"
+    # the stop is measured and not counted: the fit optimized for max_time besides it
+    assert pause - 1 < got.phase_times["stalled"] < pause + 1
+    assert max_time <= got.time < max_time + 2 and got.trace.rows[-1][2] < max_time + 2
+    assert wall > pause + max_time
+
+
+INTERRUPTED_GATHER = """
+import os, signal, sys, threading, time
+from cluster.connect import connect
+
+def slow(x):
+    time.sleep(3)
+    return x
+
+if __name__ == "__main__":
+    with connect(n_workers=2, quiet=True) as client:
+        futures = [client.submit(slow, i, pure=False) for i in range(4)]
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        try:
+            client.gather(futures)
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+        for future in futures:
+            future.cancel()
+        del futures
+        time.sleep(1.0)
+"""
+
+
+def test_an_interrupted_gather_prints_no_dask_traceback(tmp_path):
+    script = tmp_path / "interrupted.py"
+    script.write_text(INTERRUPTED_GATHER)
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    assert done.stderr.strip() == "interrupted"
+
+
+def test_ctrl_c_during_a_fit_prints_one_line(tmp_path):
+    data = tmp_path / "ratings.csv"
+    write_ratings(make_ratings(users=943, items=1682, ratings=20_000, seed=1), data)
+    command = [sys.executable, "-m", "hamsi", "factorize", str(data), "--workers", "2"]
+    command += ["--rank", "10", "--reg", "0.05", "--max-epochs", "100000"]
+    fit = subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as in a terminal
+    )
+    try:
+        lines = []
+        while not any(line.startswith("epoch") for line in lines[-1:]):
+            lines.append(fit.stderr.readline())
+            assert lines[-1], "the fit ended before its first cycle"
+        time.sleep(1.5)
+        fit.send_signal(signal.SIGINT)
+        lines += fit.stderr.read().splitlines()
+        assert fit.wait(60) == 130
+    finally:
+        if fit.poll() is None:  # it should have ended: let it close its cluster, then make sure
+            fit.terminate()
+            try:
+                fit.wait(30)
+            except subprocess.TimeoutExpired:
+                fit.kill()
+                fit.wait()
+    said = [
+        line.strip()
+        for line in lines
+        if line.strip() and not line.startswith(("epoch", "hamsi: local Dask cluster"))
+    ]
+    assert said == ["hamsi: interrupted"]

@@ -1,12 +1,15 @@
 """Direct worker-to-worker links (cluster.links): frames, rounds, failures. Loopback only, no Dask."""
 
 import os
+import socket
 import threading
 import time
 
 import numpy as np
 import pytest
+from helpers import ConnectionFlood
 
+from cluster import links as links_module
 from cluster.errors import PeerLost
 from cluster.links import FrameLimit, Links, encode, frame_nbytes
 from cluster.messages import (
@@ -150,7 +153,7 @@ def test_late_connections_of_a_finished_run_are_refused(pair):
     with pytest.raises(
         PeerLost, match="cannot open the link"
     ):  # a connects to b after b finished the run
-        a.open("old", {b.worker_address: b.address}, 5.0)
+        a.open("old", {b.worker_address: b.address}, 1.0)  # tried again until then
     time.sleep(0.3)
     assert not b._accepted
     a.close("old")
@@ -166,6 +169,62 @@ def test_a_peer_without_the_run_secret_is_refused_both_ways(pair):
     assert not b._accepted
 
 
+def test_a_hello_has_one_deadline_for_the_whole_exchange(pair, monkeypatch):
+    monkeypatch.setattr(links_module, "HELLO_DEADLINE", 1.0)
+    _, b = pair
+    start = time.monotonic()
+    with socket.create_connection(b.address, timeout=5) as sock:
+        try:
+            while time.monotonic() - start < 10:  # one byte every 0.2 s: each read comes in time
+                sock.sendall(b"H")
+                sock.settimeout(0.2)
+                try:
+                    if sock.recv(1) == b"":
+                        break
+                except TimeoutError:
+                    pass
+        except OSError:  # reset by the listener
+            pass
+    assert 0.9 < time.monotonic() - start < 2.0
+
+
+def test_idle_and_slow_drip_connections_keep_no_peer_out(pair):
+    a, b = pair
+    with ConnectionFlood([a.address[1], b.address[1]], idle=200, drip=64, every=0.3) as flood:
+        time.sleep(1.0)  # the flood holds every hello slot
+        for run in ("r1", "r2", "r3"):
+            errors = []
+
+            def opening(x, y, run=run, errors=errors):
+                try:
+                    x.open(run, {y.worker_address: y.address}, 20.0)
+                except Exception as exc:
+                    errors.append(exc)
+
+            for x in (a, b):
+                x.expect(run, SECRET, LIMIT)
+            threads = [threading.Thread(target=opening, args=p) for p in ((a, b), (b, a))]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert not errors
+            got = []
+            tb = threading.Thread(
+                target=lambda run=run: got.append(
+                    b.round(run, [a.worker_address], Message(1, "b"), 10.0)
+                )
+            )
+            tb.start()
+            received = a.round(run, [b.worker_address], Message(1, "a"), 10.0)[0]
+            tb.join()
+            assert received[0].sender == "b" and got[0][0][0].sender == "a"
+            a.close(run)
+            b.close(run)
+        opened = flood.opened
+    assert opened >= 2 * (200 + 64)
+
+
 def test_typed_messages_survive_the_binary_form_field_by_field():
     rng = np.random.default_rng(3)
     sent = Message(
@@ -173,6 +232,7 @@ def test_typed_messages_survive_the_binary_form_field_by_field():
         "tcp://127.0.0.1:5",
         vote=True,
         clock=2.5,
+        stalled=0.75,
         gradient=[
             GradientPart(1, (3, 9), rng.standard_normal((6, 4))),
             GradientPart(0, np.array([4, 2, 8]), rng.standard_normal((3, 4))),
@@ -197,7 +257,13 @@ def test_typed_messages_survive_the_binary_form_field_by_field():
         isinstance(b, (bytes, np.ndarray)) for b in frame
     )  # numbers only: no pickle anywhere
     got = from_arrays([np.array(a) for a in to_arrays(sent)])
-    assert (got.step, got.sender, got.vote, got.clock) == (7, "tcp://127.0.0.1:5", True, 2.5)
+    assert (got.step, got.sender, got.vote, got.clock, got.stalled) == (
+        7,
+        "tcp://127.0.0.1:5",
+        True,
+        2.5,
+        0.75,
+    )
     assert got.gradient[0].where == (3, 9) and np.array_equal(got.gradient[1].where, [4, 2, 8])
     for mine, theirs in zip(sent.gradient, got.gradient):
         assert mine.key == theirs.key and np.array_equal(mine.rows, theirs.rows)

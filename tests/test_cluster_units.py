@@ -276,3 +276,70 @@ def test_a_recovery_waits_until_workers_dying_together_are_all_dropped():
         begun = time.monotonic()
         recovery.settled_alive()
         assert time.monotonic() - begun < 1.0
+
+
+def test_failed_chunks_rerun_until_workers_are_lost_too_often_or_a_fault_does_not_pass(monkeypatch):
+    from cluster import errors
+    from cluster.errors import ChunkFailed, ChunkFailures, ClusterError
+
+    monkeypatch.setattr(errors, "RERUN_PAUSE", (0.0, 0.0))
+    lost = ChunkFailed("chunk a failed; lost workers: tcp://127.0.0.1:9", ["tcp://127.0.0.1:9"])
+    flaky = ChunkFailed(
+        "chunk b failed (PeerLost: boom); lost workers: none", cause="PeerLost: boom"
+    )
+    failures = ChunkFailures(losses=2)
+    for chunk in (
+        1,
+        1,
+        11,
+        11,
+        21,
+        21,
+    ):  # two failures in a row of a chunk, or of two chunks: rerun
+        failures.before_rerun(flaky, chunk, "resume")
+    failures.before_rerun(lost, 21, "resume")  # a loss starts the count of failures in a row over
+    failures.before_rerun(flaky, 21, "resume")
+    failures.before_rerun(flaky, 21, "resume")
+    failures.before_rerun(lost, 31, "resume")
+    with pytest.raises(ClusterError) as caught:
+        failures.before_rerun(lost, 31, "resume")  # the third loss of the run
+    assert str(caught.value).startswith("giving up after 2 recoveries from lost workers")
+    failures = ChunkFailures(losses=2)
+    failures.before_rerun(flaky, 31, "resume")
+    failures.before_rerun(flaky, 31, "resume")
+    with pytest.raises(ClusterError) as caught:
+        failures.before_rerun(flaky, 31, "resume")
+    message = str(caught.value)
+    assert "\n" not in message and "failed 3 times in a row with every worker answering" in message
+    assert "PeerLost: boom" in message and "lost workers: none" not in message
+
+
+STOPPED_CHILD = """
+import time
+from cluster.mailbox import stall_clock
+clock = stall_clock()
+print("ready", flush=True)
+time.sleep(4.0)  # stopped for 2 s by the parent meanwhile
+print(clock.total(), flush=True)
+"""
+
+
+def test_the_stall_clock_counts_the_seconds_its_process_was_stopped():
+    import signal
+    import subprocess
+    import sys
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", STOPPED_CHILD], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(0.5)
+        os.kill(child.pid, signal.SIGSTOP)
+        time.sleep(2.0)
+        os.kill(child.pid, signal.SIGCONT)
+        stalled = float(child.stdout.readline())
+    finally:
+        child.kill()
+        child.wait()
+    assert 1.5 < stalled < 2.5

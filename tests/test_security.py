@@ -10,11 +10,12 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 import tracemalloc
 
 import numpy as np
 import pytest
-from helpers import checkpoint_state
+from helpers import ConnectionFlood, checkpoint_state
 
 import partition
 from cluster import checkpoint as ckpt
@@ -123,6 +124,38 @@ def test_a_pickle_sent_to_every_extra_worker_port_during_a_run_is_never_loaded(r
     assert not marker.exists()
     assert not got.recoveries
     assert np.array_equal(got.x, in_process_x(ratings, part, 4))
+
+
+@pytest.mark.cluster
+def test_idle_and_slow_drip_connections_to_every_links_port_leave_the_fit_undisturbed(ratings):
+    part = partition.make("strata-b", ratings, blocks=2, seed=1)
+    floods = []
+
+    def flood(info):
+        if info["chunk"] == 0:  # the tasks of chunk 0 open their links under the flood too
+            floods.append(ConnectionFlood(worker_extra_ports(info["client"]), idle=200, drip=64))
+            floods[0].__enter__()
+            time.sleep(1.0)  # every hello slot taken before the links open
+
+    with connect(n_workers=2, quiet=True) as client:
+        try:
+            got = fit_distributed(
+                ratings,
+                rank=RANK,
+                partition=part,
+                random_state=1,
+                max_epochs=6,
+                chunk_epochs=2,
+                client=client,
+                on_chunk=flood,
+                shared_memory=False,
+            )
+        finally:
+            for f in floods:
+                f.stop()
+    assert floods and floods[0].opened >= 2 * (200 + 64)
+    assert not got.recoveries
+    assert np.array_equal(got.x, in_process_x(ratings, part, 6))
 
 
 def test_the_hello_reads_only_its_fixed_size_and_refuses_strangers(tmp_path):
