@@ -34,8 +34,10 @@ STALL_TICK = 0.05  # seconds between the stall clock's ticks
 # A gap of more than STALL_GAP s between two ticks, during which the process used less than
 # STALL_CPU of it plus STALL_CPU_SLACK s in CPU time, was a stop: a thread holding the GIL uses
 # CPU; the slack is what the other threads used in the tick before the stop and the moment after.
+# A stopped process uses none, while one starved on an oversubscribed host (20 runnable processes
+# on 2 cores: ~10 % each) still optimizes: it must not count as stopped, so STALL_CPU is 1 %.
 STALL_GAP = 1.0
-STALL_CPU = 0.1
+STALL_CPU = 0.01
 STALL_CPU_SLACK = 0.1
 # Runs remembered as finished (late messages for them are dropped); old ones fall out.
 FINISHED_KEPT = 1024
@@ -49,8 +51,8 @@ class StallClock:
 
     A stopped process runs no thread, so the tick after the stop comes late by the stop's length;
     its CPU time (time.process_time) did not advance meanwhile, which tells a stop from a thread
-    holding the GIL. (A process that got almost no CPU for over STALL_GAP s on an overloaded host
-    counts as stopped too: it did not optimize either.)
+    holding the GIL. (A process that got under 1 % of a CPU for over STALL_GAP s on an overloaded
+    host counts as stopped too: it did not optimize either; one that got its share of a busy host did.)
     """
 
     def __init__(self):

@@ -160,9 +160,8 @@ class DistributedRun:
         """Give up after max-recoveries (naming --resume), else re-place the shards on the survivors."""
         self.failures.before_rerun(error, chunk_first, RESUME_HINT)
         if not self.quiet:
-            print(
-                f"hamsi: {error}; rerunning the chunk on the survivors", file=sys.stderr, flush=True
-            )
+            where = "on the survivors" if getattr(error, "lost", True) else "after a pause"
+            print(f"hamsi: {error}; rerunning the chunk {where}", file=sys.stderr, flush=True)
         self.workers = self.recovery.recover(
             error, self.workers, self.origin, self.decisions, chunk_first
         )
