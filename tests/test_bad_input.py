@@ -725,8 +725,6 @@ def test_dp_learn_plot_on_a_full_disk_names_the_flag(folder, tmp_path, capsys, m
             "5",
             "--epsilon",
             "1",
-            "--seed",
-            "1",
             "--n-iter",
             "20",
             "--classes",
