@@ -14,9 +14,8 @@ from cluster.recovery import cluster_lost, reporting_cluster_losses
 from cluster.run import DistributedRun
 from cluster.snapshot import discarded_on_failure
 from hamsi import stepper as steps
-from hamsi.optimizer import GAMMA, GD_ETA, HAMSI_ETA
+from hamsi.optimizer import GAMMA, GD_ETA, HAMSI_ETA, stepper_and_stop_rules
 from hamsi.problems import MatrixFactorization
-from hamsi.stop_rules import StopRules
 
 METHODS = steps.METHODS
 __all__ = ["cluster_lost", "fit_distributed", "minimize_hamsi", "reporting_cluster_losses"]
@@ -110,10 +109,10 @@ def minimize_hamsi(
             shared_memory=shared_memory,
             owned_v=owned_v,
         )
-        stepper = steps.Stepper(
+        stepper, stop = stepper_and_stop_rules(
+            problem,
+            run.layout_k,
             method=method,
-            n_subsets=run.layout_k,
-            n_params=problem.n_params,
             schedule=schedule,
             memory=memory,
             eta=eta,
@@ -121,17 +120,12 @@ def minimize_hamsi(
             eta_gd=eta_gd,
             safeguard=safeguard,
             random_state=random_state,
-        )
-        stop = StopRules(
             max_epochs=max_epochs,
             max_time=max_time,
             tol=tol,
             target=target,
             patience=patience,
             has_heldout=heldout is not None,
-            eta=eta,
-            safeguard=stepper.safeguard,
-            metric=problem.metric,
         )
         run.fingerprint_extra = {
             "method": method,

@@ -82,6 +82,24 @@ def finish_result(x, reason, message, trace, phases, stepper, stop, epoch, **ext
     )
 
 
+def stepper_and_stop_rules(problem, n_subsets: int, *, has_heldout: bool, **options):
+    """Return the (Stepper, StopRules) of a run: every decision of both engines comes from these two.
+
+    options: method, schedule, memory, eta, gamma, eta_gd, safeguard, random_state (the Stepper's)
+    and max_epochs, max_time, tol, target, patience (the stop rules').
+    """
+    rules = {k: options.pop(k) for k in ("max_epochs", "max_time", "tol", "target", "patience")}
+    stepper = Stepper(n_subsets=n_subsets, n_params=problem.n_params, **options)
+    stop = StopRules(
+        **rules,
+        has_heldout=has_heldout,
+        eta=options["eta"],
+        safeguard=stepper.safeguard,
+        metric=problem.metric,
+    )
+    return stepper, stop
+
+
 def run_in_process(
     problem,
     partition,
@@ -112,10 +130,10 @@ def run_in_process(
         if x0 is None
         else np.array(x0, dtype=np.float64, copy=True)
     )
-    stepper = Stepper(
+    stepper, stop = stepper_and_stop_rules(
+        problem,
+        layout.n_subsets,
         method=method,
-        n_subsets=layout.n_subsets,
-        n_params=problem.n_params,
         schedule=schedule,
         memory=memory,
         eta=eta,
@@ -123,17 +141,12 @@ def run_in_process(
         eta_gd=eta_gd,
         safeguard=safeguard,
         random_state=random_state,
-    )
-    stop = StopRules(
         max_epochs=max_epochs,
         max_time=max_time,
         tol=tol,
         target=target,
         patience=patience,
         has_heldout=heldout is not None,
-        eta=eta,
-        safeguard=stepper.safeguard,
-        metric=problem.metric,
     )
     phases = PhaseTimes()
     trace = Trace()
