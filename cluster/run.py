@@ -30,8 +30,7 @@ from cluster.run_state import ChunkSummary, RunState
 from cluster.settings import setting
 from cluster.snapshot import new_run
 from cluster.warm import warm_up
-from hamsi import stepper as steps
-from hamsi.optimizer import finish_result
+from hamsi.optimizer import finish_result, start_point
 from hamsi.problems import MatrixFactorization
 from hamsi.trace import PhaseTimes, Trace
 
@@ -305,13 +304,8 @@ def gather_states(client, placed, n_shards: int, with_memory: bool):
 def start_vectors(problem, x0, random_state, memory: int) -> dict:
     """Return the full vectors of a new run: x (x0, else the problem's seeded start), empty L-BFGS memory."""
     n, M = problem.n_params, memory
-    x = (
-        problem.initial_point(steps.engine_rngs(random_state)[0])
-        if x0 is None
-        else np.array(x0, dtype=np.float64, copy=True)
-    )
     return {
-        "x": x,
+        "x": start_point(problem, x0, random_state),
         "S": np.zeros((M, n)),
         "Y": np.zeros((M, n)),
         "x_start": np.zeros(n),

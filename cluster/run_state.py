@@ -53,13 +53,8 @@ class ChunkSummary:
 
     def decisions(self) -> dict:
         """Return the decisions a rerun of the next chunk starts from (as RunState.decisions)."""
-        return dict(
-            stepper=self.stepper,
-            stop=self.stop,
-            time_used=self.time_used,
-            cycles_done=self.cycles_done,
-            started=True,
-        )
+        state = RunState(None, self.stepper, self.stop, self.time_used, self.cycles_done, True)
+        return state.decisions()
 
 
 def summarize(result: dict) -> ChunkSummary:

@@ -176,9 +176,6 @@ class MatrixFactorizer(BaseEstimator):
         "schedule": Choice(("det", "stoc")),
         "on_divergence": Choice(("raise", "warn")),
     }
-    _item_known = (
-        None  # items with training ratings, kept only when the seen lists are not (Dask data path)
-    )
 
     def __init__(
         self,

@@ -82,6 +82,13 @@ def finish_result(x, reason, message, trace, phases, stepper, stop, epoch, **ext
     )
 
 
+def start_point(problem, x0, random_state) -> np.ndarray:
+    """Return the run's start: a float64 copy of x0, else the problem's seeded start (both engines)."""
+    if x0 is None:
+        return problem.initial_point(engine_rngs(random_state)[0])
+    return np.array(x0, dtype=np.float64, copy=True)
+
+
 def stepper_and_stop_rules(problem, n_subsets: int, *, has_heldout: bool, **options):
     """Return the (Stepper, StopRules) of a run: every decision of both engines comes from these two.
 
@@ -125,11 +132,7 @@ def run_in_process(
     """Run the loop with a LocalExchange and return the OptimizeResult (both methods; hamsi.engine)."""
     layout = problem.arrange(partition)
     bounds = problem.shard_bounds(partition)
-    x = (
-        problem.initial_point(engine_rngs(random_state)[0])
-        if x0 is None
-        else np.array(x0, dtype=np.float64, copy=True)
-    )
+    x = start_point(problem, x0, random_state)
     stepper, stop = stepper_and_stop_rules(
         problem,
         layout.n_subsets,
