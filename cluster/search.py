@@ -1,19 +1,23 @@
-"""The hyper-parameter search's trials as Dask tasks: one trial per worker, each in process there.
+"""The hyper-parameter search's trials as Dask tasks: each trial's run lives on a worker.
 
 hamsi.search decides everything (the grid, the rungs, who is kept); this module only runs a
-rung's independent trials on the cluster: the fit and validation parts are scattered once to
-every worker, then each trial is one task, `hamsi.search.fit_trial` with the in-process
-MatrixFactorizer and threads_per_worker threads, so a trial gives what it gives in this process
-and the search chooses the same model for the same seed.
+rung's trials on the cluster. The fit and validation parts are scattered once to every worker;
+a trial's run (hamsi.trials.TrialRun) is started by one task and stays on that worker as a
+future; promoting it submits a task that continues that run there (no state moves), and a
+small task reads its outcome. Each trial runs the in-process engine on threads_per_worker
+threads, so it gives what it gives in this process and the search chooses the same model for
+the same seed.
 """
 
 from __future__ import annotations
 
-from hamsi import search
+from distributed import as_completed
+
+from hamsi import trials as trial_runs
 
 
 class DaskTrialRunner:
-    """run_rung for hamsi.search.choose_by_validation: a rung's trials mapped over the workers."""
+    """run_rung for hamsi.search.choose_by_validation: a rung's trials over the workers."""
 
     def __init__(
         self, client, estimator_class, base_params: dict, fit_part, validation, threads: int
@@ -24,19 +28,57 @@ class DaskTrialRunner:
         self.fit_part, self.validation = client.scatter(
             [fit_part, validation], broadcast=True, hash=False
         )
+        self.runs: dict = {}  # candidate -> future of its TrialRun, on the worker that runs it
+        self.homes: dict = {}  # candidate -> that worker's address
+        self.workers = sorted(client.scheduler_info()["workers"])
 
-    def __call__(self, trials) -> list[dict]:
-        """Return the outcomes of `trials` in their order (hamsi.search.fit_trial on the workers)."""
-        futures = [
-            self.client.submit(
-                search.fit_trial,
+    def _run(self, trial):
+        """Return the future of candidate's run advanced to trial.cycles (started if new)."""
+        run = self.runs.get(trial.candidate)
+        # a run stays where it started: its state is a live engine, never moved between workers
+        home = self.homes.setdefault(
+            trial.candidate, self.workers[len(self.homes) % len(self.workers)]
+        )
+        place = dict(workers=[home], allow_other_workers=False, pure=False)
+        if run is None:
+            run = self.client.submit(
+                trial_runs.start_trial,
                 self.estimator_class,
                 self.base_params,
-                trial,
+                trial.params,
                 self.fit_part,
                 self.validation,
-                pure=False,
+                **place,
             )
+        run = self.client.submit(
+            trial_runs.advance_trial, run, trial.cycles, trial.deadline, **place
+        )
+        self.runs[trial.candidate] = run
+        return run
+
+    def __call__(self, trials, report) -> list[dict]:
+        """Return the outcomes of `trials` in their order, calling report(trial, outcome) as each ends."""
+        promoted = {t.candidate for t in trials}
+        self.runs = {c: run for c, run in self.runs.items() if c in promoted}
+        outcomes = {
+            self.client.submit(
+                trial_runs.trial_outcome,
+                self._run(trial),
+                trial.cycles,
+                workers=[self.homes[trial.candidate]],
+                pure=False,
+            ): trial
             for trial in trials
-        ]
-        return self.client.gather(futures)
+        }
+        for future in as_completed(outcomes):
+            report(outcomes[future], future.result())
+        return [future.result() for future in outcomes]
+
+    def fitted(self, candidate: int):
+        """Return the estimator fitted by candidate's trial (its best-validation iterate)."""
+        return self.client.submit(
+            trial_runs.fitted_trial,
+            self.runs[candidate],
+            workers=[self.homes[candidate]],
+            pure=False,
+        ).result()

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import warnings
-from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
-from hamsi import kernels, search
+from hamsi import kernels
 from hamsi.options import GD_ETA, EngineOptions
 
 
@@ -59,12 +57,19 @@ class InProcessEngine:
         self, problem, cover, options: EngineOptions, *, heldout=None, callback=None, x0=None
     ):
         """Return the OptimizeResult of hamsi.optimizer's loop (mbgd: memory 1, no safeguard)."""
-        from hamsi.optimizer import run_in_process
+        run = self.start(problem, cover, options, heldout=heldout, callback=callback, x0=x0)
+        return run.advance(options.max_epochs, options.max_time).finish()
+
+    def start(
+        self, problem, cover, options: EngineOptions, *, heldout=None, callback=None, x0=None
+    ):
+        """Return the hamsi.optimizer.InProcessRun of `options`, started (trace row 0), no cycle run."""
+        from hamsi.optimizer import InProcessRun
 
         keywords = dict(options.keywords(), eta=options.step_eta)
         if options.method == "mbgd":
             keywords.update(eta_gd=GD_ETA, memory=1, safeguard=False)
-        return run_in_process(
+        return InProcessRun(
             problem,
             cover,
             x0=x0,
@@ -82,38 +87,14 @@ class InProcessEngine:
         raise TypeError("the in-process engine keeps no data elsewhere: fit reads it into memory")
 
     def trial_runner(self, estimator_class, base_params: dict, fit_part, validation):
-        """Return run_rung: a rung's trials side by side in this process, one numba thread each.
-
-        A trial's kernels release the GIL, so `threads` trials at a time, each on one thread, beat
-        one trial at a time on all of them (the fork-join of every short parallel kernel goes). The
-        thread count changes no bits (every reduction is per shard, in shard order).
-        """
+        """Return run_rung: a rung's trials side by side in this process (hamsi.trials.LocalTrials)."""
+        from hamsi.trials import LocalTrials
         from partition.strata import warm_up as warm_up_strata
 
         strata = str(base_params.get("partitioner", "")).lower().startswith("strata")
         # compile before the search's clock starts; the trials run the one-thread twins
         kernels.warm_up(0, also=warm_up_strata if strata else None)
-        base = dict(base_params, threads=1)
-        workers = self.threads
-
-        def fit(trial):
-            return search.fit_trial(estimator_class, base, trial, fit_part, validation)
-
-        def run_rung(trials) -> list[dict]:
-            if workers == 1 or len(trials) == 1:
-                return [fit(trial) for trial in trials]
-            # the warnings filters are one list for all threads: silence the trials' warnings
-            # (their overfitting is their score) around the pool, not only inside each thread
-            with (
-                warnings.catch_warnings(),
-                ThreadPoolExecutor(
-                    min(len(trials), workers), thread_name_prefix="hamsi-trial"
-                ) as pool,
-            ):
-                warnings.simplefilter("ignore")
-                return list(pool.map(fit, trials))
-
-        return run_rung
+        return LocalTrials(estimator_class, base_params, fit_part, validation, self.threads)
 
 
 @contextlib.contextmanager

@@ -8,7 +8,9 @@ a fitted model saves to and loads from one versioned .npz (hamsi.model_io).
 
 from __future__ import annotations
 
+import logging
 import numbers
+import sys
 import time
 import warnings
 
@@ -16,7 +18,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone
 
 from hamsi import defaults, model_io, search
-from hamsi.engine import in_process
+from hamsi.engine import InProcessEngine, in_process
 from hamsi.errors import Advice, AdvisedWarning, DivergenceError, InputError, flag_name
 from hamsi.options import METHODS, EngineOptions
 from hamsi.parameters import Boolean, Choice, Integer, Real, check_parameters
@@ -32,6 +34,7 @@ from hamsi.recommender import (
 from hamsi.trace import Trace
 from hamsi.training import InMemoryRatings, TrainingFacts
 
+LOGGER = logging.getLogger("hamsi")
 ALGORITHMS = METHODS  # the estimator's `algorithm` is the engine's `method`
 AUTO = "auto"
 # Arrays of a fitted model: saved-file key -> attribute (None-valued ones are not written).
@@ -138,6 +141,9 @@ class MatrixFactorizer(BaseEstimator):
         userId / movieId are recognised too).
     search : bool
         Choose the "auto" hyper-parameters by validation (default True; see reg_weighting).
+    verbose : int
+        0 (default): quiet; 1: one line on stderr per search trial as it ends, and the choice.
+        The lines always go to the "hamsi" logger (INFO).
 
     Attributes
     ----------
@@ -171,6 +177,7 @@ class MatrixFactorizer(BaseEstimator):
         "biases": Boolean(),
         "safeguard": Boolean(),
         "search": Boolean(),
+        "verbose": Integer(minimum=0),
         "algorithm": Choice(ALGORITHMS),
         "reg_weighting": Choice(REG_WEIGHTINGS + (AUTO,)),
         "schedule": Choice(("det", "stoc")),
@@ -206,6 +213,7 @@ class MatrixFactorizer(BaseEstimator):
         item_col="item",
         rating_col="rating",
         search=True,
+        verbose=0,
     ):
         self.rank = rank
         self.algorithm = algorithm
@@ -234,6 +242,7 @@ class MatrixFactorizer(BaseEstimator):
         self.item_col = item_col
         self.rating_col = rating_col
         self.search = search
+        self.verbose = verbose
 
     def __sklearn_clone__(self):
         """Return an unfitted copy; parameters in _shared_params (a Dask client) stay the same object."""
@@ -284,17 +293,23 @@ class MatrixFactorizer(BaseEstimator):
         callback(row: dict) is called after each cycle with the new trace row.
         """
         self.validate_params()
+        started = time.perf_counter()
         with self._engine() as engine:
             if engine.keeps(X):
                 return self._fit_kept(engine, X, validation, callback)
             train, validation = self._training_ratings(X, y, validation)
-            started = time.perf_counter()
-            self._choose(train, engine)
+            trial = self._choose(train, engine, started)
+            if trial is not None:  # no time to refit: the search's model, said by _choose
+                return self._adopt(trial, train)
             self.partition_ = self._partition(train, engine.default_blocks())
             data = InMemoryRatings(train)
+            if self._chosen["cycles"] == 0:  # the start (biases fit): no engine run needed
+                engine = InProcessEngine(self.threads)
             problem, result = self._solve(
                 engine, data, validation, callback, self._remaining(started)
             )
+            if self._refit_cut(result):
+                return self._adopt(self._fallback.fitted(self._fallback_candidate), train)
             return self._set_fitted(data, problem, result)
 
     def _engine(self):
@@ -383,27 +398,113 @@ class MatrixFactorizer(BaseEstimator):
         """Return the names of the hyper-parameters left to the search (value "auto")."""
         return tuple(name for name, value in self._fixed().items() if value == AUTO)
 
-    def _choose(self, train, engine) -> None:
-        """Set _chosen (rank, reg_weighting, reg, reg_damping, cycles) and search_results_: search or explicit values.
+    def _choose(self, train, engine, started: float):
+        """Set _chosen (rank, reg_weighting, reg, reg_damping, cycles) and search_results_; return None.
 
-        The search reads only `train` (a validation split cut from it; hamsi.search module doc).
+        Searches the `auto` values (hamsi.search, reading only `train`: a validation split is
+        cut from it), or takes the explicit and unsearched values. Returns a fitted trial model
+        instead when max_time leaves no time for the refit (or for a whole first rung), after
+        saying so in one warning.
         """
-        fixed = self._fixed()
+        self._fallback = None
         if not (self.search and self._searched()):
             self._choose_unsearched()
-            return
+            return None
         fit_part, validation = search.validation_split(train, seed=self.random_state)
-        run_rung = engine.trial_runner(MatrixFactorizer, self._trial_params(), fit_part, validation)
-        grid = search.candidate_grid(fixed, search.spread_of(train))
-        budget = None if self.max_time is None else search.SEARCH_TIME_SHARE * float(self.max_time)
+        runner = engine.trial_runner(MatrixFactorizer, self._trial_params(), fit_part, validation)
+        grid = search.candidate_grid(self._fixed(), search.spread_of(train))
         max_cycles = 100 if self.max_epochs is None else max(1, int(self.max_epochs))
-        chosen, cycles, self.search_results_ = search.choose_by_validation(
-            grid,
-            run_rung,
-            max_cycles=max_cycles,
-            time_budget=budget,
+        deadline = None
+        if self.max_time is not None:
+            spent = time.perf_counter() - started
+            deadline = time.time() - spent + search.SEARCH_TIME_SHARE * float(self.max_time)
+        rungs = search.rung_cycles(search.MIN_CYCLES, max_cycles, search.HALVING_FACTOR, len(grid))
+        self._say(
+            f"search: {len(grid)} candidates on {fit_part.nnz:,} ratings, validation "
+            f"{validation.nnz:,}; rungs of {', '.join(str(c) for _, c in rungs)} cycles"
         )
-        self._chosen = dict(chosen, cycles=cycles)
+        found = search.choose_by_validation(
+            grid,
+            runner,
+            max_cycles=max_cycles,
+            deadline=deadline,
+            report=lambda trial, outcome: self._say(
+                search.trial_line(trial, outcome, rungs[trial.rung][0])
+            ),
+        )
+        self.search_results_ = found.results
+        self._fallback, self._fallback_candidate = runner, found.candidate
+        if not found.searched:
+            self._warn_budget(
+                f"max_time = {self.max_time:g} s ended the search before any candidate finished "
+                f"its first {rungs[0][1]} cycles: the model is the {search.describe(found.params)} "
+                "trial's best cycle, fitted on 90 % of the ratings, without a refit"
+            )
+            return runner.fitted(found.candidate)
+        self._chosen = dict(found.params, cycles=found.cycles)
+        self._say(
+            f"search: chose {search.describe(found.params)} (validation RMSE "
+            f"{found.validation_rmse:.4f} at cycle {found.cycles}) in "
+            f"{time.perf_counter() - started:.1f} s; refit on {train.nnz:,} ratings"
+        )
+        if self._no_time_to_refit(found, train, fit_part, started):
+            self._warn_budget(
+                f"max_time = {self.max_time:g} s leaves too little time to refit "
+                f"{search.describe(found.params)} on all ratings: the model is its search trial's "
+                f"best cycle, fitted on 90 % of the ratings"
+            )
+            return runner.fitted(found.candidate)
+        return None
+
+    def _no_time_to_refit(self, found, train, fit_part, started: float) -> bool:
+        """True when max_time is left too short for the refit, at the winner trial's speed per cycle."""
+        if self.max_time is None or found.cycles == 0:
+            return False
+        row = found.results["chosen"].index(True)
+        per_cycle = found.results["seconds"][row] / max(1, found.results["cycles_run"][row])
+        needed = per_cycle * found.cycles * train.nnz / max(1, fit_part.nnz)
+        return time.perf_counter() - started + needed > float(self.max_time)
+
+    def _refit_cut(self, result) -> bool:
+        """True when max_time stopped the refit before the chosen cycles and a searched model exists."""
+        cut = result.reason == "time_limit" and result.n_cycles < (self._chosen["cycles"] or 0)
+        if cut and self._fallback is not None:
+            self._warn_budget(
+                f"max_time = {self.max_time:g} s stopped the refit at cycle {result.n_cycles} of "
+                f"{self._chosen['cycles']}: the model is the search trial's best cycle, fitted on "
+                "90 % of the ratings"
+            )
+            return True
+        return False
+
+    def _warn_budget(self, message: str) -> None:
+        warnings.warn(
+            AdvisedWarning(
+                message,
+                Advice(
+                    api="a larger max_time, or explicit rank and reg (no search)",
+                    cli="a larger --max-time, or --rank and --reg (no search)",
+                ),
+            ),
+            stacklevel=4,
+        )
+
+    def _adopt(self, trial, train):
+        """Take the fitted attributes of a search trial's model (fitted on part of `train`); return self."""
+        results = self.search_results_
+        for name, value in vars(trial).items():
+            if name.endswith("_") and not name.startswith("__"):
+                setattr(self, name, value)
+        self.search_results_ = results
+        self._set_training_facts(InMemoryRatings(train).facts())
+        self._set_trace(trial.trace_)
+        return self
+
+    def _say(self, line: str) -> None:
+        """Report search progress: to the `hamsi` logger, and to stderr when verbose."""
+        LOGGER.info(line)
+        if self.verbose:
+            print(line, file=sys.stderr, flush=True)
 
     def _choose_unsearched(self) -> None:
         """Set _chosen without a search: explicit values as given, `auto` ones from search.UNSEARCHED."""
@@ -423,17 +524,16 @@ class MatrixFactorizer(BaseEstimator):
             for name, value in self.get_params(deep=False).items()
             if name in MatrixFactorizer._get_param_names()
         }
-        params.update(max_time=None, patience=search.TRIAL_PATIENCE, on_divergence="warn")
+        params.update(max_time=None, on_divergence="warn", verbose=0)
         return params
 
     def _remaining(self, started: float):
-        """Return the refit's max_time: what the search left of max_time (at least 1 - SEARCH_TIME_SHARE of it)."""
+        """Return the refit's max_time: what the search left of max_time (None without one)."""
         if self.max_time is None:
             return None
+        # the engine's max_time counts optimization only; a fifth is left for the evaluations
         spent = time.perf_counter() - started
-        return max(
-            float(self.max_time) - spent, (1.0 - search.SEARCH_TIME_SHARE) * float(self.max_time)
-        )
+        return max(0.8 * (float(self.max_time) - spent), 1e-3)
 
     @staticmethod
     def _aligned(validation, train):
@@ -467,10 +567,34 @@ class MatrixFactorizer(BaseEstimator):
             raise InputError(str(exc)) from exc
 
     def _solve(self, engine, data, validation, callback, max_time):
-        """Return (problem, result) of engine.solve on `data` over partition_, the auto values resolved.
+        """Return (problem, result) of engine.solve on `data` over partition_, the auto values resolved."""
+        problem, options = self._problem_and_options(data, max_time)
+        result = engine.solve(
+            problem, self.partition_, options, heldout=validation, callback=callback
+        )
+        return problem, result
 
-        The one place that turns the parameters into a problem and EngineOptions (both engines).
+    def start_run(self, data, validation):
+        """Return (problem, hamsi.optimizer.InProcessRun) of this model on `data` (a search trial).
+
+        Every searched value is explicit here; the run has not run a cycle yet (its `advance`
+        runs them, hamsi.trials).
         """
+        from hamsi.engine import InProcessEngine
+
+        self.validate_params()
+        self._choose_unsearched()
+        engine = InProcessEngine(self.threads)
+        self.partition_ = self._partition(data.ratings, engine.default_blocks())
+        problem, options = self._problem_and_options(data, None)
+        return problem, engine.start(problem, self.partition_, options, heldout=validation)
+
+    def finish_run(self, data, problem, result):
+        """Set the fitted attributes from a run started by start_run and return self."""
+        return self._set_fitted(data, problem, result)
+
+    def _problem_and_options(self, data, max_time):
+        """Return (problem, EngineOptions) of `data`: the one place that turns the parameters into both."""
         picked = self._chosen
         chosen = defaults.choose_hyperparameters(
             data.statistics,
@@ -506,10 +630,7 @@ class MatrixFactorizer(BaseEstimator):
             safeguard=self.safeguard,
             **defaults.optimizer_options(chosen),
         )
-        result = engine.solve(
-            problem, self.partition_, options, heldout=validation, callback=callback
-        )
-        return problem, result
+        return problem, options
 
     def _set_fitted(self, data, problem, result):
         """Set the fitted attributes from an optimizer result; raise or warn if it diverged; return self."""

@@ -14,6 +14,7 @@ the starting point (epoch 0) and one per cycle (mb-GD: per epoch).
 
 from __future__ import annotations
 
+import time
 from contextlib import contextmanager
 
 import numba
@@ -107,82 +108,95 @@ def stepper_and_stop_rules(problem, n_subsets: int, *, has_heldout: bool, **opti
     return stepper, stop
 
 
-def run_in_process(
-    problem,
-    partition,
-    *,
-    method,
-    schedule,
-    eta,
-    gamma,
-    eta_gd,
-    memory,
-    x0,
-    random_state,
-    max_epochs,
-    max_time,
-    tol,
-    target,
-    patience,
-    heldout,
-    threads,
-    callback,
-    safeguard,
-):
-    """Run the loop with a LocalExchange and return the OptimizeResult (both methods; hamsi.engine)."""
-    layout = problem.arrange(partition)
-    bounds = problem.shard_bounds(partition)
-    x = start_point(problem, x0, random_state)
-    stepper, stop = stepper_and_stop_rules(
-        problem,
-        layout.n_subsets,
-        method=method,
-        schedule=schedule,
-        memory=memory,
-        eta=eta,
-        gamma=gamma,
-        eta_gd=eta_gd,
-        safeguard=safeguard,
-        random_state=random_state,
-        max_epochs=max_epochs,
-        max_time=max_time,
-        tol=tol,
-        target=target,
-        patience=patience,
-        has_heldout=heldout is not None,
-    )
-    phases = PhaseTimes()
-    trace = Trace()
-    with numba_threads(threads):
-        # compile (or load) the kernels this run uses before its clock starts
-        kernels.warm_up(problem.n_params, disjoint=bool(np.all(getattr(layout, "disjoint", True))))
-        lbfgs.warm_up()
-        exchange = LocalExchange(problem, bounds, x, memory, heldout, phases)
-        loop.start(stepper, exchange, stop, trace, callback)
-        epochs = range(1, max_epochs + 1) if max_epochs is not None else _count_from(1)
-        reason, message, epoch = loop.run_cycles(stepper, exchange, stop, trace, callback, epochs)
-        if reason is None:  # max_epochs = 0
-            reason, message, epoch = "epoch_limit", f"reached max_epochs = {max_epochs}", 0
-        if stop.keeps_best and stop.best_epoch is not None:
-            exchange.restore("best")
-    return finish_result(
-        exchange.x,
-        reason,
-        message,
-        trace,
-        phases,
-        stepper,
-        stop,
-        epoch,
-        layout=layout,
-        shard_bounds=bounds,
-    )
+class InProcessRun:
+    """A run of the loop in this process that can stop and go on: `advance` runs more cycles.
+
+    Advancing to c1 and then to c2 gives the iterates of one run to c2, bit for bit (the stepper,
+    the L-BFGS memory, the stop rules and the kept best iterate carry over): the hyper-parameter
+    search continues a promoted trial instead of rerunning its first cycles (ASHA's promotion,
+    Li et al. 2020). `finish` returns the OptimizeResult of the cycles run so far.
+    """
+
+    def __init__(self, problem, partition, *, x0, heldout, threads, callback, **options):
+        self.problem, self.threads, self.callback = problem, threads, callback
+        self.layout = problem.arrange(partition)
+        self.bounds = problem.shard_bounds(partition)
+        x = start_point(problem, x0, options["random_state"])
+        self.stepper, self.stop = stepper_and_stop_rules(
+            problem, self.layout.n_subsets, has_heldout=heldout is not None, **options
+        )
+        self.phases, self.trace = PhaseTimes(), Trace()
+        self.reason, self.message, self.epoch = None, "", 0
+        with numba_threads(threads):
+            # compile (or load) the kernels this run uses before its clock starts
+            disjoint = bool(np.all(getattr(self.layout, "disjoint", True)))
+            kernels.warm_up(problem.n_params, disjoint=disjoint)
+            lbfgs.warm_up()
+            self.exchange = LocalExchange(
+                problem, self.bounds, x, options["memory"], heldout, self.phases
+            )
+            loop.start(self.stepper, self.exchange, self.stop, self.trace, callback)
+
+    @property
+    def stopped(self) -> bool:
+        """True once a stop rule other than the cycle and time limits ended the run."""
+        return self.reason not in (None, "epoch_limit", "time_limit")
+
+    def advance(self, max_epochs: int | None, max_time: float | None = None, deadline=None):
+        """Run cycles until cycle max_epochs (None: no limit) or a stop rule; return self.
+
+        max_time: the run's optimization-time limit (hamsi.stop_rules); deadline: a
+        time.monotonic() instant after which no new cycle starts (a wall-clock bound that
+        includes the evaluations).
+        """
+        if self.stopped:
+            return self
+        self.stop.max_epochs, self.stop.max_time = max_epochs, max_time
+        last = max_epochs if max_epochs is not None else None
+        with numba_threads(self.threads):
+            epoch = self.epoch
+            while last is None or epoch < last:
+                if deadline is not None and time.monotonic() >= deadline:
+                    self.reason, self.message = "time_limit", "the search's deadline passed"
+                    break
+                epoch += 1
+                reason, message, _ = loop.run_cycles(
+                    self.stepper, self.exchange, self.stop, self.trace, self.callback, (epoch,)
+                )
+                self.epoch = epoch
+                self.reason, self.message = reason, message
+                if reason is not None:
+                    break
+        if self.epoch == 0 and self.reason is None:  # max_epochs = 0
+            self.reason, self.message = "epoch_limit", f"reached max_epochs = {max_epochs}"
+        return self
+
+    def finish(self):
+        """Return the OptimizeResult: the best-validation iterate when the stop rules keep it."""
+        if self.stop.keeps_best and self.stop.best_epoch is not None:
+            self.exchange.restore("best")
+        return finish_result(
+            self.exchange.x,
+            self.reason,
+            self.message,
+            self.trace,
+            self.phases,
+            self.stepper,
+            self.stop,
+            self.epoch,
+            layout=self.layout,
+            shard_bounds=self.bounds,
+        )
 
 
-def _count_from(first: int):
-    while True:
-        yield first
-        first += 1
+def run_in_process(problem, partition, *, max_epochs, max_time, **options):
+    """Run the loop with a LocalExchange and return the OptimizeResult (both methods; hamsi.engine).
+
+    options: those of InProcessRun (x0, heldout, threads, callback) and of
+    stepper_and_stop_rules (method, schedule, eta, ...; tol, target, patience).
+    """
+    run = InProcessRun(problem, partition, max_epochs=max_epochs, max_time=max_time, **options)
+    return run.advance(max_epochs, max_time).finish()
 
 
 def minimize_hamsi(

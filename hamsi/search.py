@@ -59,9 +59,6 @@ MIN_CYCLES = 30
 # Half the candidates go on: of eight, two per rank (keeping a third cut the rank-10 trial that wins
 # at 100 cycles, docs/accuracy.md).
 HALVING_FACTOR = 2
-TRIAL_PATIENCE = (
-    60  # hamsi.defaults.PATIENCE_DEFAULT: validation can rise for a while before it falls
-)
 SEARCH_TIME_SHARE = 0.7  # of max_time; the refit gets the rest
 
 
@@ -135,18 +132,18 @@ def _count_penalties(reg, damping) -> tuple:
 def rung_cycles(
     min_cycles: int, max_cycles: int, factor: int, n_candidates: int
 ) -> list[tuple[int, int]]:
-    """Return [(candidates kept, cycles)] of each rung of successive halving; the last runs max_cycles."""
-    rungs, kept, cycles = [], n_candidates, max(1, min(min_cycles, max_cycles))
-    while kept > factor and cycles < max_cycles:
+    """Return [(candidates kept, cycles)] of each rung: 1/factor of them go on, factor times longer.
+
+    Promoted trials continue their runs (hamsi.trials), so a rung costs only its extra cycles. The
+    last rung runs max_cycles: the winner's best cycle, up to there, is the refit's.
+    """
+    kept, cycles = n_candidates, max(1, min(min_cycles, max_cycles))
+    rungs = [(kept, cycles)]
+    while cycles < max_cycles and kept > 1:
+        kept = max(1, math.ceil(kept / factor))
+        cycles = max_cycles if kept == 1 else min(max_cycles, cycles * factor)
         rungs.append((kept, cycles))
-        kept, cycles = math.ceil(kept / factor), cycles * factor
-        if (
-            cycles * factor > max_cycles
-        ):  # a rung within a factor of the budget: run the budget at once
-            break
-    # the last candidates run the whole budget: the winner's best cycle is then the refit's. A rung
-    # of 90 cycles followed by one of 100 would rerun its best from scratch for 10 more cycles.
-    return rungs + [(kept, max_cycles)]
+    return rungs
 
 
 def survivors(alive: list, scores: dict, kept: int, groups: list) -> list:
@@ -156,14 +153,31 @@ def survivors(alive: list, scores: dict, kept: int, groups: list) -> list:
     cycles where a rank-50 one has peaked, so comparing across ranks after a short rung cuts the
     slow starters, which win at full length. Within a rank, the best keep their places.
     """
-    ranked = sorted(alive, key=lambda index: scores[index])
+    ranked = sorted(alive, key=lambda index: (scores[index], index))
     by_group = {}
     for index in ranked:
         by_group.setdefault(groups[index], []).append(index)
     share = max(1, kept // len(by_group))
     promoted = [index for members in by_group.values() for index in members[:share]]
     promoted += [index for index in ranked if index not in promoted][: max(0, kept - len(promoted))]
-    return sorted(promoted, key=lambda index: scores[index])
+    return sorted(promoted, key=lambda index: (scores[index], index))
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """What the search chose: the winner's parameters and candidate index, the refit's cycles.
+
+    searched: False when no rung finished (the time budget was too short to compare
+    candidates at equal cycles); `params` and `candidate` are then the fallback's (the first
+    candidate), not a winner's. results: search_results_ (one entry per trial).
+    """
+
+    params: dict
+    candidate: int
+    cycles: int
+    results: dict
+    searched: bool
+    validation_rmse: float
 
 
 def choose_by_validation(
@@ -173,98 +187,109 @@ def choose_by_validation(
     min_cycles: int = MIN_CYCLES,
     max_cycles: int = 100,
     factor: int = HALVING_FACTOR,
-    time_budget: float | None = None,
+    deadline: float | None = None,
     group_by: str = "rank",
-):
-    """Return (winner's parameters, cycles for the refit, search_results dict) by successive halving.
+    report=None,
+) -> SearchResult:
+    """Return the SearchResult of successive halving over `grid` (ASHA-style promotion).
 
-    The refit's cycles are the winner's best cycle (at least 1, also when no cycle beat the bias
-    start); max_cycles when its validation RMSE was still falling at the end of a trial shorter
-    than max_cycles (the time budget ended the search early); the trial's when every one diverged.
-
-    run_rung(trials: list[Trial]) -> list of dicts with validation_rmse (the clipped RMSE of the
-    trial's best cycle; NaN when it diverged), best_epoch and seconds, in the order of `trials`.
-    The search stops launching rungs once time_budget seconds (wall) have passed. A rung promotes
+    run_rung(trials: list[Trial], report) -> list of outcome dicts in the order of `trials`
+    (hamsi.trials.TrialRun.outcome: validation_rmse of the best cycle, NaN when diverged;
+    best_epoch; cycles run; complete; seconds), calling report(trial, outcome) as each ends.
+    Trials are compared only at equal cycles: a rung that the `deadline` (time.time()) cut
+    short is left out, and the winner comes from the last rung all of whose trials finished
+    (of rung 0: from its finished trials; none: no winner, searched=False). A rung promotes
     the best of every value of grid[i][group_by] (`survivors`).
     """
     if not grid:
         raise InputError("the search has no candidates")
-    started = time.perf_counter()
-    deadline = None if time_budget is None else time.time() + time_budget
-    rows, alive, finished = [], list(range(len(grid))), True
-    scores: dict = {}
+    rows: list[dict] = []
     groups = [grid[index].get(group_by) for index in range(len(grid))]
+    alive, scores, decided, cut = list(range(len(grid))), {}, None, False
     for rung, (kept, cycles) in enumerate(rung_cycles(min_cycles, max_cycles, factor, len(grid))):
-        if rung and _past(started, time_budget):
-            finished = False
+        if rung and deadline is not None and time.time() >= deadline:
+            cut = True
             break
         if rung:
             alive = survivors(alive, scores, kept, groups)
         trials = [Trial(index, grid[index], cycles, rung, deadline) for index in alive]
-        rows.extend(_score_rung(trials, run_rung(trials), scores))
+        outcomes = run_rung(trials, _reporter(report))
+        rows.extend(_rows(trials, outcomes))
+        finished = {t.candidate: o for t, o in zip(trials, outcomes) if o["complete"]}
+        if len(finished) < len(trials):  # cut: only rung 0's finished trials are comparable
+            cut = True
+            if rung == 0 and finished:
+                decided = _decide(finished, rung, rows)
+            break
+        scores = {c: _score(o) for c, o in finished.items()}
+        decided = _decide(finished, rung, rows)
         if len(alive) == 1:
             break
-    best = min(alive, key=lambda index: scores[index])
-    last, results = _results_table(rows, grid[best], finished)
-    return dict(grid[best]), _refit_cycles(last, scores[best][0], max_cycles), results
+    return _result(grid, decided, rows, max_cycles, cut)
 
 
-def _results_table(rows: list[dict], winner: dict, finished: bool) -> tuple[dict, dict]:
-    """Return (the winner's last row, the table as columns with `chosen` marking that row and `finished`)."""
-    last = next(row for row in reversed(rows) if _same(row, winner))
-    results = {key: [row[key] for row in rows] for key in rows[0]}
-    results["chosen"] = [_same(row, winner) and row is last for row in rows]
-    results["finished"] = finished
-    return last, results
+def _reporter(report):
+    return (lambda trial, outcome: None) if report is None else report
 
 
-def _past(started: float, time_budget: float | None) -> bool:
-    """True when time_budget seconds (wall, from perf_counter() `started`) have passed."""
-    return time_budget is not None and time.perf_counter() - started > time_budget
+def _score(outcome: dict) -> tuple:
+    rmse = float(outcome["validation_rmse"])
+    return (rmse if math.isfinite(rmse) else math.inf,)
 
 
-def _score_rung(trials: list, outcomes: list, scores: dict) -> list[dict]:
-    """Record each trial's score (inf when it diverged) in `scores`; return its rows of the results table."""
-    rows = []
-    for trial, outcome in zip(trials, outcomes):
-        rmse = float(outcome["validation_rmse"])
-        scores[trial.candidate] = (rmse if math.isfinite(rmse) else math.inf, trial.candidate)
-        rows.append(
-            {
-                **trial.params,
-                "rung": trial.rung,
-                "cycles": trial.cycles,
-                "validation_rmse": rmse,
-                "best_epoch": int(outcome["best_epoch"]),
-                "seconds": float(outcome["seconds"]),
-            }
-        )
-    return rows
+def _decide(finished: dict, rung: int, rows: list[dict]) -> tuple[int, dict]:
+    """Return (best candidate of `finished`, its row of `rung`): lowest score, then lowest index."""
+    best = min(finished, key=lambda c: (_score(finished[c]), c))
+    row = next(r for r in rows if r["candidate"] == best and r["rung"] == rung)
+    return best, row
 
 
-def _refit_cycles(last: dict, best_score: float, max_cycles: int) -> int:
-    """Return the cycles the refit runs, from the winner's last trial row.
+def _rows(trials: list, outcomes: list) -> list[dict]:
+    """Return the results table's rows of a rung's trials."""
+    return [
+        {
+            **trial.params,
+            "candidate": trial.candidate,
+            "rung": trial.rung,
+            "cycles": trial.cycles,
+            "cycles_run": int(outcome["cycles"]),
+            "complete": bool(outcome["complete"]),
+            "validation_rmse": float(outcome["validation_rmse"]),
+            "best_epoch": int(outcome["best_epoch"]),
+            "seconds": float(outcome["seconds"]),
+        }
+        for trial, outcome in zip(trials, outcomes)
+    ]
 
-    When every trial diverged the refit runs that trial's cycles, so it diverges too and says so;
-    otherwise at least one cycle: the Dask driver's trace has no row for a run of 0 cycles. A winner
-    whose validation RMSE was still falling at its trial's last cycle (a rung the budget cut short)
-    has shown no stopping point: the refit takes the whole budget, max_cycles.
+
+def _result(
+    grid: list[dict], decided, rows: list[dict], max_cycles: int, cut: bool
+) -> SearchResult:
+    """Return the SearchResult: the decided winner's, or the first candidate's when none was decided."""
+    if decided is None:
+        winner, row, searched = 0, None, False
+    else:
+        (winner, row), searched = decided, True
+    results = {key: [r[key] for r in rows] for key in rows[0]} if rows else {}
+    results["chosen"] = [r is row for r in rows]
+    results["finished"] = not cut
+    cycles = _refit_cycles(row, max_cycles) if row is not None else 0
+    rmse = float(row["validation_rmse"]) if row is not None else math.nan
+    return SearchResult(dict(grid[winner]), winner, cycles, results, searched, rmse)
+
+
+def _refit_cycles(row: dict, max_cycles: int) -> int:
+    """Return the cycles the refit runs, from the winner's row.
+
+    Its best cycle: 0 when no cycle beat the start (the biases fit), so the refit is that start
+    too. When every cycle diverged, the trial's cycles (the refit diverges too and says so). A
+    winner still improving at the last cycle of a rung shorter than max_cycles (the budget ended
+    the search) has shown no stopping point: max_cycles.
     """
-    if not math.isfinite(best_score):
-        return last["cycles"]
-    still_falling = last["best_epoch"] >= last["cycles"] and last["cycles"] < max_cycles
-    return max_cycles if still_falling else max(1, last["best_epoch"])
-
-
-def _same(row: dict, params: dict) -> bool:
-    return all(row[key] == value for key, value in params.items())
-
-
-def trial_outcome(model, validation, seconds: float) -> dict:
-    """Return the outcome of a fitted trial model: clipped validation RMSE of its kept cycle."""
-    rmse = model.rmse(validation) if model.result_.reason != "diverged" else math.nan
-    best = model.best_epoch_ if model.best_epoch_ is not None else model.result_.n_cycles
-    return {"validation_rmse": rmse, "best_epoch": int(best), "seconds": seconds}
+    if not math.isfinite(row["validation_rmse"]):
+        return row["cycles"]
+    still_falling = row["best_epoch"] >= row["cycles"] and row["cycles"] < max_cycles
+    return max_cycles if still_falling else row["best_epoch"]
 
 
 def format_results(results: dict) -> str:
@@ -275,6 +300,8 @@ def format_results(results: dict) -> str:
     ]
     for k in range(len(results["rung"])):
         mark = "  <- chosen" if results["chosen"][k] else ""
+        if not results["complete"][k]:
+            mark += f"  (cut at cycle {results['cycles_run'][k]}: not compared)"
         lines.append(
             f"{results['rung'][k]:>4} {results['cycles'][k]:>6} {results['rank'][k]:>4} "
             f"{results['reg_weighting'][k]:>9} {results['reg'][k]:>8.4g} {results['reg_damping'][k]:>7.4g} "
@@ -286,28 +313,24 @@ def format_results(results: dict) -> str:
     return "\n".join(lines)
 
 
+def describe(params: dict) -> str:
+    """Return a candidate as the CLI and the progress lines name it: rank 10, count reg 0.1 damping 20."""
+    text = f"rank {params['rank']}, {params['reg_weighting']} reg {params['reg']:.4g}"
+    if params.get("reg_damping"):
+        text += f" damping {params['reg_damping']:.4g}"
+    return text
+
+
+def trial_line(trial: Trial, outcome: dict, n_trials: int) -> str:
+    """Return the one progress line of a trial that ended (hamsi.estimator's verbose output)."""
+    state = "" if outcome["complete"] else f" (cut by the time budget at cycle {outcome['cycles']})"
+    return (
+        f"search rung {trial.rung} ({n_trials} trials, {trial.cycles} cycles): "
+        f"{describe(trial.params)}: validation RMSE {outcome['validation_rmse']:.4f} "
+        f"at cycle {outcome['best_epoch']}, {outcome['seconds']:.1f} s{state}"
+    )
+
+
 def spread_of(train) -> float:
     """Return the standard deviation of the training ratings."""
     return float(np.asarray(train.values, dtype=np.float64).std())
-
-
-def fit_trial(estimator_class, base_params: dict, trial: Trial, fit_part, validation) -> dict:
-    """Return the outcome of one trial: estimator_class(**base_params, **trial.params) fitted for trial.cycles.
-
-    The trial keeps its best-validation cycle (patience TRIAL_PATIENCE on `validation`); the
-    outcome's validation_rmse is that cycle's clipped RMSE (MatrixFactorizer.rmse). Runs in this
-    process (on a Dask worker too: cluster.search).
-    """
-    import warnings
-
-    started = time.perf_counter()
-    max_time = None if trial.deadline is None else max(trial.deadline - time.time(), 1e-3)
-    model = estimator_class(
-        **dict(base_params, **trial.params, max_epochs=trial.cycles, max_time=max_time)
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter(
-            "ignore"
-        )  # a trial's overfitting or divergence is its score, not news
-        model.fit(fit_part, validation=validation)
-    return trial_outcome(model, validation, time.perf_counter() - started)

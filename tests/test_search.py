@@ -1,6 +1,8 @@
 """hamsi.search and MatrixFactorizer's `auto` hyper-parameters: chosen by validation cut from train."""
 
 import math
+import time
+import warnings
 
 import numpy as np
 import pytest
@@ -37,20 +39,20 @@ def test_the_search_is_deterministic_under_random_state(ratings):
 
 
 def test_trials_side_by_side_on_threads_give_the_table_of_one_at_a_time(ratings, monkeypatch):
-    import hamsi.engine
+    import hamsi.trials
 
     side_by_side = MatrixFactorizer(**dict(FAST, threads=2)).fit(ratings)
     assert (
         len(side_by_side.search_results_["rank"]) > 2
     )  # rungs with several trials ran on the pool
     calls = []
-    original = hamsi.engine.ThreadPoolExecutor
+    original = hamsi.trials.ThreadPoolExecutor
 
     def counting(*args, **kwargs):
         calls.append(args)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(hamsi.engine, "ThreadPoolExecutor", counting)
+    monkeypatch.setattr(hamsi.trials, "ThreadPoolExecutor", counting)
     side_by_side_again = MatrixFactorizer(**dict(FAST, threads=2)).fit(ratings)
     one_at_a_time = MatrixFactorizer(**FAST).fit(ratings)
     assert calls and calls[0][0] == 2
@@ -147,6 +149,14 @@ def test_search_results_list_every_trial(ratings):
     )  # the refit runs the chosen cycles
 
 
+def outcome(rmse, trial, best=None):
+    """An outcome of a trial that ran its rung's cycles (hamsi.trials.TrialRun.outcome)."""
+    best = trial.cycles if best is None else best
+    return dict(
+        validation_rmse=rmse, best_epoch=best, cycles=trial.cycles, complete=True, seconds=0.0
+    )
+
+
 def test_successive_halving_keeps_the_best_third_against_brute_force():
     grid = [
         {"rank": r, "reg_weighting": "uniform", "reg": float(g)}
@@ -156,21 +166,15 @@ def test_successive_halving_keeps_the_best_third_against_brute_force():
     rng = np.random.default_rng(0)
     quality = dict(enumerate(rng.permutation(len(grid)).astype(float)))
 
-    def run_rung(trials):
+    def run_rung(trials, report):
         # validation RMSE falls with the cycles; its order among candidates is `quality`
-        return [
-            {
-                "validation_rmse": 1.0 + quality[t.candidate] / (1 + t.cycles),
-                "best_epoch": t.cycles,
-                "seconds": 0.0,
-            }
-            for t in trials
-        ]
+        return [outcome(1.0 + quality[t.candidate] / (1 + t.cycles), t) for t in trials]
 
-    chosen, cycles, results = search.choose_by_validation(
+    found = search.choose_by_validation(
         grid, run_rung, min_cycles=2, max_cycles=40, factor=3, group_by=None
     )
-    assert chosen == grid[min(quality, key=quality.get)] and cycles == 40
+    results = found.results
+    assert found.params == grid[min(quality, key=quality.get)] and found.cycles == 40
     rung1 = [
         (results["rank"][k], results["reg"][k])
         for k in range(len(results["rung"]))
@@ -178,10 +182,10 @@ def test_successive_halving_keeps_the_best_third_against_brute_force():
     ]
     best6 = sorted(quality, key=quality.get)[:6]
     assert sorted(rung1) == sorted((grid[i]["rank"], grid[i]["reg"]) for i in best6)
-    assert search.rung_cycles(2, 40, 3, 18) == [(18, 2), (6, 6), (2, 40)]
-    assert search.rung_cycles(10, 100, 3, 3) == [(3, 100)]
-    # a rung within a factor of the budget runs the budget at once (no 90-cycle rung before a 100)
-    assert search.rung_cycles(30, 100, 3, 10) == [(10, 30), (4, 100)]
+    # promoted trials continue, so every rung is a factor longer; the last one runs the budget
+    assert search.rung_cycles(2, 40, 3, 18) == [(18, 2), (6, 6), (2, 18), (1, 40)]
+    assert search.rung_cycles(10, 100, 3, 3) == [(3, 10), (1, 100)]
+    assert search.rung_cycles(30, 100, 2, 8) == [(8, 30), (4, 60), (2, 100)]
 
 
 def test_a_rung_promotes_the_best_of_every_rank():
@@ -198,90 +202,84 @@ def test_a_rung_promotes_the_best_of_every_rank():
     # three groups, four places: the best of each, then the best of the rest
     assert search.survivors(list(range(10)), scores, 4, [1] * 8 + [2, 3]) == [1, 3, 9, 8]
 
-    def run_rung(trials):  # rank 10 slower to start, better in the end
+    def run_rung(trials, report):  # rank 10 slower to start, better in the end
         return [
-            {
-                "validation_rmse": (0.93 - 0.0003 * t.cycles) if t.params["rank"] == 10 else 0.91,
-                "best_epoch": t.cycles,
-                "seconds": 0.0,
-            }
+            outcome((0.93 - 0.0003 * t.cycles) if t.params["rank"] == 10 else 0.91, t)
             for t in trials
         ]
 
     grid = [{"rank": r, "reg": float(g)} for g in range(5) for r in (10, 50)]
-    chosen, _, _ = search.choose_by_validation(grid, run_rung, min_cycles=30, max_cycles=100)
-    assert chosen["rank"] == 10
-    chosen, _, _ = search.choose_by_validation(
+    found = search.choose_by_validation(grid, run_rung, min_cycles=30, max_cycles=100)
+    assert found.params["rank"] == 10
+    found = search.choose_by_validation(
         grid, run_rung, min_cycles=30, max_cycles=100, group_by=None
     )
-    assert chosen["rank"] == 50  # what comparing across ranks after 30 cycles chose
+    assert found.params["rank"] == 50  # what comparing across ranks after 30 cycles chose
 
 
-def test_a_time_budget_reaches_every_trial_as_its_max_time(ratings):
+def test_a_deadline_reaches_every_trial_and_no_rung_starts_after_it(monkeypatch):
+    grid = [{"rank": 1, "reg_weighting": "uniform", "reg": float(g)} for g in range(4)]
     seen = []
 
-    class Recording(MatrixFactorizer):
-        def fit(self, *args, **kwargs):
-            seen.append(self.max_time)
-            return super().fit(*args, **kwargs)
+    def run_rung(trials, report):
+        seen.extend(t.deadline for t in trials)
+        return [outcome(1.0 + t.candidate, t) for t in trials]
 
-    deadlines = []
-
-    def run_rung(trials):
-        deadlines.extend(t.deadline for t in trials)
-        fit_part, validation = search.validation_split(ratings, seed=0)
-        return [
-            search.fit_trial(Recording, dict(FAST, max_epochs=2), t, fit_part, validation)
-            for t in trials
-        ]
-
-    grid = [
-        {"rank": 2, "reg_weighting": "uniform", "reg": 1.0},
-        {"rank": 3, "reg_weighting": "uniform", "reg": 1.0},
-    ]
-    search.choose_by_validation(grid, run_rung, min_cycles=1, max_cycles=2, time_budget=30.0)
-    assert deadlines and all(d is not None for d in deadlines)
-    assert all(m is not None and 0 < m <= 30.0 for m in seen)
-    search.choose_by_validation(grid, run_rung, min_cycles=1, max_cycles=2)  # no budget: no limit
-    assert seen[-1] is None
-
-
-def test_a_search_cut_short_while_validation_still_falls_refits_for_the_whole_budget(monkeypatch):
-    grid = [{"rank": 1, "reg_weighting": "uniform", "reg": float(g)} for g in range(6)]
-    clock = iter(range(100))
-
-    def run_rung(trials):
-        return [
-            {"validation_rmse": 1.0 + t.candidate, "best_epoch": t.cycles, "seconds": 0.0}
-            for t in trials
-        ]
-
-    monkeypatch.setattr(
-        search.time, "perf_counter", lambda: float(next(clock)) * 10.0
-    )  # a rung "takes" 10 s
-    chosen, cycles, results = search.choose_by_validation(
-        grid, run_rung, min_cycles=5, max_cycles=50, factor=3, time_budget=5.0
+    found = search.choose_by_validation(
+        grid, run_rung, min_cycles=1, max_cycles=4, deadline=time.time() + 60
     )
-    monkeypatch.undo()
-    assert results["finished"] is False and set(results["rung"]) == {0}
-    assert chosen == grid[0] and cycles == 50
+    assert len(seen) == 4 + 2 + 1 and all(d is not None for d in seen) and found.searched
+    seen.clear()
+    found = search.choose_by_validation(
+        grid, run_rung, min_cycles=1, max_cycles=4, deadline=time.time() - 1
+    )
+    assert len(seen) == 4 and found.results["finished"] is False  # rung 0 only
+    assert found.params == grid[0] and found.cycles == 4  # still improving: the whole budget
+
+
+def test_a_cut_trial_never_wins_and_a_cut_rung_is_not_compared():
+    grid = [{"rank": 1, "reg_weighting": "uniform", "reg": float(g)} for g in range(6)]
+
+    def cut_in(rung_cut, cut_candidates):
+        def run_rung(trials, report):
+            results = []
+            for t in trials:
+                # the later the candidate, the better it looks - but the cut ones only so far
+                result = outcome(2.0 - 0.1 * t.candidate, t)
+                if t.rung == rung_cut and t.candidate in cut_candidates:
+                    result.update(complete=False, cycles=t.cycles // 2, validation_rmse=0.5)
+                results.append(result)
+                report(t, result)
+            return results
+
+        return run_rung
+
+    # rung 0 cut for candidates 4 and 5: the winner is the best of the finished ones (3)
+    found = search.choose_by_validation(
+        grid, cut_in(0, {4, 5}), min_cycles=2, max_cycles=8, factor=2, group_by=None
+    )
+    assert found.searched and found.candidate == 3 and found.results["finished"] is False
+    # rung 1 cut: it is left out; the winner is rung 0's best, with rung 0's best cycle
+    found = search.choose_by_validation(
+        grid, cut_in(1, {5}), min_cycles=2, max_cycles=8, factor=2, group_by=None
+    )
+    chosen = found.results["chosen"].index(True)
+    assert found.candidate == 5 and found.results["rung"][chosen] == 0 and found.cycles == 8
+    # every trial of rung 0 cut: no winner, searched=False (the estimator says so)
+    found = search.choose_by_validation(
+        grid, cut_in(0, set(range(6))), min_cycles=2, max_cycles=8, factor=2, group_by=None
+    )
+    assert not found.searched and not any(found.results["chosen"])
 
 
 def test_a_diverging_candidate_is_never_chosen():
     grid = [{"rank": 1, "reg_weighting": "uniform", "reg": float(g)} for g in range(4)]
 
-    def run_rung(trials):
-        return [
-            {
-                "validation_rmse": math.nan if t.candidate == 0 else 1.0 + t.candidate,
-                "best_epoch": 1,
-                "seconds": 0.0,
-            }
-            for t in trials
-        ]
+    def run_rung(trials, report):
+        return [outcome(math.nan if t.candidate == 0 else 1.0 + t.candidate, t, 1) for t in trials]
 
-    chosen, _, _ = search.choose_by_validation(grid, run_rung, min_cycles=1, max_cycles=3, factor=2)
-    assert chosen == grid[1]
+    found = search.choose_by_validation(grid, run_rung, min_cycles=1, max_cycles=3, factor=2)
+    assert found.params == grid[1]
 
 
 def test_the_validation_split_leaves_every_user_with_training_ratings():
@@ -300,14 +298,16 @@ def test_the_validation_split_leaves_every_user_with_training_ratings():
 
 def test_the_search_reads_only_training_ratings_and_the_refit_all_of_them(ratings, monkeypatch):
     train, test = ratings.split(0.2, seed=1)
+    import hamsi.trials
+
     seen = []
-    original = search.fit_trial
+    original = hamsi.trials.TrialRun.__init__
 
-    def recording(cls, base, trial, fit_part, validation):
+    def recording(self, cls, base, params, fit_part, validation):
         seen.append((fit_part.nnz, validation.nnz, fit_part.rows.copy(), fit_part.cols.copy()))
-        return original(cls, base, trial, fit_part, validation)
+        original(self, cls, base, params, fit_part, validation)
 
-    monkeypatch.setattr(search, "fit_trial", recording)
+    monkeypatch.setattr(hamsi.trials.TrialRun, "__init__", recording)
     with_test = MatrixFactorizer(**FAST).fit(train, validation=test)
     without_test = MatrixFactorizer(**FAST).fit(train)
     # the test ratings passed as validation= change nothing the search decides
@@ -395,8 +395,8 @@ def test_on_dask_the_trials_run_as_tasks_and_choose_the_in_process_model(ratings
     ):
         with get_task_stream(client) as stream:
             on_dask = DaskMatrixFactorizer(**FAST, client=client).fit(ratings)
-    trials = [event for event in stream.data if "fit_trial" in str(event["key"])]
-    assert len(trials) == len(on_dask.search_results_["rung"])  # one task per trial
+    trials = [event for event in stream.data if "advance_trial" in str(event["key"])]
+    assert len(trials) == len(on_dask.search_results_["rung"])  # one task per trial and rung
     assert len({event["worker"] for event in trials}) == 2  # spread over both workers
     assert without_seconds(on_dask.search_results_) == without_seconds(in_process.search_results_)
     assert (on_dask.rank_, on_dask.reg_, on_dask.reg_weighting_) == (
@@ -451,3 +451,65 @@ def test_the_cli_closes_the_local_cluster_it_opened(ratings, tmp_path):
         == 0
     )
     assert not dask_estimator._LOCAL_CLUSTERS
+
+
+def test_a_promoted_trial_continues_its_run_bit_for_bit(ratings):
+    from hamsi.trials import TrialRun
+
+    fit_part, validation = search.validation_split(ratings, seed=0)
+    base = dict(MatrixFactorizer(**FAST).get_params(), on_divergence="warn")
+    params = {"rank": 3, "reg_weighting": "count", "reg": 0.1, "reg_damping": 20.0}
+    paused = TrialRun(MatrixFactorizer, base, params, fit_part, validation)
+    first = paused.advance(4)
+    assert first["cycles"] == 4 and first["complete"]
+    paused.advance(9)
+    straight = TrialRun(MatrixFactorizer, base, params, fit_part, validation)
+    straight.advance(9)
+    np.testing.assert_array_equal(paused.run.exchange.x, straight.run.exchange.x)
+    untimed = lambda run: [row._replace(time_s=0.0) for row in run.trace.rows]  # noqa: E731
+    assert len(paused.run.trace.rows) == 10 and untimed(paused.run) == untimed(straight.run)
+
+
+def test_the_search_reports_every_trial_as_it_ends(ratings, capsys, caplog):
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="hamsi"):
+        model = MatrixFactorizer(**FAST, verbose=1).fit(ratings)
+    err = capsys.readouterr().err.splitlines()
+    trial_lines = [line for line in err if line.startswith("search rung ")]
+    assert len(trial_lines) == len(model.search_results_["rung"])
+    assert err[0].startswith("search: 8 candidates on ") and "search: chose rank" in err[-1]
+    assert [r.getMessage() for r in caplog.records if r.name == "hamsi"] == err
+    MatrixFactorizer(**FAST).fit(ratings)  # verbose=0: nothing on stderr
+    assert capsys.readouterr().err == ""
+
+
+def test_a_budget_too_small_to_search_says_so_and_keeps_a_validated_model(ratings):
+    from hamsi.errors import AdvisedWarning
+
+    with pytest.warns(AdvisedWarning, match="ended the search before any candidate finished"):
+        model = MatrixFactorizer(**dict(FAST, max_epochs=100), max_time=1e-3).fit(ratings)
+    assert not any(model.search_results_["chosen"])
+    assert not any(model.search_results_["complete"])
+    # the model is a trial's best cycle: never worse on validation than its start (the biases)
+    fit_part, validation = search.validation_split(ratings, seed=0)
+    assert model.best_epoch_ is not None and np.isfinite(model.rmse(validation))
+    assert (
+        model.rank_
+        == search.candidate_grid(dict.fromkeys(search.SEARCHED, "auto"), search.spread_of(ratings))[
+            0
+        ]["rank"]
+    )
+
+
+def test_max_time_bounds_the_whole_fit(ratings):
+    big = make_ratings("ml-100k-like", seed=1)
+    MatrixFactorizer(threads=2, max_epochs=2, search=False, random_state=0).fit(big)  # warm-up
+    for budget in (1.0, 3.0):
+        started = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = MatrixFactorizer(threads=2, random_state=0, max_time=budget).fit(big)
+        wall = time.perf_counter() - started
+        assert wall <= budget + 1.0, (budget, wall)
+        assert model.result_.reason != "diverged"

@@ -1,0 +1,171 @@
+"""A trial of the hyper-parameter search: one candidate's run, paused between rungs.
+
+Successive halving promotes a candidate by running it longer. `TrialRun` keeps the run (its
+iterate, L-BFGS memory, stop rules and best iterate) between rungs and continues it, so a
+promoted trial's 60 cycles are its first 30 plus 30 more, bit for bit what one 60-cycle run
+gives (hamsi.optimizer.InProcessRun); rerunning from scratch would pay the first rung twice.
+This is ASHA's promotion (Li et al., "A System for Massively Parallel Hyperparameter Tuning",
+MLSys 2020). A TrialRun runs in the process that holds it: this one, or a Dask worker
+(cluster.search keeps it there as a future).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from concurrent.futures import ThreadPoolExecutor, as_completed
+
+from hamsi.training import InMemoryRatings
+
+# validation can rise for a while before it falls (the factors grow out of the small start): on the
+# presets the longest wait for a new best before the best cycle was 16 cycles (docs/accuracy.md)
+TRIAL_PATIENCE = 25
+
+
+class TrialRun:
+    """Candidate `params` of estimator_class(**base_params) on fit_part, scored on `validation`.
+
+    The trial keeps its best-validation iterate (patience TRIAL_PATIENCE); its score is that
+    iterate's validation RMSE of clipped predictions (what MatrixFactorizer.rmse gives).
+    """
+
+    def __init__(self, estimator_class, base_params: dict, params: dict, fit_part, validation):
+        self.params = dict(params)
+        self.model = estimator_class(
+            **dict(base_params, **params, patience=TRIAL_PATIENCE, max_time=None)
+        )
+        self.data = InMemoryRatings(fit_part)
+        self.seconds = 0.0
+        started = time.perf_counter()
+        self.problem, self.run = self.model.start_run(self.data, validation)
+        self.seconds += time.perf_counter() - started
+
+    def advance(self, cycles: int, deadline: float | None = None) -> dict:
+        """Run the trial to `cycles` cycles, or until time.time() `deadline`; return its outcome.
+
+        outcome: validation_rmse (NaN when the run diverged), best_epoch, cycles (run so far),
+        complete (it reached `cycles` or a stop rule ended it: its score is that of `cycles`
+        cycles), seconds (wall, all rungs).
+        """
+        started = time.perf_counter()
+        monotonic = None if deadline is None else time.monotonic() + (deadline - time.time())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a trial's overfitting or divergence is its score
+            self.run.advance(int(cycles), deadline=monotonic)
+        self.seconds += time.perf_counter() - started
+        return self.outcome(cycles)
+
+    def outcome(self, cycles: int) -> dict:
+        """Return the outcome of the cycles run so far against a rung of `cycles` cycles."""
+        run, stop = self.run, self.run.stop
+        diverged = run.reason == "diverged"
+        best = stop.best_epoch if stop.best_epoch is not None else run.epoch
+        return {
+            "validation_rmse": math.nan if diverged else float(stop.best_heldout),
+            "best_epoch": int(best),
+            "cycles": int(run.epoch),
+            "complete": bool(run.epoch >= cycles or run.stopped),
+            "seconds": self.seconds,
+        }
+
+    def fitted(self):
+        """Return the estimator fitted by this trial: its best-validation iterate (on fit_part)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return self.model.finish_run(self.data, self.problem, self.run.finish())
+
+
+def past(deadline: float | None) -> bool:
+    """True when time.time() `deadline` has passed."""
+    return deadline is not None and time.time() >= deadline
+
+
+def not_started() -> dict:
+    """Return the outcome of a trial the deadline kept from starting (never compared)."""
+    return {
+        "validation_rmse": math.nan,
+        "best_epoch": 0,
+        "cycles": 0,
+        "complete": False,
+        "seconds": 0.0,
+    }
+
+
+def start_trial(estimator_class, base_params: dict, params: dict, fit_part, validation):
+    """Return a new TrialRun (a function, so Dask can run it as a task)."""
+    return TrialRun(estimator_class, base_params, params, fit_part, validation)
+
+
+def advance_trial(run: TrialRun, cycles: int, deadline: float | None) -> TrialRun:
+    """Advance `run` to `cycles` cycles and return it (a Dask task; the outcome is run.outcome)."""
+    run.advance(cycles, deadline)
+    return run
+
+
+def trial_outcome(run: TrialRun, cycles: int) -> dict:
+    """Return run.outcome(cycles) (a Dask task)."""
+    return run.outcome(cycles)
+
+
+def fitted_trial(run: TrialRun):
+    """Return run.fitted() (a Dask task)."""
+    return run.fitted()
+
+
+class LocalTrials:
+    """run_rung of hamsi.search in this process: `workers` trials side by side, one numba thread each.
+
+    A trial's kernels release the GIL, so `workers` trials at a time, each on one thread, beat
+    one trial at a time on all of them (the fork-join of every short parallel kernel goes). The
+    thread count changes no bits (every reduction is per shard, in shard order). Runs are kept
+    by candidate, so a promoted trial continues.
+    """
+
+    def __init__(self, estimator_class, base_params: dict, fit_part, validation, workers: int):
+        self.estimator_class, self.fit_part, self.validation = (
+            estimator_class,
+            fit_part,
+            validation,
+        )
+        self.base_params = dict(base_params, threads=1)
+        self.workers = max(1, int(workers))
+        self.runs: dict = {}
+
+    def _advance(self, trial) -> dict:
+        run = self.runs.get(trial.candidate)
+        if run is None and trial.candidate and past(trial.deadline):
+            return not_started()  # candidate 0 always starts: the fallback of a cut search
+        if run is None:
+            run = self.runs[trial.candidate] = TrialRun(
+                self.estimator_class, self.base_params, trial.params, self.fit_part, self.validation
+            )
+        return run.advance(trial.cycles, trial.deadline)
+
+    def __call__(self, trials, report) -> list[dict]:
+        """Return the outcomes of `trials` in their order, calling report(trial, outcome) as each ends."""
+        for candidate in [c for c in self.runs if c not in {t.candidate for t in trials}]:
+            del self.runs[candidate]  # not promoted: its run is not needed again
+        if self.workers == 1 or len(trials) == 1:
+            outcomes = []
+            for trial in trials:
+                outcomes.append(self._advance(trial))
+                report(trial, outcomes[-1])
+            return outcomes
+        # the warnings filters are one list for all threads: silence the trials' warnings
+        # (their overfitting is their score) around the pool, not only inside each thread
+        with (
+            warnings.catch_warnings(),
+            ThreadPoolExecutor(
+                min(len(trials), self.workers), thread_name_prefix="hamsi-trial"
+            ) as pool,
+        ):
+            warnings.simplefilter("ignore")
+            futures = {pool.submit(self._advance, trial): trial for trial in trials}
+            for future in as_completed(futures):
+                report(futures[future], future.result())
+            return [future.result() for future in futures]
+
+    def fitted(self, candidate: int):
+        """Return the estimator fitted by candidate's trial (its best-validation iterate)."""
+        return self.runs[candidate].fitted()
