@@ -114,6 +114,7 @@ class DaskMatrixFactorizer(MatrixFactorizer):
         item_col="item",
         rating_col="rating",
         search=True,
+        verbose=0,
         client=None,
         scheduler=None,
         n_workers=None,

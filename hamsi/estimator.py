@@ -310,7 +310,19 @@ class MatrixFactorizer(BaseEstimator):
             )
             if self._refit_cut(result):
                 return self._adopt(self._fallback.fitted(self._fallback_candidate), train)
+            if self.search_results_ is not None and result.reason == "epoch_limit":
+                result.message = self._refit_message(result.n_cycles)
             return self._set_fitted(data, problem, result)
+
+    @staticmethod
+    def _refit_message(cycles: int) -> str:
+        """Return the refit's stop message: the cycles validation chose, not a limit the user set."""
+        if cycles == 0:
+            return (
+                "no cycle of the chosen candidate beat the validation RMSE of its start, so the "
+                "model is that start (the biases fit, small factors): 0 cycles"
+            )
+        return f"ran the {cycles} cycles the search chose on validation"
 
     def _engine(self):
         """Return a context manager yielding the Engine the fit runs on (hamsi.engine)."""

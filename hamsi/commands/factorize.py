@@ -144,6 +144,20 @@ def register(subparsers) -> None:
         help="hold out this fraction of ratings; their RMSE is reported once, at the end (default 0)",
     )
     parser.add_argument(
+        "--test",
+        metavar="FILE",
+        default=None,
+        help="test ratings in their own file (same format as DATA): scored once, at the end; "
+        "nothing is chosen on them",
+    )
+    parser.add_argument(
+        "--split-column",
+        metavar="NAME",
+        default=None,
+        help="a column of DATA (a CSV with a header) saying which rows are test ratings: "
+        "train/test, 0/1 or false/true; scored once, at the end",
+    )
+    parser.add_argument(
         "--duplicates",
         default="error",
         choices=("error", "keep-last", "mean"),
@@ -252,6 +266,17 @@ def _check_args(args) -> None:
         raise InputError(f"--checkpoint-every must be >= 1; got {args.checkpoint_every}")
     if not (math.isfinite(args.test_fraction) and 0.0 <= args.test_fraction < 1.0):
         raise InputError(f"--test-fraction must be in [0, 1); got {args.test_fraction}")
+    given = [
+        flag
+        for flag, value in (
+            ("--test-fraction", args.test_fraction > 0),
+            ("--test", args.test is not None),
+            ("--split-column", args.split_column is not None),
+        )
+        if value
+    ]
+    if len(given) > 1:
+        raise InputError(f"{' and '.join(given)} both name test ratings: give one")
     for flag, path in output_paths(args):
         check_writable(flag, path)
 
@@ -312,6 +337,7 @@ def build_model(args):
         threads=args.threads,
         random_state=args.seed,
         on_divergence="raise",
+        verbose=0 if args.quiet else 1,
     )
     if args.workers == 0 and args.scheduler is None:
         model = MatrixFactorizer(**params)
@@ -325,7 +351,6 @@ def build_model(args):
 
 def run(args) -> int:
     """Fit the model described by args, showing progress; write the outputs; return the exit code."""
-    import hamsi
 
     _check_args(args)
     model = build_model(args)
@@ -342,15 +367,8 @@ def run(args) -> int:
             model.set_params(user_col=columns[0], item_col=columns[1], rating_col=columns[2])
         train, test = args.data, None
     else:
-        ratings = hamsi.load_ratings(args.data, columns=columns, duplicates=args.duplicates)
-        if ratings.nnz == 0:
-            raise InputError(f"{args.data}: no ratings")
-        check_sizes(args, ratings)
-        train, test = (
-            ratings.split(args.test_fraction, seed=args.seed)
-            if args.test_fraction > 0
-            else (ratings, None)
-        )
+        train, test = _read_train_and_test(args, columns)
+        check_sizes(args, train)
     _fit_with_progress(args, model, train, test)
     if not math.isfinite(model.trace_.rows[-1][3]):  # whichever engine ran: never write a NaN model
         raise DivergenceError(
@@ -364,6 +382,48 @@ def run(args) -> int:
         print(format_results(model.search_results_))
     print(summary(args, model, test))
     return 0
+
+
+def _read_train_and_test(args, columns):
+    """Return (training Ratings, test Ratings or None) of DATA and the test flags; say what was read."""
+    import hamsi
+    from hamsi.data.given_split import read_split_column
+
+    if args.split_column is not None:
+        ratings, test = read_split_column(
+            args.data, args.split_column, columns=columns, duplicates=args.duplicates
+        )
+    else:
+        ratings = hamsi.load_ratings(args.data, columns=columns, duplicates=args.duplicates)
+        test = None
+        if args.test is not None:
+            test = hamsi.load_ratings(args.test, columns=columns, duplicates=args.duplicates)
+    if ratings.nnz == 0:
+        raise InputError(f"{args.data}: no ratings")
+    if not args.quiet:
+        print(
+            f"hamsi factorize: read {describe_ratings(ratings, args.duplicates)}", file=sys.stderr
+        )
+        if test is not None:
+            print(
+                f"hamsi factorize: test {describe_ratings(test, args.duplicates)}", file=sys.stderr
+            )
+    if args.test_fraction > 0:
+        return ratings.split(args.test_fraction, seed=args.seed)
+    return ratings, test
+
+
+def describe_ratings(ratings, duplicates: str) -> str:
+    """Return one line of what a rating file held: sizes, rating range, the duplicates policy."""
+    facts = ratings.summary()
+    merged = facts["duplicates_merged"]
+    return (
+        f"{facts['source']}: {facts['ratings']:,} ratings, {facts['users']:,} users, "
+        f"{facts['items']:,} items, ratings {facts.get('rating_min', math.nan):g} to "
+        f"{facts.get('rating_max', math.nan):g} (mean {facts.get('rating_mean', math.nan):.3g}, "
+        f"sd {facts.get('rating_std', math.nan):.3g}); duplicates: {duplicates}"
+        + (f" ({merged:,} merged)" if merged else "")
+    )
 
 
 def _on_workers(args) -> bool:
