@@ -172,9 +172,9 @@ def anchors(args, train, test, seed: int) -> dict:
                 np.column_stack([users, items, part.values]).astype(np.float64),
             )
         script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "accuracy_anchors.py")
-        command = [args.anchor_python, script, directory, str(seed)] + (
-            ["grid"] if args.surprise_grid else []
-        )
+        command = [args.anchor_python, script, directory, str(seed)]
+        command += ["grid"] if args.surprise_grid else []
+        command += ["svd"] if getattr(args, "svd_only", False) else []
         done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:
         return {

@@ -13,6 +13,7 @@ import numbers
 import sys
 import time
 import warnings
+from dataclasses import replace
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
@@ -63,7 +64,44 @@ MODEL_SCALARS = (
     "n_iter_",
     "best_epoch_",
     "overfitting_",
+    "rating_unit_",
 )
+
+
+# The span of 1-5 stars, the scale every default (reg, the search's grid, the steps) was measured on.
+STAR_SPAN = 4.0
+
+
+def rating_unit(values) -> float:
+    """Return the unit the ratings are fitted in: 1, or span / STAR_SPAN for a span far from 1-5 stars.
+
+    The factor part of the objective is scale-equivariant with a reg proportional to the scale, its
+    bias part is not, and the count-weighted regs are absolute: a -10..+10 scale fitted as it is
+    shrinks the biases 5x too hard. Ratings whose span (max - min) is more than 1.5x away from
+    STAR_SPAN (1-10, -10..+10, 0-100, 0-1) are divided by span / STAR_SPAN for the fit and the
+    model is scaled back; 1-5 and 0.5-5 stars are fitted as they are.
+    """
+    span = float(np.max(values) - np.min(values)) if len(values) else 0.0
+    if span <= 0.0 or STAR_SPAN / 1.5 <= span <= STAR_SPAN * 1.5:
+        return 1.0
+    return span / STAR_SPAN
+
+
+def in_units(callback, unit: float):
+    """Return a function of a trace row (a TraceRow, or its dict for `callback`) in rating units."""
+
+    def scaled(row):
+        values = row._asdict() if hasattr(row, "_asdict") else dict(row)
+        values.update(
+            train_rmse=values["train_rmse"] * unit,
+            test_rmse=values["test_rmse"] * unit,
+            objective=values["objective"] * unit * unit,
+        )
+        return type(row)(**values) if hasattr(row, "_asdict") else values
+
+    if callback is None:
+        return scaled
+    return lambda row: callback(scaled(row))
 
 
 def _plain(name: str, value):
@@ -298,21 +336,52 @@ class MatrixFactorizer(BaseEstimator):
             if engine.keeps(X):
                 return self._fit_kept(engine, X, validation, callback)
             train, validation = self._training_ratings(X, y, validation)
-            trial = self._choose(train, engine, started)
-            if trial is not None:  # no time to refit: the search's model, said by _choose
-                return self._adopt(trial, train)
-            self.partition_ = self._partition(train, engine.default_blocks())
-            data = InMemoryRatings(train)
-            if self._chosen["cycles"] == 0:  # the start (biases fit): no engine run needed
-                engine = InProcessEngine(self.threads)
-            problem, result = self._solve(
-                engine, data, validation, callback, self._remaining(started)
+            unit = rating_unit(train.values)
+            if unit == 1.0:
+                return self._fit_in_memory(engine, train, validation, callback, started)
+            low, high = float(train.values.min()), float(train.values.max())
+            train, validation = (
+                None if part is None else replace(part, values=part.values / unit)
+                for part in (train, validation)
             )
-            if self._refit_cut(result):
-                return self._adopt(self._fallback.fitted(self._fallback_candidate), train)
-            if self.search_results_ is not None and result.reason == "epoch_limit":
-                result.message = self._refit_message(result.n_cycles)
-            return self._set_fitted(data, problem, result)
+            scaled = None if callback is None else in_units(callback, unit)
+            self._fit_in_memory(engine, train, validation, scaled, started)
+            return self._to_rating_units(unit, low, high)
+
+    def _fit_in_memory(self, engine, train, validation, callback, started: float):
+        """Search (or take) the hyper-parameters, refit on all of `train`; return self."""
+        self.rating_unit_ = 1.0
+        trial = self._choose(train, engine, started)
+        if trial is not None:  # no time to refit: the search's model, said by _choose
+            return self._adopt(trial, train)
+        self.partition_ = self._partition(train, engine.default_blocks())
+        data = InMemoryRatings(train)
+        if self._chosen["cycles"] == 0:  # the start (biases fit): no engine run needed
+            engine = InProcessEngine(self.threads)
+        problem, result = self._solve(engine, data, validation, callback, self._remaining(started))
+        if self._refit_cut(result):
+            return self._adopt(self._fallback.fitted(self._fallback_candidate), train)
+        if self.search_results_ is not None and result.reason == "epoch_limit":
+            result.message = self._refit_message(result.n_cycles)
+        return self._set_fitted(data, problem, result)
+
+    def _to_rating_units(self, unit: float, low: float, high: float):
+        """Turn a model fitted to ratings / unit into one of the ratings: factors x sqrt(unit), biases x unit."""
+        root = float(np.sqrt(unit))
+        self.user_factors_, self.item_factors_ = (
+            self.user_factors_ * root,
+            self.item_factors_ * root,
+        )
+        if self.user_bias_ is not None:
+            self.user_bias_, self.item_bias_ = self.user_bias_ * unit, self.item_bias_ * unit
+        self.global_mean_ = self.global_mean_ * unit
+        self.rating_min_, self.rating_max_, self.rating_unit_ = low, high, unit
+        if self.search_results_ is not None:
+            self.search_results_["validation_rmse"] = [
+                value * unit for value in self.search_results_["validation_rmse"]
+            ]
+        self._set_trace(Trace([in_units(None, unit)(row) for row in self.trace_.rows]))
+        return self
 
     @staticmethod
     def _refit_message(cycles: int) -> str:
@@ -370,6 +439,7 @@ class MatrixFactorizer(BaseEstimator):
             seed=self.random_state,
         )
         self.partition_ = data.cover
+        self.rating_unit_ = 1.0  # the workers' ratings are fitted as they are (rating_unit)
         if self.search and self._searched():
             searched = self._searched()
             warnings.warn(

@@ -513,3 +513,32 @@ def test_max_time_bounds_the_whole_fit(ratings):
         wall = time.perf_counter() - started
         assert wall <= budget + 1.0, (budget, wall)
         assert model.result_.reason != "diverged"
+
+
+def test_a_wide_rating_scale_is_fitted_as_stars_and_scaled_back(ratings, tmp_path):
+    import dataclasses
+
+    from hamsi.estimator import rating_unit
+
+    stars = MatrixFactorizer(**FAST).fit(ratings)
+    # the same ratings on a -10..+10 scale (x 5 - 15): the same model, in those units
+    wide = dataclasses.replace(ratings, values=ratings.values * 5.0 - 15.0)
+    assert rating_unit(wide.values) == pytest.approx(5.0 * np.ptp(ratings.values) / 4.0)
+    model = MatrixFactorizer(**FAST).fit(wide)
+    assert (model.rank_, model.reg_weighting_, model.reg_) == (
+        stars.rank_,
+        stars.reg_weighting_,
+        stars.reg_,
+    )
+    np.testing.assert_allclose(
+        model.rmse(wide) / rating_unit(wide.values) * rating_unit(ratings.values),
+        stars.rmse(ratings),
+        rtol=1e-6,
+    )
+    assert model.rating_min_ == -10.0 and model.rating_max_ == 10.0
+    row = model.trace_.rows[-1]
+    assert row.train_rmse == pytest.approx(model.rmse(wide), rel=1e-6)  # the trace in rating units
+    model.save(tmp_path / "wide.npz")
+    loaded = MatrixFactorizer.load(tmp_path / "wide.npz")
+    np.testing.assert_array_equal(loaded.predict(wide), model.predict(wide))
+    assert rating_unit(ratings.values) == 1.0 and rating_unit(np.array([0.5, 5.0])) == 1.0
