@@ -568,7 +568,7 @@ class MatrixFactorizer(BaseEstimator):
                     cli="a larger --max-time, or --rank and --reg (no search)",
                 ),
             ),
-            stacklevel=4,
+            stacklevel=5,
         )
 
     def _adopt(self, trial, train):
@@ -733,7 +733,7 @@ class MatrixFactorizer(BaseEstimator):
         if result.reason == "diverged":
             if self.on_divergence == "raise":
                 raise DivergenceError(result.message)
-            warnings.warn(result.message, RuntimeWarning, stacklevel=3)
+            warnings.warn(result.message, RuntimeWarning, stacklevel=4)
         elif self.overfitting_:
             kept = self.patience is not None
             message = (
@@ -747,7 +747,7 @@ class MatrixFactorizer(BaseEstimator):
                 cli=("" if kept else "--patience N would keep the best cycle's factors; ")
                 + "a larger --reg or a smaller --rank may help",
             )
-            warnings.warn(AdvisedWarning(message, advice), stacklevel=3)
+            warnings.warn(AdvisedWarning(message, advice), stacklevel=4)
         return self
 
     def _set_training_facts(self, facts: TrainingFacts):
