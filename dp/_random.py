@@ -24,14 +24,15 @@ import numpy as np
 from dp.validation import PrivacyLeakWarning
 
 # What an integer seed risks, and the advice in the Python API's words; an interface with other
-# words for random_state (the command line's --seed) gives its own advice after SEED_RISK.
+# words for random_state (the command line's --seed) names its own parameter and gives its own
+# advice around SEED_RISK.
 SEED_RISK = (
-    "the noise is seeded with an integer: the same seed gives the same noise, so two fits or "
-    "releases with one seed (a refit, the folds of a cross-validation, a rerun) release the exact "
-    "difference of their statistics; seeds are for tests only"
+    "the same seed gives the same noise, so two fits or releases with one seed (a refit, the folds "
+    "of a cross-validation, a rerun) release the exact difference of their statistics; seeds are "
+    "for tests only"
 )
 SEED_ADVICE = "pass random_state=None (fresh OS entropy for every release) for a real release"
-SEED_WARNING = f"{SEED_RISK}; {SEED_ADVICE}"
+SEED_WARNING = f"random_state is an integer seed: {SEED_RISK}; {SEED_ADVICE}"
 
 
 def warn_seed(stacklevel: int = 3) -> None:

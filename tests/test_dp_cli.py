@@ -271,7 +271,9 @@ def test_glasso_seed_warning_advises_omitting_the_flag_and_the_api_the_keyword(c
     ]
     assert main(argv) == 0
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("hamsi glasso: warning: the noise is seeded")
+    assert len(err) == 1 and err[0].startswith(
+        "hamsi glasso: warning: --seed given: the same seed gives"
+    )
     assert err[0].endswith("; omit --seed (fresh OS entropy for every release) for a real release")
     assert "random_state" not in err[0]
     with warnings.catch_warnings(record=True) as caught:

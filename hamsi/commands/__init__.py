@@ -27,8 +27,9 @@ def warning_for_cli(message) -> str:
     from hamsi.errors import Advice, AdvisedWarning, flag_name, for_cli
 
     if str(message) == SEED_WARNING:
-        cli = f"omit {flag_name('random_state')} (fresh OS entropy for every release) for a real release"
-        message = AdvisedWarning(SEED_RISK, Advice(SEED_ADVICE, cli))
+        flag = flag_name("random_state")
+        cli = f"omit {flag} (fresh OS entropy for every release) for a real release"
+        message = AdvisedWarning(f"{flag} given: {SEED_RISK}", Advice(SEED_ADVICE, cli))
     return for_cli(message)
 
 
