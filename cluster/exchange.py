@@ -14,10 +14,13 @@ agreed optimization time, so every worker applies the same stop rules).
 A worker that is stopped (SIGSTOP, a frozen host) makes its peers wait in their rounds: that is
 no optimization time. Each worker's StallClock (cluster.mailbox) measures the seconds it was
 stopped in the chunk's timed phases, every message carries them, and every worker takes the
-largest it heard off its clock (PhaseTimes.stalled), so the stopped worker's clock and the
-agreed one are the time spent optimizing. Stops in untimed spans (the start barrier; a cycle's
-evaluation without the safeguard, which counts it) are not counted, as those spans are not. Two workers stopped at different times
-count only the longer stop off; a worker cut off by the network is not stopped and still counts.
+largest it heard off its clock (PhaseTimes.stalled). A worker also reads its own stops at every
+reading of its clock: a stop while it waited in a round is in that round's wait, and must be off
+the clock before the clock is compared with max_time, not only once its next message leaves. So
+the stopped worker's clock and the agreed one are the time spent optimizing. Stops in untimed
+spans (the start barrier; a cycle's evaluation without the safeguard, which counts it) are not
+counted, as those spans are not. Two workers stopped at different times count only the longer
+stop off; a worker cut off by the network is not stopped and still counts.
 """
 
 from __future__ import annotations
@@ -79,8 +82,18 @@ class MailboxExchange:
         finally:
             self._stall_untimed += self.box.stalls.total() - before
 
+    def _take_off(self, *heard: float) -> None:
+        """Take off the clock the longest stop known: this worker's own so far, or one a peer reported."""
+        self.phases.stalled = max(self.phases.stalled, self.stalled(), *heard)
+
     def clock(self) -> float:
-        """This worker's optimization time: before the chunk plus this chunk's phases, less stops (module docstring)."""
+        """This worker's optimization time: before the chunk plus this chunk's phases, less stops (module docstring).
+
+        Its own stops are read at every call: a stop while it waited in a round or stepped is
+        already in those phases, and must be off the clock before the clock is compared with
+        max_time, not only from the next message it sends.
+        """
+        self._take_off()
         return self.time_used + self.phases.total
 
     def _round(
@@ -102,7 +115,7 @@ class MailboxExchange:
         stalled = self.stalled()
         for m in [message, *(addressed or {}).values()]:
             m.step, m.stalled = self._step, stalled
-        self.phases.stalled = max(self.phases.stalled, stalled)
+        self._take_off(stalled)
         if not self.peers:
             return [message]
         with contextlib.nullcontext() if timed or counted else self._untimed():
@@ -113,7 +126,7 @@ class MailboxExchange:
                 message if addressed is None else addressed,
                 self.plan.timeout,
             )
-        self.phases.stalled = max(self.phases.stalled, *(m.stalled for m in received))
+        self._take_off(*(m.stalled for m in received))
         self.bytes_sent += nbytes
         if timed:
             self.phases.exchange += sending

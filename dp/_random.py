@@ -23,12 +23,16 @@ import numpy as np
 
 from dp.validation import PrivacyLeakWarning
 
-SEED_WARNING = (
-    "random_state is an integer seed: the same seed gives the same noise, so two fits or releases "
-    "with one seed (a refit, the folds of a cross-validation, a rerun) release the exact "
-    "difference of their statistics; seeds are for tests only: pass random_state=None (fresh OS "
-    "entropy for every release) for a real release"
+# What an integer seed risks, and the advice in the Python API's words; an interface with other
+# words for random_state (the command line's --seed) names its own parameter and gives its own
+# advice around SEED_RISK.
+SEED_RISK = (
+    "the same seed gives the same noise, so two fits or releases with one seed (a refit, the folds "
+    "of a cross-validation, a rerun) release the exact difference of their statistics; seeds are "
+    "for tests only"
 )
+SEED_ADVICE = "pass random_state=None (fresh OS entropy for every release) for a real release"
+SEED_WARNING = f"random_state is an integer seed: {SEED_RISK}; {SEED_ADVICE}"
 
 
 def warn_seed(stacklevel: int = 3) -> None:

@@ -314,12 +314,6 @@ def _links_open(dask_worker):
     return bool(_BOXES[dask_worker.address].links._runs)
 
 
-@pytest.mark.xfail(
-    reason="known race: in 2 of 4 whole-suite runs the workers reached max_time on a clock that "
-    "still held the 8 s stop and reported 0.49 s once the stop was taken off (it passes alone and "
-    "with its own file); the stall accounting is not yet reliable",
-    strict=False,
-)
 def test_a_stopped_worker_does_not_count_against_max_time(ratings):
     import threading
 

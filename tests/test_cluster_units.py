@@ -343,3 +343,39 @@ def test_the_stall_clock_counts_the_seconds_its_process_was_stopped():
         child.kill()
         child.wait()
     assert 1.5 < stalled < 2.5
+
+
+def test_a_stop_during_a_rounds_wait_is_off_the_clock_before_the_time_limit_is_checked():
+    """The stopped worker's own stop counts at once, not only from its next message."""
+    from types import SimpleNamespace
+
+    from cluster.exchange import MailboxExchange
+    from cluster.messages import Message
+    from hamsi.trace import PhaseTimes
+
+    pause = 8.0
+
+    class Stalls:
+        seconds = 0.0
+
+        def total(self):
+            return self.seconds
+
+    class StoppedInTheWait:
+        """A mailbox whose round's wait held a stop of `pause` s (the peer's message says none)."""
+
+        stalls = Stalls()
+
+        def round(self, run, step, peers, message, timeout):
+            self.stalls.seconds += pause
+            return [Message(step, peers[0])], 0.01, pause + 0.02, 100
+
+    plan = SimpleNamespace(workers=["me", "peer"], run_id="r", timeout=60.0)
+    exchange = MailboxExchange(StoppedInTheWait(), plan, "me", None, PhaseTimes(), 0.5)
+    exchange.start_clock()
+    exchange.phases.gradient = 0.1
+    exchange.barrier()
+    assert exchange.phases.wait == pytest.approx(pause + 0.02)
+    assert exchange.clock() == pytest.approx(0.5 + 0.1 + 0.01 + 0.02)
+    assert not StopRules(max_time=6.0).out_of_time(exchange.clock())
+    assert exchange.phases.stalled == pytest.approx(pause)

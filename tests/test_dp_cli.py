@@ -249,3 +249,38 @@ def test_glasso_without_edges_says_alpha_is_in_the_units_of_the_clipped_covarian
     assert "clipped to L2 norm 0.5, so S's entries are at most 0.25" in out
     assert main(["glasso", str(path), "--alpha", "0.001", "--epsilon", "1", "--clip", "0.5"]) == 0
     assert "no edge" not in capsys.readouterr().out
+
+
+def test_glasso_seed_warning_advises_omitting_the_flag_and_the_api_the_keyword(csv_file, capsys):
+    import warnings
+
+    import dp
+
+    path, X = csv_file
+    argv = [
+        "glasso",
+        str(path),
+        "--alpha",
+        "0.1",
+        "--epsilon",
+        "1",
+        "--clip",
+        "1",
+        "--seed",
+        "1",
+    ]
+    assert main(argv) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(
+        "hamsi glasso: warning: --seed given: the same seed gives"
+    )
+    assert err[0].endswith("; omit --seed (fresh OS entropy for every release) for a real release")
+    assert "random_state" not in err[0]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        dp.PrivateRidgePrecision(alpha=0.1, epsilon=1.0, clip=1.0, random_state=1).fit(X)
+    said = [str(w.message) for w in caught if issubclass(w.category, dp.PrivacyLeakWarning)]
+    assert len(said) == 1 and said[0].endswith(
+        "; pass random_state=None (fresh OS entropy for every release) for a real release"
+    )
+    assert "--seed" not in said[0]

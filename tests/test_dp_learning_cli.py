@@ -126,6 +126,11 @@ def test_dp_learn_warns_in_one_line_each_when_classes_and_data_norm_are_left_imp
     )
     assert "--classes not given" in lines[0] and "data_norm" in lines[1]
     assert "the same seed gives the same noise" in lines[2]
+    # the command line's advice is in its flags: omit --seed, not the API's random_state=None
+    assert lines[2].endswith(
+        "; omit --seed (fresh OS entropy for every release) for a real release"
+    )
+    assert "random_state" not in "".join(lines)
     assert main(["dp-learn", str(csv_file), "--target", "label", "--epsilon", "1"]) == 0
     assert len(capsys.readouterr().err.strip().splitlines()) == 2  # no --seed, no seed warning
 

@@ -17,6 +17,22 @@ def seed_value(text: str) -> int:
     return value
 
 
+def warning_for_cli(message) -> str:
+    """Return what the command line prints for a warning: its advice in flags, not keywords.
+
+    dp's integer-seed warning advises random_state=None; on the command line that is omitting
+    --seed (hamsi.errors.Advice holds both wordings; other warnings print as for_cli says).
+    """
+    from dp._random import SEED_ADVICE, SEED_RISK, SEED_WARNING
+    from hamsi.errors import Advice, AdvisedWarning, flag_name, for_cli
+
+    if str(message) == SEED_WARNING:
+        flag = flag_name("random_state")
+        cli = f"omit {flag} (fresh OS entropy for every release) for a real release"
+        message = AdvisedWarning(f"{flag} given: {SEED_RISK}", Advice(SEED_ADVICE, cli))
+    return for_cli(message)
+
+
 def check_writable(flag: str, path) -> None:
     """Raise InputError naming `flag` and `path` unless a file can be created where `path` goes."""
     import os

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from hamsi.commands import seed_value
+from hamsi.commands import seed_value, warning_for_cli
 from hamsi.errors import InputError
 
 
@@ -214,7 +214,7 @@ def _print_nonprivate_diagnostics(args, y, fitted) -> None:
 def _warn_in_one_line(message, category, filename, lineno, file=None, line=None) -> None:
     import sys
 
-    print(f"warning ({category.__name__}): {message}", file=sys.stderr)
+    print(f"warning ({category.__name__}): {warning_for_cli(message)}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

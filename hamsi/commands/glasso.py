@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from hamsi.commands import seed_value
+from hamsi.commands import seed_value, warning_for_cli
 from hamsi.errors import InputError
 
 
@@ -280,7 +280,7 @@ def run(args: argparse.Namespace) -> int:
             model.fit(X)
     for warning in caught:
         if issubclass(warning.category, dp.PrivacyLeakWarning):
-            print(f"hamsi glasso: warning: {warning.message}", file=sys.stderr)
+            print(f"hamsi glasso: warning: {warning_for_cli(warning.message)}", file=sys.stderr)
         else:
             warnings.warn_explicit(
                 warning.message, warning.category, warning.filename, warning.lineno
