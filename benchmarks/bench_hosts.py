@@ -407,7 +407,13 @@ def main(argv=None) -> int:
         if rate != "none":
             rate_bits(rate)
     if args.inside:
-        return inside(args)
+        try:
+            return inside(args)
+        except KeyboardInterrupt:  # the host's side says so in one line and removes everything
+            return 130
+        except RuntimeError as exc:  # a tc or ip command: named in one line
+            print(f"bench_hosts: {exc}", file=sys.stderr)
+            return 1
     reason = unavailable()
     if reason is not None:
         print(f"bench_hosts: skipped: {reason}")
