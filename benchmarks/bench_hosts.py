@@ -64,6 +64,7 @@ from cluster.connect import connect
 from cluster.driver import fit_distributed
 from cluster.work import item_rows_per_iteration
 from hamsi.data.synth import make_ratings
+from hamsi.errors import InputError
 from hamsi.optimizer import minimize_hamsi
 from hamsi.problems import MatrixFactorization
 
@@ -72,9 +73,9 @@ NET = "198.18.0"  # inside the namespaces made here only (198.18.0.0/15: the ben
 SCHEDULER_HOST = f"{NET}.1"
 PORT = 8786
 BRIDGE = "br0"
-START_TIMEOUT = (
-    120.0  # seconds for the scheduler and every worker to be up (imports on a busy machine)
-)
+SCHEDULER = f"tcp://{SCHEDULER_HOST}:{PORT}"
+# seconds for the scheduler and every worker to be up (their imports on a busy machine)
+START_TIMEOUT = 120.0
 STOP_TIMEOUT = 10.0  # seconds a process has to exit after SIGTERM before SIGKILL
 
 
@@ -201,31 +202,27 @@ class Hosts(contextlib.AbstractContextManager):
         for i, ns in enumerate(n.worker_ns):
             self.spawn(
                 ns,
-                ["-m", "distributed.cli.dask_worker", self.scheduler, "--host", worker_host(i),
+                ["-m", "distributed.cli.dask_worker", SCHEDULER, "--host", worker_host(i),
                  "--name", f"w{i}", "--nthreads", "1", "--no-nanny", "--no-dashboard",
                  "--local-directory", str(self.tmp / f"w{i}")],
                 f"w{i}.log",
             )  # fmt: skip
 
-    @property
-    def scheduler(self) -> str:
-        return f"tcp://{SCHEDULER_HOST}:{PORT}"
-
     def tail(self, lines: int = 3) -> str:
-        """Return the last lines of the logs of our processes that have exited (why a start failed)."""
+        """Return the last lines of the scheduler's and workers' logs (why a run failed), one line each."""
         out = []
         for proc, log in zip(self.procs, self.logs):
-            if proc.poll() is not None and log.exists():
+            if log.exists():
+                state = "running" if proc.poll() is None else f"exit {proc.returncode}"
                 last = log.read_text(errors="replace").splitlines()[-lines:]
-                out.append(f"{log.name} (exit {proc.returncode}): " + " | ".join(last))
+                out.append(f"{log.name} ({state}): " + " | ".join(line.strip() for line in last))
         return "\n".join(out)
 
     def close(self) -> None:
         """Stop our processes (by pid), delete our namespaces (with the bridge and veths), our files."""
         if threading.current_thread() is threading.main_thread():
-            signal.signal(
-                signal.SIGINT, signal.SIG_IGN
-            )  # a second Ctrl-C must not leave half of it
+            for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(signum, signal.SIG_IGN)  # a second signal must not leave half of it
         for proc in self.procs:
             if proc.poll() is None:
                 proc.terminate()
@@ -291,9 +288,7 @@ def rate_bits(rate: str) -> float:
                 return float(rate[: -len(unit)]) * scale
             except ValueError:
                 break
-    raise SystemExit(
-        f"bench_hosts: --rates: {rate!r} is not none or a number with kbit, mbit or gbit"
-    )
+    raise ValueError(f"--rates: {rate!r} is not none or a number with kbit, mbit or gbit")
 
 
 def one_run(client, names, ratings, part, args, epochs: int, owned: bool, local) -> dict:
@@ -337,8 +332,14 @@ def inside(args) -> int:
         for e in lengths
     }
     rows = []
-    with connect(scheduler=f"tcp://{SCHEDULER_HOST}:{PORT}", quiet=True) as client:
-        client.wait_for_workers(args.hosts, timeout=START_TIMEOUT)
+    with connect(scheduler=SCHEDULER, quiet=True) as client:
+        try:
+            client.wait_for_workers(args.hosts, timeout=START_TIMEOUT)
+        except TimeoutError:
+            raise RuntimeError(
+                f"{len(client.nthreads())} of {args.hosts} workers connected to "
+                f"{SCHEDULER} within {START_TIMEOUT:.0f} s"
+            ) from None
         load = os.getloadavg()
         for rate in args.rates:
             set_rate(names, rate)
@@ -401,17 +402,23 @@ def main(argv=None) -> int:
     parser.add_argument("--dataset", default="ml-100k-like")
     parser.add_argument("--inside", help=argparse.SUPPRESS)  # the client's side: our prefix
     args = parser.parse_args(argv)
-    if args.hosts < 2 or args.epochs < 2:
-        raise SystemExit("bench_hosts: --hosts and --epochs must be at least 2")
-    for rate in args.rates:
-        if rate != "none":
-            rate_bits(rate)
+    try:
+        if not 2 <= args.hosts <= 200 or args.epochs < 2:
+            raise ValueError(
+                f"--hosts {args.hosts} --epochs {args.epochs}: hosts 2..200, epochs >= 2"
+            )
+        for rate in args.rates:
+            if rate != "none":
+                rate_bits(rate)
+    except ValueError as exc:
+        print(f"bench_hosts: {exc}", file=sys.stderr)
+        return 2
     if args.inside:
         try:
             return inside(args)
         except KeyboardInterrupt:  # the host's side says so in one line and removes everything
             return 130
-        except RuntimeError as exc:  # a tc or ip command: named in one line
+        except (RuntimeError, InputError) as exc:  # a tc or ip command, the cluster, a lost peer
             print(f"bench_hosts: {exc}", file=sys.stderr)
             return 1
     reason = unavailable()
@@ -442,7 +449,7 @@ def main(argv=None) -> int:
                 hosts.names.scheduler_ns, [str(Path(__file__).resolve()), *argv], None
             )
             code = client.wait()
-            if code != 0 and hosts.tail():
+            if code not in (0, 130) and hosts.tail():
                 print(hosts.tail(), file=sys.stderr)
             return code
     except KeyboardInterrupt:

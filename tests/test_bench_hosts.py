@@ -64,6 +64,16 @@ def test_not_root_prints_one_line_and_exits_0(bench_hosts, monkeypatch, capsys):
     ]
 
 
+@pytest.mark.parametrize(
+    "argv, named",
+    [(["--rates", "none", "10xbit"], "'10xbit'"), (["--hosts", "1"], "--hosts 1")],
+)
+def test_bad_arguments_are_one_line_and_exit_2(bench_hosts, capsys, argv, named):
+    assert bench_hosts.main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("bench_hosts: ") and named in err[0]
+
+
 @pytest.mark.slow
 @pytest.mark.cluster
 @needs_netns
