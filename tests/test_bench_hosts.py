@@ -1,0 +1,162 @@
+"""benchmarks/bench_hosts.py: emulated hosts in network namespaces, bytes against the model, cleanup."""
+
+import importlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "bench_hosts.py"
+
+
+@pytest.fixture
+def bench_hosts(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "benchmarks"))
+    return importlib.import_module("bench_hosts")
+
+
+def netns_reason() -> str | None:
+    """Return why namespaces cannot be made here (the benchmark's own check), or None."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        return importlib.import_module("bench_hosts").unavailable()
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+REASON = netns_reason()
+needs_netns = pytest.mark.skipif(REASON is not None, reason=f"bench_hosts: {REASON}")
+
+
+def env() -> dict:
+    out = dict(os.environ)
+    out["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), out.get("PYTHONPATH")) if p)
+    return out
+
+
+def namespaces(prefix: str) -> list[str]:
+    listed = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return [line.split()[0] for line in listed.splitlines() if line.startswith(prefix)]
+
+
+def still_ours(pid: int) -> bool:
+    """Return whether pid is still one of the run's processes (not exited, not a reused pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+    return b"distributed.cli" in cmdline or b"bench_hosts" in cmdline
+
+
+def test_not_root_prints_one_line_and_exits_0(bench_hosts, monkeypatch, capsys):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert bench_hosts.main(["--hosts", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "bench_hosts: skipped: needs root (it makes network namespaces, veth pairs and a bridge)"
+    ]
+
+
+@pytest.mark.parametrize(
+    "argv, named",
+    [(["--rates", "none", "10xbit"], "'10xbit'"), (["--hosts", "1"], "--hosts 1")],
+)
+def test_bad_arguments_are_one_line_and_exit_2(bench_hosts, capsys, argv, named):
+    assert bench_hosts.main(argv) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("bench_hosts: ") and named in err[0]
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@needs_netns
+def test_two_emulated_hosts_bytes_match_the_model_and_iterates_are_bitwise():
+    """Wire bytes within 1 % of the model, every run bitwise in process, tbf slows the rounds, nothing left."""
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--hosts",
+            "2",
+            "--epochs",
+            "2",
+            "--rates",
+            "none",
+            "100mbit",
+        ],
+        capture_output=True,
+        text=True,
+        env=env(),
+        cwd=ROOT,
+        timeout=500,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    prefix = re.search(r"namespaces (hb\d+-)\*", proc.stdout).group(1)
+    rows = {}
+    for line in proc.stdout.splitlines():
+        m = re.match(
+            r"\s*(\S+)\s+(replicated|owned) \|\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+) \|\s+(\S+) \|\s+(\S+)",
+            line,
+        )
+        if m:
+            rows[m.group(1), m.group(2)] = m.groups()[2:]
+    assert set(rows) == {(r, p) for r in ("none", "100mbit") for p in ("replicated", "owned")}
+    for (rate, path), (wire, model, _ratio, frames, _ms, same) in rows.items():
+        assert same == "True", (rate, path)
+        assert abs(float(wire) / float(model) - 1) <= 0.01, (rate, path, wire, model)
+        assert float(wire) >= float(frames), (rate, path)  # headers come on top of the frames
+    # at 100 Mbit/s a worker's half of the replicated bytes takes at least that long to arrive
+    wire, ms = float(rows["100mbit", "replicated"][0]), float(rows["100mbit", "replicated"][4])
+    assert ms >= 0.9 * 1e3 * (wire * 1e6 / 2) / (100e6 / 8), ms
+    assert namespaces(prefix) == []
+    assert not list(Path(tempfile.gettempdir()).glob(f"{prefix}*"))
+
+
+@pytest.mark.slow
+@pytest.mark.cluster
+@needs_netns
+def test_ctrl_c_removes_namespaces_and_processes():
+    """SIGINT to the run's process group (a Ctrl-C) mid-run: exit 130, one line, nothing left."""
+    proc = subprocess.Popen(
+        [sys.executable, str(SCRIPT), "--hosts", "2", "--epochs", "2", "--rates", "none"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env(),
+        cwd=ROOT,
+        start_new_session=True,
+    )
+    prefix = f"hb{proc.pid}-"
+    try:
+        pids, deadline = [], time.monotonic() + 60
+        while time.monotonic() < deadline and len(pids) < 4:  # scheduler, client, two workers
+            time.sleep(0.5)
+            pids = [
+                int(pid)
+                for ns in namespaces(prefix)
+                for pid in subprocess.run(
+                    ["ip", "netns", "pids", ns], capture_output=True, text=True
+                ).stdout.split()
+            ]
+        assert len(pids) == 4, pids
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130
+    assert (
+        err.strip().splitlines()[-1]
+        == "bench_hosts: interrupted; removed the namespaces and processes it made"
+    )
+    assert namespaces(prefix) == []
+    assert not [pid for pid in pids if still_ours(pid)]
+    assert not list(Path(tempfile.gettempdir()).glob(f"{prefix}*"))
