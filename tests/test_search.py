@@ -126,19 +126,22 @@ def test_search_false_takes_the_unsearched_values_in_one_run(ratings):
 
 
 def test_search_results_list_every_trial(ratings):
-    model = MatrixFactorizer(**FAST).fit(ratings)
+    model = MatrixFactorizer(**dict(FAST, max_epochs=40)).fit(ratings)
     results = model.search_results_
     grid = search.candidate_grid(
         dict.fromkeys(search.SEARCHED, "auto"), float(ratings.values.std())
     )
-    rungs = search.rung_cycles(search.MIN_CYCLES, 9, search.HALVING_FACTOR, len(grid))
-    assert len(results["rung"]) == sum(kept for kept, _ in rungs)
     first = [
         (results["rank"][k], results["reg_weighting"][k], results["reg"][k])
         for k in range(len(results["rung"]))
         if results["rung"][k] == 0
     ]
-    assert first == [(c["rank"], c["reg_weighting"], c["reg"]) for c in grid]
+    # rung 0 screens: every penalty at rank 10, then rank 50 for the best half of them
+    small = [(c["rank"], c["reg_weighting"], c["reg"]) for c in grid if c["rank"] == 10]
+    assert first[: len(small)] == small and len(first) == len(small) + len(small) // 2
+    assert {rank for rank, _, _ in first[len(small) :]} == {50}
+    rungs = search.rung_cycles(search.MIN_CYCLES, 40, search.HALVING_FACTOR, len(first))
+    assert len(results["rung"]) == sum(kept for kept, _ in rungs) and len(rungs) == 2
     assert sum(results["chosen"]) == 1
     chosen = results["chosen"].index(True)
     assert (results["rank"][chosen], results["reg"][chosen]) == (model.rank_, model.reg_)
@@ -147,6 +150,22 @@ def test_search_results_list_every_trial(ratings):
     assert (
         model.result_.n_cycles == results["best_epoch"][chosen]
     )  # the refit runs the chosen cycles
+
+
+def test_the_screen_runs_the_larger_rank_for_the_best_half_of_the_penalties():
+    grid = [{"rank": r, "reg": float(g)} for g in range(4) for r in (10, 50)]
+    waves = []
+
+    def run_rung(trials, report):
+        waves.append([t.candidate for t in trials])
+        # rank 10's order of the penalties: 3, 1, 0, 2
+        return [outcome({3: 1.0, 1: 1.1, 0: 1.2, 2: 1.3}[t.params["reg"]], t) for t in trials]
+
+    search.choose_by_validation(grid, run_rung, min_cycles=5, max_cycles=5)
+    assert waves == [[0, 2, 4, 6], [3, 7]]  # rank 50 of penalties 1 and 3
+    waves.clear()
+    search.choose_by_validation(grid, run_rung, min_cycles=5, max_cycles=5, screen_by=None)
+    assert waves == [list(range(8))]
 
 
 def outcome(rmse, trial, best=None):
@@ -171,7 +190,7 @@ def test_successive_halving_keeps_the_best_third_against_brute_force():
         return [outcome(1.0 + quality[t.candidate] / (1 + t.cycles), t) for t in trials]
 
     found = search.choose_by_validation(
-        grid, run_rung, min_cycles=2, max_cycles=40, factor=3, group_by=None
+        grid, run_rung, min_cycles=2, max_cycles=40, factor=3, group_by=None, screen_by=None
     )
     results = found.results
     assert found.params == grid[min(quality, key=quality.get)] and found.cycles == 40
