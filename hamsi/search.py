@@ -214,12 +214,13 @@ def choose_by_validation(
     decided = _decide(finished, 0, rows) if finished else None
     cut = len(finished) < len(outcomes)
     alive, scores = list(finished), {c: _score(o) for c, o in finished.items()}
-    rungs = rung_cycles(min_cycles, max_cycles, factor, len(alive))[1:]
+    # the halving counts the whole grid: a screened-out candidate counts as cut at rung 0
+    rungs = rung_cycles(min_cycles, max_cycles, factor, len(grid))[1:]
     for rung, (kept, cycles) in enumerate(rungs if not cut else [], start=1):
         if (deadline is not None and time.time() >= deadline) or len(alive) == 1:
             cut = cut or len(alive) > 1
             break
-        alive = survivors(alive, scores, kept, groups)
+        alive = survivors(alive, scores, min(kept, len(alive)), groups)
         trials = [Trial(index, grid[index], cycles, rung, deadline) for index in alive]
         results = run_rung(trials, report)
         rows.extend(_rows(trials, results))

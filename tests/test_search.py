@@ -140,8 +140,8 @@ def test_search_results_list_every_trial(ratings):
     small = [(c["rank"], c["reg_weighting"], c["reg"]) for c in grid if c["rank"] == 10]
     assert first[: len(small)] == small and len(first) == len(small) + len(small) // 2
     assert {rank for rank, _, _ in first[len(small) :]} == {50}
-    rungs = search.rung_cycles(search.MIN_CYCLES, 40, search.HALVING_FACTOR, len(first))
-    assert len(results["rung"]) == sum(kept for kept, _ in rungs) and len(rungs) == 2
+    # then the halving of the whole grid: 4 of them (two per rank) to 40 cycles
+    assert results["rung"].count(1) == 4 and set(results["rung"]) == {0, 1}
     assert sum(results["chosen"]) == 1
     chosen = results["chosen"].index(True)
     assert (results["rank"][chosen], results["reg"][chosen]) == (model.rank_, model.reg_)
