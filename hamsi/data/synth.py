@@ -453,8 +453,8 @@ def _sample_pairs(
         if fresh.size < 0.1 * missing:
             uniform_share = min(1.0, uniform_share + 0.25)
         if fresh.size > missing:
-            fresh = rng.choice(fresh, size=missing, replace=False)
-        keys = np.sort(np.concatenate((keys, fresh)))
+            fresh = np.sort(rng.choice(fresh, size=missing, replace=False))
+        keys = merged(keys, fresh)
     return keys
 
 
@@ -470,7 +470,7 @@ def _fill_user_floor(rng, n_users, n_items, floor, item_weights) -> np.ndarray:
         items = _draw(rng, item_weights, users.size, uniform_share)
         fresh = sorted_distinct(users * n_items + items)
         fresh = fresh[~_sorted_contains(keys, fresh)]
-        keys = np.sort(np.concatenate((keys, fresh)))
+        keys = merged(keys, fresh)
         need = floor - np.bincount(keys // n_items, minlength=n_users)
         uniform_share = min(1.0, uniform_share + 0.25)
     return keys
@@ -485,6 +485,16 @@ def _draw_keys(rng, n_items, user_weights, item_weights, count, uniform_share) -
         items = _draw(rng, item_weights, size, uniform_share)
         chunks.append(sorted_distinct(users * n_items + items))
     return sorted_distinct(np.concatenate(chunks)) if len(chunks) > 1 else chunks[0]
+
+
+def merged(keys: np.ndarray, fresh: np.ndarray) -> np.ndarray:
+    """Return the sorted union of two sorted int64 arrays of distinct keys with none in common.
+
+    The same array as np.sort(np.concatenate(...)) in one linear pass: a dense set (joke-like,
+    72 % of the pairs) tops up its keys in dozens of small rounds, and sorting all of them again
+    every round took most of its generation time.
+    """
+    return np.insert(keys, np.searchsorted(keys, fresh), fresh)
 
 
 def sorted_distinct(keys: np.ndarray) -> np.ndarray:
