@@ -9,7 +9,13 @@ import pytest
 from hamsi.data import writers
 from hamsi.data.readers import load_ratings
 from hamsi.data.sample import load_sample
-from hamsi.data.synth import MIN_RATINGS_PER_USER, PRESETS, ContinuousScale, make_ratings
+from hamsi.data.synth import (
+    MIN_RATINGS_PER_USER,
+    PRESETS,
+    ContinuousScale,
+    make_ratings,
+    merged,
+)
 from hamsi.data.writers import write_ratings
 from hamsi.errors import InputError
 
@@ -232,6 +238,15 @@ def activity(ratings):
     per_user = np.bincount(ratings.rows, minlength=ratings.shape[0])
     per_item = np.bincount(ratings.cols, minlength=ratings.shape[1])
     return [(a.min(), np.median(a), a.max()) for a in (per_user, per_item)]
+
+
+def test_merged_is_the_sorted_union():
+    rng = np.random.default_rng(0)
+    union = rng.choice(10_000, size=3000, replace=False).astype(np.int64)
+    keys, fresh = np.sort(union[:2000]), np.sort(union[2000:])
+    assert np.array_equal(merged(keys, fresh), np.sort(union))
+    assert np.array_equal(merged(keys, fresh[:0]), keys)
+    assert np.array_equal(merged(keys[:0], fresh), fresh)
 
 
 def test_continuous_scale_has_the_requested_mean_sd_and_grid():
