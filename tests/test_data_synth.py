@@ -257,6 +257,12 @@ def test_continuous_scale_has_the_requested_mean_sd_and_grid():
     mean = levels @ mass
     assert mean == pytest.approx(0.88, abs=1e-4)
     assert np.sqrt((levels - mean) ** 2 @ mass) == pytest.approx(5.24, abs=1e-4)
+    with pytest.raises(InputError, match="sd 9.0 is impossible"):
+        ContinuousScale(0.0, 10.0, 0.01, mean=5.0, sd=9.0)
+    with pytest.raises(InputError, match="mean 11.0 is not inside"):
+        ContinuousScale(0.0, 10.0, 0.01, mean=11.0, sd=1.0)
+    with pytest.raises(InputError, match="step must divide 1"):
+        ContinuousScale(0.0, 10.0, 0.3, mean=5.0, sd=1.0)
 
 
 @pytest.mark.slow

@@ -88,6 +88,22 @@ class ContinuousScale:
     mean: float
     sd: float
 
+    def __post_init__(self):
+        per_unit = 1.0 / self.step if self.step > 0 else 0.5
+        on_grid = all(abs(x * per_unit - round(x * per_unit)) < 1e-9 for x in (self.lo, self.hi))
+        if per_unit != round(per_unit) or not on_grid:
+            raise InputError(
+                f"a continuous scale's step must divide 1 and its ends, got step {self.step} "
+                f"for [{self.lo}, {self.hi}]"
+            )
+        if not self.lo < self.mean < self.hi:
+            raise InputError(f"mean {self.mean} is not inside the scale [{self.lo}, {self.hi}]")
+        # a law on [lo, hi] with this mean has sd at most sqrt((mean - lo)(hi - mean)), all at the ends
+        if not 0 < self.sd < np.sqrt((self.mean - self.lo) * (self.hi - self.mean)):
+            raise InputError(
+                f"sd {self.sd} is impossible for mean {self.mean} on [{self.lo}, {self.hi}]"
+            )
+
     def shares(self) -> dict[float, float]:
         """Return {value: probability} over the grid (values exact decimals: k / (1 / step))."""
         per_unit = round(1.0 / self.step)
