@@ -9,7 +9,13 @@ import pytest
 from hamsi.data import writers
 from hamsi.data.readers import load_ratings
 from hamsi.data.sample import load_sample
-from hamsi.data.synth import MIN_RATINGS_PER_USER, PRESETS, make_ratings
+from hamsi.data.synth import (
+    MIN_RATINGS_PER_USER,
+    PRESETS,
+    ContinuousScale,
+    make_ratings,
+    merged,
+)
 from hamsi.data.writers import write_ratings
 from hamsi.errors import InputError
 
@@ -225,3 +231,69 @@ def test_long_tail_preset_reproduces_the_second_real_set_through_data_info(tmp_p
     ratings = load_ratings(path)
     per_item = np.bincount(ratings.cols, minlength=9066)
     assert np.mean(per_item <= 2) == pytest.approx(0.47, abs=0.02)
+
+
+def activity(ratings):
+    """Return (min, median, max) of the ratings per user and per item."""
+    per_user = np.bincount(ratings.rows, minlength=ratings.shape[0])
+    per_item = np.bincount(ratings.cols, minlength=ratings.shape[1])
+    return [(a.min(), np.median(a), a.max()) for a in (per_user, per_item)]
+
+
+def test_merged_is_the_sorted_union():
+    rng = np.random.default_rng(0)
+    union = rng.choice(10_000, size=3000, replace=False).astype(np.int64)
+    keys, fresh = np.sort(union[:2000]), np.sort(union[2000:])
+    assert np.array_equal(merged(keys, fresh), np.sort(union))
+    assert np.array_equal(merged(keys, fresh[:0]), keys)
+    assert np.array_equal(merged(keys[:0], fresh), fresh)
+
+
+def test_continuous_scale_has_the_requested_mean_sd_and_grid():
+    shares = ContinuousScale(-10.0, 10.0, 0.01, mean=0.88, sd=5.24).shares()
+    levels, mass = np.array(list(shares)), np.array(list(shares.values()))
+    assert levels.size == 2001 and levels[0] == -10.0 and levels[-1] == 10.0
+    assert np.array_equal(levels, np.round(levels, 2)) and mass.sum() == pytest.approx(1.0)
+    mean = levels @ mass
+    assert mean == pytest.approx(0.88, abs=1e-4)
+    assert np.sqrt((levels - mean) ** 2 @ mass) == pytest.approx(5.24, abs=1e-4)
+    with pytest.raises(InputError, match="sd 9.0 is impossible"):
+        ContinuousScale(0.0, 10.0, 0.01, mean=5.0, sd=9.0)
+    with pytest.raises(InputError, match="mean 11.0 is not inside"):
+        ContinuousScale(0.0, 10.0, 0.01, mean=11.0, sd=1.0)
+    with pytest.raises(InputError, match="step must divide 1"):
+        ContinuousScale(0.0, 10.0, 0.3, mean=5.0, sd=1.0)
+
+
+@pytest.mark.slow
+def test_joke_like_has_the_jester_shape():
+    # real Jester (first release): 24,983 x 100, 1.81M ratings, every user 36-100 jokes (median
+    # 72), values multiples of 0.01 in [-10, 10], mean 0.88, sd 5.24
+    ratings = make_ratings("joke-like", seed=0)
+    assert ratings.shape == (25_000, 100)
+    assert ratings.nnz == 1_800_000 == distinct_pairs(ratings)
+    (user_min, user_median, user_max), _ = activity(ratings)
+    assert user_min == 36 and user_max == 100
+    assert user_median == pytest.approx(72, rel=0.15)
+    values = ratings.values
+    assert values.min() >= -10.0 and values.max() <= 10.0
+    assert np.array_equal(values, np.round(values, 2))
+    assert np.unique(values).size > 1900  # continuous: nearly every point of the grid is used
+    assert values.mean() == pytest.approx(0.88, abs=0.05)
+    assert values.std() == pytest.approx(5.24, abs=0.1)
+
+
+def test_book_like_has_the_long_tail_of_a_book_set():
+    # real: 2,212 x 95,872, 227k ratings 1..5 (mean 3.90, sd 0.95), users 1 / 35 / 2,802 and items
+    # 1 / 1 / 359 ratings (min / median / max)
+    ratings = make_ratings("book-like", seed=0)
+    assert ratings.shape == (2212, 95_872)
+    assert ratings.nnz == 227_000 == distinct_pairs(ratings)
+    (user_min, user_median, user_max), (item_min, item_median, item_max) = activity(ratings)
+    assert user_min == 1 and user_median == pytest.approx(35, rel=0.15)
+    assert 0.75 * 2802 <= user_max <= 1.1 * 2802
+    assert item_min == 1 and item_median == 1
+    assert 0.75 * 359 <= item_max <= 1.1 * 359
+    assert set(np.unique(ratings.values)) == {1.0, 2.0, 3.0, 4.0, 5.0}
+    assert ratings.values.mean() == pytest.approx(3.90, abs=0.05)
+    assert ratings.values.std() == pytest.approx(0.95, abs=0.1)
