@@ -111,7 +111,7 @@ class LBFGSMemory:
         return self.sigma * g + coef[: self.memory] @ S + coef[self.memory :] @ Y
 
 
-@cached_njit(nogil=True)
+@cached_njit(nogil=True, inline="always")
 def _chronological_r_and_c(sy, yy, order):
     """Return R = triu(S'Y) and C = Y'Y with rows and columns in chronological order (`order`)."""
     M = order.shape[0]
@@ -125,7 +125,7 @@ def _chronological_r_and_c(sy, yy, order):
     return R, C
 
 
-@cached_njit(nogil=True)
+@cached_njit(nogil=True, inline="always")
 def _upper_triangular_inverse(R):
     """Return R^-1 for upper-triangular R, column by column by back substitution."""
     M = R.shape[0]

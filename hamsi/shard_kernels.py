@@ -139,7 +139,7 @@ def shard_gradient_step(x, g, inv_beta):
         x[i] -= inv_beta * g[i]
 
 
-@cached_njit(nogil=True)
+@cached_njit(nogil=True, inline="always")
 def _copy_vector(src, dst):
     """Write dst[j] = src[j] for every j of src.
 

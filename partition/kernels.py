@@ -80,7 +80,7 @@ def _first_free_color(marker, stamp):
     return chosen
 
 
-@cached_njit
+@cached_njit(inline="always")
 def _random_free_color(marker, stamp, n_colors, n_forbidden):
     """Return a uniformly random color below n_colors whose marker is not `stamp` (COLOR-B).
 
