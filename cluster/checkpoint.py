@@ -10,275 +10,30 @@ the file names. Python's float repr round-trips, so JSON keeps every bit (inf an
 from __future__ import annotations
 
 import json
-import math
 import os
 import zipfile
 
 import numpy as np
 
+from cluster.state_codec import (
+    MAX_STATE_DEPTH,
+    META,
+    META_ARRAY,
+    StateDecoder,
+    StateEncoder,
+    instance_check,
+    integer_check,
+    number_check,
+)
 from hamsi.atomic import PRIVATE, atomic_output
 from hamsi.errors import InputError
 
 FILENAME = "state.npz"
-META = "meta"
 FINGERPRINT = "fingerprint"
-META_ARRAY = "meta_array_"  # prefix of the arrays the JSON state refers to
-# The random generators a stepper may hold (their state is a dict of integers).
-BIT_GENERATORS = {"PCG64": np.random.PCG64}
-
-
-def _state_classes() -> dict:
-    """Return {name: class} of the objects a checkpoint's state may contain (and nothing else)."""
-    from hamsi.exchange import Evaluation
-    from hamsi.lbfgs import LBFGSMemory
-    from hamsi.stepper import Stepper
-    from hamsi.stop_rules import StopRules
-
-    return {cls.__name__: cls for cls in (Stepper, StopRules, LBFGSMemory, Evaluation)}
-
-
-# ------------------------------------------------------------------ what a checkpoint may hold
-# The run state nests about six levels (meta -> stepper -> lbfgs -> arrays); JSON nested deeper is
-# refused before Python's recursion limit could turn it into a RecursionError traceback.
-MAX_STATE_DEPTH = 32
 # The small state (the JSON text) of a long run is a few MB (the trace: ~100 bytes per cycle).
 MAX_JSON_BYTES = 256 << 20
 RUN_META = ("trace", "stepper", "stop", "time_used", "cycles_done")
 TRACE_WIDTH = 6  # hamsi.trace.TRACE_COLUMNS
-
-
-def _integer(low: int = 0, high: float = math.inf):
-    def check(value):
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            bound = f">= {low}" if high == math.inf else f"in [{low}, {high}]"
-            return f"{value!r:.40}, not an integer {bound}"
-
-    return check
-
-
-def _number(low: float = -math.inf, finite: bool = True, nan: bool = False):
-    """Checker of a real number >= low: finite, or else also +-inf (and NaN when `nan`)."""
-
-    def check(value):
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return f"{value!r:.40}, not a number"
-        if math.isnan(value):
-            return None if nan else "NaN"
-        if (finite and math.isinf(value)) or value < low:
-            return f"{value!r}, not a {'finite ' if finite else ''}number >= {low}"
-
-    return check
-
-
-def _one_of(*choices):
-    return lambda value: None if value in choices else f"{value!r:.40}, not one of {choices}"
-
-
-def _instance(kind):
-    def check(value):
-        if not isinstance(value, kind):
-            return f"of type {type(value).__name__}, expected {kind.__name__}"
-
-    return check
-
-
-def _optional(check):
-    return lambda value: None if value is None else check(value)
-
-
-def _matrix(value):
-    if not (isinstance(value, np.ndarray) and value.dtype == np.float64 and value.ndim == 2):
-        return f"of type {type(value).__name__}, expected a float64 matrix"
-    if not np.all(np.isfinite(value)):
-        return "a matrix holding NaN or inf"
-
-
-def _pair_of_counts(value):
-    if not (isinstance(value, tuple) and len(value) == 2 and not any(_integer()(v) for v in value)):
-        return f"{value!r:.40}, not a pair of counts"
-
-
-def _state_fields() -> dict:
-    """Return {class name: {field: checker}}: every field an object in a checkpoint must have, checked.
-
-    A checker returns None for a good value, else what is wrong with it. Stepper's cleared_pairs
-    may be missing (checkpoints written before it: the class default).
-    """
-    from hamsi.exchange import Evaluation
-    from hamsi.lbfgs import LBFGSMemory
-    from hamsi.schedules import SCHEDULES
-    from hamsi.stepper import METHODS
-
-    count, real = _integer(), _number(nan=True)
-    return {
-        "Stepper": {
-            "method": _one_of(*METHODS),
-            "n_subsets": _integer(1),
-            "n_params": _integer(1),
-            "schedule": _one_of(*SCHEDULES),
-            "eta": _number(0.0),
-            "gamma": _number(0.0),
-            "eta_gd": _number(0.0),
-            "safeguard": _instance(bool),
-            "memory_size": _integer(1),
-            "lbfgs": _instance(LBFGSMemory),
-            "schedule_rng": _instance(np.random.Generator),
-            "inner": count,
-            "have_start": _instance(bool),
-            "gram": _matrix,
-            "step_scale": _number(0.0),
-            "fallbacks": count,
-            "cleared_pairs": _pair_of_counts,
-            "best_objective": _number(finite=False),
-            "good": _optional(_instance(Evaluation)),
-        },
-        "LBFGSMemory": {
-            "memory": _integer(1),
-            "sigma": _number(0.0),
-            "threshold": _number(0.0),
-            "n_accepted": count,
-            "n_rejected": count,
-            "sy": _matrix,
-            "yy": _matrix,
-            "_scaled_n": _optional(_matrix),
-        },
-        "StopRules": {
-            "max_epochs": _optional(count),
-            "max_time": _optional(_number(0.0, finite=False)),
-            "tol": _number(0.0),
-            "target": _optional(_number()),
-            "patience": _optional(_integer(1)),
-            "has_heldout": _instance(bool),
-            "eta": _number(0.0),
-            "safeguard": _instance(bool),
-            "metric": _instance(str),
-            "best_heldout": _number(finite=False),
-            "best_epoch": _optional(count),
-            "new_best": _instance(bool),
-            "without_gain": count,
-            "previous_objective": _optional(_number(finite=False, nan=True)),
-        },
-        "Evaluation": {
-            "train": real,
-            "objective": real,
-            "heldout": real,
-            "time_s": _number(0.0),
-            "seconds": _number(0.0),
-        },
-    }
-
-
-OPTIONAL_FIELDS = {"Stepper": ("cleared_pairs",)}
-
-
-def _check_fields(decoder, cls, fields: dict, where: str) -> None:
-    """Refuse (decoder.refuse) an object whose fields are missing, extra or of the wrong type or range."""
-    schema = _state_fields()[cls.__name__]
-    missing = set(schema) - set(fields) - set(OPTIONAL_FIELDS.get(cls.__name__, ()))
-    extra = set(fields) - set(schema)
-    if missing or extra:
-        wrong = sorted(missing) or sorted(extra)
-        decoder.refuse(
-            f"{where} ({cls.__name__}) {'lacks' if missing else 'has unknown'} field "
-            f"{', '.join(wrong)[:80]}"
-        )
-    for name, value in fields.items():
-        problem = schema[name](value)
-        if problem:
-            decoder.refuse(f"{where}.{name} is {problem}")
-
-
-class _Encoder:
-    """Turns the run's small state into JSON-ready values and a list of plain arrays."""
-
-    def __init__(self):
-        self.classes = _state_classes()
-        self.arrays: list[np.ndarray] = []
-
-    def value(self, obj):
-        if obj is None or isinstance(obj, (bool, str)):
-            return obj
-        if isinstance(obj, np.bool_):
-            return bool(obj)
-        if isinstance(obj, (int, np.integer)):
-            return int(obj)
-        if isinstance(obj, (float, np.floating)):
-            return float(obj)
-        if isinstance(obj, list):
-            return [self.value(v) for v in obj]
-        if isinstance(obj, tuple):
-            return {"tuple": [self.value(v) for v in obj]}
-        if isinstance(obj, dict):
-            if not all(isinstance(k, str) for k in obj):
-                raise TypeError("checkpoint state keys must be strings")
-            return {"dict": {k: self.value(v) for k, v in obj.items()}}
-        if isinstance(obj, np.ndarray):
-            self.arrays.append(obj)
-            return {"array": len(self.arrays) - 1}
-        if isinstance(obj, np.random.Generator):
-            return {"generator": self.value(obj.bit_generator.state)}
-        name = type(obj).__name__
-        if self.classes.get(name) is type(obj):
-            return {"object": name, "fields": self.value(vars(obj))["dict"]}
-        raise TypeError(f"checkpoint state cannot hold a {type(obj).__name__}")
-
-
-class _Decoder:
-    """Rebuilds what _Encoder wrote; anything else in the file is refused naming it.
-
-    Objects are rebuilt by setting fields, and only the fields STATE_FIELDS lists for their class,
-    each of the type (and range) it gives: a state that passes runs the same code a fresh one does.
-    """
-
-    def __init__(self, path: str, arrays: dict):
-        self.path, self.arrays, self.classes = path, arrays, _state_classes()
-
-    def refuse(self, what: str):
-        raise InputError(f"{self.path}: not a hamsi checkpoint (entry {META!r}: {what})")
-
-    def value(self, obj, where: str = "state", depth: int = 0):
-        if depth > MAX_STATE_DEPTH:
-            self.refuse(f"{where} nests deeper than {MAX_STATE_DEPTH} levels")
-        if obj is None or isinstance(obj, (bool, int, float, str)):
-            return obj
-        if isinstance(obj, list):
-            return [self.value(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(obj)]
-        if not (isinstance(obj, dict) and len(obj) in (1, 2)):
-            self.refuse(f"{where} is an unexpected {str(obj)[:60]!r}")
-        if "tuple" in obj and isinstance(obj["tuple"], list):
-            return tuple(
-                self.value(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(obj["tuple"])
-            )
-        if "dict" in obj and isinstance(obj["dict"], dict):
-            return {k: self.value(v, f"{where}.{k}", depth + 1) for k, v in obj["dict"].items()}
-        if "array" in obj:
-            key = f"{META_ARRAY}{obj['array']}"
-            if key not in self.arrays:
-                self.refuse(f"{where} refers to a missing array {key}")
-            return self.arrays[key]
-        if "generator" in obj:
-            return self.generator(self.value(obj["generator"], where, depth + 1), where)
-        if "object" in obj and isinstance(obj.get("fields"), dict):
-            cls = self.classes.get(obj["object"])
-            if cls is None:
-                self.refuse(f"{where} is an unknown object {str(obj['object'])[:40]!r}")
-            fields = {k: self.value(v, f"{where}.{k}", depth + 1) for k, v in obj["fields"].items()}
-            _check_fields(self, cls, fields, where)
-            instance = object.__new__(cls)  # fields are set, no constructor or method runs
-            instance.__dict__.update(fields)
-            return instance
-        self.refuse(f"{where} is an unexpected {str(obj)[:60]!r}")
-
-    def generator(self, state, where: str):
-        kind = BIT_GENERATORS.get(state.get("bit_generator")) if isinstance(state, dict) else None
-        if kind is None:
-            self.refuse(f"{where} is an unknown random generator")
-        bits = kind()
-        try:
-            bits.state = state
-        except (TypeError, ValueError, KeyError, OverflowError) as exc:
-            self.refuse(f"{where} is a bad random generator state: {exc}")
-        return np.random.Generator(bits)
 
 
 def save(directory, *, arrays: dict, meta: dict, fingerprint: dict) -> None:
@@ -288,7 +43,7 @@ def save(directory, *, arrays: dict, meta: dict, fingerprint: dict) -> None:
     holds the factors, so it is owner-only (atomic.PRIVATE).
     """
     os.makedirs(directory, exist_ok=True)
-    encoder = _Encoder()
+    encoder = StateEncoder()
     text = json.dumps(encoder.value(meta))
     out = dict(arrays)
     out.update({f"{META_ARRAY}{i}": a for i, a in enumerate(encoder.arrays)})
@@ -354,7 +109,7 @@ def read_checked(directory) -> tuple[dict, dict, dict]:
     fingerprint = _json_entry(path, data, FINGERPRINT)
     _check_fingerprint(path, fingerprint)
     try:
-        meta = _Decoder(path, data).value(_json_entry(path, data, META))
+        meta = StateDecoder(path, data).value(_json_entry(path, data, META))
     except RecursionError:  # bounded by MAX_STATE_DEPTH; kept for a lowered recursion limit
         raise InputError(
             f"{path}: not a hamsi checkpoint (entry {META!r} nests too deep)"
@@ -395,12 +150,12 @@ def _check_fingerprint(path: str, fingerprint) -> None:
     if not isinstance(fingerprint, dict):
         raise InputError(f"{path}: not a hamsi checkpoint (the fingerprint is not a mapping)")
     sizes = {
-        "n_params": _integer(1),
-        "n_functions": _integer(1),
-        "n_shards": _integer(1),
-        "n_subsets": _integer(1, fingerprint.get("n_functions", 1)),
-        "memory": _integer(0),
-        "problem": _instance(str),
+        "n_params": integer_check(1),
+        "n_functions": integer_check(1),
+        "n_shards": integer_check(1),
+        "n_subsets": integer_check(1, fingerprint.get("n_functions", 1)),
+        "memory": integer_check(0),
+        "problem": instance_check(str),
     }
     for name, rule in sizes.items():
         problem = "missing" if name not in fingerprint else rule(fingerprint[name])
@@ -412,35 +167,49 @@ def _check_fingerprint(path: str, fingerprint) -> None:
 
 def _check_run(path: str, arrays: dict, meta, fingerprint: dict) -> None:
     """Refuse a state the driver would trip over: missing parts, sizes unlike the fingerprint's, NaN."""
+    _check_run_meta(path, meta)
+    _check_stepper_sizes(path, meta["stepper"], fingerprint)
+    _check_run_arrays(path, arrays, fingerprint["n_params"], fingerprint["memory"])
 
-    def refuse(entry: str, what: str):
-        raise InputError(f"{path}: not a hamsi checkpoint (entry {entry!r}: {what})")
 
+def _refuse_entry(path: str, entry: str, what: str):
+    raise InputError(f"{path}: not a hamsi checkpoint (entry {entry!r}: {what})")
+
+
+def _check_run_meta(path: str, meta) -> None:
+    """Refuse a run state without exactly RUN_META's fields, of their types, or a malformed trace."""
     from hamsi.stepper import Stepper
     from hamsi.stop_rules import StopRules
 
     if not isinstance(meta, dict) or sorted(meta) != sorted(RUN_META):
         keys = sorted(meta) if isinstance(meta, dict) else type(meta).__name__
-        refuse(META, f"the state holds {str(keys)[:80]}, expected {', '.join(RUN_META)}")
+        _refuse_entry(
+            path, META, f"the state holds {str(keys)[:80]}, expected {', '.join(RUN_META)}"
+        )
     for name, rule in (
-        ("stepper", _instance(Stepper)),
-        ("stop", _instance(StopRules)),
-        ("time_used", _number(0.0)),
-        ("cycles_done", _integer()),
-        ("trace", _instance(list)),
+        ("stepper", instance_check(Stepper)),
+        ("stop", instance_check(StopRules)),
+        ("time_used", number_check(0.0)),
+        ("cycles_done", integer_check()),
+        ("trace", instance_check(list)),
     ):
         problem = rule(meta[name])
         if problem:
-            refuse(META, f"{name} is {problem}")
+            _refuse_entry(path, META, f"{name} is {problem}")
     for i, row in enumerate(meta["trace"]):
         if not (
             isinstance(row, (list, tuple))
             and len(row) == TRACE_WIDTH
-            and not any(_number(finite=False, nan=True)(v) for v in row)
+            and not any(number_check(finite=False, nan=True)(v) for v in row)
         ):
-            refuse(META, f"trace[{i}] is {str(row)[:60]!r}, not a row of {TRACE_WIDTH} numbers")
+            _refuse_entry(
+                path, META, f"trace[{i}] is {str(row)[:60]!r}, not a row of {TRACE_WIDTH} numbers"
+            )
+
+
+def _check_stepper_sizes(path: str, stepper, fingerprint: dict) -> None:
+    """Refuse a stepper whose sizes (parameters, subsets, memory) differ from the fingerprint's."""
     n, M = fingerprint["n_params"], fingerprint["memory"]
-    stepper = meta["stepper"]
     lbfgs = stepper.lbfgs
     for what, value, expected in (
         ("stepper.n_params", stepper.n_params, n),
@@ -452,18 +221,28 @@ def _check_run(path: str, arrays: dict, meta, fingerprint: dict) -> None:
         ("stepper.lbfgs.yy's shape", lbfgs.yy.shape, (M, M)),
     ):
         if value != expected:
-            refuse(META, f"{what} is {value}, the fingerprint says {expected}")
+            _refuse_entry(path, META, f"{what} is {value}, the fingerprint says {expected}")
     if lbfgs._scaled_n is not None and lbfgs._scaled_n.shape != (2 * M, 2 * M):
-        refuse(
-            META, f"stepper.lbfgs._scaled_n has shape {lbfgs._scaled_n.shape}, not {(2 * M, 2 * M)}"
+        _refuse_entry(
+            path,
+            META,
+            f"stepper.lbfgs._scaled_n has shape {lbfgs._scaled_n.shape}, not {(2 * M, 2 * M)}",
         )
+
+
+def _check_run_arrays(path: str, arrays: dict, n: int, M: int) -> None:
+    """Refuse missing x, S without Y (or the reverse), arrays not float64 of their shape, NaN or inf."""
     if "x" not in arrays:
-        refuse("x", "missing")
+        _refuse_entry(path, "x", "missing")
     if ("S" in arrays) != ("Y" in arrays):
-        refuse("S" if "S" not in arrays else "Y", "missing (S and Y come together)")
+        _refuse_entry(path, "S" if "S" not in arrays else "Y", "missing (S and Y come together)")
     for name, array in arrays.items():
         shape = (M, n) if name in ("S", "Y") else (n,)
         if array.dtype != np.float64 or array.shape != shape:
-            refuse(name, f"{array.dtype} of shape {array.shape}; expected float64 of shape {shape}")
+            _refuse_entry(
+                path,
+                name,
+                f"{array.dtype} of shape {array.shape}; expected float64 of shape {shape}",
+            )
         if not np.all(np.isfinite(array)):
-            refuse(name, "holds NaN or inf")
+            _refuse_entry(path, name, "holds NaN or inf")

@@ -40,21 +40,58 @@ from __future__ import annotations
 import collections
 import contextlib
 import errno
-import hashlib
 import hmac
-import math
-import os
 import selectors
 import socket
-import struct
 import threading
 import time
-from dataclasses import dataclass
-
-import numpy as np
 
 from cluster.errors import PeerLost
-from cluster.messages import MalformedMessage, from_arrays, to_arrays
+from cluster.link_frames import (
+    CODES,
+    DESCRIPTOR,
+    DTYPES,
+    FRAME,
+    FRAME_MAGIC,
+    MAX_ARRAYS,
+    FrameLimit,
+    FrameReader,
+    FrameRefused,
+    FrameWriter,
+    addressed_frames,
+    encode,
+    frame_nbytes,
+)
+from cluster.link_hello import (
+    HELLO,
+    HELLO_MAGIC,
+    MAC,
+    NONCE,
+    AcceptedHello,
+    connect_with_hello,
+    hello_mac,
+)
+from cluster.link_round import exchange_round
+
+# The names callers import from here (frames, hello and round have modules of their own).
+__all__ = [
+    "CODES",
+    "DESCRIPTOR",
+    "DTYPES",
+    "FRAME",
+    "FRAME_MAGIC",
+    "HELLO",
+    "MAC",
+    "MAX_ARRAYS",
+    "NONCE",
+    "FrameLimit",
+    "FrameRefused",
+    "Links",
+    "addressed_frames",
+    "encode",
+    "frame_nbytes",
+]
+_Inbound, _Outbound = FrameReader, FrameWriter
 
 HELLO_DEADLINE = 3.0  # seconds a connection has for its whole hello (a peer needs milliseconds)
 FINISHED_KEPT = 1024  # runs remembered as finished (their late connections are refused)
@@ -62,242 +99,8 @@ HELLOS_AT_ONCE = 64  # connections in their hello at one time (module docstring:
 ACCEPTS_AT_ONCE = (
     16  # connections accepted per turn of the loop, before the pending hellos are read
 )
-HELLO_POLL = 0.5  # seconds between checks for an abort while a peer's hello answer is awaited
 ACCEPT_RETRY = 0.1  # seconds to wait after accept() failed for lack of resources (EMFILE, ENOBUFS)
-CONNECT_ATTEMPT = 3.0  # seconds one attempt to connect may take (a full backlog drops the SYN)
 CONNECT_BACKOFF = (0.05, 1.0)  # first and longest pause between attempts to open a link
-
-# The hello (fixed sizes: nothing is read whose length the peer chose). The connecting side
-# sends HELLO (magic, run id, its worker address, a fresh nonce); the accepting side answers a
-# fresh nonce; the connector proves it knows the run's secret with an HMAC over both, and the
-# acceptor answers with its own HMAC, so each side knows the other belongs to the run before
-# any frame is read.
-HELLO = struct.Struct("!4s64s128s32s")
-HELLO_MAGIC = b"HMSL"
-NONCE = 32
-MAC = hashlib.sha256().digest_size
-# A frame: FRAME (magic, number of arrays), then one DESCRIPTOR per array, then the raw bytes.
-FRAME = struct.Struct("!4sI")
-FRAME_MAGIC = b"HMSF"
-DESCRIPTOR = struct.Struct("!BBQQ")  # dtype code, ndim (0-2), shape (unused dimensions 0)
-DTYPES = {
-    1: np.dtype(np.float64),
-    2: np.dtype(np.int64),
-    3: np.dtype(np.int32),
-    4: np.dtype(np.uint8),
-}
-CODES = {dtype: code for code, dtype in DTYPES.items()}
-MAX_ARRAYS = 1 << 16
-
-
-@dataclass(frozen=True)
-class FrameLimit:
-    """What a frame of one run may declare: arrays per frame, bytes per array (set by the run's sizes)."""
-
-    max_arrays: int = MAX_ARRAYS
-    max_array_bytes: int = 1 << 20
-
-
-class FrameRefused(ValueError):
-    """A frame declared something the run cannot need (a size, a dtype, a shape): read no further."""
-
-
-def encode(message) -> list:
-    """Return the frame of a Message as buffers: frame header + descriptors, then each array's bytes."""
-    arrays = [np.ascontiguousarray(a) for a in to_arrays(message)]
-    parts = [FRAME.pack(FRAME_MAGIC, len(arrays))]
-    for a in arrays:
-        if a.dtype not in CODES or a.ndim > 2:
-            raise TypeError(
-                f"links carry 0-2 dimensional arrays of {sorted(map(str, CODES))}, not {a.dtype} x {a.ndim}"
-            )
-        shape = tuple(a.shape) + (0,) * (2 - a.ndim)
-        parts.append(DESCRIPTOR.pack(CODES[a.dtype], a.ndim, *shape))
-    return [b"".join(parts), *(a for a in arrays if a.nbytes)]
-
-
-def addressed_frames(message, peers: list[str]) -> dict:
-    """Return {peer: frame}: one Message encoded once for all, or {peer: Message} encoded per peer."""
-    if isinstance(message, dict):
-        return {p: encode(message[p]) for p in peers}
-    frame = encode(message)
-    return dict.fromkeys(peers, frame)
-
-
-def frame_nbytes(frame: list) -> int:
-    """Return the bytes a frame puts on the wire (header, descriptors, arrays)."""
-    return sum(memoryview(b).nbytes for b in frame)
-
-
-class _Inbound:
-    """Reads one frame from a non-blocking socket, piece by piece, into freshly allocated arrays.
-
-    Every declared size is checked against the run's FrameLimit before anything is allocated.
-    """
-
-    def __init__(self, limit: FrameLimit):
-        self.limit = limit
-        self.header = bytearray(FRAME.size)
-        self.targets = [memoryview(self.header)]
-        self.stage = "header"
-        self.arrays: list[np.ndarray] = []
-        self.done = False
-
-    def feed(self, sock) -> None:
-        """Read what is available; raise ConnectionResetError when the peer closed its end."""
-        while self.targets:
-            target = self.targets[0]
-            try:
-                n = sock.recv_into(target)
-            except BlockingIOError:
-                return
-            if n == 0:
-                raise ConnectionResetError("the peer closed the connection")
-            if n < target.nbytes:
-                self.targets[0] = target[n:]
-                continue
-            self.targets.pop(0)
-            if not self.targets:
-                self._next_stage()
-
-    def _next_stage(self) -> None:
-        if self.stage == "header":
-            magic, count = FRAME.unpack(self.header)
-            if magic != FRAME_MAGIC or count > self.limit.max_arrays:
-                raise FrameRefused(
-                    f"a frame of {count} arrays (magic {magic!r}); this run sends at most "
-                    f"{self.limit.max_arrays}"
-                )
-            self.descriptors = bytearray(DESCRIPTOR.size * count)
-            self.stage = "descriptors"
-            self.targets = [memoryview(self.descriptors)] if count else []
-            if not count:
-                self._next_stage()
-        elif self.stage == "descriptors":
-            self.arrays = [
-                self._allocate(*DESCRIPTOR.unpack_from(self.descriptors, DESCRIPTOR.size * i))
-                for i in range(len(self.descriptors) // DESCRIPTOR.size)
-            ]
-            self.stage = "body"
-            self.targets = [memoryview(a).cast("B") for a in self.arrays if a.nbytes]
-            if not self.targets:
-                self._next_stage()
-        else:
-            self.done = True
-
-    def _allocate(self, code: int, ndim: int, rows: int, cols: int) -> np.ndarray:
-        dtype, shape = DTYPES.get(code), (rows, cols)[:ndim]
-        if dtype is None or ndim > 2 or any((rows, cols)[ndim:]):  # unused dimensions are 0
-            raise FrameRefused(
-                f"an array of dtype code {code}, {ndim} dimensions, shape ({rows}, {cols})"
-            )
-        nbytes = math.prod(shape) * dtype.itemsize
-        if nbytes > self.limit.max_array_bytes:
-            raise FrameRefused(
-                f"an array of {rows} x {cols} {dtype} ({nbytes} bytes); this run sends at most "
-                f"{self.limit.max_array_bytes} bytes per array"
-            )
-        return np.empty(shape, dtype=dtype)
-
-    def value(self):
-        return from_arrays(self.arrays)
-
-
-class _Outbound:
-    """Writes one frame to a non-blocking socket, as far as the socket takes it."""
-
-    def __init__(self, frame: list):
-        self.views = [memoryview(b).cast("B") for b in frame if len(b)]
-        self.nbytes = sum(v.nbytes for v in self.views)
-
-    @property
-    def done(self) -> bool:
-        return not self.views
-
-    def push(self, sock) -> None:
-        while self.views:
-            try:
-                sent = sock.sendmsg(self.views[:64])
-            except BlockingIOError:
-                return
-            while sent:
-                head = self.views[0]
-                if sent >= head.nbytes:
-                    sent -= head.nbytes
-                    self.views.pop(0)
-                else:
-                    self.views[0] = head[sent:]
-                    sent = 0
-
-
-def _read_exactly(sock, size: int, waiting=None) -> bytes:
-    """Read exactly `size` bytes from a blocking socket (the hello's fixed-size pieces).
-
-    waiting: called whenever the socket's timeout passes without data (it raises to give up).
-    """
-    data = bytearray(size)
-    view, got = memoryview(data), 0
-    while got < size:
-        try:
-            n = sock.recv_into(view[got:])
-        except TimeoutError:
-            if waiting is None:
-                raise
-            waiting()
-            continue
-        if n == 0:
-            raise ConnectionResetError("the peer closed the connection during the hello")
-        got += n
-    return bytes(data)
-
-
-def _fixed(text: str, size: int) -> bytes:
-    raw = text.encode()
-    if len(raw) > size:
-        raise ValueError(f"{text!r} is longer than the hello's {size} bytes")
-    return raw.ljust(size, b"\0")
-
-
-def _mac(secret: bytes, role: bytes, hello: bytes, nonce: bytes) -> bytes:
-    """Return the HMAC-SHA256 by which one side of a hello proves it holds the run's secret."""
-    return hmac.new(secret, role + hello + nonce, hashlib.sha256).digest()
-
-
-class _Hello:
-    """One accepted connection in its hello: reads the fixed-size pieces without blocking.
-
-    run is None until the connection sent a whole HELLO naming a run this worker expects; then
-    the nonce is answered and its proof (MAC bytes) is read.
-    """
-
-    def __init__(self, sock, deadline: float):
-        self.sock, self.deadline = sock, deadline
-        self.data, self.want = bytearray(), HELLO.size
-        self.run = self.peer = self.secret = self.sent = self.nonce = None
-
-    def read(self) -> bool:
-        """Read what is available, never past the piece awaited; True once that piece is complete."""
-        while len(self.data) < self.want:
-            try:
-                chunk = self.sock.recv(self.want - len(self.data))
-            except BlockingIOError:
-                return False
-            if not chunk:
-                raise ConnectionResetError("the connection closed during its hello")
-            self.data += chunk
-        return True
-
-    def send(self, data: bytes) -> None:
-        """Send a piece of the hello whole (it fits a fresh socket's buffer), else refuse the connection."""
-        if self.sock.send(data) != len(data):
-            raise ConnectionRefusedError("the connection does not take the hello's answer")
-
-    def answer(self, run: str, peer: str, secret: bytes) -> None:
-        """Answer a fresh nonce to a HELLO naming `run`; its proof comes next."""
-        self.run, self.peer, self.secret, self.sent = run, peer, secret, bytes(self.data)
-        self.nonce = os.urandom(NONCE)
-        self.send(self.nonce)
-        self.data, self.want = bytearray(), MAC
 
 
 class Links:
@@ -330,7 +133,7 @@ class Links:
     # ------------------------------------------------------------------ connections
     def _accept_loop(self) -> None:
         """Accept connections and serve all their hellos at once (module docstring), until shutdown."""
-        pending: dict[socket.socket, _Hello] = {}  # in order of arrival
+        pending: dict[socket.socket, AcceptedHello] = {}  # in order of arrival
         with selectors.DefaultSelector() as selector:
             selector.register(self._stop_r, selectors.EVENT_READ, "stop")
             selector.register(self._listener, selectors.EVENT_READ, "listener")
@@ -377,7 +180,7 @@ class Links:
                     continue
                 self._drop(stranger, pending, selector)
             sock.setblocking(False)
-            hello = _Hello(sock, time.monotonic() + HELLO_DEADLINE)
+            hello = AcceptedHello(sock, time.monotonic() + HELLO_DEADLINE)
             pending[sock] = hello
             selector.register(sock, selectors.EVENT_READ, hello)
             self._serve_hello(hello, pending, selector)  # its first packet may be there already
@@ -405,10 +208,10 @@ class Links:
                 hello.answer(run, peer, expected[0])
                 return
             if not hmac.compare_digest(
-                hello.data, _mac(hello.secret, b"connect", hello.sent, hello.nonce)
+                hello.data, hello_mac(hello.secret, b"connect", hello.sent, hello.nonce)
             ):
                 raise ConnectionRefusedError("the proof does not match the run's secret")
-            hello.send(_mac(hello.secret, b"accept", hello.sent, hello.nonce))
+            hello.send(hello_mac(hello.secret, b"accept", hello.sent, hello.nonce))
             pending.pop(hello.sock)
             selector.unregister(hello.sock)
             with self._cond:
@@ -418,38 +221,6 @@ class Links:
                 self._cond.notify_all()
         except (OSError, UnicodeDecodeError):
             self._drop(hello, pending, selector)
-
-    def _connect(self, run: str, address, secret: bytes, deadline: float):
-        """Return a socket to the peer at `address` after the hello (each side proved it holds `secret`)."""
-
-        def waiting():  # a stopped peer's kernel accepts the connection, but nobody answers
-            self._check_aborted(run)
-            if time.monotonic() > deadline:
-                raise PeerLost(
-                    f"the link listener at {address[0]}:{address[1]} did not answer the hello"
-                )
-
-        sock = socket.create_connection(
-            tuple(address), timeout=min(max(deadline - time.monotonic(), 0.1), CONNECT_ATTEMPT)
-        )
-        try:
-            sock.settimeout(HELLO_POLL)
-            hello = HELLO.pack(
-                HELLO_MAGIC, _fixed(run, 64), _fixed(self.worker_address, 128), os.urandom(NONCE)
-            )
-            sock.sendall(hello)
-            nonce = _read_exactly(sock, NONCE, waiting)
-            sock.sendall(_mac(secret, b"connect", hello, nonce))
-            if not hmac.compare_digest(
-                _read_exactly(sock, MAC, waiting), _mac(secret, b"accept", hello, nonce)
-            ):
-                raise PeerLost(
-                    f"the link listener at {address[0]}:{address[1]} did not prove it belongs to run {run}"
-                )
-        except BaseException:
-            sock.close()
-            raise
-        return sock
 
     def expect(self, run: str, secret: bytes, limit: FrameLimit) -> None:
         """Accept run's links from peers that hold `secret`; their frames are checked against `limit`."""
@@ -484,7 +255,7 @@ class Links:
             self._runs[run] = links
 
     def _connect_retrying(self, run: str, peer: str, address, secret: bytes, deadline: float):
-        """Return `_connect`'s socket, trying again with backoff until `deadline` (a refused or closed attempt).
+        """Return the socket of `connect_with_hello`, trying again with backoff until `deadline` (a refused or closed attempt).
 
         A listener busy with strangers' connections may close ours or leave it in its backlog;
         only a peer that cannot be linked until the chunk's deadline is declared lost.
@@ -492,7 +263,9 @@ class Links:
         pause = CONNECT_BACKOFF[0]
         while True:
             try:
-                return self._connect(run, address, secret, deadline)
+                return connect_with_hello(
+                    run, self.worker_address, address, secret, deadline, self._check_aborted
+                )
             except (OSError, PeerLost) as exc:
                 self._check_aborted(run)
                 if time.monotonic() + pause >= deadline:
@@ -548,67 +321,18 @@ class Links:
     def round(self, run: str, peers: list[str], message, timeout: float) -> tuple[list, float, int]:
         """Send `message` to every peer; return (their messages in `peers` order, seconds blocked waiting, bytes sent).
 
-        message: one Message for every peer, or {peer: Message} (each peer its own). Raises
-        PeerLost naming the peers whose message is missing after `timeout` seconds, or whose
-        connection failed.
+        cluster.link_round.exchange_round on this run's links and frame limit.
         """
-        links, limit = self._runs[run], self._expected[run][1]
-        frames = addressed_frames(message, peers)
-        outbound = {p: _Outbound(frames[p]) for p in peers}
-        sent = sum(o.nbytes for o in outbound.values())
-        inbound = {p: _Inbound(limit) for p in peers}
-        waited = 0.0
-        deadline = time.monotonic() + timeout
-        with selectors.DefaultSelector() as selector:
-            selector.register(self._wake_r, selectors.EVENT_READ, None)
-            for p in peers:
-                outbound[p].push(links[p])
-                selector.register(
-                    links[p],
-                    selectors.EVENT_READ | (0 if outbound[p].done else selectors.EVENT_WRITE),
-                    p,
-                )
-            pending = set(peers)
-            while pending or any(not o.done for o in outbound.values()):
-                self._check_aborted(run)
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise PeerLost(f"no message from {sorted(pending)} within {timeout:g} s")
-                start = time.perf_counter()
-                events = selector.select(left)
-                if all(o.done for o in outbound.values()):
-                    waited += time.perf_counter() - start
-                for key, mask in events:
-                    self._serve(key.data, mask, links, inbound, outbound, pending, selector)
-        try:
-            return [inbound[p].value() for p in peers], waited, sent
-        except MalformedMessage as exc:
-            raise PeerLost(f"run {run}: a peer sent a malformed message ({exc})") from exc
-
-    def _serve(self, peer, mask, links, inbound, outbound, pending, selector) -> None:
-        if peer is None:  # the wake-up socket
-            try:
-                self._wake_r.recv(4096)
-            except BlockingIOError:
-                pass
-            return
-        sock = links[peer]
-        try:
-            if mask & selectors.EVENT_WRITE:
-                outbound[peer].push(sock)
-            if mask & selectors.EVENT_READ and peer in pending:
-                inbound[peer].feed(sock)
-        except (OSError, FrameRefused) as exc:
-            raise PeerLost(f"the link to {peer} failed: {type(exc).__name__}: {exc}") from exc
-        if inbound[peer].done:
-            pending.discard(peer)
-        events = (selectors.EVENT_READ if peer in pending else 0) | (
-            0 if outbound[peer].done else selectors.EVENT_WRITE
+        return exchange_round(
+            self._runs[run],
+            self._expected[run][1],
+            self._wake_r,
+            self._check_aborted,
+            run,
+            peers,
+            message,
+            timeout,
         )
-        if events:
-            selector.modify(sock, events, peer)
-        else:
-            selector.unregister(sock)
 
     def _check_aborted(self, run: str) -> None:
         with self._cond:

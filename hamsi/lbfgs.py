@@ -111,6 +111,34 @@ class LBFGSMemory:
         return self.sigma * g + coef[: self.memory] @ S + coef[self.memory :] @ Y
 
 
+@cached_njit(nogil=True, inline="always")
+def _chronological_r_and_c(sy, yy, order):
+    """Return R = triu(S'Y) and C = Y'Y with rows and columns in chronological order (`order`)."""
+    M = order.shape[0]
+    R = np.zeros((M, M))
+    C = np.empty((M, M))
+    for a in range(M):
+        for b in range(M):
+            C[a, b] = yy[order[a], order[b]]
+            if a <= b:
+                R[a, b] = sy[order[a], order[b]]
+    return R, C
+
+
+@cached_njit(nogil=True, inline="always")
+def _upper_triangular_inverse(R):
+    """Return R^-1 for upper-triangular R, column by column by back substitution."""
+    M = R.shape[0]
+    R_inv = np.zeros((M, M))
+    for col in range(M):
+        for i in range(M - 1, -1, -1):
+            acc = 1.0 if i == col else 0.0
+            for j in range(i + 1, M):
+                acc -= R[i, j] * R_inv[j, col]
+            R_inv[i, col] = acc / R[i, i]
+    return R_inv
+
+
 @cached_njit(nogil=True)
 def scaled_n_matrix(sy, yy, order, sigma):
     """Return diag(1, sigma) N diag(1, sigma) in ring indexing (thesis Alg. 3, lines 18-19).
@@ -121,20 +149,8 @@ def scaled_n_matrix(sy, yy, order, sigma):
     loops (no BLAS) keep the few hundred flops fast and identical on every machine.
     """
     M = order.shape[0]
-    R = np.zeros((M, M))
-    C = np.empty((M, M))
-    for a in range(M):
-        for b in range(M):
-            C[a, b] = yy[order[a], order[b]]
-            if a <= b:
-                R[a, b] = sy[order[a], order[b]]
-    R_inv = np.zeros((M, M))
-    for col in range(M):
-        for i in range(M - 1, -1, -1):
-            acc = 1.0 if i == col else 0.0
-            for j in range(i + 1, M):
-                acc -= R[i, j] * R_inv[j, col]
-            R_inv[i, col] = acc / R[i, i]
+    R, C = _chronological_r_and_c(sy, yy, order)
+    R_inv = _upper_triangular_inverse(R)
     middle = np.empty((M, M))  # D + sigma C
     for a in range(M):
         for b in range(M):

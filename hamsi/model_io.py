@@ -139,6 +139,14 @@ def read_npz_member(archive: zipfile.ZipFile, headers: dict, name: str) -> np.nd
 
 def _check_header(path, header: dict, headers: dict) -> tuple[dict, dict]:
     """Return (params, fitted) after checking format, version and the two JSON entries."""
+    _check_format_version(path, header, headers)
+    params, fitted = (_json_object_entry(path, header, name) for name in ("params", "fitted"))
+    _check_param_entries(path, params)
+    return params, fitted
+
+
+def _check_format_version(path, header: dict, headers: dict) -> None:
+    """Raise InputError unless the header entries are short values naming this format and version."""
     if "format" not in header:
         if "user_factors" in headers:
             raise InputError(
@@ -163,18 +171,22 @@ def _check_header(path, header: dict, headers: dict) -> tuple[dict, dict]:
             f"({FORMAT_VERSION}); "
             + ("upgrade hamsi" if version > FORMAT_VERSION else "refit the model")
         )
-    decoded = []
-    for name in ("params", "fitted"):
-        try:
-            value = json.loads(str(header[name]))
-        except json.JSONDecodeError as exc:
-            raise InputError(
-                f"{path}: malformed model: entry {name!r} is not JSON ({exc})"
-            ) from None
-        if not isinstance(value, dict):
-            raise InputError(f"{path}: malformed model: entry {name!r} is not a JSON object")
-        decoded.append(value)
-    for key, value in decoded[0].items():  # the estimator validates the values (load)
+
+
+def _json_object_entry(path, header: dict, name: str) -> dict:
+    """Return the header entry `name` decoded from JSON; InputError unless it is a JSON object."""
+    try:
+        value = json.loads(str(header[name]))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: malformed model: entry {name!r} is not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: malformed model: entry {name!r} is not a JSON object")
+    return value
+
+
+def _check_param_entries(path, params: dict) -> None:
+    """Raise InputError unless every params key is a public name with a scalar or null value."""
+    for key, value in params.items():  # the estimator validates the values (load)
         if not key.isidentifier() or key.startswith("_"):
             raise InputError(
                 f"{path}: malformed model: params entry {key[:40]!r} is not a parameter"
@@ -184,7 +196,6 @@ def _check_header(path, header: dict, headers: dict) -> tuple[dict, dict]:
                 f"{path}: malformed model: params entry {key!r} is a {type(value).__name__}, "
                 f"not a number, string or null"
             )
-    return decoded[0], decoded[1]
 
 
 def _check_declared_shapes(path, params: dict, fitted: dict, headers: dict) -> None:
@@ -193,19 +204,11 @@ def _check_declared_shapes(path, params: dict, fitted: dict, headers: dict) -> N
     The rank is fitted['rank_'] (params['rank'] may be "auto"); a model fitted on ratings kept on
     Dask workers has `item_known` in place of the `seen_items` list.
     """
-    rank, biases = fitted.get("rank_", params.get("rank")), params.get("biases", True)
+    rank = fitted.get("rank_", params.get("rank"))
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
         entry = "fitted 'rank_'" if "rank_" in fitted else "params 'rank'"
         raise InputError(f"{path}: malformed model: {entry} is {rank!r}, not an integer >= 1")
-    required = ["user_ids", "item_ids", "user_factors", "item_factors", "seen_indptr", "trace"]
-    required += ["user_bias", "item_bias"] if biases else []
-    required += [] if "item_known" in headers else ["seen_items"]
-    missing = [name for name in required if name not in headers]
-    if missing:
-        raise InputError(
-            f"{path}: malformed model: missing entr{'y' if len(missing) == 1 else 'ies'} "
-            f"{', '.join(map(repr, missing))}"
-        )
+    _check_required_entries(path, headers, biases=params.get("biases", True))
     users, items = (
         headers[name][0][0] if len(headers[name][0]) == 1 else -1
         for name in ("user_ids", "item_ids")
@@ -226,16 +229,7 @@ def _check_declared_shapes(path, params: dict, fitted: dict, headers: dict) -> N
         if name not in headers:
             continue
         declared, dtype = headers[name][0], headers[name][1]
-        ok_shape = (
-            (declared == shape and min(shape) >= 1)
-            if shape
-            else (
-                len(declared) == 1
-                if name == "seen_items"
-                else (len(declared) == 2 and declared[1] == 6)
-            )
-        )
-        if not ok_shape or dtype.kind not in kinds:
+        if not _declared_shape_fits(name, declared, shape) or dtype.kind not in kinds:
             want = shape if shape else ("(nnz,)" if name == "seen_items" else "(cycles, 6)")
             raise InputError(
                 f"{path}: malformed model: entry {name!r} is {dtype} of shape {declared}; "
@@ -243,8 +237,41 @@ def _check_declared_shapes(path, params: dict, fitted: dict, headers: dict) -> N
             )
 
 
+def _check_required_entries(path, headers: dict, biases: bool) -> None:
+    """Raise InputError naming the array entries a model with or without biases needs and lacks."""
+    required = ["user_ids", "item_ids", "user_factors", "item_factors", "seen_indptr", "trace"]
+    required += ["user_bias", "item_bias"] if biases else []
+    required += [] if "item_known" in headers else ["seen_items"]
+    missing = [name for name in required if name not in headers]
+    if missing:
+        raise InputError(
+            f"{path}: malformed model: missing entr{'y' if len(missing) == 1 else 'ies'} "
+            f"{', '.join(map(repr, missing))}"
+        )
+
+
+def _declared_shape_fits(name: str, declared: tuple, shape: tuple | None) -> bool:
+    """Return whether an entry's declared shape is `shape` (no empty axis), or for shape None the
+    free-length layout of its kind: (nnz,) for seen_items, (cycles, 6) for the trace."""
+    if shape:
+        return declared == shape and min(shape) >= 1
+    if name == "seen_items":
+        return len(declared) == 1
+    return len(declared) == 2 and declared[1] == 6
+
+
 def _check_values(path, fitted: dict, arrays: dict) -> None:
-    """Raise InputError on non-finite factors or scalars, unordered ids or an invalid CSR of seen pairs."""
+    """Raise InputError on non-finite factors or scalars, repeated ids or an invalid CSR of seen pairs."""
+    _check_finite_fitted(path, fitted, arrays)
+    for name in ("user_ids", "item_ids"):
+        if np.unique(arrays[name]).size != arrays[name].size:
+            raise InputError(f"{path}: malformed model: entry {name!r} repeats an id")
+    if "seen_items" in arrays:  # a model of ratings kept on the workers has item_known instead
+        _check_seen_csr(path, arrays)
+
+
+def _check_finite_fitted(path, fitted: dict, arrays: dict) -> None:
+    """Raise InputError on non-finite factors or fitted scalars, or rating_min_ > rating_max_."""
     for name in FACTOR_ENTRIES:
         if name in arrays and not np.all(np.isfinite(arrays[name])):
             raise InputError(f"{path}: malformed model: entry {name!r} holds NaN or inf")
@@ -263,11 +290,10 @@ def _check_values(path, fitted: dict, arrays: dict) -> None:
             f"{path}: malformed model: rating_min_ {fitted['rating_min_']} > rating_max_ "
             f"{fitted['rating_max_']}"
         )
-    for name in ("user_ids", "item_ids"):
-        if np.unique(arrays[name]).size != arrays[name].size:
-            raise InputError(f"{path}: malformed model: entry {name!r} repeats an id")
-    if "seen_items" not in arrays:  # a model of ratings kept on the workers: item_known instead
-        return
+
+
+def _check_seen_csr(path, arrays: dict) -> None:
+    """Raise InputError unless seen_indptr / seen_items form a CSR index of known item indices."""
     indptr, seen = arrays["seen_indptr"], arrays["seen_items"]
     if indptr[0] != 0 or indptr[-1] != seen.size or np.any(np.diff(indptr) < 0):
         raise InputError(

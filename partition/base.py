@@ -77,26 +77,7 @@ class Partition:
         overlaps are allowed but must equal the counts recorded in info["overlaps"].
         """
         graph = self._graph_or(ratings)
-        n = graph.n_functions
-        everything = [block for subset in self.subsets for block in subset]
-        for block in everything:
-            if block.dtype != np.int64 or block.ndim != 1:
-                raise PartitionError(
-                    f"blocks must be 1-d int64 arrays; got {block.dtype} {block.shape}"
-                )
-            if block.size > 1 and np.any(np.diff(block) <= 0):
-                raise PartitionError("a block is not sorted in strictly increasing order")
-        joined = np.concatenate(everything) if everything else np.zeros(0, np.int64)
-        if joined.size and (joined.min() < 0 or joined.max() >= n):
-            raise PartitionError(
-                f"block indices must lie in [0, {n}); got {joined.min()}..{joined.max()}"
-            )
-        times = np.bincount(joined, minlength=n)
-        if np.any(times != 1):
-            missing, repeated = int(np.sum(times == 0)), int(np.sum(times > 1))
-            raise PartitionError(
-                f"not a partition: {missing} functions in no block, {repeated} in several"
-            )
+        _check_cover([block for subset in self.subsets for block in subset], graph.n_functions)
         overlaps = [int(graph.shared_parameters(subset).size) for subset in self.subsets]
         if self.scheme == "hogwild":
             recorded = list(self.info.get("overlaps", []))
@@ -149,3 +130,25 @@ class Partition:
         from partition.plots import plot_partition
 
         return plot_partition(self, path)
+
+
+def _check_cover(blocks: list, n: int) -> None:
+    """Raise PartitionError unless `blocks` are sorted 1-d int64 arrays holding each of 0..n-1 once."""
+    for block in blocks:
+        if block.dtype != np.int64 or block.ndim != 1:
+            raise PartitionError(
+                f"blocks must be 1-d int64 arrays; got {block.dtype} {block.shape}"
+            )
+        if block.size > 1 and np.any(np.diff(block) <= 0):
+            raise PartitionError("a block is not sorted in strictly increasing order")
+    joined = np.concatenate(blocks) if blocks else np.zeros(0, np.int64)
+    if joined.size and (joined.min() < 0 or joined.max() >= n):
+        raise PartitionError(
+            f"block indices must lie in [0, {n}); got {joined.min()}..{joined.max()}"
+        )
+    times = np.bincount(joined, minlength=n)
+    if np.any(times != 1):
+        missing, repeated = int(np.sum(times == 0)), int(np.sum(times > 1))
+        raise PartitionError(
+            f"not a partition: {missing} functions in no block, {repeated} in several"
+        )

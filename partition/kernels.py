@@ -58,6 +58,49 @@ def parameter_degrees(
 
 
 @cached_njit
+def _color_bound(n_functions, degree, indptr, indices, first, second, second_offset, fixed_arity):
+    """Return 1 + the most colors a function can find forbidden: max_i (1 + sum_p (degree[p] - 1))."""
+    max_colors = 1
+    for i in range(n_functions):
+        seen = 1
+        for t in range(_arity(i, indptr, fixed_arity)):
+            seen += (
+                degree[_param(i, t, indptr, indices, first, second, second_offset, fixed_arity)] - 1
+            )
+        max_colors = max(max_colors, seen)
+    return max_colors
+
+
+@cached_njit(inline="always")
+def _first_free_color(marker, stamp):
+    """Return the smallest color whose marker is not `stamp` (first fit, COLOR)."""
+    chosen = 0
+    while marker[chosen] == stamp:
+        chosen += 1
+    return chosen
+
+
+@cached_njit(inline="always")
+def _random_free_color(marker, stamp, n_colors, n_forbidden):
+    """Return a uniformly random color below n_colors whose marker is not `stamp` (COLOR-B).
+
+    Rejection sampling, with a scan for the r-th free color when 32 draws all hit forbidden ones.
+    Draws from numba's generator, seeded by greedy_coloring.
+    """
+    for _ in range(32):
+        c = np.random.randint(0, n_colors)
+        if marker[c] != stamp:
+            return c
+    r = np.random.randint(0, n_colors - n_forbidden)
+    for c in range(n_colors):
+        if marker[c] != stamp:
+            if r == 0:
+                return c
+            r -= 1
+    return -1
+
+
+@cached_njit
 def greedy_coloring(
     n_functions,
     n_params,
@@ -87,15 +130,9 @@ def greedy_coloring(
     slot_start = np.zeros(n_params + 1, dtype=np.int64)
     for p in range(n_params):
         slot_start[p + 1] = slot_start[p] + degree[p]
-    # a function sees at most sum_p (degree[p] - 1) forbidden colors, so this many always suffice
-    max_colors = 1
-    for i in range(n_functions):
-        seen = 1
-        for t in range(_arity(i, indptr, fixed_arity)):
-            seen += (
-                degree[_param(i, t, indptr, indices, first, second, second_offset, fixed_arity)] - 1
-            )
-        max_colors = max(max_colors, seen)
+    max_colors = _color_bound(
+        n_functions, degree, indptr, indices, first, second, second_offset, fixed_arity
+    )
     used_colors = np.empty(slot_start[n_params], dtype=np.int32)
     filled = np.zeros(n_params, dtype=np.int64)
     marker = np.zeros(max_colors + 1, dtype=np.int64)
@@ -113,26 +150,11 @@ def greedy_coloring(
                     marker[c] = stamp
                     n_forbidden += 1
         if not balanced:
-            chosen = 0
-            while marker[chosen] == stamp:
-                chosen += 1
+            chosen = _first_free_color(marker, stamp)
         elif n_forbidden >= n_colors:
             chosen = n_colors
         else:
-            chosen = -1
-            for _ in range(32):
-                c = np.random.randint(0, n_colors)
-                if marker[c] != stamp:
-                    chosen = c
-                    break
-            if chosen < 0:  # most used colors are forbidden: pick the r-th free one directly
-                r = np.random.randint(0, n_colors - n_forbidden)
-                for c in range(n_colors):
-                    if marker[c] != stamp:
-                        if r == 0:
-                            chosen = c
-                            break
-                        r -= 1
+            chosen = _random_free_color(marker, stamp, n_colors, n_forbidden)
         colors[i] = chosen
         if chosen >= n_colors:
             n_colors = chosen + 1
@@ -171,34 +193,21 @@ def component_blocks(
     load = np.zeros(n_blocks, dtype=np.int64)
     for k in range(n_subsets):
         lo, hi = offsets[k], offsets[k + 1]
-        for s in range(lo, hi):
-            i = order[s]
-            arity = _arity(i, indptr, fixed_arity)
-            if arity == 0:
-                continue
-            root = _find(
-                parent, _param(i, 0, indptr, indices, first, second, second_offset, fixed_arity)
-            )
-            for t in range(1, arity):
-                other = _find(
-                    parent, _param(i, t, indptr, indices, first, second, second_offset, fixed_arity)
-                )
-                if other != root:
-                    parent[other] = root
-        n_roots = 0
-        roots = np.empty(hi - lo, dtype=np.int64)
-        for s in range(lo, hi):
-            i = order[s]
-            if _arity(i, indptr, fixed_arity) == 0:
-                continue
-            root = _find(
-                parent, _param(i, 0, indptr, indices, first, second, second_offset, fixed_arity)
-            )
-            if component_size[root] == 0:
-                roots[n_roots] = root
-                n_roots += 1
-            component_size[root] += 1
-        roots = roots[:n_roots]
+        _union_parameters(
+            order[lo:hi], parent, indptr, indices, first, second, second_offset, fixed_arity
+        )
+        roots = _component_roots(
+            order[lo:hi],
+            parent,
+            component_size,
+            indptr,
+            indices,
+            first,
+            second,
+            second_offset,
+            fixed_arity,
+        )
+        n_roots = roots.shape[0]
         sizes = np.empty(n_roots, dtype=np.int64)
         for r in range(n_roots):
             sizes[r] = component_size[roots[r]]
@@ -230,3 +239,44 @@ def component_blocks(
                 component_size[p] = 0
                 component_block[p] = -1
     return block_of, largest
+
+
+@cached_njit
+def _union_parameters(
+    functions, parent, indptr, indices, first, second, second_offset, fixed_arity
+):
+    """Join, in the union-find `parent`, the parameters of each of `functions`."""
+    for i in functions:
+        arity = _arity(i, indptr, fixed_arity)
+        if arity == 0:
+            continue
+        root = _find(
+            parent, _param(i, 0, indptr, indices, first, second, second_offset, fixed_arity)
+        )
+        for t in range(1, arity):
+            other = _find(
+                parent, _param(i, t, indptr, indices, first, second, second_offset, fixed_arity)
+            )
+            if other != root:
+                parent[other] = root
+
+
+@cached_njit
+def _component_roots(
+    functions, parent, component_size, indptr, indices, first, second, second_offset, fixed_arity
+):
+    """Return the roots of the components of `functions` in first-seen order, counting each
+    component's functions into component_size[root]. Functions touching nothing have none."""
+    n_roots = 0
+    roots = np.empty(functions.shape[0], dtype=np.int64)
+    for i in functions:
+        if _arity(i, indptr, fixed_arity) == 0:
+            continue
+        root = _find(
+            parent, _param(i, 0, indptr, indices, first, second, second_offset, fixed_arity)
+        )
+        if component_size[root] == 0:
+            roots[n_roots] = root
+            n_roots += 1
+        component_size[root] += 1
+    return roots[:n_roots]
