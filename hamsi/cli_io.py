@@ -130,7 +130,7 @@ def read_numeric_csv(path: str, private: bool = False):
     add-remove). The refusal itself still depends on the data, which is why finite numbers and
     at least 2 rows are documented preconditions of a private run (docs/privacy.md).
     """
-    import pandas as pd  # why lazy: pandas loads in ~1 s, which every CLI start would pay
+    import pandas as pd  # why lazy: pandas loads only when a CSV is read, not at every CLI start
 
     refuse_special_file(path)
     try:

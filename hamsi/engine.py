@@ -15,6 +15,7 @@ from typing import Protocol
 
 from hamsi import kernels, search
 from hamsi.options import GD_ETA, EngineOptions
+from partition.strata import warm_up as warm_up_strata
 
 
 def available_cores() -> int:
@@ -59,6 +60,7 @@ class InProcessEngine:
         self, problem, cover, options: EngineOptions, *, heldout=None, callback=None, x0=None
     ):
         """Return the OptimizeResult of hamsi.optimizer's loop (mbgd: memory 1, no safeguard)."""
+        # why lazy: the optimizer loads numba's kernels and SciPy, only when a fit runs
         from hamsi.optimizer import run_in_process
 
         keywords = dict(options.keywords(), eta=options.step_eta)
@@ -88,8 +90,6 @@ class InProcessEngine:
         one trial at a time on all of them (the fork-join of every short parallel kernel goes). The
         thread count changes no bits (every reduction is per shard, in shard order).
         """
-        from partition.strata import warm_up as warm_up_strata
-
         strata = str(base_params.get("partitioner", "")).lower().startswith("strata")
         # compile before the search's clock starts; the trials run the one-thread twins
         kernels.warm_up(0, also=warm_up_strata if strata else None)

@@ -180,10 +180,31 @@ def lazy_imports_without_reason(path: Path) -> list[int]:
     return sorted(missing)
 
 
-@pytest.mark.parametrize("relative", CLI_MODULES)
-def test_cli_modules_defer_imports_only_to_save_start_up_time(relative):
+# Modules being changed on other branches while this rule came in: their in-function imports are
+# still to be given a reason or moved to the top. The set only shrinks.
+NOT_YET_REVIEWED = {
+    "cluster/checkpoint.py",
+    "cluster/dataset.py",
+    "cluster/sharded.py",
+    "hamsi/data/readers.py",
+    "hamsi/estimator.py",
+    "hamsi/kernels.py",
+    "hamsi/search.py",
+    "partition/base.py",
+    "partition/plots.py",
+    "partition/registry.py",
+}
+
+
+@pytest.mark.parametrize("relative", [r for r in modules() if r not in NOT_YET_REVIEWED])
+def test_imports_are_deferred_only_to_save_start_up_time(relative):
     missing = lazy_imports_without_reason(ROOT / relative)
     assert not missing, f"{relative}: imports inside functions without '# why lazy:' at {missing}"
+
+
+def test_not_yet_reviewed_modules_still_need_it():
+    reviewed = sorted(r for r in NOT_YET_REVIEWED if not lazy_imports_without_reason(ROOT / r))
+    assert not reviewed, f"remove {reviewed} from NOT_YET_REVIEWED: their imports say why now"
 
 
 def test_the_checker_sees_lazy_imports(tmp_path):
@@ -193,7 +214,7 @@ def test_the_checker_sees_lazy_imports(tmp_path):
     )
     assert imported_packages(module) == {("cluster", 2), ("dp", 3)}
     assert lazy_imports_without_reason(module) == [2]
-    module.write_text("def f():\n    import dp  # why lazy: 3 s\n")
+    module.write_text("def f():\n    import dp  # why lazy: loads SciPy\n")
     assert lazy_imports_without_reason(module) == []
 
 

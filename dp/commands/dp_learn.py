@@ -165,7 +165,7 @@ def _target_column(target: str, header, n_columns: int, path: str) -> int:
 
 
 def _draw_gap(gap, title: str, handle) -> None:
-    # why lazy: matplotlib takes ~1 s to load; only --plot draws
+    # why lazy: matplotlib loads only when --plot draws
     import matplotlib
 
     matplotlib.use("Agg")
@@ -183,7 +183,8 @@ def _draw_gap(gap, title: str, handle) -> None:
 
 def _print_nonprivate_diagnostics(args, y, fitted) -> None:
     """Print training accuracy and f - f* on the private data (and draw the plot): NOT private."""
-    from dp.learning import make_problem  # why lazy: dp loads SciPy and scikit-learn (~3 s)
+    # why lazy: dp.learning loads SciPy and scikit-learn, only with --nonprivate-diagnostics
+    from dp.learning import make_problem
 
     result = fitted.results[0]
     problem = make_problem(
@@ -220,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    # why lazy: dp loads SciPy and scikit-learn (~3 s), which `hamsi --help` would pay
+    # why lazy: dp.learning loads SciPy, scikit-learn and dp_accounting, only when the command runs
     from dp.learning.accounting import check_run_epsilon
     from dp.learning.defaults import SCALE_FRACTION, public_bounds
     from dp.learning.estimator import fit_logistic

@@ -136,7 +136,7 @@ def _refuse_constant_columns(path: str, X, header) -> None:
 
 
 def _draw_graph(precision, labels, handle) -> None:
-    # why lazy: matplotlib takes ~1 s to load; only --graph draws
+    # why lazy: matplotlib loads only when --graph draws
     import matplotlib
 
     matplotlib.use("Agg")

@@ -108,7 +108,8 @@ def register(subparsers) -> None:
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    from dp.queries.api import METHODS  # why lazy: dp.queries loads SciPy (~3 s)
+    # why lazy: dp.queries loads SciPy's solvers, only when the command runs
+    from dp.queries.api import METHODS
 
     if args.method not in METHODS:
         raise InputError(
@@ -149,7 +150,7 @@ def _check_privacy_and_solver(args: argparse.Namespace) -> None:
 
 
 def _histogram(args: argparse.Namespace):
-    from dp import queries  # why lazy: dp.queries loads SciPy (~3 s)
+    from dp import queries  # why lazy: dp.queries loads SciPy's solvers, only when the command runs
 
     if args.data == "random":
         return queries.random_histogram(args.n, random_state=args.seed + 1)
@@ -160,7 +161,7 @@ def _histogram(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     """Optimize the strategy, release the answers --repeats times, print errors and time; return 0."""
-    from dp import queries  # why lazy: dp.queries loads SciPy (~3 s)
+    from dp import queries  # why lazy: dp.queries loads SciPy's solvers, only when the command runs
 
     _check_args(args)
     # dense W (m x n) with its products, and strategy matrices of up to n x n and m x m (Gram, inverse, factors)

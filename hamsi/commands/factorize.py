@@ -274,7 +274,8 @@ def output_paths(args) -> list[tuple[str, str]]:
 
 def build_model(args):
     """Return the estimator the options describe (in process, or on Dask), its parameters checked."""
-    from hamsi.estimator import MatrixFactorizer  # why lazy: numba's kernels load in ~1 s
+    # why lazy: numba's kernels load only when a model is fitted or read
+    from hamsi.estimator import MatrixFactorizer
 
     params = dict(
         rank=args.rank,
@@ -357,7 +358,8 @@ def _on_workers(args) -> bool:
 
 def _fit_with_progress(args, model, train, test) -> None:
     """Fit, showing progress; print the UserWarnings (overfitting) as one line each."""
-    from hamsi.estimator import MatrixFactorizer  # why lazy: numba's kernels load in ~1 s
+    # why lazy: numba's kernels load only when a model is fitted or read
+    from hamsi.estimator import MatrixFactorizer
 
     progress = None if args.quiet else Progress(args.max_epochs, args.max_time)
     try:

@@ -90,7 +90,7 @@ def run(args) -> int:
 
 def _plot_format(path: str) -> str:
     """Return the picture format of --plot PATH (its extension; png without one), the path checked writable."""
-    import matplotlib  # why lazy: matplotlib loads in ~0.2 s (its backends more); only --plot draws
+    import matplotlib  # why lazy: matplotlib loads only when --plot draws
 
     matplotlib.use("Agg")
     from matplotlib.backend_bases import FigureCanvasBase

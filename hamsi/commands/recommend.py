@@ -81,7 +81,8 @@ def parse_user(text: str, ids):
 
 def run(args) -> int:
     """Print the top --n items of --user; return the exit code."""
-    from hamsi.estimator import MatrixFactorizer  # why lazy: numba's kernels load in ~1 s
+    # why lazy: numba's kernels load only when a model is fitted or read
+    from hamsi.estimator import MatrixFactorizer
 
     if args.n < 1:
         raise InputError(f"-n must be >= 1; got {args.n}")
@@ -125,7 +126,8 @@ def run(args) -> int:
 
 def _run_all(args) -> int:
     """Write every user's top --n items, ranked on Dask workers (cluster.scoring), to --out; return the exit code."""
-    from hamsi.estimator import MatrixFactorizer  # why lazy: numba's kernels load in ~1 s
+    # why lazy: numba's kernels load only when a model is fitted or read
+    from hamsi.estimator import MatrixFactorizer
 
     if not args.out:
         raise InputError("--all writes a Parquet directory: pass --out PATH")
