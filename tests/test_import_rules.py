@@ -4,6 +4,8 @@ Walks the syntax tree of every module, so imports inside functions (the lazy one
 No module is exempt: the CLI reaches dp and cluster through hamsi.registry, which names their
 command and engine modules and imports them with importlib (the one place that does so across
 packages). dp's sub-commands (dp/commands) sit above hamsi's CLI helpers, as hamsi's own do.
+An import inside a function is there to keep a heavy dependency off a light import, and its
+`# why lazy:` comment says which.
 """
 
 import ast
