@@ -7,6 +7,8 @@
 The only package that imports dask/distributed (imports here stay lazy so `import cluster` is cheap).
 """
 
+import importlib
+
 from cluster.errors import ClusterError, PeerLost
 
 _LAZY = {
@@ -20,8 +22,6 @@ _LAZY = {
 
 def __getattr__(name):
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'cluster' has no attribute {name!r}")
 

@@ -1,11 +1,34 @@
-"""What `hamsi factorize` calls for the Dask engine: an estimator built from its options."""
+"""The Dask engine of the `hamsi` CLI (hamsi.registry.ENGINES["dask"]), what its commands call.
+
+`hamsi factorize` builds its estimator here (estimator_for), asks whether the data are read on
+the workers (is_distributed_source) and closes the local cluster it opened (close_local_clusters);
+`hamsi recommend --all` ranks every user on the workers (write_top_n).
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 
+import dask
+
+# Importing distributed sets its loggers' levels from its configuration: estimator_for lowers
+# them after this import.
+import distributed  # noqa: F401
+
+from cluster import checkpoint, scoring
+from cluster.connect import connect
+from cluster.dataset import is_distributed_source
 from cluster.errors import ClusterError
+from cluster.estimator import DaskMatrixFactorizer, close_local_clusters
+
+__all__ = [
+    "close_local_clusters",
+    "estimator_for",
+    "is_distributed_source",
+    "use_tls_flags",
+    "write_top_n",
+]
 
 # Without --checkpoint-every, a checkpoint directory is written every this many cycles.
 DEFAULT_CHECKPOINT_EVERY = 10
@@ -13,17 +36,12 @@ DEFAULT_CHECKPOINT_EVERY = 10
 
 def estimator_for(args, params: dict):
     """Return a DaskMatrixFactorizer from the factorize options (params: the in-process ones)."""
-    from cluster import checkpoint
-    from cluster.estimator import DaskMatrixFactorizer
-
     if args.resume is not None:  # refused before the ratings are read (fit checks again)
         checkpoint.check(args.resume)
     use_tls_flags(args)
     # The command reports every failure in one line (a lost scheduler or worker: cluster.driver.cluster_lost);
     # the client's reconnection and batched-comm logs would add tracebacks of Dask internals before
-    # it. (After the import: importing distributed sets its loggers' levels from its configuration.)
-    import distributed  # noqa: F401
-
+    # it.
     for name in ("distributed", "distributed.client"):
         logging.getLogger(name).setLevel(logging.CRITICAL)
     every = args.checkpoint_every
@@ -62,8 +80,6 @@ def use_tls_flags(args) -> None:
     for flag, path in flags.items():
         if path and not os.path.isfile(path):
             raise ClusterError(f"{flag} {path}: no such file")
-    import dask
-
     key = args.tls_key or args.tls_cert
     dask.config.set(
         {
@@ -76,3 +92,14 @@ def use_tls_flags(args) -> None:
             },
         }
     )
+
+
+def write_top_n(model, *, n: int, exclude_seen: bool, out: str, scheduler, n_workers) -> None:
+    """Rank every user's top `n` items on Dask workers (cluster.scoring) and write them to `out`.
+
+    Runs on the cluster at `scheduler`, or on a local one of `n_workers` workers.
+    """
+    with connect(scheduler=scheduler, n_workers=n_workers, quiet=True) as client:
+        with client.as_current():
+            top = scoring.recommend_all(model, n=n, exclude_seen=exclude_seen)
+            scoring.write_parquet(top, out)

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import multiprocessing
 import os
+import signal
+import socket
 import sys
+import threading
+from urllib.parse import urlsplit
 
 import dask
 
@@ -51,6 +57,7 @@ def connect(
     certificates) for a tls:// scheduler or a new TLS LocalCluster; None takes Dask's configuration
     (distributed.comm.tls.*), as distributed itself does.
     """
+    # why lazy: distributed is heavy; `import cluster` and constructing the estimator need none of it
     from distributed import Client, LocalCluster
     from distributed.security import Security
 
@@ -134,6 +141,7 @@ def quiet_interrupted_gathers(loop) -> None:
     would print each as a 'Task exception was never retrieved' traceback before the command's
     one line. Every other error goes to the loop's previous handler.
     """
+    # why lazy: distributed is heavy; `import cluster` and constructing the estimator need none of it
     from distributed.client import AllExit
 
     asyncio_loop = getattr(loop, "asyncio_loop", loop)
@@ -175,9 +183,6 @@ def workers_ignore_sigint():
     KeyboardInterrupt traceback. This process alone handles it (one line, exit 130) and closes
     the cluster, which stops the workers.
     """
-    import signal
-    import threading
-
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -190,8 +195,6 @@ def workers_ignore_sigint():
 
 def scheduler_address(address: str) -> str:
     """Return `address` as tcp://host:port (or tls://); raise ClusterError when it has no port (or no host)."""
-    from urllib.parse import urlsplit
-
     text = address if "://" in address else f"tcp://{address}"
     try:
         parts = urlsplit(text)
@@ -208,9 +211,6 @@ def scheduler_address(address: str) -> str:
 
 def reach_tcp(address: str, timeout: float) -> None:
     """Raise ClusterError naming `address` when nothing accepts a TCP connection there (tcp:// and tls://)."""
-    import socket
-    from urllib.parse import urlsplit
-
     parts = urlsplit(address)
     if parts.scheme not in ("tcp", "tls"):
         return
@@ -230,9 +230,7 @@ def check_scheduler(address: str, timeout: float = CONNECT_TIMEOUT, security=Non
     but does not speak its protocol; this probe (a comm, one `identity` request, all under one
     deadline, the comm closed after) turns that into a clear error naming the address.
     """
-    import asyncio
-    import concurrent.futures
-
+    # why lazy: distributed is heavy; `import cluster` and constructing the estimator need none of it
     from distributed.comm import connect as open_comm
     from distributed.security import Security
 

@@ -9,7 +9,9 @@ keeps buddy copies of the state (a lost worker costs a rerun of one chunk) and w
 
 from __future__ import annotations
 
+import partition as partitions
 from cluster.connect import connect, worker_addresses
+from cluster.dataset import is_distributed_source, load_worker_ratings
 from cluster.recovery import cluster_lost, reporting_cluster_losses
 from cluster.run import DistributedRun
 from cluster.snapshot import discarded_on_failure
@@ -184,9 +186,6 @@ def fit_distributed(
     hash (the trace's test RMSE). The result then carries user_ids and item_ids (row a of U is
     user user_ids[a]).
     """
-    import partition as partitions
-    from cluster.dataset import is_distributed_source, load_worker_ratings
-
     with connect(
         client=client,
         scheduler=scheduler,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 
 from cluster.connect import connect, worker_addresses
+from cluster.search import DaskTrialRunner
 from hamsi.recommender import DEFAULT_COLUMNS
 
 
@@ -30,6 +31,7 @@ class DaskEngine:
 
     def solve(self, problem, cover, options, *, heldout=None, callback=None, x0=None):
         """Return the OptimizeResult of cluster.driver.minimize_hamsi on this engine's workers."""
+        # why lazy: the driver loads distributed and numba's kernels; building a DaskEngine needs neither
         from cluster import driver
 
         return driver.minimize_hamsi(
@@ -45,20 +47,20 @@ class DaskEngine:
 
     def trial_runner(self, estimator_class, base_params: dict, fit_part, validation):
         """Return run_rung: a rung's trials as Dask tasks, each in process on a worker (cluster.search)."""
-        from cluster.search import DaskTrialRunner
-
         return DaskTrialRunner(
             self.client, estimator_class, base_params, fit_part, validation, self.threads_per_worker
         )
 
     def keeps(self, source) -> bool:
         """True when `source` is read by the workers and stays there (a Dask DataFrame, a path or glob)."""
+        # why lazy: cluster.dataset loads pandas and numba's kernels, only for data read on the workers
         from cluster.dataset import is_distributed_source
 
         return is_distributed_source(source)
 
     def load(self, source, *, columns, scheme, blocks, heldout_fraction, seed):
         """Return the WorkerRatings of `source`: read, indexed and routed by tasks on the workers."""
+        # why lazy: cluster.dataset loads pandas and numba's kernels, only for data read on the workers
         from cluster.dataset import load_worker_ratings
 
         workers = self.workers()

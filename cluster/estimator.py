@@ -12,6 +12,7 @@ import atexit
 import contextlib
 import warnings
 
+from cluster import checkpoint
 from hamsi.defaults import VALIDATION_FRACTION
 from hamsi.estimator import AUTO, MatrixFactorizer
 from hamsi.parameters import Integer
@@ -23,6 +24,7 @@ _LOCAL_CLUSTERS: dict = {}
 
 def local_client(n_workers, threads_per_worker):
     """Return the Client of this process's LocalCluster of that size, starting it on first use."""
+    # why lazy: dask's distributed loads only when a cluster is started, not to construct or clone the estimator
     from cluster.connect import connect
 
     key = (n_workers, int(threads_per_worker))
@@ -160,7 +162,7 @@ class DaskMatrixFactorizer(MatrixFactorizer):
 
     def _engine(self):
         """Return a context manager yielding the DaskEngine: the given client, the scheduler's, or this process's LocalCluster."""
-        from cluster import checkpoint
+        # why lazy: dask's distributed loads only when a cluster is started, not to construct or clone the estimator
         from cluster.engine import dask_engine
 
         if self.resume is not None:  # a bad checkpoint is refused before a cluster starts

@@ -33,6 +33,8 @@ import numpy as np
 
 from cluster.links import MAX_ARRAYS, FrameLimit
 from cluster.messages import MAX_SENDER_BYTES, Message
+from cluster.shared import SharedReplica, find, path_of, remove_stale
+from cluster.snapshot import write_own
 from hamsi import kernels, loop
 from hamsi.exchange import Evaluation, Reductions
 from hamsi.optimizer import numba_threads
@@ -225,10 +227,10 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
     plan.snapshot set, the inputs are written to this worker's snapshot files first
     (cluster.snapshot.write_own).
     """
+    # why lazy: distributed loads only on the workers that run the mailbox
     from distributed import get_worker
 
     from cluster.mailbox import local_mailbox
-    from cluster.snapshot import write_own
 
     me = get_worker().address
     box = local_mailbox()
@@ -309,8 +311,6 @@ def open_replica(plan, exchange, common, me: str):
     The lead unlinks the file once every worker has mapped it, so /dev/shm keeps nothing (and
     first removes the files of dead leads: cluster.shared.remove_stale).
     """
-    from cluster.shared import SharedReplica, find, path_of, remove_stale
-
     lead = me == plan.lead
     path = path_of(plan.run_id, os.getpid()) if lead else None
     try:

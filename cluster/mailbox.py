@@ -23,6 +23,9 @@ import collections
 import threading
 import time
 
+from distributed import get_worker
+from distributed.comm import connect
+from distributed.comm.addressing import get_address_host, parse_address
 from distributed.diagnostics.plugin import WorkerPlugin
 from distributed.protocol.serialize import to_serialize
 
@@ -211,7 +214,6 @@ class Mailbox:
             self.links.close(run)
 
     async def _comm_to(self, addr: str):
-        from distributed.comm import connect
 
         comm = self._comms.get(addr)
         if comm is None or comm.closed():
@@ -306,8 +308,6 @@ class MailboxPlugin(WorkerPlugin):
 
 def worker_links(address: str):
     """Return a Links listening on the worker's host for a plain tcp:// worker, else None (keep the comms)."""
-    from distributed.comm.addressing import get_address_host, parse_address
-
     if parse_address(address)[0] != "tcp":
         return None
     return Links(address, get_address_host(address))
@@ -320,8 +320,6 @@ def install(client):
 
 def local_mailbox() -> Mailbox:
     """Return this worker's Mailbox (call from inside a task)."""
-    from distributed import get_worker
-
     worker = get_worker()
     try:
         return _BOXES[worker.address]

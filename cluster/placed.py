@@ -12,6 +12,7 @@ from cluster.connect import worker_memory_limits
 from cluster.errors import ClusterError
 from cluster.placement import assign_shards
 from cluster.settings import setting
+from cluster.shared import host_check, nbytes
 from cluster.work import item_rows_per_iteration
 
 
@@ -120,9 +121,8 @@ class Placement:
             return False
         key = tuple(self.used)
         if key not in self._share_checked:
+            # why lazy: distributed loads only where shards are placed on workers
             from distributed.comm.addressing import get_address_host
-
-            from cluster.shared import host_check, nbytes
 
             size = nbytes(self.layout.config.n_items * self.layout.config.width, self.memory_size)
             users = set(self.client.run(host_check, size, workers=list(self.used)).values())

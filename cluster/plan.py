@@ -75,6 +75,7 @@ class ChunkPlan:
 
     def make_work(self, datas, states, common, me, replica=None):
         """Return this worker's work object (cluster.work) for the chunk (replica: the shared V, or None)."""
+        # why lazy: cluster.work compiles numba kernels, needed only when a plan is run
         from cluster.work import FactorWork, OwnedFactorWork, ReplicatedWork, SharedFactorWork
 
         if isinstance(self.config, FactorConfig):

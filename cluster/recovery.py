@@ -17,6 +17,7 @@ import time
 from cluster.connect import worker_info
 from cluster.errors import ClusterError
 from cluster.settings import setting
+from cluster.snapshot import PIECES, chunk_start, commit_backup, load_backup, piece_of, store_piece
 from hamsi.errors import InputError
 
 RESUME_HINT = (
@@ -46,9 +47,8 @@ class Recovery:
         if not self.backup or len(used) < 2:
             self.backups = {}
             return
+        # why lazy: distributed loads only when a run recovers
         from distributed import wait
-
-        from cluster.snapshot import PIECES, commit_backup, piece_of, store_piece
 
         client, token = self.client, self.snapshot_token
         owner, states = self.placement.owner, self.placement.states
@@ -120,7 +120,6 @@ class Recovery:
             placed.place(survivors)
             self.backups = {}
             return survivors
-        from cluster.snapshot import chunk_start
 
         states, lost = self._chunk_start_states(alive, chunk_first)
         holder = next((a for a in placed.used if a in alive), None)
@@ -153,8 +152,6 @@ class Recovery:
         The failed chunk stepped the survivors' states in place: each is taken back to the chunk's
         start (its file); a dead host's shards come from their buddies' files.
         """
-        from cluster.snapshot import chunk_start, load_backup
-
         client, token, placed = self.client, self.snapshot_token, self.placement
         states, lost = {}, []
         for p, fut in placed.states.items():

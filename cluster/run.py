@@ -15,6 +15,7 @@ import secrets
 import sys
 import time
 import uuid
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -28,7 +29,7 @@ from cluster.plan import ChunkPlan
 from cluster.recovery import RESUME_HINT, Recovery
 from cluster.run_state import ChunkSummary, RunState
 from cluster.settings import setting
-from cluster.snapshot import new_run
+from cluster.snapshot import new_run, remove
 from cluster.warm import warm_up
 from hamsi.optimizer import finish_result, start_point
 from hamsi.problems import MatrixFactorization
@@ -274,8 +275,6 @@ class DistributedRun:
 
     def release(self) -> None:
         """Drop every future of the run (the workers free the shards) and the chunk-start files."""
-        from cluster.snapshot import remove
-
         self.placement.release()
         self.recovery.backups = {}
         # the workers of the last chunk, which just answered (a stopped one would never reply)
@@ -377,8 +376,6 @@ def _state_whole(state):
 
 def _state_vector(state):
     """Return the state's vector only (U of a shard, x_rep of the replicated part): what the result needs."""
-    from types import SimpleNamespace
-
     if hasattr(state, "U"):
         return SimpleNamespace(U=state.U)
     return SimpleNamespace(x_rep=state.x_rep)

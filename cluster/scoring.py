@@ -7,10 +7,14 @@ partitions it scores. The pairs and the top-n lists never pass through the clien
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 
 import numpy as np
 
+from hamsi.data.readers import ITEM_COLUMN_NAMES, USER_COLUMN_NAMES
 from hamsi.errors import InputError
 from hamsi.recommender import best_items, pair_scores
 
@@ -53,6 +57,7 @@ def scorer_of(model) -> Scorer:
 
 
 def _predict_partition(part, scorer: Scorer, user, item, clip):
+    # why lazy: pandas and dask.dataframe load in seconds, only when scores are written
     import pandas as pd
 
     return pd.Series(
@@ -68,10 +73,9 @@ def predict(model, pairs, *, clip: bool = True):
     The columns are the model's user_col / item_col (MovieLens names are recognised with the
     defaults, as in fit); the Series has the partitions and index of `pairs`.
     """
+    # why lazy: pandas and dask.dataframe load in seconds, only when scores are written
     import dask
     import pandas as pd
-
-    from hamsi.data.readers import ITEM_COLUMN_NAMES, USER_COLUMN_NAMES
 
     names = [str(c) for c in pairs.columns]
     user, item = (
@@ -105,6 +109,7 @@ def _column(names: list, wanted: str, known) -> str:
 
 def _top_block(scorer: Scorer, lo: int, hi: int, n: int, seen):
     """Return the top-n rows (user, rank, item, rating, score) of model rows lo..hi-1 (`best_items` per user)."""
+    # why lazy: pandas and dask.dataframe load in seconds, only when scores are written
     import pandas as pd
 
     columns = {"user": [], "rank": [], "item": [], "rating": [], "score": []}
@@ -128,6 +133,7 @@ def recommend_all(
     equal model.recommend(user, n, exclude_seen) for every user. exclude_seen needs the model's seen
     lists (a model fitted in memory, or loaded); each block's slice goes with its task once.
     """
+    # why lazy: pandas and dask.dataframe load in seconds, only when scores are written
     import dask
     import dask.dataframe as dd
     import pandas as pd
@@ -164,10 +170,6 @@ def write_parquet(frame, path) -> None:
     The parts go to a temporary directory beside `path`, renamed over it only when every part is
     written: a failed run leaves no partial output.
     """
-    import os
-    import shutil
-    import tempfile
-
     parent = os.path.dirname(os.path.abspath(path))
     staging = tempfile.mkdtemp(dir=parent, prefix=".hamsi-parquet-")
     try:

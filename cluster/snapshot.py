@@ -39,6 +39,7 @@ SAVED = "saved_"
 def directory(token: str, worker=None) -> str:
     """Return this worker's snapshot directory of the run `token`."""
     if worker is None:
+        # why lazy: distributed loads only when a snapshot is taken on a worker
         from distributed import get_worker
 
         worker = get_worker()

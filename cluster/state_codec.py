@@ -21,6 +21,7 @@ BIT_GENERATORS = {"PCG64": np.random.PCG64}
 
 def _state_classes() -> dict:
     """Return {name: class} of the objects a checkpoint's state may contain (and nothing else)."""
+    # why lazy: these load numba's kernels, only when a checkpoint is read or written
     from hamsi.exchange import Evaluation
     from hamsi.lbfgs import LBFGSMemory
     from hamsi.stepper import Stepper
@@ -94,6 +95,7 @@ def _state_fields() -> dict:
     A checker returns None for a good value, else what is wrong with it. Stepper's cleared_pairs
     may be missing (checkpoints written before it: the class default).
     """
+    # why lazy: these load numba's kernels, only when a checkpoint is read
     from hamsi.exchange import Evaluation
     from hamsi.lbfgs import LBFGSMemory
     from hamsi.schedules import SCHEDULES

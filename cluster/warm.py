@@ -11,6 +11,7 @@ def warm_up(width: int = 3, memory: int = 2) -> bool:
     Only the sequential per-shard kernels: a worker runs one task thread, and calling a parallel
     kernel would start numba's thread pool in every worker for nothing.
     """
+    # why lazy: numba's kernels load only when a worker warms them up
     from hamsi import kernels, lbfgs
 
     lbfgs.warm_up()

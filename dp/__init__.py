@@ -1,4 +1,5 @@
-"""dp: differential privacy, from exact noise to private estimators. Stands alone: it never imports `hamsi`.
+"""dp: differential privacy, from exact noise to private estimators. Its library stands alone: only
+`dp.commands` (its `hamsi` sub-commands) imports hamsi, for the CLI helpers.
 
 - Mechanisms and accounting: Laplace and Gaussian mechanisms (also zCDP) that add exact discrete
   Laplace / discrete Gaussian noise on a fine grid (dp.mechanisms, dp.discrete; Canonne, Kamath
@@ -19,83 +20,65 @@ objects hold that is not private) is listed in docs/privacy.md. Warnings about p
 parameters left implicit are dp.PrivacyLeakWarning; they depend on the arguments, never on data.
 """
 
-from dp import queries  # batches of linear queries: strategies, COA (dp.queries.optimize / answer)
-from dp.accounting import (
-    BudgetExceededError,
-    Charge,
-    PrivacyAccountant,
-    PrivacyBudget,
-    contribution_sensitivity,
-    sensitivity_for,
-    zcdp_epsilon,
-    zcdp_rho,
-)
-from dp.calibration import (
-    analytic_gaussian_sigma,
-    classical_gaussian_sigma,
-    gaussian_delta,
-    gaussian_sigma,
-)
-from dp.covariance import (
-    PrivateCovariance,
-    clip_rows,
-    covariance_sensitivity,
-    private_covariance,
-    project_psd,
-)
-from dp.estimators import PrivateGraphicalLasso, PrivateRidgePrecision
-from dp.graphical_lasso import (
-    GraphicalLassoResult,
-    admm_graphical_lasso,
-    glasso_objective,
-    graphical_lasso_path,
-)
-from dp.learning import (  # thesis ch. 4 private gradient methods
-    PrivateLogisticRegression,
-    minimize_private,
-)
-from dp.mechanisms import Release, gaussian_mechanism, gaussian_mechanism_zcdp, laplace_mechanism
-from dp.model_selection import alpha_grid, cross_validate_alpha, neg_log_likelihood
-from dp.ridge_precision import ridge_objective, ridge_precision
-from dp.validation import DataError, PrivacyLeakWarning, PrivacyParameterError
+import importlib
 
-__all__ = [
-    "BudgetExceededError",
-    "Charge",
-    "PrivacyAccountant",
-    "PrivacyBudget",
-    "contribution_sensitivity",
-    "sensitivity_for",
-    "zcdp_epsilon",
-    "zcdp_rho",
-    "analytic_gaussian_sigma",
-    "classical_gaussian_sigma",
-    "gaussian_delta",
-    "gaussian_sigma",
-    "PrivateCovariance",
-    "clip_rows",
-    "covariance_sensitivity",
-    "private_covariance",
-    "project_psd",
-    "PrivateGraphicalLasso",
-    "PrivateRidgePrecision",
-    "GraphicalLassoResult",
-    "admm_graphical_lasso",
-    "glasso_objective",
-    "graphical_lasso_path",
-    "Release",
-    "gaussian_mechanism",
-    "gaussian_mechanism_zcdp",
-    "laplace_mechanism",
-    "alpha_grid",
-    "cross_validate_alpha",
-    "neg_log_likelihood",
-    "ridge_objective",
-    "ridge_precision",
-    "DataError",
-    "PrivacyLeakWarning",
-    "PrivacyParameterError",
-    "PrivateLogisticRegression",
-    "minimize_private",
-    "queries",
-]
+# Loaded now: the function has its module's name, and importing the module dp.ridge_precision
+# (first, at any later time) would bind dp.ridge_precision to the module instead of a lazy function.
+from dp.ridge_precision import ridge_objective, ridge_precision
+
+# Every other public name loads on first use (PEP 562), so `import dp.commands.glasso` (which the
+# CLI does to list its commands) does not pay for SciPy, scikit-learn and dp_accounting.
+_LAZY = {
+    "BudgetExceededError": "dp.accounting",
+    "Charge": "dp.accounting",
+    "PrivacyAccountant": "dp.accounting",
+    "PrivacyBudget": "dp.accounting",
+    "contribution_sensitivity": "dp.accounting",
+    "sensitivity_for": "dp.accounting",
+    "zcdp_epsilon": "dp.accounting",
+    "zcdp_rho": "dp.accounting",
+    "analytic_gaussian_sigma": "dp.calibration",
+    "classical_gaussian_sigma": "dp.calibration",
+    "gaussian_delta": "dp.calibration",
+    "gaussian_sigma": "dp.calibration",
+    "PrivateCovariance": "dp.covariance",
+    "clip_rows": "dp.covariance",
+    "covariance_sensitivity": "dp.covariance",
+    "private_covariance": "dp.covariance",
+    "project_psd": "dp.covariance",
+    "PrivateGraphicalLasso": "dp.estimators",
+    "PrivateRidgePrecision": "dp.estimators",
+    "GraphicalLassoResult": "dp.graphical_lasso",
+    "admm_graphical_lasso": "dp.graphical_lasso",
+    "glasso_objective": "dp.graphical_lasso",
+    "graphical_lasso_path": "dp.graphical_lasso",
+    "Release": "dp.mechanisms",
+    "gaussian_mechanism": "dp.mechanisms",
+    "gaussian_mechanism_zcdp": "dp.mechanisms",
+    "laplace_mechanism": "dp.mechanisms",
+    "alpha_grid": "dp.model_selection",
+    "cross_validate_alpha": "dp.model_selection",
+    "neg_log_likelihood": "dp.model_selection",
+    "DataError": "dp.validation",
+    "PrivacyLeakWarning": "dp.validation",
+    "PrivacyParameterError": "dp.validation",
+    "PrivateLogisticRegression": "dp.learning",
+    "minimize_private": "dp.learning",
+    "queries": "dp.queries",
+}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'dp' has no attribute {name!r}")
+    module = importlib.import_module(_LAZY[name])
+    value = module if _LAZY[name] == f"dp.{name}" else getattr(module, name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
+
+__all__ = [*_LAZY, "ridge_objective", "ridge_precision"]

@@ -126,6 +126,7 @@ class SharedRandomState:
     """
 
     def __sklearn_clone__(self):
+        # why lazy: scikit-learn loads only when a RandomState is given
         from sklearn.base import clone
 
         params = {

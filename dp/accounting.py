@@ -153,6 +153,7 @@ def zcdp_epsilon(rho: float, delta: float) -> float:
         return 0.0
     if delta <= 0:
         return math.inf
+    # why lazy: dp_accounting loads only for a zCDP -> (epsilon, delta) conversion
     from dp_accounting import ZCDpEvent
     from dp_accounting.rdp import RdpAccountant
 
@@ -320,6 +321,7 @@ class PrivacyAccountant:
     @property
     def remaining_rho(self) -> float:
         """Return the largest rho that `spend_zcdp` would still accept (0 if none)."""
+        # why lazy: scipy.optimize loads only for this root search
         from scipy.optimize import brentq
 
         epsilon, delta, _, _, charges = self._read()

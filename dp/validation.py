@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -122,8 +123,6 @@ DEFAULT_CLIP = ImplicitDefault(1.0, "clip")
 def warn_implicit_clip(clip, stacklevel: int = 3) -> None:
     """Warn (PrivacyLeakWarning) when the clip bound was left at its default: data-independent."""
     if is_implicit(clip):
-        import warnings
-
         warnings.warn(
             f"clip not given: rows are clipped to L2 norm {float(clip):g}, the default. The guarantee "
             "holds for any bound, but a bound that does not fit the data biases the estimate; choose "

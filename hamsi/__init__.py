@@ -2,6 +2,8 @@
 
 # First: OpenMP reads its wait policy once, when numba loads its threading layer.
 from hamsi import threading_setup  # noqa: F401  (isort: skip)
+import importlib
+
 from hamsi.data import Ratings
 from hamsi.errors import DivergenceError, InputError
 
@@ -16,8 +18,6 @@ _LAZY = {
 
 def __getattr__(name):
     if name in _LAZY:
-        import importlib
-
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'hamsi' has no attribute {name!r}")
 

@@ -1,28 +1,17 @@
 """The `hamsi` command line: one sub-command module per concern, dispatched from here.
 
-Each module in COMMAND_MODULES defines `register(subparsers)`, which adds its parser and sets
-`run=callable(args) -> int`. This file is the composition root of the project: it is the one
-place that may reach every package (dp and cluster are imported lazily by their commands).
+The sub-commands (hamsi's, dp's and the Dask engine) are found through hamsi.registry, which
+knows them by name; their shared input and output is hamsi.cli_io. Usage errors and the
+errors a command raises become one line on stderr and an exit code (main).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
 
+from hamsi import __version__, registry
 from hamsi.errors import DivergenceError, InputError, for_cli
-
-COMMAND_MODULES = [
-    "hamsi.commands.demo",
-    "hamsi.commands.data",
-    "hamsi.commands.partition",
-    "hamsi.commands.factorize",
-    "hamsi.commands.recommend",
-    "hamsi.commands.glasso",
-    "hamsi.commands.dp_learn",
-    "hamsi.commands.queries",
-]
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -39,18 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="hamsi",
         description="Second-order incremental optimization (HAMSI) and private estimation on Dask.",
     )
-    from hamsi import __version__
-
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     parser.add_argument("--version", action="version", version=f"hamsi {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:  # a missing dependency inside the module is a real error
-                raise
-            continue
+    for module in registry.command_modules():
         module.register(subparsers)
     return parser
 

@@ -13,6 +13,7 @@ from typing import Protocol
 
 from hamsi import kernels
 from hamsi.options import GD_ETA, EngineOptions
+from partition.strata import warm_up as warm_up_strata
 
 
 def available_cores() -> int:
@@ -64,6 +65,7 @@ class InProcessEngine:
         self, problem, cover, options: EngineOptions, *, heldout=None, callback=None, x0=None
     ):
         """Return the hamsi.optimizer.InProcessRun of `options`, started (trace row 0), no cycle run."""
+        # why lazy: the optimizer loads numba's kernels and SciPy, only when a fit runs
         from hamsi.optimizer import InProcessRun
 
         keywords = dict(options.keywords(), eta=options.step_eta)
@@ -88,8 +90,8 @@ class InProcessEngine:
 
     def trial_runner(self, estimator_class, base_params: dict, fit_part, validation):
         """Return run_rung: a rung's trials side by side in this process (hamsi.trials.LocalTrials)."""
+        # why lazy: the trials load the optimizer (numba's kernels), only when a search runs
         from hamsi.trials import LocalTrials
-        from partition.strata import warm_up as warm_up_strata
 
         strata = str(base_params.get("partitioner", "")).lower().startswith("strata")
         # compile before the search's clock starts; the trials run the one-thread twins

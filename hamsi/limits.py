@@ -18,6 +18,7 @@ _UNITS = ("B", "KB", "MB", "GB", "TB", "PB", "EB")
 def available_bytes() -> int:
     """Return the memory this process could still allocate (MemAvailable; psutil when present)."""
     try:
+        # why lazy: psutil is optional (it comes with distributed); sysconf is the fallback
         import psutil
 
         return int(psutil.virtual_memory().available)

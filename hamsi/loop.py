@@ -14,6 +14,7 @@ from hamsi.stop_rules import divergence_message
 
 def __getattr__(name: str):
     if name == "ROW_NAMES":  # the trace's columns have one name: hamsi.trace.TRACE_COLUMNS
+        # why lazy: hamsi.trace is needed only by this deprecated alias
         from hamsi.trace import TRACE_COLUMNS
 
         warnings.warn(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from hamsi.atomic import atomic_output
 
 
@@ -15,11 +17,11 @@ def plot_convergence(
     be worse than biases alone. stop_epoch (the kept cycle of early stopping, or the cycles the
     search chose) is marked on every trace. The y-axis is linear with plain decimal ticks.
     """
+    # why lazy: matplotlib loads only when a picture is drawn
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
     from matplotlib.ticker import FormatStrFormatter, MaxNLocator
 
     figure, axis = plt.subplots(figsize=(6, 4))

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hamsi.data import Ratings
+from hamsi.data.readers import ITEM_COLUMN_NAMES, RATING_COLUMN_NAMES, USER_COLUMN_NAMES
 from hamsi.errors import InputError
 
 DEFAULT_COLUMNS = ("user", "item", "rating")
@@ -92,8 +93,6 @@ def _id_columns(X, y, columns, what: str):
 
 def _frame_columns(frame, columns, what: str):
     """Return the (user, item, rating or None) columns of a DataFrame, by name or recognised name."""
-    from hamsi.data.readers import ITEM_COLUMN_NAMES, RATING_COLUMN_NAMES, USER_COLUMN_NAMES
-
     names = list(frame.columns)
     lowered = {str(name).lower(): name for name in names}
     picked = []

@@ -39,6 +39,7 @@ def configure_waiting() -> dict:
 
 def threading_report() -> dict:
     """Return numba's threading layer in use (after a parallel call), its thread count and wait settings."""
+    # why lazy: numba must load after this module has set its threading environment
     import numba
 
     try:

@@ -117,6 +117,7 @@ class Trace:
 
     def to_frame(self):
         """Return the trace as a pandas DataFrame with TRACE_COLUMNS."""
+        # why lazy: pandas loads only for a DataFrame of the trace
         import pandas as pd
 
         return pd.DataFrame(self.rows, columns=list(TRACE_COLUMNS))

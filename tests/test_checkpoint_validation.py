@@ -229,7 +229,7 @@ def test_the_api_checks_resume_before_starting_a_cluster(tmp_path, tiny_ratings,
 
 
 def test_a_model_refused_by_its_writer_names_the_output_flag_not_a_temporary_file(tmp_path):
-    from hamsi.commands import write_as_set
+    from hamsi.cli_io import write_as_set
     from hamsi.errors import DivergenceError
     from hamsi.model_io import write_model
 

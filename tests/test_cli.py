@@ -1,6 +1,7 @@
 import pytest
 
-from hamsi.cli import COMMAND_MODULES, build_parser, main
+from hamsi.cli import build_parser, main
+from hamsi.registry import COMMAND_MODULES
 
 
 def test_every_command_module_registers():

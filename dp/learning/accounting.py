@@ -105,6 +105,7 @@ def zcdp_multipliers(epsilon: float, delta: float, groups: list[ReleaseGroup]):
 
 def _calibrate(make_event, make_accountant, epsilon: float, delta: float) -> float:
     """Return the smallest noise scale c whose event is (epsilon, delta)-DP for the accountant."""
+    # why lazy: dp_accounting loads only for the sampled Gaussian's accountant
     import dp_accounting
 
     return float(
@@ -129,6 +130,7 @@ def sampled_gaussian_multipliers(
     whose composed sampled-Gaussian RDP gives (epsilon, delta - slack), the slack covering the
     discrete-vs-continuous Gaussian gap of every release.
     """
+    # why lazy: dp_accounting loads only for the sampled Gaussian's accountant
     import dp_accounting
     from dp_accounting import rdp
 
@@ -170,6 +172,7 @@ def poisson_gaussian_multiplier(epsilon: float, delta: float, rate: float, n_rel
     is a removal then an addition, so (e, dl) add/remove implies (2 e, (1 + e^e) dl) replace-one
     (group privacy). We calibrate add/remove to (epsilon / 2, delta / (1 + e^(epsilon / 2))).
     """
+    # why lazy: dp_accounting loads only for the sampled Gaussian's accountant
     import dp_accounting
     from dp_accounting import rdp
 

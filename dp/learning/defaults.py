@@ -19,6 +19,7 @@ import numpy as np
 from dp.covariance import clip_rows
 from dp.learning.accounting import zcdp_rho
 from dp.learning.mag import first_stage_length
+from dp.mechanisms import laplace_mechanism
 from dp.validation import PrivacyLeakWarning, check_positive
 
 DEFAULT_DATA_NORM = 1.0
@@ -195,8 +196,6 @@ def private_row_scale(X, data_norm: float, epsilon: float, budget, bits) -> floa
     there), at the cost of SCALE_FRACTION of epsilon; rows longer than s are projected (clipped),
     a bias the intercept and the mean-plus-margin keep small.
     """
-    from dp.mechanisms import laplace_mechanism
-
     norms = np.linalg.norm(clip_rows(np.asarray(X, dtype=np.float64), data_norm)[0], axis=1)
     mean = float(norms.mean())
     if math.isinf(epsilon):

@@ -15,6 +15,10 @@ import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from scipy.linalg import LinAlgError, cho_factor, cho_solve
+from scipy.spatial.distance import cdist
+
+from dp.accounting import check_neighbouring
 
 NOISE_KINDS = ("gaussian", "laplace")
 
@@ -87,8 +91,6 @@ class Strategy:
         ||A (e_i - e_j)||, at most twice the largest column norm (`replace_one_sensitivity`).
         Depends on A only (public), computed once per strategy.
         """
-        from dp.accounting import check_neighbouring
-
         if check_neighbouring(neighbouring) == "add-remove":
             return self.sensitivity
         cached = self.__dict__.get("_replace_one_sensitivity")
@@ -146,8 +148,6 @@ def replace_one_sensitivity(A: np.ndarray, noise: str) -> float:
         # Gram-matrix rounding is below 1e-12 of sq_i + sq_j for any sane p; round up
         value = math.sqrt(max(best, 0.0) + 1e-12 * float(sq.max())) * (1 + 1e-9)
     else:
-        from scipy.spatial.distance import cdist
-
         T = np.ascontiguousarray(A.T)
         for start in range(0, n, block):
             d1 = cdist(T[start : start + block], T, "cityblock")
@@ -169,8 +169,6 @@ def least_squares_reconstruction(W: np.ndarray, A: np.ndarray) -> np.ndarray:
     A of full column rank: R = W (A'A)^-1 A' by a Cholesky solve (BLAS-3); otherwise the SVD
     pseudo-inverse. Raises if some query of W lies outside the row space of A.
     """
-    from scipy.linalg import LinAlgError, cho_factor, cho_solve
-
     try:
         factor = cho_factor(A.T @ A, lower=True)
         R = (A @ cho_solve(factor, W.T)).T

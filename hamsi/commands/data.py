@@ -5,16 +5,18 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hamsi.commands import naming_output, seed_value
+from tqdm import tqdm
+
+from hamsi.cli_io import naming_output, seed_value
+from hamsi.data.download import DATASETS, download_movielens
+from hamsi.data.readers import FORMATS, load_ratings, read_timestamps
+from hamsi.data.synth import PRESETS, make_ratings
+from hamsi.data.writers import format_for_path, write_ratings
 from hamsi.errors import InputError
 
 
 def register(subparsers) -> None:
     """Add the `data` command and its sub-commands to the CLI."""
-    from hamsi.data.download import DATASETS
-    from hamsi.data.readers import FORMATS
-    from hamsi.data.synth import PRESETS
-
     data = subparsers.add_parser(
         "data",
         help="download, generate and inspect rating data",
@@ -99,12 +101,8 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 def run_download(args) -> int:
     """Download and unzip a MovieLens release; print where it is."""
-    from hamsi.data.download import download_movielens
-
     bar = None
     if not args.quiet and sys.stderr.isatty():
-        from tqdm import tqdm
-
         bar = tqdm(unit="B", unit_scale=True, desc=args.dataset, file=sys.stderr)
 
     def progress(done, total):
@@ -125,9 +123,6 @@ def run_download(args) -> int:
 
 def run_synth(args) -> int:
     """Generate synthetic ratings and write them atomically to --out."""
-    from hamsi.data.synth import make_ratings
-    from hamsi.data.writers import format_for_path, write_ratings
-
     format_for_path(args.out)  # fail on a bad extension before spending time generating
     if args.preset is None and None in (args.users, args.items, args.ratings):
         raise InputError("give --preset or all of --users, --items and --ratings")
@@ -150,8 +145,6 @@ def run_synth(args) -> int:
 
 def run_info(args) -> int:
     """Print summary statistics of a rating file."""
-    from hamsi.data.readers import load_ratings
-
     ratings = load_ratings(args.file, format=args.format, duplicates=args.duplicates)
     print(format_summary(ratings.summary()))
     return 0
@@ -159,9 +152,6 @@ def run_info(args) -> int:
 
 def run_convert(args) -> int:
     """Convert a rating file to the format implied by the output extension."""
-    from hamsi.data.readers import load_ratings, read_timestamps
-    from hamsi.data.writers import format_for_path, write_ratings
-
     format_for_path(args.out)
     ratings = load_ratings(args.source, format=args.format, duplicates=args.duplicates)
     timestamps = None

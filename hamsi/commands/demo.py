@@ -10,8 +10,9 @@ import argparse
 import os
 import sys
 
-from hamsi.commands import seed_value
-from hamsi.commands.factorize import auto_or_float
+from hamsi import registry
+from hamsi.cli_io import auto_or_float, seed_value
+from hamsi.data.sample import SAMPLE_FILE
 
 
 def register(subparsers) -> None:
@@ -57,11 +58,8 @@ def register(subparsers) -> None:
 
 def factorize_arguments(args) -> argparse.Namespace:
     """Return the `hamsi factorize` arguments the demo runs, on the embedded sample file."""
-    from hamsi.commands import factorize
-    from hamsi.data.sample import SAMPLE_FILE
-
     parser = argparse.ArgumentParser(prog="hamsi factorize")
-    factorize.register(parser.add_subparsers())
+    registry.command("factorize").register(parser.add_subparsers())
     out = args.out_dir
     return parser.parse_args(
         [

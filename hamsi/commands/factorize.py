@@ -13,27 +13,15 @@ import os
 import sys
 import warnings
 
-from hamsi.commands import check_writable, seed_value, write_as_set
+import numpy as np
+
+import hamsi
+from hamsi import plots, registry, search
+from hamsi.cli_io import auto_or_float, auto_or_int, check_writable, seed_value, write_as_set
+from hamsi.commands.progress import Progress
 from hamsi.defaults import VALIDATION_FRACTION
 from hamsi.errors import DivergenceError, InputError, flag_name, for_cli
-
-
-def auto_or(number, what: str):
-    """Return an argparse type that parses `number` (int or float) or the word 'auto'."""
-
-    def parse(text: str):
-        if text == "auto":
-            return text
-        try:
-            return number(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {what} or 'auto', got {text!r}") from None
-
-    return parse
-
-
-auto_or_float = auto_or(float, "a number")
-auto_or_int = auto_or(int, "an integer")
+from hamsi.limits import refuse_unless_fits
 
 
 def register(subparsers) -> None:
@@ -311,6 +299,7 @@ def output_paths(args) -> list[tuple[str, str]]:
 
 def build_model(args):
     """Return the estimator the options describe (in process, or on Dask), its parameters checked."""
+    # why lazy: numba's kernels load only when a model is fitted or read
     from hamsi.estimator import MatrixFactorizer
 
     params = dict(
@@ -341,17 +330,14 @@ def build_model(args):
     )
     if args.workers == 0 and args.scheduler is None:
         model = MatrixFactorizer(**params)
-    else:  # the Dask engine; cluster is imported only here (arrows: cluster -> hamsi)
-        from cluster.cli import estimator_for
-
-        model = estimator_for(args, params)
+    else:  # the Dask engine (cluster.cli), which hamsi knows only by name
+        model = registry.engine("dask").estimator_for(args, params)
     model.validate_params(name=flag_name)
     return model
 
 
 def run(args) -> int:
     """Fit the model described by args, showing progress; write the outputs; return the exit code."""
-
     _check_args(args)
     model = build_model(args)
     columns = rating_columns(args.columns)
@@ -376,17 +362,15 @@ def run(args) -> int:
         )
     write_outputs(args, model)
     if model.search_results_ is not None:
-        from hamsi.search import format_results
-
         print("hyper-parameter search (validation split of the training ratings):")
-        print(format_results(model.search_results_))
+        print(search.format_results(model.search_results_))
     print(summary(args, model, test))
     return 0
 
 
 def _read_train_and_test(args, columns):
     """Return (training Ratings, test Ratings or None) of DATA and the test flags; say what was read."""
-    import hamsi
+    # why lazy: pandas, only for a file with its split in a column
     from hamsi.data.given_split import read_split_column
 
     if args.split_column is not None:
@@ -430,14 +414,12 @@ def _on_workers(args) -> bool:
     """True when the Dask engine runs and the data is a directory or glob of Parquet/CSV files."""
     if args.workers == 0 and args.scheduler is None:
         return False
-    from cluster.dataset import is_distributed_source
-
-    return is_distributed_source(args.data)
+    return registry.engine("dask").is_distributed_source(args.data)
 
 
 def _fit_with_progress(args, model, train, test) -> None:
     """Fit, showing progress; print the UserWarnings (overfitting) as one line each."""
-    from hamsi.commands.progress import Progress
+    # why lazy: numba's kernels load only when a model is fitted or read
     from hamsi.estimator import MatrixFactorizer
 
     progress = None if args.quiet else Progress(args.max_epochs, args.max_time)
@@ -452,9 +434,7 @@ def _fit_with_progress(args, model, train, test) -> None:
             progress.close()
         if type(model) is not MatrixFactorizer:
             # the command is one run: close the LocalCluster the Dask estimator opened for it
-            from cluster.estimator import close_local_clusters
-
-            close_local_clusters()
+            registry.engine("dask").close_local_clusters()
     for warning in caught:
         if issubclass(warning.category, UserWarning):
             print(f"hamsi factorize: warning: {for_cli(warning.message)}", file=sys.stderr)
@@ -472,11 +452,6 @@ def rating_columns(text):
 
 def check_sizes(args, ratings) -> None:
     """Raise InputError when --rank or --memory cannot fit these ratings or this machine, before fitting."""
-    import numpy as np
-
-    from hamsi import search
-    from hamsi.limits import refuse_unless_fits
-
     largest = float(np.max(np.abs(ratings.values)))
     if not math.isfinite(largest * largest * ratings.nnz):
         raise InputError(
@@ -504,15 +479,13 @@ def write_outputs(args, model) -> None:
     """Write the trace, the model and the plot as a set (all replaced, or none); errors name the flag."""
 
     def plot(path):
-        from hamsi.plots import plot_convergence
-
         title = f"{os.path.basename(os.path.normpath(args.data))}, rank {model.rank_}"
         heldout = "validation" if args.patience is not None else "test"
         if args.patience is not None:
             stop = model.best_epoch_
         else:  # the cycles the search chose on validation, or none
             stop = model.result_.n_cycles if model.search_results_ is not None else None
-        plot_convergence(
+        plots.plot_convergence(
             {args.algorithm: model.trace_}, path, title=title, heldout=heldout, stop_epoch=stop
         )
 

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
-from hamsi.commands import check_writable, seed_value, write_as_set
+import hamsi
+import partition
+from hamsi.cli_io import check_writable, seed_value, write_as_set
 from hamsi.errors import InputError
+from partition.plots import plot_partition
 
 
 def register(subparsers) -> None:
     """Add the `partition` sub-command to the CLI."""
-    import partition
-
     parser = subparsers.add_parser(
         "partition",
         help="partition a rating matrix with COLOR, COLOR-B, HOGWILD, STRATA or STRATA-B",
@@ -48,9 +50,6 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     """Partition the ratings in args.data and print the block sizes; return the exit code."""
-    import hamsi
-    import partition
-
     plot_format = _plot_format(args.plot) if args.plot else None
     ratings = hamsi.load_ratings(args.data)
     started = time.perf_counter()
@@ -63,8 +62,6 @@ def run(args) -> int:
     seconds = time.perf_counter() - started
     stats = result.stats()
     if args.plot:
-        from partition.plots import plot_partition
-
         write_as_set(
             {
                 "--plot": (
@@ -93,9 +90,7 @@ def run(args) -> int:
 
 def _plot_format(path: str) -> str:
     """Return the picture format of --plot PATH (its extension; png without one), the path checked writable."""
-    import os
-
-    import matplotlib
+    import matplotlib  # why lazy: matplotlib loads only when --plot draws
 
     matplotlib.use("Agg")
     from matplotlib.backend_bases import FigureCanvasBase

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 import sys
 
+from tqdm import tqdm
+
 BAR_STEPS = 1000
 BAR_FORMAT = "{desc} |{bar}| {elapsed} elapsed{postfix}"
 
@@ -30,8 +32,6 @@ class Progress:
         use_bar = bar if bar is not None else bool(getattr(self.stream, "isatty", lambda: False)())
         self._bar = None
         if use_bar:
-            from tqdm import tqdm
-
             self._bar = tqdm(
                 total=BAR_STEPS,
                 file=self.stream,

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import numpy as np
 
+from hamsi import registry
+from hamsi.cli_io import check_writable
 from hamsi.errors import InputError
 
 
@@ -78,6 +81,7 @@ def parse_user(text: str, ids):
 
 def run(args) -> int:
     """Print the top --n items of --user; return the exit code."""
+    # why lazy: numba's kernels load only when a model is fitted or read
     from hamsi.estimator import MatrixFactorizer
 
     if args.n < 1:
@@ -122,9 +126,7 @@ def run(args) -> int:
 
 def _run_all(args) -> int:
     """Write every user's top --n items, ranked on Dask workers (cluster.scoring), to --out; return the exit code."""
-    import os
-
-    from hamsi.commands.factorize import check_writable
+    # why lazy: numba's kernels load only when a model is fitted or read
     from hamsi.estimator import MatrixFactorizer
 
     if not args.out:
@@ -137,13 +139,14 @@ def _run_all(args) -> int:
         "--out", os.path.join(args.out, "part.parquet") if os.path.isdir(args.out) else args.out
     )
     model = MatrixFactorizer.load(args.model)
-    from cluster import scoring
-    from cluster.connect import connect
-
-    with connect(scheduler=args.scheduler, n_workers=args.workers, quiet=True) as client:
-        with client.as_current():
-            top = scoring.recommend_all(model, n=args.n, exclude_seen=not args.include_seen)
-            scoring.write_parquet(top, args.out)
+    registry.engine("dask").write_top_n(
+        model,
+        n=args.n,
+        exclude_seen=not args.include_seen,
+        out=args.out,
+        scheduler=args.scheduler,
+        n_workers=args.workers,
+    )
     print(
         f"hamsi recommend: top {args.n} items of {model.user_ids_.size} users written to {args.out}",
         file=sys.stderr,

@@ -69,6 +69,7 @@ def _guess_columns(names: list[str], source: str) -> tuple[int, int, int]:
 
 def read_parquet(path, *, columns=None, duplicates: str = "error") -> Ratings:
     """Return ratings from a Parquet file, read batch by batch (columns picked as in CSV)."""
+    # why lazy: pyarrow, only for a Parquet file
     import pyarrow as pa
     import pyarrow.parquet as pq
 

@@ -21,6 +21,7 @@ def read_split_column(path, column: str, *, columns=None, duplicates: str = "err
     The file needs a header naming `column`; its values are train/test, 0/1 or false/true (any
     case). An unknown value is refused naming its line and value; nothing is read partly.
     """
+    # why lazy: pandas, only for a file with its split in a column
     import pandas as pd
 
     from hamsi.data.readers import load_ratings

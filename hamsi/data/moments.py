@@ -67,6 +67,7 @@ def sum_in_order(partials) -> np.ndarray:
 
     The engine's own reduction (kernels.sum_partials_in_order), on a list of equal-length vectors.
     """
+    # why lazy: numba's kernels load only when partial sums are added (hamsi.data stays light)
     from hamsi import kernels
 
     stacked = np.ascontiguousarray(

@@ -305,6 +305,7 @@ def _id_bits(ids) -> np.ndarray:
     ids = np.asarray(ids)
     if ids.dtype.kind in "iub":
         return ids.astype(np.int64).view(np.uint64)
+    # why lazy: pandas loads only for ids that are not integers
     import pandas as pd
 
     return pd.util.hash_array(ids.astype(object), categorize=False)

@@ -91,6 +91,7 @@ class TextLayout:
 
 def parse_chunk(chunk: bytes, layout: TextLayout):
     """Return the three used columns of one chunk of whole lines."""
+    # why lazy: pyarrow, only when a text file is parsed
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -127,6 +128,7 @@ def _arrow_owned_reader(chunk: bytes):
     without an active exception", exit 134 (both kinds of input do it). A copy
     owned by Arrow needs no GIL to free.
     """
+    # why lazy: pyarrow, only when a text file is parsed
     import pyarrow as pa
 
     sink = pa.BufferOutputStream()
@@ -136,6 +138,7 @@ def _arrow_owned_reader(chunk: bytes):
 
 def _parse_chunk_whitespace(chunk: bytes, layout: TextLayout, first_error: Exception):
     """Return the three columns of a chunk separated by runs of any whitespace (HAMSI text)."""
+    # why lazy: pandas, only for whitespace-separated text
     import pandas as pd
 
     try:

@@ -77,6 +77,7 @@ def write_ratings(ratings: Ratings, path, format: str = "auto", timestamps=None)
 
 def _write_text(ratings: Ratings, stream, fmt: str, timestamps=None) -> None:
     """Write the rating lines of `fmt` to a binary stream, a chunk of rows at a time."""
+    # why lazy: pyarrow loads only for CSV and Parquet output
     import pyarrow as pa
     import pyarrow.csv as pacsv
 
@@ -109,6 +110,7 @@ def _write_text(ratings: Ratings, stream, fmt: str, timestamps=None) -> None:
 
 
 def _write_parquet(ratings: Ratings, path: str) -> None:
+    # why lazy: pyarrow loads only for CSV and Parquet output
     import pyarrow as pa
     import pyarrow.parquet as pq
 

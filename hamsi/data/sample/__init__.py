@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from hamsi.data.ratings import Ratings
+from hamsi.data.readers import load_ratings
+from hamsi.data.writers import write_ratings
 
 SAMPLE_FILE = Path(__file__).with_name("ml-100k-like.data.gz")
 SAMPLE_SEED = 2024
@@ -17,14 +19,12 @@ SAMPLE_SEED = 2024
 
 def load_sample() -> Ratings:
     """Return the embedded ml-100k-like sample (943 x 1682, 100,000 ratings)."""
-    from hamsi.data.readers import load_ratings
-
     return load_ratings(SAMPLE_FILE, format="ml-100k")
 
 
 def rebuild_sample() -> Path:
     """Return the path of the sample file after regenerating it from the seeded generator."""
+    # why lazy: hamsi.data.synth loads scipy.stats, only to rebuild the sample
     from hamsi.data.synth import make_ratings
-    from hamsi.data.writers import write_ratings
 
     return write_ratings(make_ratings("ml-100k-like", seed=SAMPLE_SEED), SAMPLE_FILE)

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
+import sys
+import warnings
 
-from hamsi.commands import seed_value, warning_for_cli
+import numpy as np
+
+from dp.commands import warning_for_cli
+from dp.validation import PrivacyLeakWarning
+from hamsi.atomic import atomic_output
+from hamsi.cli_io import check_writable, naming_output, read_numeric_csv, seed_value
 from hamsi.errors import InputError
+from hamsi.limits import refuse_unless_fits
 
 
 def register(subparsers) -> None:
-    """Add the `dp-learn` sub-command to the CLI (dp itself is imported only when it runs)."""
+    """Add the `dp-learn` sub-command to the CLI (dp's library is imported only when it runs)."""
     p = subparsers.add_parser(
         "dp-learn",
         help="differentially private logistic regression (DP-GDwS, DP-MAG, DP-SGDwS, ...)",
@@ -113,12 +122,6 @@ def _labels(labels, classes_arg: str | None, path: str, private: bool = True):
 
     A private run's messages never count the distinct labels (a record with a new label changes
     the count)."""
-    import warnings
-
-    import numpy as np
-
-    from dp import PrivacyLeakWarning
-
     if classes_arg is None:
         warnings.warn(
             "--classes not given: the two label values are read from the data, which is not "
@@ -163,11 +166,11 @@ def _target_column(target: str, header, n_columns: int, path: str) -> int:
 
 
 def _draw_gap(gap, title: str, handle) -> None:
+    # why lazy: matplotlib loads only when --plot draws
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.semilogy(np.arange(len(gap)), np.maximum(gap, 1e-16))
@@ -181,13 +184,8 @@ def _draw_gap(gap, title: str, handle) -> None:
 
 def _print_nonprivate_diagnostics(args, y, fitted) -> None:
     """Print training accuracy and f - f* on the private data (and draw the plot): NOT private."""
-    import os
-
-    import numpy as np
-
+    # why lazy: dp.learning loads SciPy and scikit-learn, only with --nonprivate-diagnostics
     from dp.learning import make_problem
-    from hamsi.atomic import atomic_output
-    from hamsi.commands import naming_output
 
     result = fitted.results[0]
     problem = make_problem(
@@ -212,17 +210,11 @@ def _print_nonprivate_diagnostics(args, y, fitted) -> None:
 
 
 def _warn_in_one_line(message, category, filename, lineno, file=None, line=None) -> None:
-    import sys
-
     print(f"warning ({category.__name__}): {warning_for_cli(message)}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the private method, print the coefficients and the privacy spent (and diagnostics if asked)."""
-    import warnings
-
-    from dp import PrivacyLeakWarning
-
     with warnings.catch_warnings():
         warnings.simplefilter("always", PrivacyLeakWarning)  # every run says it, not only the first
         warnings.showwarning = _warn_in_one_line
@@ -230,14 +222,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import numpy as np
-
+    # why lazy: dp.learning loads SciPy, scikit-learn and dp_accounting, only when the command runs
     from dp.learning.accounting import check_run_epsilon
     from dp.learning.defaults import SCALE_FRACTION, public_bounds
     from dp.learning.estimator import fit_logistic
-    from hamsi.commands import check_writable
-    from hamsi.commands.glasso import read_numeric_csv
-    from hamsi.limits import refuse_unless_fits
 
     if args.plot and not args.nonprivate_diagnostics:
         raise InputError(

@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import argparse
 import math
+import warnings
 
-from hamsi.commands import seed_value, warning_for_cli
-from hamsi.errors import InputError
+import numpy as np
+
+import dp  # its names load on first use (dp/__init__.py): listing the command stays cheap
+from dp.commands import warning_for_cli
+from dp.validation import DEFAULT_CLIP, PrivacyLeakWarning, constant_columns
+from hamsi.cli_io import (
+    check_writable,
+    read_numeric_csv,
+    reissue,
+    report_warnings,
+    seed_value,
+    write_as_set,
+    write_binary,
+)
+from hamsi.errors import DivergenceError, InputError
 
 
 def register(subparsers) -> None:
@@ -111,8 +125,6 @@ def _refuse_constant_columns(path: str, X, header) -> None:
 
     Only for a non-private run: for a private one this message (and even the refusal) would
     depend on the data, so no constant column is a documented precondition instead."""
-    from dp.validation import constant_columns
-
     cols = constant_columns(X)
     if cols.size:
         col = int(cols[0])
@@ -124,74 +136,12 @@ def _refuse_constant_columns(path: str, X, header) -> None:
         )
 
 
-def read_numeric_csv(path: str, private: bool = False):
-    """Return (float64 array, header or None).
-
-    Errors name the file line and column, and quote the value, for a non-private run (the caller
-    sees their own data). With private=True (under --epsilon) a message is an output too: it says
-    only what is wrong, never which value, where, how many, nor the row count (private under
-    add-remove). The refusal itself still depends on the data, which is why finite numbers and
-    at least 2 rows are documented preconditions of a private run (docs/privacy.md).
-    """
-    import numpy as np
-    import pandas as pd
-
-    from hamsi.data.readers import decompression_errors, refuse_special_file
-
-    refuse_special_file(path)
-    try:
-        with decompression_errors(path):
-            raw = pd.read_csv(
-                path, header=None, dtype=str, skip_blank_lines=True, keep_default_na=False
-            )
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (pd.errors.EmptyDataError, pd.errors.ParserError) as exc:
-        # the parser's message names a line and a field count: data, under --epsilon
-        detail = "rows must have equal numbers of fields" if private else str(exc)
-        raise InputError(f"{path}: cannot parse as CSV: {detail}") from None
-    numeric = raw.apply(lambda col: pd.to_numeric(col.str.strip(), errors="coerce"))
-    header = None
-    first_line = 1
-    if numeric.iloc[0].isna().all():
-        header = list(raw.iloc[0])
-        numeric = numeric.iloc[1:]
-        raw = raw.iloc[1:]
-        first_line = 2
-    if numeric.shape[0] < 2:
-        got = "" if private else f", got {numeric.shape[0]}"
-        raise InputError(f"{path}: need at least 2 data rows{got}")
-    values = numeric.to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(values)
-    if bad.any():
-        if private:
-            raise InputError(
-                f"{path}: the data hold a non-numeric or non-finite value; a private run needs "
-                "finite numbers in every cell (which value, where and how many are not reported "
-                "under --epsilon: that is data too)"
-            )
-        row, col = np.argwhere(bad)[0]
-        name = f" ({header[col]!r})" if header else ""
-        raise InputError(
-            f"{path}: line {first_line + row}, column {col + 1}{name}: "
-            f"non-numeric or non-finite value {raw.iat[row, col]!r} "
-            f"({int(bad.sum())} bad value(s) in total)"
-        )
-    return values, header
-
-
-def _write_binary(path: str, write) -> None:
-    """Call write(handle) on `path` opened for binary writing (np.save on a name would append .npy)."""
-    with open(path, "wb") as handle:
-        write(handle)
-
-
 def _draw_graph(precision, labels, handle) -> None:
+    # why lazy: matplotlib loads only when --graph draws
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
     p = precision.shape[0]
     angle = 2 * np.pi * np.arange(p) / p
@@ -216,8 +166,6 @@ def _no_edge_hint(model, clip: float | None) -> str:
     The largest off-diagonal |S_ij| is read from the covariance the fit used: the released S~
     under --epsilon (post-processing of the release), the exact S otherwise (nothing private).
     """
-    import numpy as np
-
     S = model.sample_covariance_
     largest = float(np.max(np.abs(S - np.diag(np.diag(S))))) if S.shape[0] > 1 else 0.0
     scale = (
@@ -234,16 +182,6 @@ def _no_edge_hint(model, clip: float | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Fit the chosen estimator, write the outputs, print what privacy was spent; return 0."""
-    import sys
-    import warnings
-
-    import numpy as np
-
-    import dp
-    from dp.validation import DEFAULT_CLIP
-    from hamsi.commands import check_writable, write_as_set
-    from hamsi.errors import DivergenceError
-
     alpha = _parse_alpha(args.alpha)
     _check_privacy_flags(args)
     outputs = {flag: path for flag, path in (("--out", args.out), ("--graph", args.graph)) if path}
@@ -253,10 +191,37 @@ def run(args: argparse.Namespace) -> int:
     X, header = read_numeric_csv(args.data, private=private)
     if not private:
         _refuse_constant_columns(args.data, X, header)
+    model = _fit(args, alpha, X)
+    precision = model.precision_
+    if not np.all(np.isfinite(precision)):  # post-processing of the (noisy) estimate: no release
+        solver = f" ({model.solver_message_})" if args.estimator == "glasso" else ""
+        raise DivergenceError(
+            f"{args.data}: the {args.estimator} estimate holds NaN or inf{solver}; nothing "
+            "written: rescale the columns or raise --alpha"
+        )
+    labels = header if header else list(range(precision.shape[0]))
+    writers = {
+        "--out": lambda temporary: write_binary(
+            temporary, lambda handle: np.save(handle, precision)
+        ),
+        "--graph": lambda temporary: write_binary(
+            temporary, lambda handle: _draw_graph(precision, labels, handle)
+        ),
+    }
+    write_as_set({flag: (path, writers[flag]) for flag, path in outputs.items()})
+    _print_report(args, model, X.shape)
+    return 0
+
+
+def _clip(args: argparse.Namespace):
+    """Return --clip, or dp's default (which warns: PrivacyLeakWarning)."""
+    return DEFAULT_CLIP if args.clip is None else args.clip
+
+
+def _fit(args: argparse.Namespace, alpha, X):
+    """Return the estimator --estimator fitted to X; its PrivacyLeakWarnings printed one line each."""
+    private = args.epsilon is not None
     cls = dp.PrivateGraphicalLasso if args.estimator == "glasso" else dp.PrivateRidgePrecision
-    clip = (
-        DEFAULT_CLIP if args.clip is None else args.clip
-    )  # the default warns (PrivacyLeakWarning)
     # one accountant for the run: the fit's charges are recorded (a fit without one warns from the
     # second on, which only matters to a process that fits several times)
     budget = (
@@ -269,76 +234,64 @@ def run(args: argparse.Namespace) -> int:
         epsilon=args.epsilon,
         delta=args.delta,
         mechanism=args.mechanism,
-        clip=clip,
+        clip=_clip(args),
         random_state=args.seed,
         budget=budget,
         public_n=args.public_n,
     )
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", dp.PrivacyLeakWarning)
-        with np.errstate(all="ignore"):  # a non-finite estimate is reported below, in one line
+        warnings.simplefilter("always", PrivacyLeakWarning)
+        with np.errstate(all="ignore"):  # a non-finite estimate is reported by run, in one line
             model.fit(X)
-    for warning in caught:
-        if issubclass(warning.category, dp.PrivacyLeakWarning):
-            print(f"hamsi glasso: warning: {warning_for_cli(warning.message)}", file=sys.stderr)
-        else:
-            warnings.warn_explicit(
-                warning.message, warning.category, warning.filename, warning.lineno
-            )
-    precision = model.precision_
-    if not np.all(
-        np.isfinite(precision)
-    ):  # post-processing of the (noisy) estimate: no new release
-        solver = f" ({model.solver_message_})" if args.estimator == "glasso" else ""
-        raise DivergenceError(
-            f"{args.data}: the {args.estimator} estimate holds NaN or inf{solver}; nothing "
-            "written: rescale the columns or raise --alpha"
-        )
-    labels = header if header else list(range(precision.shape[0]))
-    writers = {
-        "--out": lambda temporary: _write_binary(
-            temporary, lambda handle: np.save(handle, precision)
-        ),
-        "--graph": lambda temporary: _write_binary(
-            temporary, lambda handle: _draw_graph(precision, labels, handle)
-        ),
-    }
-    write_as_set({flag: (path, writers[flag]) for flag, path in outputs.items()})
+    reissue(report_warnings("glasso", caught, PrivacyLeakWarning, describe=warning_for_cli))
+    return model
 
-    n, p = X.shape
-    edges = int(np.count_nonzero(np.triu(np.abs(precision) > 1e-10, 1)))
-    if private and args.neighbouring == "add-remove":
-        # the row count is private under add-remove: print only what was released or given
-        rows = (
-            f"{args.public_n} (public, --public-n)"
-            if args.public_n
-            else "private (add-remove neighbours)"
-        )
-    else:
-        rows = str(n)
-    print(f"estimator: {args.estimator}  alpha: {model.alpha_:g}  rows: {rows}  columns: {p}")
+
+def _rows_line(args: argparse.Namespace, n: int) -> str:
+    """Return what the report says of the row count: private under add-remove, so not n there."""
+    if args.epsilon is None or args.neighbouring != "add-remove":
+        return str(n)
+    if args.public_n:
+        return f"{args.public_n} (public, --public-n)"
+    return "private (add-remove neighbours)"
+
+
+def _print_privacy(args: argparse.Namespace, model) -> None:
+    """Print the privacy spent (or that there is none) and what the run does not report."""
     if args.epsilon is None:
         print("privacy: none (epsilon not given; the estimate is NOT private)")
-    else:
-        eps, delta = model.privacy_spent_
+        return
+    eps, delta = model.privacy_spent_
+    print(
+        f"privacy spent: epsilon={eps:g} delta={delta:g} ({args.mechanism} mechanism, "
+        f"{args.neighbouring} neighbours, noise scale {model.noise_scale_:.3g})"
+    )
+    if args.neighbouring == "add-remove" and not args.public_n:
         print(
-            f"privacy spent: epsilon={eps:g} delta={delta:g} ({args.mechanism} mechanism, "
-            f"{args.neighbouring} neighbours, noise scale {model.noise_scale_:.3g})"
+            "covariance: noisy sum X'X over a noisy row count (10% of epsilon, Laplace), "
+            "both in the spend above"
         )
-        if args.neighbouring == "add-remove" and not args.public_n:
-            print(
-                "covariance: noisy sum X'X over a noisy row count (10% of epsilon, Laplace), "
-                "both in the spend above"
-            )
-        print(
-            f"rows clipped to L2 norm {float(clip):g}: not reported (the count is data; "
-            "reporting it would be a release that is not private)"
-        )
+    print(
+        f"rows clipped to L2 norm {float(_clip(args)):g}: not reported (the count is data; "
+        "reporting it would be a release that is not private)"
+    )
+
+
+def _print_report(args: argparse.Namespace, model, shape) -> None:
+    """Print the estimate's size, the privacy spent, the solver's outcome and the files written."""
+    n, p = shape
+    precision = model.precision_
+    edges = int(np.count_nonzero(np.triu(np.abs(precision) > 1e-10, 1)))
+    print(
+        f"estimator: {args.estimator}  alpha: {model.alpha_:g}  rows: {_rows_line(args, n)}  "
+        f"columns: {p}"
+    )
+    _print_privacy(args, model)
     if args.estimator == "glasso":
         print(f"iterations: {model.n_iter_} ({model.solver_message_})  edges: {edges}")
         if edges == 0:
-            print(_no_edge_hint(model, float(clip) if private else None))
+            private = args.epsilon is not None
+            print(_no_edge_hint(model, float(_clip(args)) if private else None))
     for label, path in (("precision", args.out), ("graph", args.graph)):
         if path:
             print(f"wrote {label}: {path}")
-    return 0

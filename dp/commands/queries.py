@@ -6,8 +6,11 @@ import argparse
 import math
 import time
 
-from hamsi.commands import seed_value
+import numpy as np
+
+from hamsi.cli_io import seed_value
 from hamsi.errors import InputError
+from hamsi.limits import refuse_unless_fits
 
 WORKLOADS = ("range", "discrete", "marginal", "related")
 # The empirical error is a mean over releases; its standard error falls as 1/sqrt(repeats), so
@@ -105,6 +108,7 @@ def register(subparsers) -> None:
 
 
 def _check_args(args: argparse.Namespace) -> None:
+    # why lazy: dp.queries loads SciPy's solvers, only when the command runs
     from dp.queries.api import METHODS
 
     if args.method not in METHODS:
@@ -146,7 +150,7 @@ def _check_privacy_and_solver(args: argparse.Namespace) -> None:
 
 
 def _histogram(args: argparse.Namespace):
-    from dp import queries
+    from dp import queries  # why lazy: dp.queries loads SciPy's solvers, only when the command runs
 
     if args.data == "random":
         return queries.random_histogram(args.n, random_state=args.seed + 1)
@@ -157,10 +161,7 @@ def _histogram(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     """Optimize the strategy, release the answers --repeats times, print errors and time; return 0."""
-    import numpy as np
-
-    from dp import queries
-    from hamsi.limits import refuse_unless_fits
+    from dp import queries  # why lazy: dp.queries loads SciPy's solvers, only when the command runs
 
     _check_args(args)
     # dense W (m x n) with its products, and strategy matrices of up to n x n and m x m (Gram, inverse, factors)
