@@ -58,8 +58,6 @@ class DaskTrialRunner:
 
     def __call__(self, trials, report) -> list[dict]:
         """Return the outcomes of `trials` in their order, calling report(trial, outcome) as each ends."""
-        promoted = {t.candidate for t in trials}
-        self.runs = {c: run for c, run in self.runs.items() if c in promoted}
         outcomes = {
             self.client.submit(
                 trial_runs.trial_outcome,
@@ -73,6 +71,11 @@ class DaskTrialRunner:
         for future in as_completed(outcomes):
             report(outcomes[future], future.result())
         return [future.result() for future in outcomes]
+
+    def discard(self, candidates) -> None:
+        """Release the runs of candidates the search cut (their futures, so their workers' memory)."""
+        for candidate in candidates:
+            self.runs.pop(candidate, None)
 
     def fitted(self, candidate: int):
         """Return the estimator fitted by candidate's trial (its best-validation iterate)."""

@@ -220,7 +220,9 @@ def choose_by_validation(
         if (deadline is not None and time.time() >= deadline) or len(alive) == 1:
             cut = cut or len(alive) > 1
             break
-        alive = survivors(alive, scores, min(kept, len(alive)), groups)
+        promoted = survivors(alive, scores, min(kept, len(alive)), groups)
+        _discard(run_rung, [c for c in alive if c not in promoted])
+        alive = promoted
         trials = [Trial(index, grid[index], cycles, rung, deadline) for index in alive]
         results = run_rung(trials, report)
         rows.extend(_rows(trials, results))
@@ -270,6 +272,13 @@ def first_rung(grid, run_rung, cycles, deadline, report, screen_by, factor):
 def _setting(candidate: dict, leave_out: str) -> tuple:
     """Return a candidate's settings other than `leave_out`, as a hashable key."""
     return tuple(sorted((k, v) for k, v in candidate.items() if k != leave_out))
+
+
+def _discard(run_rung, candidates) -> None:
+    """Tell run_rung the candidates the search cut, when it keeps their runs (hamsi.trials)."""
+    discard = getattr(run_rung, "discard", None)
+    if discard is not None and candidates:
+        discard(candidates)
 
 
 def _reporter(report):

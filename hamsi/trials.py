@@ -144,8 +144,6 @@ class LocalTrials:
 
     def __call__(self, trials, report) -> list[dict]:
         """Return the outcomes of `trials` in their order, calling report(trial, outcome) as each ends."""
-        for candidate in [c for c in self.runs if c not in {t.candidate for t in trials}]:
-            del self.runs[candidate]  # not promoted: its run is not needed again
         if self.workers == 1 or len(trials) == 1:
             outcomes = []
             for trial in trials:
@@ -165,6 +163,11 @@ class LocalTrials:
             for future in as_completed(futures):
                 report(futures[future], future.result())
             return [future.result() for future in futures]
+
+    def discard(self, candidates) -> None:
+        """Drop the runs of candidates the search cut: they are not run again."""
+        for candidate in candidates:
+            self.runs.pop(candidate, None)
 
     def fitted(self, candidate: int):
         """Return the estimator fitted by candidate's trial (its best-validation iterate)."""

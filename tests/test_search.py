@@ -561,3 +561,19 @@ def test_a_wide_rating_scale_is_fitted_as_stars_and_scaled_back(ratings, tmp_pat
     loaded = MatrixFactorizer.load(tmp_path / "wide.npz")
     np.testing.assert_array_equal(loaded.predict(wide), model.predict(wide))
     assert rating_unit(ratings.values) == 1.0 and rating_unit(np.array([0.5, 5.0])) == 1.0
+
+
+def test_every_trial_run_is_started_once_and_continued(ratings, monkeypatch):
+    import hamsi.trials
+
+    started = []
+    original = hamsi.trials.TrialRun.__init__
+
+    def counting(self, cls, base, params, fit_part, validation):
+        started.append(tuple(sorted(params.items())))
+        original(self, cls, base, params, fit_part, validation)
+
+    monkeypatch.setattr(hamsi.trials.TrialRun, "__init__", counting)
+    model = MatrixFactorizer(**dict(FAST, max_epochs=40)).fit(ratings)
+    assert len(started) == len(set(started)) == model.search_results_["rung"].count(0)
+    assert model.search_results_["rung"].count(1) > 0  # the promoted ones were continued
