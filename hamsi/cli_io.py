@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import os
 import sys
 import tempfile
@@ -176,3 +177,26 @@ def read_numeric_csv(path: str, private: bool = False):
             f"({int(bad.sum())} bad value(s) in total)"
         )
     return values, header
+
+
+def rating_columns(text):
+    """Return --columns as a (user, item, rating) tuple of names, or None."""
+    if text is None:
+        return None
+    names = [name.strip() for name in text.split(",")]
+    if len(names) != 3 or not all(names):
+        raise InputError(f"--columns must name 3 columns, user,item,rating; got {text!r}")
+    return tuple(names)
+
+
+def describe_ratings(ratings, duplicates: str) -> str:
+    """Return one line of what a rating file held: sizes, rating range, the duplicates policy."""
+    facts = ratings.summary()
+    merged = facts["duplicates_merged"]
+    return (
+        f"{facts['source']}: {facts['ratings']:,} ratings, {facts['users']:,} users, "
+        f"{facts['items']:,} items, ratings {facts.get('rating_min', math.nan):g} to "
+        f"{facts.get('rating_max', math.nan):g} (mean {facts.get('rating_mean', math.nan):.3g}, "
+        f"sd {facts.get('rating_std', math.nan):.3g}); duplicates: {duplicates}"
+        + (f" ({merged:,} merged)" if merged else "")
+    )

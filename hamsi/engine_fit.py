@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+from sklearn.base import clone
 
 import partition
 from hamsi import defaults
@@ -24,6 +25,19 @@ AUTO = "auto"
 class EngineFit:
     """MatrixFactorizer's side that talks to an engine: data, cover, problem, options."""
 
+    _shared_params: tuple = ()  # parameters clone hands over as the same object (see __sklearn_clone__)
+
+    def __sklearn_clone__(self):
+        """Return an unfitted copy; parameters in _shared_params (a Dask client) stay the same object."""
+        params = self.get_params(deep=False)
+        return type(self)(
+            **{
+                name: value if name in self._shared_params else clone(value, safe=False)
+                for name, value in params.items()
+            }
+        )
+
+    # ------------------------------------------------------------------ validation
     def _training_ratings(self, X, y, validation):
         """Return (training Ratings, validation Ratings or None) of fit's arguments, checked."""
         train = as_ratings(X, y, self._columns(), what="X")

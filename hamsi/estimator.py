@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator
 
 import partition
 from hamsi import defaults
@@ -69,13 +69,10 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         must be 0 with "uniform". "auto" (default): chosen by validation with the weighting (a
         number > 0 with reg_weighting "auto" means "count").
 
-        When any of rank, reg, reg_weighting, reg_damping is "auto", fit cuts a seeded per-user validation
-        split from the training ratings, runs successive halving over the auto ones (hamsi.search;
-        an explicit value is never searched), then refits the winner on all the training ratings
-        for the number of cycles validation chose (at most max_epochs). With max_time the search
-        stops launching rungs after 70 % of it. search_results_ lists every trial.
-        With search=False, "auto" takes the values the search starts from (rank 10, uniform) and
-        reg from the data (hamsi.defaults), without a search: a fit of one run instead of many.
+        When any of rank, reg, reg_weighting, reg_damping is "auto", fit chooses it by validation
+        (hamsi.auto_values: successive halving on a split of the training ratings, then a refit;
+        docs/accuracy.md); search_results_ lists every trial. With search=False, "auto" takes the
+        values the search starts from, without a search.
     biases : bool
         Learn user and item biases around the training mean (default on).
     eta, gamma : float or "auto", float
@@ -123,7 +120,6 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
     (pairs of the last predict call that fell back), trace_, result_ and partition_ (after fit).
     """
 
-    _shared_params: tuple = ()  # parameters clone hands over as the same object (see __sklearn_clone__)
     # what each parameter accepts, checked in this order by validate_params (hamsi.parameters)
     _parameter_constraints: dict = {
         "rank": Integer(auto=True),
@@ -211,17 +207,6 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         self.search = search
         self.verbose = verbose
 
-    def __sklearn_clone__(self):
-        """Return an unfitted copy; parameters in _shared_params (a Dask client) stay the same object."""
-        params = self.get_params(deep=False)
-        return type(self)(
-            **{
-                name: value if name in self._shared_params else clone(value, safe=False)
-                for name, value in params.items()
-            }
-        )
-
-    # ------------------------------------------------------------------ validation
     def validate_params(self, name=lambda parameter: parameter) -> None:
         """Raise InputError on a bad hyper-parameter; name(parameter) is how messages call it (CLI: flag).
 

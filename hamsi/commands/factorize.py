@@ -17,7 +17,16 @@ import numpy as np
 
 import hamsi
 from hamsi import plots, registry, search
-from hamsi.cli_io import auto_or_float, auto_or_int, check_writable, seed_value, write_as_set
+from hamsi.cli_io import (
+    auto_or_float,
+    auto_or_int,
+    check_writable,
+    describe_ratings,
+    rating_columns,
+    seed_value,
+    write_as_set,
+)
+from hamsi.commands.dask_flags import add_dask_options
 from hamsi.commands.progress import Progress
 from hamsi.defaults import VALIDATION_FRACTION
 from hamsi.errors import DivergenceError, InputError, flag_name, for_cli
@@ -172,7 +181,7 @@ def register(subparsers) -> None:
         default=None,
         help="threads of the in-process engine (--workers 0; default: cores)",
     )
-    _add_dask_options(parser)
+    add_dask_options(parser)
     parser.add_argument(
         "--columns",
         metavar="USER,ITEM,RATING",
@@ -181,70 +190,6 @@ def register(subparsers) -> None:
     )
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
     parser.set_defaults(run=run)
-
-
-def _add_dask_options(parser) -> None:
-    """Add the options of the Dask engine: the local cluster, an existing one, where V lives, checkpoints, TLS."""
-    parser.add_argument(
-        "--threads-per-worker",
-        type=int,
-        default=1,
-        help="threads per Dask worker process of the local cluster (default 1)",
-    )
-    parser.add_argument(
-        "--shared-memory",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="keep V in /dev/shm when all workers share a host (default: whenever possible; "
-        "--no-shared-memory takes the message path that multi-host clusters take)",
-    )
-    parser.add_argument(
-        "--owned-v",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="on the message path, hand each item shard V_j from worker to worker instead of "
-        "replicating V (default: when it sends fewer bytes; cluster/README.md)",
-    )
-    parser.add_argument(
-        "--scheduler",
-        metavar="ADDRESS",
-        default=None,
-        help="use the running Dask cluster at tcp://host:port instead of a local one",
-    )
-    parser.add_argument(
-        "--checkpoint",
-        metavar="DIR",
-        default=None,
-        help="write the full state to DIR (atomically) every --checkpoint-every cycles",
-    )
-    parser.add_argument(
-        "--checkpoint-every",
-        metavar="N",
-        type=int,
-        default=None,
-        help="cycles between checkpoints (default 10 when --checkpoint is given)",
-    )
-    parser.add_argument(
-        "--resume",
-        metavar="DIR",
-        default=None,
-        help="continue bit-exactly from the checkpoint in DIR (same data and options)",
-    )
-    tls = parser.add_argument_group(
-        "TLS (a tls:// Dask cluster; see the Security section of the README)"
-    )
-    tls.add_argument(
-        "--tls-ca-file", metavar="PEM", default=None, help="the CA certificate the cluster trusts"
-    )
-    tls.add_argument(
-        "--tls-cert",
-        metavar="PEM",
-        default=None,
-        help="this client's certificate (signed by the CA)",
-    )
-    tls.add_argument(
-        "--tls-key", metavar="PEM", default=None, help="its private key (if not inside --tls-cert)"
-    )
 
 
 def _check_args(args) -> None:
@@ -397,19 +342,6 @@ def _read_train_and_test(args, columns):
     return ratings, test
 
 
-def describe_ratings(ratings, duplicates: str) -> str:
-    """Return one line of what a rating file held: sizes, rating range, the duplicates policy."""
-    facts = ratings.summary()
-    merged = facts["duplicates_merged"]
-    return (
-        f"{facts['source']}: {facts['ratings']:,} ratings, {facts['users']:,} users, "
-        f"{facts['items']:,} items, ratings {facts.get('rating_min', math.nan):g} to "
-        f"{facts.get('rating_max', math.nan):g} (mean {facts.get('rating_mean', math.nan):.3g}, "
-        f"sd {facts.get('rating_std', math.nan):.3g}); duplicates: {duplicates}"
-        + (f" ({merged:,} merged)" if merged else "")
-    )
-
-
 def _on_workers(args) -> bool:
     """True when the Dask engine runs and the data is a directory or glob of Parquet/CSV files."""
     if args.workers == 0 and args.scheduler is None:
@@ -438,16 +370,6 @@ def _fit_with_progress(args, model, train, test) -> None:
     for warning in caught:
         if issubclass(warning.category, UserWarning):
             print(f"hamsi factorize: warning: {for_cli(warning.message)}", file=sys.stderr)
-
-
-def rating_columns(text):
-    """Return --columns as a (user, item, rating) tuple of names, or None."""
-    if text is None:
-        return None
-    names = [name.strip() for name in text.split(",")]
-    if len(names) != 3 or not all(names):
-        raise InputError(f"--columns must name 3 columns, user,item,rating; got {text!r}")
-    return tuple(names)
 
 
 def check_sizes(args, ratings) -> None:
