@@ -1,0 +1,130 @@
+"""COLOR / COLOR-B covers colored on the workers (cluster.coloring): valid, balanced, and the run's iterates."""
+
+import numpy as np
+import pytest
+from test_cluster_data import (  # noqa: F401 (fixtures)
+    N_ITEMS,
+    N_USERS,
+    client,
+    dask_frame,
+    frame,
+    gathered,
+)
+
+import partition
+
+pytestmark = pytest.mark.cluster
+
+
+def without_time(trace):
+    """Return the trace as an array without the (machine-dependent) time column; NaN == NaN."""
+    return np.array([row[:2] + row[3:] for row in trace.rows])
+
+
+@pytest.fixture(scope="module")
+def colored(client, frame):  # noqa: F811
+    """COLOR-B on the workers from a 7-partition Dask DataFrame: (WorkerRatings, ratings, Partition)."""
+    from cluster.coloring import collect_cover
+    from cluster.dataset import load_worker_ratings
+
+    data = load_worker_ratings(
+        client, dask_frame(frame, 7), scheme="color-b", n_blocks=2, seed=3, n_subsets=8
+    )
+    ratings, cover = collect_cover(client, data.shards, data.cover)
+    return data, ratings, cover
+
+
+def test_color_b_on_the_workers_is_a_valid_cover_as_balanced_as_in_process(colored):
+    data, ratings, cover = colored
+    cover.validate()  # every rating in exactly one block; blocks of a subset parameter-disjoint
+    assert cover.n_functions == ratings.nnz == 3000 and cover.n_subsets == 8
+    assert np.array_equal(cover.block_sizes(), data.cover.block_sizes)
+    # the speculative rounds had conflicts to repair, and repaired them all
+    assert data.cover.rounds >= 2 and data.cover.conflicts > 0
+    got = cover.stats()
+    ref = partition.make("color-b", ratings, blocks=2, subsets=8, seed=3).stats()
+    assert got["imbalance"] <= 1.1 * ref["imbalance"]
+    assert data.cover.n_colors <= 1.1 * ref["n_colors"]
+    # the shards hold their ratings in the cover's engine order: subset k's block, row by row
+    sizes = np.array([d.subset_cuts[-1] for d in data.client.gather(data.shards)])
+    assert np.array_equal(sizes, data.cover.shard_block_sizes.sum(axis=(1, 2)))
+
+
+def test_a_wrong_coloring_fails_validation(colored):
+    """The check above can fail: a block moved to another subset shares parameters there."""
+    _, _, cover = colored
+    broken = partition.Partition(
+        scheme=cover.scheme,
+        shape=cover.shape,
+        subsets=[[cover.subsets[0][0], cover.subsets[1][1]]] + cover.subsets[2:],
+    )
+    broken.graph = cover.graph
+    with pytest.raises(partition.PartitionError):
+        broken.validate()
+
+
+@pytest.mark.slow
+def test_color_b_fit_on_the_workers_gives_the_in_memory_iterates_on_its_cover(
+    client,  # noqa: F811
+    frame,  # noqa: F811
+    gathered,  # noqa: F811
+    monkeypatch,
+):
+    """DaskMatrixFactorizer(partitioner="color-b") on worker data, against its cover run from memory.
+
+    Bitwise the Dask run of the same ratings in memory (the row shards' order: row shard, then
+    position, the cover's function order) on the same cover, and the in-process engine to
+    rounding: a COLOR cover's item rows get partials from several row shards, which the Dask run
+    adds shard by shard and the in-process one rating by rating (cluster/README.md, invariant 1).
+    """
+    from cluster import DaskMatrixFactorizer
+    from cluster.coloring import collect_cover
+    from cluster.engine import DaskEngine
+    from hamsi.engine import InProcessEngine
+    from hamsi.problems import MatrixFactorization
+
+    runs = []
+    solve = DaskEngine.solve
+
+    def recorded(self, problem, cover, options, **kwargs):
+        result = solve(self, problem, cover, options, **kwargs)
+        runs.append((problem, cover, options, kwargs, result))
+        return result
+
+    monkeypatch.setattr(DaskEngine, "solve", recorded)
+    model = DaskMatrixFactorizer(
+        client=client,
+        partitioner="color-b",
+        rank=3,
+        blocks=2,
+        max_epochs=4,
+        random_state=3,
+        search=False,
+        chunk_epochs=2,
+        biases=True,
+    ).fit(dask_frame(frame, 7))
+    # the client held no ratings: at most a count per user, item or color (colors < users + items)
+    assert gathered and max(gathered) <= N_USERS + N_ITEMS
+    ((problem, cover, options, kwargs, result),) = runs
+    assert kwargs["heldout"] is None and cover.scheme == "color-b"
+    assert np.array_equal(model.item_factors_, problem.factors(result.x)[1][:, :3])
+    ratings, part = collect_cover(client, problem.ratings.shards, cover)
+    part.validate()
+    memory = MatrixFactorization(
+        ratings,
+        problem.rank,
+        problem.reg,
+        problem.biases,
+        reg_weighting=problem.reg_weighting,
+        reg_damping=problem.reg_damping,
+        init_scale=problem.init_scale,
+        init_biases=problem.init_biases,
+    )
+    assert memory.offset == problem.offset
+    from_memory = solve(DaskEngine(client), memory, part, options)
+    assert from_memory.reason == result.reason == "epoch_limit"
+    assert np.array_equal(result.x, from_memory.x)
+    np.testing.assert_array_equal(without_time(result.trace), without_time(from_memory.trace))
+    in_process = InProcessEngine(threads=2).solve(memory, part, options)
+    assert np.all(np.isfinite(in_process.x)) and not np.array_equal(result.x, in_process.x)
+    np.testing.assert_allclose(result.x, in_process.x, rtol=0, atol=1e-12)
