@@ -50,6 +50,19 @@ def test_color_b_on_the_workers_is_a_valid_cover_as_balanced_as_in_process(color
     assert np.array_equal(sizes, data.cover.shard_block_sizes.sum(axis=(1, 2)))
 
 
+def test_color_first_fit_on_the_workers_is_a_valid_cover_as_good_as_in_process(client, frame):  # noqa: F811
+    from cluster.coloring import collect_cover
+    from cluster.dataset import load_worker_ratings
+
+    data = load_worker_ratings(client, dask_frame(frame, 7), scheme="color", n_blocks=2, seed=1)
+    ratings, cover = collect_cover(client, data.shards, data.cover)
+    cover.validate()
+    assert cover.n_subsets == 20 and cover.scheme == "color"
+    ref = partition.make("color", ratings, blocks=2, seed=1)
+    assert cover.stats()["imbalance"] <= 1.1 * ref.stats()["imbalance"]
+    assert data.cover.n_colors <= 1.1 * ref.info["n_colors"]
+
+
 def test_a_wrong_coloring_fails_validation(colored):
     """The check above can fail: a block moved to another subset shares parameters there."""
     _, _, cover = colored
