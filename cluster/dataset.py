@@ -15,6 +15,8 @@ by a task on a worker), goes to its row shards without ever passing through the 
            are implicit: partitions are visited in order, rows in file order.
 4. counts  per-user and per-item training counts, summed on the workers (integers: exact); the
            client gets them (O(users + items)) and cuts the STRATA / STRATA-B intervals from them.
+   COLOR/-B: the intervals are B equal user (and item) intervals and the ratings are routed as one
+           subset (position order), then colored and arranged on the hosts (cluster.coloring).
 5. route   a pass counts each partition's ratings per (row shard, subset k = block (p, (p + k) mod B));
            from these counts the client knows where every piece goes. Each shard is allocated
            at its final size on its host, then the partitions are cut by row shard a window at a
