@@ -63,6 +63,48 @@ def test_color_first_fit_on_the_workers_is_a_valid_cover_as_good_as_in_process(c
     assert data.cover.n_colors <= 1.1 * ref.info["n_colors"]
 
 
+def test_the_worker_coloring_is_seeded_and_splits_colors_when_k_exceeds_them(
+    client,  # noqa: F811
+    frame,  # noqa: F811
+    colored,
+):
+    """The same seed gives the same cover; K above the colors splits classes (unit_parts), still valid."""
+    from cluster.coloring import collect_cover
+    from cluster.dataset import load_worker_ratings
+
+    data = load_worker_ratings(
+        client, dask_frame(frame, 7), scheme="color-b", n_blocks=2, seed=3, n_subsets=8
+    )
+    again = collect_cover(client, data.shards, data.cover)[1]
+    first = colored[2]
+    assert all(
+        np.array_equal(a, b) for s, t in zip(first.subsets, again.subsets) for a, b in zip(s, t)
+    )
+    many = load_worker_ratings(
+        client, dask_frame(frame, 3), scheme="color-b", n_blocks=2, seed=3, n_subsets=200
+    )
+    assert many.cover.n_colors < 200 == many.cover.n_subsets
+    ratings, cover = collect_cover(client, many.shards, many.cover)
+    cover.validate()
+    assert min(sum(s) for s in cover.block_sizes()) >= 1  # every subset holds ratings
+    ref = partition.make("color-b", ratings, blocks=2, subsets=200, seed=3).stats()
+    assert cover.stats()["subset_imbalance"] <= 1.1 * ref["subset_imbalance"]
+
+
+def test_a_duplicate_pair_is_one_clear_error_when_coloring(client, frame, tmp_path):  # noqa: F811
+    from cluster.dataset import load_worker_ratings
+    from hamsi.errors import InputError
+
+    for i, part in enumerate([frame.iloc[:10], frame.iloc[10:20], frame.iloc[[15]]]):
+        part.to_parquet(tmp_path / f"ratings-{i}.parquet")
+    with pytest.raises(
+        InputError, match=r"duplicate \(user, item\) pair .*ratings-2\.parquet row 0"
+    ):
+        load_worker_ratings(client, str(tmp_path), scheme="color-b", n_blocks=2)
+    with pytest.raises(InputError, match="need partitioner .*hogwild needs the ratings in memory"):
+        load_worker_ratings(client, str(tmp_path), scheme="hogwild", n_blocks=2)
+
+
 def test_a_wrong_coloring_fails_validation(colored):
     """The check above can fail: a block moved to another subset shares parameters there."""
     _, _, cover = colored
