@@ -264,9 +264,15 @@ def settle(data: ShardRatings, state: ColorState, *verdicts) -> ColorState:
     if lost.size:
         fresh = np.flatnonzero(state.fresh)
         colors[fresh[np.isin(_keys(data.cols[fresh], colors[fresh]), lost)]] = -1
+    # referees hold ascending item intervals and sort their keys: the concatenation is sorted
     kept = np.concatenate([v[1] for v in verdicts])
-    kept = kept[np.isin(kept >> _COLOR_BITS, np.unique(data.cols))]
-    return ColorState(colors, np.zeros(colors.size, bool), np.union1d(state.kept, kept))
+    items = kept >> _COLOR_BITS
+    rated = np.zeros(int(max(items.max(initial=-1), data.cols.max(initial=-1))) + 1, dtype=bool)
+    rated[data.cols] = True
+    # two sorted runs of distinct keys (a kept pair is forbidden to every later proposer): a
+    # stable sort merges them in linear time
+    merged = np.concatenate([state.kept, kept[rated[items]]])
+    return ColorState(colors, np.zeros(colors.size, bool), np.sort(merged, kind="stable"))
 
 
 def progress(state: ColorState) -> tuple:
