@@ -2,14 +2,7 @@
 
 import numpy as np
 import pytest
-from test_cluster_data import (  # noqa: F401 (fixtures)
-    N_ITEMS,
-    N_USERS,
-    client,
-    dask_frame,
-    frame,
-    gathered,
-)
+from helpers import N_ITEMS, N_USERS, dask_frame
 
 import partition
 
@@ -22,7 +15,25 @@ def without_time(trace):
 
 
 @pytest.fixture(scope="module")
-def colored(client, frame):  # noqa: F811
+def client():
+    """Two worker processes of one thread on 127.0.0.1, closed at the end of the module."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=":0",
+        ) as cluster,
+        Client(cluster) as dask_client,
+    ):
+        yield dask_client
+
+
+@pytest.fixture(scope="module")
+def colored(client, frame):
     """COLOR-B on the workers from a 7-partition Dask DataFrame: (WorkerRatings, ratings, Partition)."""
     from cluster.coloring import collect_cover
     from cluster.dataset import load_worker_ratings
@@ -50,7 +61,7 @@ def test_color_b_on_the_workers_is_a_valid_cover_as_balanced_as_in_process(color
     assert np.array_equal(sizes, data.cover.shard_block_sizes.sum(axis=(1, 2)))
 
 
-def test_color_first_fit_on_the_workers_is_a_valid_cover_as_good_as_in_process(client, frame):  # noqa: F811
+def test_color_first_fit_on_the_workers_is_a_valid_cover_as_good_as_in_process(client, frame):
     from cluster.coloring import collect_cover
     from cluster.dataset import load_worker_ratings
 
@@ -64,8 +75,8 @@ def test_color_first_fit_on_the_workers_is_a_valid_cover_as_good_as_in_process(c
 
 
 def test_the_worker_coloring_is_seeded_and_splits_colors_when_k_exceeds_them(
-    client,  # noqa: F811
-    frame,  # noqa: F811
+    client,
+    frame,
     colored,
 ):
     """The same seed gives the same cover; K above the colors splits classes (unit_parts), still valid."""
@@ -91,7 +102,7 @@ def test_the_worker_coloring_is_seeded_and_splits_colors_when_k_exceeds_them(
     assert cover.stats()["subset_imbalance"] <= 1.1 * ref["subset_imbalance"]
 
 
-def test_a_duplicate_pair_is_one_clear_error_when_coloring(client, frame, tmp_path):  # noqa: F811
+def test_a_duplicate_pair_is_one_clear_error_when_coloring(client, frame, tmp_path):
     from cluster.dataset import load_worker_ratings
     from hamsi.errors import InputError
 
@@ -120,9 +131,9 @@ def test_a_wrong_coloring_fails_validation(colored):
 
 @pytest.mark.slow
 def test_color_b_fit_on_the_workers_gives_the_in_memory_iterates_on_its_cover(
-    client,  # noqa: F811
-    frame,  # noqa: F811
-    gathered,  # noqa: F811
+    client,
+    frame,
+    gathered,
     monkeypatch,
 ):
     """DaskMatrixFactorizer(partitioner="color-b") on worker data, against its cover run from memory.
