@@ -388,12 +388,13 @@ def arrange(data: ShardRatings, found: tuple, n_blocks: int, *blocks_per_subset)
 
 # --------------------------------------------------------------------------- the client side
 @dataclass
-class ColorCover:
-    """A COLOR / COLOR-B cover of ratings on the workers: the shards' bounds and the cover's sizes.
+class ShardedCover:
+    """A COLOR / COLOR-B / HOGWILD cover of ratings on the workers: shards' bounds, cover's sizes.
 
     row_bounds / col_bounds are the engine's equal intervals (MatrixFactorization.shard_bounds of a
     cover without strata); shard_block_sizes[p, k, b] are row shard p's ratings in block (k, b), in
-    that order on its host; rounds and conflicts (ratings uncolored by the repair) measure step 1.
+    that order on its host; rounds and conflicts (ratings uncolored by the repair) measure step 1
+    of a coloring (HOGWILD: no colors, 0 rounds).
     """
 
     scheme: str
@@ -426,7 +427,7 @@ def color_shards(
     n_subsets: int,
     seed: int,
 ):
-    """Return (futures of the shards in the cover's engine order, the ColorCover) (module steps 1-4).
+    """Return (futures of the shards in the cover's engine order, the ShardedCover) (module steps 1-4).
 
     `shards`: futures of the row shards' ShardRatings in position order (routed as one subset).
     """
@@ -501,7 +502,7 @@ def color_shards(
         )
         for p in range(n_shards)
     ]
-    cover = ColorCover(
+    cover = ShardedCover(
         scheme,
         tuple(shape),
         np.asarray(row_bounds, dtype=np.int64),
@@ -552,6 +553,73 @@ def _coloring_round(client, shards, states, here, col_bounds, n_items, n_colors,
     ]
 
 
+def hogwild_labels(n: int, n_subsets: int, n_blocks: int, seed) -> tuple:
+    """Return (subset, block) of every rating in shard order: partition.hogwild's random blocks.
+
+    The same seeded permutation of the n function indices as in process (one task: 8 bytes per
+    rating on one worker while it runs).
+    """
+    from partition.hogwild import random_blocks
+
+    permutation, starts, block, _ = random_blocks(n, n_subsets, n_blocks, seed)
+    subset = np.empty(n, dtype=np.int64)
+    for k in range(n_subsets):
+        subset[permutation[starts[k] : starts[k + 1]]] = k
+    return subset, block.astype(np.int64)
+
+
+def labels_of_shard(labels: tuple, lo: int, hi: int, n_subsets: int, n_blocks: int) -> tuple:
+    """Return one shard's (subset, block, None) and its ratings per (subset, block)."""
+    subset, block = labels[0][lo:hi].copy(), labels[1][lo:hi].copy()
+    counts = np.bincount(subset * n_blocks + block, minlength=n_subsets * n_blocks)
+    return (subset, block, None), counts.reshape(n_subsets, n_blocks)
+
+
+def hogwild_shards(client, shards, owner, shape, row_bounds, col_bounds, sizes, *, n_subsets, seed):
+    """Return (futures of the shards in the HOGWILD cover's engine order, the ShardedCover).
+
+    The blocks are partition.hogwild's on the ratings in shard order, so the cover is the one
+    `partition.make("hogwild", ...)` gives those ratings with the same seed.
+    """
+    n_shards = len(shards)
+    labels = client.submit(hogwild_labels, int(sum(sizes)), n_subsets, n_shards, seed, pure=False)
+    cuts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    found = [
+        client.submit(
+            labels_of_shard, labels, int(cuts[p]), int(cuts[p + 1]), n_subsets, n_shards, pure=False
+        )
+        for p in range(n_shards)
+    ]
+    counts = client.gather([client.submit(_item, f, 1, pure=False) for f in found])
+    identity = np.arange(n_shards)
+    arranged = [
+        client.submit(
+            arrange,
+            shards[p],
+            client.submit(_item, found[p], 0, pure=False),
+            n_shards,
+            *[identity] * n_subsets,
+            workers=[owner[p]],
+            allow_other_workers=True,
+            pure=False,
+        )
+        for p in range(n_shards)
+    ]
+    cover = ShardedCover(
+        "hogwild",
+        tuple(shape),
+        np.asarray(row_bounds, dtype=np.int64),
+        np.asarray(col_bounds, dtype=np.int64),
+        int(n_subsets),
+        0,
+        np.zeros(0, dtype=np.int64),
+        np.stack(counts),
+        0,
+        0,
+    )
+    return arranged, cover
+
+
 def _item(value, key):
     """Return value[key] (a small task next to its input)."""
     return value[key]
@@ -562,7 +630,7 @@ def _block_of(merged, shard):
     return merged[0][shard]
 
 
-def collect_cover(client, shards: list, cover: ColorCover):
+def collect_cover(client, shards: list, cover: ShardedCover):
     """Return (Ratings in shard order, the cover as a Partition of them): a check, not part of a fit.
 
     It brings every rating to the client, which a fit never does: tests and benchmarks compare the

@@ -15,8 +15,9 @@ by a task on a worker), goes to its row shards without ever passing through the 
            are implicit: partitions are visited in order, rows in file order.
 4. counts  per-user and per-item training counts, summed on the workers (integers: exact); the
            client gets them (O(users + items)) and cuts the STRATA / STRATA-B intervals from them.
-   COLOR/-B: the intervals are B equal user (and item) intervals and the ratings are routed as one
-           subset (position order), then colored and arranged on the hosts (cluster.coloring).
+   COLOR/-B, HOGWILD: B equal user (and item) intervals; the ratings are routed as one subset
+           (position order), then colored or split at random and arranged on the hosts
+           (cluster.coloring).
 5. route   a pass counts each partition's ratings per (row shard, subset k = block (p, (p + k) mod B));
            from these counts the client knows where every piece goes. Each shard is allocated
            at its final size on its host, then the partitions are cut by row shard a window at a
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cluster.coloring import COLOR_SCHEMES, ColorCover, color_shards
+from cluster.coloring import COLOR_SCHEMES, ShardedCover, color_shards, hogwild_shards
 from cluster.indexing import (
     cut_by_shard,
     distinct_ids,
@@ -76,7 +77,7 @@ from hamsi.training import TrainingFacts
 if TYPE_CHECKING:
     import pandas as pd
 
-SCHEMES = ("strata", "strata-b") + COLOR_SCHEMES
+SCHEMES = ("strata", "strata-b") + COLOR_SCHEMES + ("hogwild",)
 FILE_KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 # ids merged per task when reducing the partitions' distinct ids and counts (a tree on the workers)
 MERGE_FANIN = 8
@@ -228,7 +229,7 @@ class WorkerRatings:
     row_counts: np.ndarray  # training ratings per user
     col_counts: np.ndarray  # training ratings per item
     n_test: int  # ratings held out by the hash split
-    cover: GridCover | ColorCover
+    cover: GridCover | ShardedCover
     owner: dict  # row shard -> worker
     sizes: list  # training ratings per row shard
     shards: list  # futures of the shards' ShardRatings, on their hosts
@@ -303,12 +304,12 @@ def load_worker_ratings(
     picks user, item, rating); `heldout_fraction` of the pairs is held out by a seeded hash;
     n_blocks row shards of the `scheme`'s cover, placed on `workers` (default: all). STRATA/-B
     covers follow from the counts; COLOR/-B covers (n_subsets K, default 20) are colored on the
-    workers (cluster.coloring), seeded by `seed` (0 when None, as the estimator's partition).
+    workers and HOGWILD's random blocks drawn there (cluster.coloring), seeded by `seed` (0 when
+    None, as the estimator's partition).
     """
     if scheme not in SCHEMES:
         raise InputError(
-            f"ratings on the workers need partitioner {', '.join(SCHEMES)} (hogwild needs the "
-            f"ratings in memory); got {scheme!r}"
+            f"ratings on the workers need partitioner {', '.join(SCHEMES)}; got {scheme!r}"
         )
     readers, labels = partition_readers(source, columns)
     distinct = _tree(client, merge_distinct, over_partitions(client, readers, distinct_ids))
@@ -334,7 +335,7 @@ def load_worker_ratings(
             f"{_name(source)}: every rating was held out; lower the validation fraction"
         )
     n_blocks = min(int(n_blocks), min(shape))
-    if scheme in COLOR_SCHEMES:
+    if scheme not in ("strata", "strata-b"):
         n_subsets = _color_subsets(n_subsets, n_ratings)
         # equal intervals, as MatrixFactorization.shard_bounds cuts a cover without strata; the
         # ratings are routed in position order (one subset) and colored on their hosts
@@ -348,7 +349,19 @@ def load_worker_ratings(
     owner = assign_shards(n_blocks, list(workers or client.scheduler_info()["workers"]), sizes)
     try:
         shards, cover = route_shards(client, readers, where, routed, owner, users, items), routed
-        if scheme in COLOR_SCHEMES:
+        if scheme == "hogwild":
+            shards, cover = hogwild_shards(
+                client,
+                shards,
+                owner,
+                shape,
+                rb,
+                cb,
+                sizes,
+                n_subsets=n_subsets,
+                seed=0 if seed is None else seed,
+            )
+        elif scheme in COLOR_SCHEMES:
             shards, cover = color_shards(
                 client,
                 shards,
@@ -390,7 +403,7 @@ def load_worker_ratings(
 
 
 def _color_subsets(n_subsets, n_ratings: int) -> int:
-    """Return K for a COLOR/-B cover: partition.registry's default and checks."""
+    """Return K for a COLOR/-B or HOGWILD cover: partition.registry's default and checks."""
     from partition.registry import DEFAULT_SUBSETS
 
     if n_subsets is None:

@@ -112,8 +112,30 @@ def test_a_duplicate_pair_is_one_clear_error_when_coloring(client, frame, tmp_pa
         InputError, match=r"duplicate \(user, item\) pair .*ratings-2\.parquet row 0"
     ):
         load_worker_ratings(client, str(tmp_path), scheme="color-b", n_blocks=2)
-    with pytest.raises(InputError, match="need partitioner .*hogwild needs the ratings in memory"):
-        load_worker_ratings(client, str(tmp_path), scheme="hogwild", n_blocks=2)
+    with pytest.raises(InputError, match="need partitioner .*hogwild; got 'stripes'"):
+        load_worker_ratings(client, str(tmp_path), scheme="stripes", n_blocks=2)
+
+
+def test_hogwild_on_the_workers_is_the_in_process_cover_and_run(client, frame):
+    """HOGWILD is deterministic: the same blocks as partition.make on the ratings in shard order,
+    and the run bitwise the Dask run of those ratings from memory."""
+    from cluster.coloring import collect_cover
+    from cluster.dataset import load_worker_ratings
+    from cluster.driver import minimize_hamsi
+    from hamsi.problems import MatrixFactorization
+
+    data = load_worker_ratings(
+        client, dask_frame(frame, 7), scheme="hogwild", n_blocks=2, seed=5, n_subsets=6
+    )
+    ratings, cover = collect_cover(client, data.shards, data.cover)
+    ref = partition.make("hogwild", ratings, blocks=2, subsets=6, seed=5)
+    assert cover.n_subsets == ref.n_subsets == 6
+    for got, want in zip(cover.subsets, ref.subsets):
+        assert all(np.array_equal(g, w) for g, w in zip(got, want))
+    options = dict(client=client, random_state=2, max_epochs=3, chunk_epochs=2, quiet=True)
+    on_workers = minimize_hamsi(data.problem(3, reg=0.1, biases=True), data.cover, **options)
+    from_memory = minimize_hamsi(MatrixFactorization(ratings, 3, 0.1, True), ref, **options)
+    assert on_workers.reason == "epoch_limit" and np.array_equal(on_workers.x, from_memory.x)
 
 
 def test_a_wrong_coloring_fails_validation(colored):
