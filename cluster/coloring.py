@@ -1,5 +1,7 @@
 """COLOR / COLOR-B covers computed where the ratings are: speculative coloring with conflict repair.
 
+(And HOGWILD's random blocks, `hogwild_shards`: partition.hogwild's own draw, made on a worker.)
+
 cluster.dataset first routes the ratings to B row shards of equal user intervals (the in-process
 engine's row shards for a cover without strata), each in position order. Then, by tasks on the
 shards' hosts (thesis sec. 3.3, steps of partition.color):

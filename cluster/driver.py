@@ -180,7 +180,7 @@ def fit_distributed(
     `ratings` may also live on the cluster: a Dask DataFrame, or a path, directory or glob of
     Parquet / CSV files (`columns` picks the user, item and rating columns). They are then read,
     indexed and routed to their row shards by tasks on the workers (cluster.dataset; STRATA/-B,
-    or COLOR/-B colored there: cluster.coloring), never collected; `heldout_fraction` holds out that share of the pairs by a seeded
+    or COLOR/-B / HOGWILD built there: cluster.coloring), never collected; `heldout_fraction` holds out that share of the pairs by a seeded
     hash (the trace's test RMSE). The result then carries user_ids and item_ids (row a of U is
     user user_ids[a]).
     """
@@ -199,8 +199,8 @@ def fit_distributed(
         if is_distributed_source(ratings):
             if partition is not None:
                 raise ValueError(
-                    "ratings on the workers take scheme= (strata, strata-b, color or color-b), "
-                    "not a partition"
+                    "ratings on the workers take scheme= (strata, strata-b, color, color-b or "
+                    "hogwild), not a partition"
                 )
             data = load_worker_ratings(
                 dask_client,
