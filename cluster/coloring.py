@@ -663,7 +663,9 @@ def collect_cover(client, shards: list, cover: ShardedCover):
         subsets=nested_blocks(
             np.concatenate(flat), np.concatenate([[0], np.cumsum(sizes)]), cover.n_subsets, n_blocks
         ),
-        info={"n_colors": cover.n_colors, "color_sizes": cover.color_sizes},
+        info=(
+            {"n_colors": cover.n_colors, "color_sizes": cover.color_sizes} if cover.n_colors else {}
+        ),
     )
     partition.graph = FactorGraph.from_coordinates((rows, cols), cover.shape)
     return Ratings(rows, cols, vals, cover.shape), partition
