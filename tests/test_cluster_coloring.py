@@ -74,6 +74,7 @@ def test_color_first_fit_on_the_workers_is_a_valid_cover_as_good_as_in_process(c
     assert data.cover.n_colors <= 1.1 * ref.info["n_colors"]
 
 
+@pytest.mark.slow
 def test_the_worker_coloring_is_seeded_and_splits_colors_when_k_exceeds_them(
     client,
     frame,
