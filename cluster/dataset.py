@@ -406,8 +406,7 @@ def _color_subsets(n_subsets, n_ratings: int) -> int:
     """Return K for a COLOR/-B or HOGWILD cover: partition.registry's default and checks."""
     from partition.registry import DEFAULT_SUBSETS
 
-    if n_subsets is None:
-        return DEFAULT_SUBSETS
+    n_subsets = DEFAULT_SUBSETS if n_subsets is None else n_subsets
     if isinstance(n_subsets, bool) or not isinstance(n_subsets, (int, np.integer)) or n_subsets < 1:
         raise InputError(f"subsets must be a positive integer; got {n_subsets!r}")
     if n_subsets > n_ratings:

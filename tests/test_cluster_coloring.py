@@ -115,6 +115,8 @@ def test_a_duplicate_pair_is_one_clear_error_when_coloring(client, frame, tmp_pa
         load_worker_ratings(client, str(tmp_path), scheme="color-b", n_blocks=2)
     with pytest.raises(InputError, match="need partitioner .*hogwild; got 'stripes'"):
         load_worker_ratings(client, str(tmp_path), scheme="stripes", n_blocks=2)
+    with pytest.raises(InputError, match=r"subsets=20 is larger than the number of ratings \(10\)"):
+        load_worker_ratings(client, dask_frame(frame.iloc[:10], 2), scheme="color", n_blocks=2)
 
 
 def test_hogwild_on_the_workers_is_the_in_process_cover_and_run(client, frame):
