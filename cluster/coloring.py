@@ -26,13 +26,13 @@ shards' hosts (thesis sec. 3.3, steps of partition.color):
            blocks (partition.kernels.component_blocks' rule).
 4. arrange each shard reorders its ratings to (subset, block, position): the engine's order.
 
-The function index of this cover is "shard order": row shard, then position. Steps 2-4 are the
-in-process steps 2-3 of partition.color on that order, so for the coloring step 1 found the cover
-is the one `color_partition` builds from those colors; `collect_cover` (a check: it brings the
-ratings to the client) returns the ratings in shard order and the cover as a Partition, on which
-the in-process engine gives the Dask run's iterates bit for bit. The coloring itself differs from
-the sequential one (its rounds see other shards' choices late): docs/benchmarks.md compares the
-colors and imbalance.
+The function index of this cover is "shard order": row shard, then position. Steps 2-4 take the
+in-process decisions of partition.color (its packing functions, component_blocks' rule) on that
+order. `collect_cover` (a check: it brings the ratings to the client) returns the ratings in shard
+order and the cover as a Partition: the Dask run of those ratings from memory on it gives the
+worker run's iterates bit for bit, the in-process engine equal to rounding (cluster/README.md).
+The coloring itself differs from the sequential one (its rounds see other shards' choices late):
+docs/benchmarks.md compares the colors and imbalance.
 """
 
 from __future__ import annotations
