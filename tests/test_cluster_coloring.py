@@ -219,3 +219,52 @@ def test_color_b_fit_on_the_workers_gives_the_in_memory_iterates_on_its_cover(
     in_process = InProcessEngine(threads=2).solve(memory, part, options)
     assert np.all(np.isfinite(in_process.x))
     np.testing.assert_allclose(result.x, in_process.x, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_shards_blocks_are_component_blocks_of_the_ratings_in_shard_order(seed):
+    """Step 3 in pieces (per shard, merged per subset) gives partition.kernels.component_blocks' blocks."""
+    from cluster.coloring import components, merge_components
+    from cluster.routing import ShardRatings
+    from hamsi.data.synth import make_ratings
+    from partition.graph import FactorGraph
+    from partition.grouping import group_by_key
+    from partition.kernels import component_blocks, graph_arrays
+
+    r = make_ratings(users=40, items=30, ratings=300, rank=2, seed=seed)
+    n_shards, n_subsets, bounds = 2, 4, [0, 20, 40]
+    order = np.argsort(r.rows >= 20, kind="stable")  # shard order: row shard, then position
+    rows, cols = r.rows[order], r.cols[order]
+    subset = np.random.default_rng(seed).integers(0, n_subsets, rows.size)
+    groups, offsets = group_by_key(subset, n_subsets)
+    graph = FactorGraph.from_coordinates((rows, cols), r.shape)
+    want, _ = component_blocks(groups, offsets, n_shards, graph.n_params, *graph_arrays(graph))
+    found, empty = [], np.zeros(0, np.int32)
+    for p in range(n_shards):
+        mine = (rows >= bounds[p]) & (rows < bounds[p + 1])
+        data = ShardRatings(
+            p,
+            bounds[p],
+            bounds[p + 1],
+            (rows[mine] - bounds[p]).astype(np.int32),
+            cols[mine],
+            np.ones(mine.sum()),
+            np.array([0, mine.sum()]),
+            empty,
+            empty,
+            np.zeros(0),
+            np.arange(mine.sum(), dtype=np.int32),
+        )
+        found.append(components(data, subset[mine], np.arange(n_subsets), n_subsets, r.shape[1]))
+    merged = [
+        merge_components(n_shards, r.shape[1], *[f[2][k] for f in found]) for k in range(n_subsets)
+    ]
+    got = np.concatenate(
+        [
+            [merged[k][0][p][label] for k, label in zip(found[p][0], found[p][1])]
+            for p in range(n_shards)
+        ]
+    )
+    assert np.unique(want).size == n_shards and np.array_equal(got, want)
+    sizes = np.bincount(subset * n_shards + want, minlength=n_subsets * n_shards)
+    assert np.array_equal(np.array([np.sum(m[1], axis=0) for m in merged]).ravel(), sizes)
