@@ -15,6 +15,9 @@ by a task on a worker), goes to its row shards without ever passing through the 
            are implicit: partitions are visited in order, rows in file order.
 4. counts  per-user and per-item training counts, summed on the workers (integers: exact); the
            client gets them (O(users + items)) and cuts the STRATA / STRATA-B intervals from them.
+   COLOR/-B, HOGWILD: B equal user (and item) intervals; the ratings are routed as one subset
+           (position order), then colored or split at random and arranged on the hosts
+           (cluster.coloring).
 5. route   a pass counts each partition's ratings per (row shard, subset k = block (p, (p + k) mod B));
            from these counts the client knows where every piece goes. Each shard is allocated
            at its final size on its host, then the partitions are cut by row shard a window at a
@@ -41,6 +44,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from cluster.coloring import COLOR_SCHEMES, ShardedCover, color_shards, hogwild_shards
 from cluster.indexing import (
     cut_by_shard,
     distinct_ids,
@@ -67,12 +71,13 @@ from cluster.sharded import GridCover, ShardedFactorization, grid_bounds
 from hamsi.data.moments import RatingStatistics, mean_of
 from hamsi.data.ratings import as_integer_ids
 from hamsi.errors import InputError
+from hamsi.problems.base import equal_bounds
 from hamsi.training import TrainingFacts
 
 if TYPE_CHECKING:
     import pandas as pd
 
-SCHEMES = ("strata", "strata-b")
+SCHEMES = ("strata", "strata-b") + COLOR_SCHEMES + ("hogwild",)
 FILE_KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 # ids merged per task when reducing the partitions' distinct ids and counts (a tree on the workers)
 MERGE_FANIN = 8
@@ -211,7 +216,7 @@ def over_partitions(client, readers: list, task, **kwargs) -> list:
 class WorkerRatings:
     """Ratings that live on the workers as row shards (load_worker_ratings reads, indexes and routes them).
 
-    The client keeps the sorted distinct ids, the per-user and per-item counts, the STRATA/-B cover,
+    The client keeps the sorted distinct ids, the per-user and per-item counts, the cover's bounds and sizes,
     the shard hosts and the shards' futures. `statistics` are what hamsi.defaults reads;
     `problem(...)` turns them into the `ShardedFactorization` the run minimizes (hamsi.training's
     TrainingData).
@@ -224,7 +229,7 @@ class WorkerRatings:
     row_counts: np.ndarray  # training ratings per user
     col_counts: np.ndarray  # training ratings per item
     n_test: int  # ratings held out by the hash split
-    cover: GridCover
+    cover: GridCover | ShardedCover
     owner: dict  # row shard -> worker
     sizes: list  # training ratings per row shard
     shards: list  # futures of the shards' ShardRatings, on their hosts
@@ -288,6 +293,7 @@ def load_worker_ratings(
     columns=None,
     scheme="strata-b",
     n_blocks: int,
+    n_subsets: int | None = None,
     heldout_fraction: float = 0.0,
     seed=None,
     workers=None,
@@ -296,12 +302,14 @@ def load_worker_ratings(
 
     `source`: a Dask DataFrame, or a path, directory or glob of Parquet / CSV files (`columns`
     picks user, item, rating); `heldout_fraction` of the pairs is held out by a seeded hash;
-    n_blocks row shards of the STRATA/-B `scheme`, placed on `workers` (default: all).
+    n_blocks row shards of the `scheme`'s cover, placed on `workers` (default: all). STRATA/-B
+    covers follow from the counts; COLOR/-B covers (n_subsets K, default 20) are colored on the
+    workers and HOGWILD's random blocks drawn there (cluster.coloring), seeded by `seed` (0 when
+    None, as the estimator's partition).
     """
     if scheme not in SCHEMES:
         raise InputError(
-            f"ratings on the workers need partitioner strata or strata-b (its blocks follow "
-            f"from the counts alone); got {scheme!r}"
+            f"ratings on the workers need partitioner {', '.join(SCHEMES)}; got {scheme!r}"
         )
     readers, labels = partition_readers(source, columns)
     distinct = _tree(client, merge_distinct, over_partitions(client, readers, distinct_ids))
@@ -327,13 +335,45 @@ def load_worker_ratings(
             f"{_name(source)}: every rating was held out; lower the validation fraction"
         )
     n_blocks = min(int(n_blocks), min(shape))
-    cover = GridCover(scheme, shape, *grid_bounds(scheme, row_counts, col_counts, n_blocks))
-    rb, cumulative = cover.row_bounds, np.concatenate([[0], np.cumsum(row_counts)])
+    if scheme not in ("strata", "strata-b"):
+        n_subsets = _color_subsets(n_subsets, n_ratings)
+        # equal intervals, as MatrixFactorization.shard_bounds cuts a cover without strata; the
+        # ratings are routed in position order (one subset) and colored on their hosts
+        rb, cb = equal_bounds(shape[0], n_blocks), equal_bounds(shape[1], n_blocks)
+        routed = GridCover("position", shape, rb, np.array([0, shape[1]], dtype=np.int64))
+    else:
+        routed = GridCover(scheme, shape, *grid_bounds(scheme, row_counts, col_counts, n_blocks))
+        rb, cb = routed.row_bounds, routed.col_bounds
+    cumulative = np.concatenate([[0], np.cumsum(row_counts)])
     sizes = [int(cumulative[rb[p + 1]] - cumulative[rb[p]]) for p in range(n_blocks)]
     owner = assign_shards(n_blocks, list(workers or client.scheduler_info()["workers"]), sizes)
-    shards = route_shards(client, readers, where, cover, owner, users, items)
     try:
-        summaries = client.gather(client.map(shard_summary, shards, pure=False))
+        shards, cover = route_shards(client, readers, where, routed, owner, users, items), routed
+        if scheme == "hogwild":
+            shards, cover = hogwild_shards(
+                client,
+                shards,
+                owner,
+                shape,
+                rb,
+                cb,
+                sizes,
+                n_subsets=n_subsets,
+                seed=0 if seed is None else seed,
+            )
+        elif scheme in COLOR_SCHEMES:
+            shards, cover = color_shards(
+                client,
+                shards,
+                owner,
+                shape,
+                rb,
+                cb,
+                scheme=scheme,
+                n_subsets=n_subsets,
+                seed=0 if seed is None else seed,
+            )
+        summaries = client.gather(client.map(shard_summary, shards, col_bounds=cb, pure=False))
     except DuplicatePair as pair:
         raise InputError(_duplicate_message(client, readers, labels, pair)) from None
     client.run(release_freed_memory)
@@ -352,7 +392,7 @@ def load_worker_ratings(
         owner=owner,
         sizes=sizes,
         shards=shards,
-        homes=v_homes([s[3] for s in summaries], cover.col_bounds.size - 1),
+        homes=v_homes([s[3] for s in summaries], cb.size - 1),
         mean=mean,
         rating_min=min(s[1] for s in summaries),
         rating_max=max(s[2] for s in summaries),
@@ -360,6 +400,18 @@ def load_worker_ratings(
             n_ratings, spread, int(max(row_counts.max(), col_counts.max()))
         ),
     )
+
+
+def _color_subsets(n_subsets, n_ratings: int) -> int:
+    """Return K for a COLOR/-B or HOGWILD cover: partition.registry's default and checks."""
+    from partition.registry import DEFAULT_SUBSETS
+
+    n_subsets = DEFAULT_SUBSETS if n_subsets is None else n_subsets
+    if isinstance(n_subsets, bool) or not isinstance(n_subsets, (int, np.integer)) or n_subsets < 1:
+        raise InputError(f"subsets must be a positive integer; got {n_subsets!r}")
+    if n_subsets > n_ratings:
+        raise InputError(f"subsets={n_subsets} is larger than the number of ratings ({n_ratings})")
+    return int(n_subsets)
 
 
 def route_shards(

@@ -181,8 +181,8 @@ def fit_distributed(
 
     `ratings` may also live on the cluster: a Dask DataFrame, or a path, directory or glob of
     Parquet / CSV files (`columns` picks the user, item and rating columns). They are then read,
-    indexed and routed to their row shards by tasks on the workers (cluster.dataset; STRATA or
-    STRATA-B), never collected; `heldout_fraction` holds out that share of the pairs by a seeded
+    indexed and routed to their row shards by tasks on the workers (cluster.dataset; STRATA/-B,
+    or COLOR/-B / HOGWILD built there: cluster.coloring), never collected; `heldout_fraction` holds out that share of the pairs by a seeded
     hash (the trace's test RMSE). The result then carries user_ids and item_ids (row a of U is
     user user_ids[a]).
     """
@@ -198,7 +198,8 @@ def fit_distributed(
         if is_distributed_source(ratings):
             if partition is not None:
                 raise ValueError(
-                    "ratings on the workers take scheme= (strata or strata-b), not a partition"
+                    "ratings on the workers take scheme= (strata, strata-b, color, color-b or "
+                    "hogwild), not a partition"
                 )
             data = load_worker_ratings(
                 dask_client,
@@ -206,6 +207,7 @@ def fit_distributed(
                 columns=columns,
                 scheme=scheme,
                 n_blocks=blocks or len(workers),
+                n_subsets=subsets,
                 heldout_fraction=heldout_fraction,
                 seed=random_state,
                 workers=workers,

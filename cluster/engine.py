@@ -58,7 +58,7 @@ class DaskEngine:
 
         return is_distributed_source(source)
 
-    def load(self, source, *, columns, scheme, blocks, heldout_fraction, seed):
+    def load(self, source, *, columns, scheme, blocks, heldout_fraction, seed, subsets=None):
         """Return the WorkerRatings of `source`: read, indexed and routed by tasks on the workers."""
         # why lazy: cluster.dataset loads pandas and numba's kernels, only for data read on the workers
         from cluster.dataset import load_worker_ratings
@@ -70,6 +70,7 @@ class DaskEngine:
             columns=None if tuple(columns) == DEFAULT_COLUMNS else tuple(columns),
             scheme=scheme,
             n_blocks=blocks or len(workers),
+            n_subsets=subsets,
             heldout_fraction=heldout_fraction,
             seed=seed,
             workers=workers,

@@ -61,8 +61,9 @@ class DaskMatrixFactorizer(MatrixFactorizer):
     X may also live on the cluster: a Dask DataFrame, or a path, directory or glob of Parquet / CSV
     files. It is then read, indexed, split (validation: a seeded hash of the pairs, the rule the
     in-memory fit uses) and routed to its row shards on the workers and never collected
-    (cluster.dataset; partitioner strata or strata-b); the same ratings in a pandas DataFrame give
-    the same factors. Such a model keeps no list of the items each user rated (that is O(ratings)):
+    (cluster.dataset; partitioner strata, strata-b, or color / color-b / hogwild with K = 20
+    subsets built on the workers: cluster.coloring); with strata / strata-b the same ratings in a
+    pandas DataFrame give the same factors. Such a model keeps no list of the items each user rated (that is O(ratings)):
     recommend with exclude_seen=False. Score on the workers with `cluster.scoring`.
 
     The client is shared, not copied: sklearn's clone (GridSearchCV, cross_val_score) hands the

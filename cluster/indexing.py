@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from cluster.placement import touched_v_shards
 from cluster.routing import ShardRatings, block_counts, cut_pieces
 from hamsi.data.ratings import LOOKUP_SLACK, dense_index, heldout_mask
 
@@ -109,13 +110,13 @@ def rows_of_pair(frame, user, item) -> list:
     ).tolist()
 
 
-def shard_summary(data: ShardRatings) -> tuple:
+def shard_summary(data: ShardRatings, col_bounds: np.ndarray) -> tuple:
     """Return (per-user value sums, rating min, max, item shards touched per subset): small, for the client."""
     if data.vals.size:
         low, high = float(data.vals.min()), float(data.vals.max())
     else:
         low, high = np.inf, -np.inf
-    return data.value_sums, low, high, data.touched_v_shards()
+    return data.value_sums, low, high, touched_v_shards(data.subsets("cols"), col_bounds)
 
 
 def squared_deviations(data: ShardRatings, mean: float) -> np.ndarray:

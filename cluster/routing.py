@@ -95,17 +95,6 @@ class ShardRatings:
             for k in range(self.subset_cuts.size - 1)
         ]
 
-    def touched_v_shards(self) -> list:
-        """Return, per subset k, the item shard its block touches ([(p + k) mod B], or none if empty)."""
-        n = self.subset_cuts.size - 1
-        return [
-            np.array(
-                [(self.shard + k) % n] if self.subset_cuts[k + 1] > self.subset_cuts[k] else [],
-                dtype=np.int64,
-            )
-            for k in range(n)
-        ]
-
     @property
     def nbytes(self) -> int:
         """Bytes of the arrays (what Dask's memory accounting should count)."""

@@ -41,8 +41,8 @@ class Engine(Protocol):
     def keeps(self, source) -> bool:
         """True when `source` is read where the engine runs and stays there (then `load` reads it)."""
 
-    def load(self, source, *, columns, scheme, blocks, heldout_fraction, seed):
-        """Return the TrainingData of a source this engine keeps (hamsi.training)."""
+    def load(self, source, *, columns, scheme, blocks, heldout_fraction, seed, subsets=None):
+        """Return the TrainingData of a source this engine keeps (hamsi.training); subsets: K or None."""
 
 
 class InProcessEngine:

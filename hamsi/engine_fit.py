@@ -96,6 +96,7 @@ class EngineFit:
             blocks=self.blocks,
             heldout_fraction=self.validation_fraction if self.patience is not None else 0.0,
             seed=self.random_state,
+            subsets=self.subsets,
         )
         self.partition_ = data.cover
         self.rating_unit_ = 1.0  # the workers' ratings are fitted as they are (rating_unit)

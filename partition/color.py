@@ -35,6 +35,23 @@ def color_functions(graph, balanced: bool, seed: int | None = 0) -> tuple[np.nda
     )
 
 
+def unit_parts(color_sizes: np.ndarray, n_subsets: int) -> np.ndarray:
+    """Return how many units each color class is cut into: the largest split until >= K units."""
+    parts = np.ones(color_sizes.shape[0], dtype=np.int64)
+    while parts.sum() < n_subsets:  # at most K rounds
+        share = np.where(parts < color_sizes, color_sizes / parts, 0.0)
+        parts[int(np.argmax(share))] += 1
+    return parts
+
+
+def units_of(colors, rank_in_color, color_sizes, parts) -> np.ndarray:
+    """Return the unit of every function: part rank * parts // size of its color (color order)."""
+    first_unit = np.concatenate([[0], np.cumsum(parts)[:-1]])
+    return (first_unit[colors] + rank_in_color * parts[colors] // color_sizes[colors]).astype(
+        np.int32
+    )
+
+
 def split_into_units(
     colors: np.ndarray, color_sizes: np.ndarray, n_subsets: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -42,19 +59,13 @@ def split_into_units(
 
     Unit ids follow color order; a split class keeps its functions' index order across parts.
     """
-    parts = np.ones(color_sizes.shape[0], dtype=np.int64)
-    while parts.sum() < n_subsets:  # at most K rounds
-        share = np.where(parts < color_sizes, color_sizes / parts, 0.0)
-        parts[int(np.argmax(share))] += 1
-    first_unit = np.concatenate([[0], np.cumsum(parts)[:-1]])
+    parts = unit_parts(color_sizes, n_subsets)
     if np.all(parts == 1):
         return colors, color_sizes.astype(np.int64)
     order, offsets = group_by_key(colors, color_sizes.shape[0])
     rank_in_color = np.empty(colors.shape[0], dtype=np.int64)
     rank_in_color[order] = np.arange(colors.shape[0]) - np.repeat(offsets[:-1], color_sizes)
-    units = (first_unit[colors] + rank_in_color * parts[colors] // color_sizes[colors]).astype(
-        np.int32
-    )
+    units = units_of(colors, rank_in_color, color_sizes, parts)
     return units, np.bincount(units, minlength=int(parts.sum()))
 
 

@@ -58,11 +58,12 @@ def _count_shared(
     return result
 
 
-def hogwild(graph, shape, n_blocks: int, n_subsets: int, seed=0) -> Partition:
-    """Return the HOGWILD partition: a seeded random split into K x B near-equal blocks."""
-    n = graph.n_functions
+def random_blocks(n: int, n_subsets: int, n_blocks: int, seed=0):
+    """Return (permutation, subset starts, block of every function, subsets[k][b] sorted).
+
+    Consecutive chunks of one seeded random permutation: subset and block sizes differ by at most one.
+    """
     rng = np.random.default_rng(seed)
-    # consecutive chunks of one random permutation: subset and block sizes differ by at most one
     permutation = rng.permutation(n)
     subset_starts = -(-np.arange(n_subsets + 1, dtype=np.int64) * n // n_subsets)
     block_of = np.empty(n, dtype=np.int32)
@@ -76,6 +77,14 @@ def hogwild(graph, shape, n_blocks: int, n_subsets: int, seed=0) -> Partition:
             block_of[chunk] = b
             subset.append(np.sort(chunk))
         subsets.append(subset)
+    return permutation, subset_starts, block_of, subsets
+
+
+def hogwild(graph, shape, n_blocks: int, n_subsets: int, seed=0) -> Partition:
+    """Return the HOGWILD partition: a seeded random split into K x B near-equal blocks."""
+    permutation, subset_starts, block_of, subsets = random_blocks(
+        graph.n_functions, n_subsets, n_blocks, seed
+    )
     shared = _count_shared(
         permutation, subset_starts, n_blocks, block_of, graph.n_params, *graph_arrays(graph)
     )

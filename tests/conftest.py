@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from helpers import real_cluster
+from helpers import largest_rows, real_cluster, sparse_id_frame
 
 from hamsi.data import Ratings
 
@@ -27,3 +27,25 @@ def dask_cluster(tmp_path):
 def dask_cluster4(tmp_path):
     """Yield the address of a scheduler with four single-thread workers on loopback; always stop them."""
     yield from real_cluster(tmp_path, 4)
+
+
+@pytest.fixture(scope="module")
+def frame():
+    """The worker-data tests' ratings (helpers.sparse_id_frame): 3000 pairs of sparse raw ids."""
+    return sparse_id_frame()
+
+
+@pytest.fixture
+def gathered(monkeypatch):
+    """Record the most rows of anything the client gathers from the workers (helpers.largest_rows)."""
+    from distributed import Client
+
+    original, seen = Client._gather, []
+
+    async def spy(self, futures, *args, **kwargs):
+        out = await original(self, futures, *args, **kwargs)
+        seen.append(largest_rows(out))
+        return out
+
+    monkeypatch.setattr(Client, "_gather", spy)
+    return seen

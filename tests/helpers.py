@@ -252,3 +252,50 @@ class ConnectionFlood:
                 for socks in held.values():
                     for sock in socks:
                         sock.close()
+
+
+# the ratings of the worker-data tests (test_cluster_data, test_cluster_coloring)
+N_USERS, N_ITEMS = 80, 60
+
+
+def sparse_id_frame():
+    """Return 3000 ratings of sparse raw ids (user 3a + 1, item 2b + 5), in a shuffled order."""
+    import pandas as pd
+
+    from hamsi.data.synth import make_ratings
+
+    r = make_ratings(users=N_USERS, items=N_ITEMS, ratings=3000, rank=3, seed=2, half_stars=True)
+    order = np.random.default_rng(0).permutation(r.nnz)
+    return pd.DataFrame(
+        {
+            "user": r.user_ids[r.rows][order] * 3 + 1,
+            "item": r.item_ids[r.cols][order] * 2 + 5,
+            "rating": r.values[order],
+        }
+    )
+
+
+def dask_frame(frame, n_partitions=7):
+    """Return `frame` as a Dask DataFrame of n_partitions partitions, in its order."""
+    import dask.dataframe as dd
+
+    return dd.from_pandas(frame, npartitions=n_partitions, sort=False)
+
+
+def largest_rows(value, depth=0) -> float:
+    """Return the most rows of any array inside `value` (inf for a pandas object: a table of ratings)."""
+    import pandas as pd
+
+    if isinstance(value, (pd.DataFrame, pd.Series)):
+        return float("inf")
+    if isinstance(value, np.ndarray):
+        return value.shape[0] if value.ndim else 1
+    if depth > 4:
+        return 0
+    if isinstance(value, dict):
+        return max((largest_rows(v, depth + 1) for v in value.values()), default=0)
+    if isinstance(value, (list, tuple)):
+        return max((largest_rows(v, depth + 1) for v in value), default=0)
+    if hasattr(value, "__dict__"):
+        return largest_rows(vars(value), depth + 1)
+    return 0

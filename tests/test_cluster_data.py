@@ -5,13 +5,12 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
+from helpers import N_ITEMS, N_USERS, dask_frame
 
 from hamsi.data.synth import make_ratings
 from hamsi.errors import InputError
 
 pytestmark = pytest.mark.cluster
-
-N_USERS, N_ITEMS = 80, 60
 
 
 @pytest.fixture(scope="module")
@@ -30,26 +29,6 @@ def client():
         Client(cluster) as dask_client,
     ):
         yield dask_client
-
-
-@pytest.fixture(scope="module")
-def frame():
-    """3000 ratings of sparse raw ids (user 3a + 1, item 2b + 5), in a shuffled order."""
-    r = make_ratings(users=N_USERS, items=N_ITEMS, ratings=3000, rank=3, seed=2, half_stars=True)
-    order = np.random.default_rng(0).permutation(r.nnz)
-    return pd.DataFrame(
-        {
-            "user": r.user_ids[r.rows][order] * 3 + 1,
-            "item": r.item_ids[r.cols][order] * 2 + 5,
-            "rating": r.values[order],
-        }
-    )
-
-
-def dask_frame(frame, n_partitions=7):
-    import dask.dataframe as dd
-
-    return dd.from_pandas(frame, npartitions=n_partitions, sort=False)
 
 
 # search=False: the search does not run on ratings kept on the workers, so both paths take auto's
@@ -130,39 +109,6 @@ def test_the_hash_split_holds_out_the_same_pairs_whatever_the_partitioning(frame
     assert not np.array_equal(
         whole, heldout_mask(frame["user"].to_numpy(), frame["item"].to_numpy(), 0.1, 4)
     )
-
-
-def _largest_rows(value, depth=0) -> float:
-    """Return the most rows of any array inside `value` (inf for a pandas object: a table of ratings)."""
-    if isinstance(value, (pd.DataFrame, pd.Series)):
-        return float("inf")
-    if isinstance(value, np.ndarray):
-        return value.shape[0] if value.ndim else 1
-    if depth > 4:
-        return 0
-    if isinstance(value, dict):
-        return max((_largest_rows(v, depth + 1) for v in value.values()), default=0)
-    if isinstance(value, (list, tuple)):
-        return max((_largest_rows(v, depth + 1) for v in value), default=0)
-    if hasattr(value, "__dict__"):
-        return _largest_rows(vars(value), depth + 1)
-    return 0
-
-
-@pytest.fixture
-def gathered(monkeypatch):
-    """Record the most rows of anything the client gathers from the workers."""
-    from distributed import Client
-
-    original, seen = Client._gather, []
-
-    async def spy(self, futures, *args, **kwargs):
-        out = await original(self, futures, *args, **kwargs)
-        seen.append(_largest_rows(out))
-        return out
-
-    monkeypatch.setattr(Client, "_gather", spy)
-    return seen
 
 
 def test_the_client_never_holds_the_ratings(client, frame, tmp_path, gathered):
