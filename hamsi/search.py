@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -206,37 +206,42 @@ def choose_by_validation(
     """
     if not grid:
         raise InputError("the search has no candidates")
-    report = _reporter(report)
-    groups = [grid[index].get(group_by) for index in range(len(grid))]
-    cycles = max(1, min(min_cycles, max_cycles))
-    rows, outcomes = first_rung(grid, run_rung, cycles, deadline, report, screen_by, factor)
-    finished = {c: o for c, o in outcomes.items() if o["complete"]}
-    decided = _decide(finished, 0, rows) if finished else None
+    rungs = _Rungs(grid, run_rung, _reporter(report), deadline)
+    outcomes = first_rung(rungs, max(1, min(min_cycles, max_cycles)), screen_by, factor)
+    finished = _finished(outcomes)
+    decided = _decide(finished, 0, rungs.rows) if finished else None
     cut = len(finished) < len(outcomes)
-    alive, scores = list(finished), {c: _score(o) for c, o in finished.items()}
-    # the halving counts the whole grid: a screened-out candidate counts as cut at rung 0
-    rungs = rung_cycles(min_cycles, max_cycles, factor, len(grid))[1:]
-    for rung, (kept, cycles) in enumerate(rungs if not cut else [], start=1):
-        if (deadline is not None and time.time() >= deadline) or len(alive) == 1:
-            cut = cut or len(alive) > 1
-            break
-        promoted = survivors(alive, scores, min(kept, len(alive)), groups)
-        _discard(run_rung, [c for c in alive if c not in promoted])
-        alive = promoted
-        trials = [Trial(index, grid[index], cycles, rung, deadline) for index in alive]
-        results = run_rung(trials, report)
-        rows.extend(_rows(trials, results))
-        finished = {t.candidate: o for t, o in zip(trials, results) if o["complete"]}
-        if len(finished) < len(trials):  # cut: the rung is not compared
-            cut = True
-            break
-        scores = {c: _score(o) for c, o in finished.items()}
-        decided = _decide(finished, rung, rows)
-    return _result(grid, decided, rows, max_cycles, cut)
+    if not cut:
+        # the halving counts the whole grid: a screened-out candidate counts as cut at rung 0
+        schedule = rung_cycles(min_cycles, max_cycles, factor, len(grid))[1:]
+        groups = [row.get(group_by) for row in grid]
+        decided, cut = _later_rungs(rungs, finished, decided, groups, schedule)
+    return _result(grid, decided, rungs.rows, max_cycles, cut)
 
 
-def first_rung(grid, run_rung, cycles, deadline, report, screen_by, factor):
-    """Return (results rows, {candidate: outcome}) of rung 0, run in two waves when screening.
+@dataclass
+class _Rungs:
+    """The search's trials so far (rows of the results table) and how to run more."""
+
+    grid: list
+    run_rung: object
+    report: object
+    deadline: float | None
+    rows: list = field(default_factory=list)
+
+    def past(self) -> bool:
+        return self.deadline is not None and time.time() >= self.deadline
+
+    def run(self, candidates: list, cycles: int, rung: int) -> dict:
+        """Run `candidates` to `cycles` as rung `rung`; return {candidate: outcome}."""
+        trials = [Trial(c, self.grid[c], cycles, rung, self.deadline) for c in candidates]
+        results = self.run_rung(trials, self.report)
+        self.rows.extend(_rows(trials, results))
+        return {t.candidate: o for t, o in zip(trials, results)}
+
+
+def first_rung(rungs: _Rungs, cycles: int, screen_by: str | None, factor: int) -> dict:
+    """Return {candidate: outcome} of rung 0, run in two waves when screening.
 
     The candidates with the smallest grid[i][screen_by] (the cheapest rank) run first; a
     candidate with another value runs only when its other settings (its penalty) are among the
@@ -244,29 +249,44 @@ def first_rung(grid, run_rung, cycles, deadline, report, screen_by, factor):
     rung with 36 % fewer trial cycles (docs/accuracy.md): the penalties rank alike at every rank,
     and a rank-50 cycle costs 2.7 rank-10 ones. A first wave cut by the deadline ends the rung.
     """
+    grid = rungs.grid
     values = [row.get(screen_by) for row in grid] if screen_by else [None] * len(grid)
     smallest = min((v for v in values if v is not None), default=None)
     first = [c for c in range(len(grid)) if values[c] in (smallest, None)]
-    waves = [first]
-    rows, outcomes = [], {}
-    for wave in waves:
-        if wave is not first and deadline is not None and time.time() >= deadline:
+    outcomes = rungs.run(first, cycles, 0)
+    rest = [c for c in range(len(grid)) if c not in first]
+    if not rest or len(_finished(outcomes)) < len(first) or rungs.past():
+        return outcomes
+    ranked = sorted(first, key=lambda c: (_score(outcomes[c]), c))
+    best = {_setting(grid[c], screen_by) for c in ranked[: math.ceil(len(first) / factor)]}
+    second = [c for c in rest if _setting(grid[c], screen_by) in best]
+    outcomes.update(rungs.run(second, cycles, 0))
+    return outcomes
+
+
+def _later_rungs(rungs: _Rungs, finished: dict, decided, groups: list, schedule: list):
+    """Run the rungs after the first; return (decided winner and row, cut by the deadline)."""
+    alive, scores = list(finished), {c: _score(o) for c, o in finished.items()}
+    for rung, (kept, cycles) in enumerate(schedule, start=1):
+        if len(alive) == 1:
             break
-        trials = [Trial(c, grid[c], cycles, 0, deadline) for c in wave]
-        results = run_rung(trials, report)
-        rows.extend(_rows(trials, results))
-        outcomes.update({t.candidate: o for t, o in zip(trials, results)})
-        if wave is first and len(first) < len(grid) and all(o["complete"] for o in results):
-            ranked = sorted(first, key=lambda c: (_score(outcomes[c]), c))
-            best = {_setting(grid[c], screen_by) for c in ranked[: math.ceil(len(first) / factor)]}
-            waves.append(
-                [
-                    c
-                    for c in range(len(grid))
-                    if c not in first and _setting(grid[c], screen_by) in best
-                ]
-            )
-    return rows, outcomes
+        if rungs.past():
+            return decided, True
+        promoted = survivors(alive, scores, min(kept, len(alive)), groups)
+        _discard(rungs.run_rung, [c for c in alive if c not in promoted])
+        alive = promoted
+        outcomes = rungs.run(alive, cycles, rung)
+        finished = _finished(outcomes)
+        if len(finished) < len(outcomes):  # cut: the rung is not compared
+            return decided, True
+        scores = {c: _score(o) for c, o in finished.items()}
+        decided = _decide(finished, rung, rungs.rows)
+    return decided, False
+
+
+def _finished(outcomes: dict) -> dict:
+    """Return the outcomes of the trials that ran their rung's cycles (or were stopped by a rule)."""
+    return {c: o for c, o in outcomes.items() if o["complete"]}
 
 
 def _setting(candidate: dict, leave_out: str) -> tuple:
