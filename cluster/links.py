@@ -125,6 +125,8 @@ class Links:
         self._wake_r.setblocking(False)
         self._aborted: set[str] = set()
         self.closed = False
+        # made here, not in the thread: its file descriptor exists before anything can run out
+        self._selector = selectors.DefaultSelector()
         self._acceptor = threading.Thread(
             target=self._accept_loop, name="hamsi-links-accept", daemon=True
         )
@@ -134,7 +136,7 @@ class Links:
     def _accept_loop(self) -> None:
         """Accept connections and serve all their hellos at once (module docstring), until shutdown."""
         pending: dict[socket.socket, AcceptedHello] = {}  # in order of arrival
-        with selectors.DefaultSelector() as selector:
+        with self._selector as selector:
             selector.register(self._stop_r, selectors.EVENT_READ, "stop")
             selector.register(self._listener, selectors.EVENT_READ, "listener")
             try:

@@ -68,7 +68,8 @@ class DaskTrialRunner:
             ): trial
             for trial in trials
         }
-        for future in as_completed(outcomes):
+        # the client is not the default one (a LocalCluster of the fit), so name its loop
+        for future in as_completed(list(outcomes), loop=self.client.loop):
             report(outcomes[future], future.result())
         return [future.result() for future in outcomes]
 

@@ -329,14 +329,10 @@ def _read_train_and_test(args, columns):
             test = hamsi.load_ratings(args.test, columns=columns, duplicates=args.duplicates)
     if ratings.nnz == 0:
         raise InputError(f"{args.data}: no ratings")
-    if not args.quiet:
-        print(
-            f"hamsi factorize: read {describe_ratings(ratings, args.duplicates)}", file=sys.stderr
-        )
+    if not args.quiet:  # a report of the input, beside the results on stdout
+        print(f"read {describe_ratings(ratings, args.duplicates)}")
         if test is not None:
-            print(
-                f"hamsi factorize: test {describe_ratings(test, args.duplicates)}", file=sys.stderr
-            )
+            print(f"test {describe_ratings(test, args.duplicates)}")
     if args.test_fraction > 0:
         return ratings.split(args.test_fraction, seed=args.seed)
     return ratings, test
