@@ -27,6 +27,9 @@ from cluster.state_codec import (
 )
 from hamsi.atomic import PRIVATE, atomic_output
 from hamsi.errors import InputError
+from hamsi.model_io import npz_member_headers, read_npz_member
+from hamsi.stepper import Stepper
+from hamsi.stop_rules import StopRules
 
 FILENAME = "state.npz"
 FINGERPRINT = "fingerprint"
@@ -61,8 +64,6 @@ def _read(path: str) -> dict:
     The limits are the model loader's (hamsi.model_io.npz_member_headers): no object arrays, each
     member the size its header declares, a bounded compression ratio, the total within memory.
     """
-    from hamsi.model_io import npz_member_headers, read_npz_member
-
     try:
         with zipfile.ZipFile(path) as archive:
             headers = npz_member_headers(archive, path, "checkpoint")
@@ -178,9 +179,6 @@ def _refuse_entry(path: str, entry: str, what: str):
 
 def _check_run_meta(path: str, meta) -> None:
     """Refuse a run state without exactly RUN_META's fields, of their types, or a malformed trace."""
-    from hamsi.stepper import Stepper
-    from hamsi.stop_rules import StopRules
-
     if not isinstance(meta, dict) or sorted(meta) != sorted(RUN_META):
         keys = sorted(meta) if isinstance(meta, dict) else type(meta).__name__
         _refuse_entry(

@@ -1,7 +1,7 @@
 """Ratings read, indexed, split and placed on the Dask workers: the data path of a distributed fit.
 
 A Dask DataFrame, or a path, directory or glob of Parquet / CSV files (one partition per file, read
-by a task on a worker), goes to its row shards without ever passing through the client:
+by a task on a worker: cluster.sources), goes to its row shards without ever passing through the client:
 
 1. read    every partition is read and checked (integer ids, numeric finite ratings) by a task;
            a bad value is an InputError naming the file (or partition), row and column. No
@@ -37,12 +37,11 @@ so Dask recomputes what a dead worker held from the partitions' read tasks.
 
 from __future__ import annotations
 
-import glob
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
+from distributed import wait
 
 from cluster.coloring import COLOR_SCHEMES, ShardedCover, color_shards, hogwild_shards
 from cluster.indexing import (
@@ -68,148 +67,26 @@ from cluster.routing import (
     release_freed_memory,
 )
 from cluster.sharded import GridCover, ShardedFactorization, grid_bounds
+from cluster.sources import (  # noqa: F401 (some re-exported: callers import them from here)
+    FILE_KINDS,
+    checked_frame,
+    is_distributed_source,
+    over_partitions,
+    partition_readers,
+    read_rating_file,
+    source_files,
+)
 from hamsi.data.moments import RatingStatistics, mean_of
-from hamsi.data.ratings import as_integer_ids
 from hamsi.errors import InputError
 from hamsi.problems.base import equal_bounds
 from hamsi.training import TrainingFacts
-
-if TYPE_CHECKING:
-    import pandas as pd
+from partition.registry import DEFAULT_SUBSETS
 
 SCHEMES = ("strata", "strata-b") + COLOR_SCHEMES + ("hogwild",)
-FILE_KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 # ids merged per task when reducing the partitions' distinct ids and counts (a tree on the workers)
 MERGE_FANIN = 8
 # partitions cut per window of the routing, per worker (cluster.routing: at most two windows in flight)
 ROUTE_WINDOW = 2
-
-
-# --------------------------------------------------------------------------- sources
-def is_distributed_source(source) -> bool:
-    """True for a Dask DataFrame, a glob, or a directory of Parquet/CSV files (not a MovieLens directory)."""
-    if (type(source).__module__ or "").startswith("dask") and hasattr(source, "columns"):
-        return True
-    if not isinstance(source, (str, os.PathLike)):
-        return False
-    text = os.fspath(source)
-    if glob.has_magic(text):
-        return True
-    return os.path.isdir(text) and bool(_files_in(text))
-
-
-def _files_in(directory: str) -> list:
-    """Return the Parquet (else CSV) files of a directory, sorted by name."""
-    names = sorted(os.listdir(directory))
-    for kind in ("parquet", "csv"):
-        found = [
-            os.path.join(directory, f)
-            for f in names
-            if FILE_KINDS.get(os.path.splitext(f)[1].lower()) == kind
-        ]
-        if found:
-            return found
-    return []
-
-
-def source_files(source) -> tuple[list, str]:
-    """Return (files sorted by name, "parquet" or "csv") of a path, directory or glob; InputError if none."""
-    text = os.fspath(source)
-    if os.path.isdir(text):
-        files = _files_in(text)
-    elif glob.has_magic(text):
-        files = sorted(f for f in glob.glob(text) if os.path.isfile(f))
-    else:
-        files = [text] if os.path.isfile(text) else []
-    if not files:
-        raise InputError(f"{text}: matches no Parquet or CSV file")
-    kinds = {FILE_KINDS.get(os.path.splitext(f)[1].lower()) for f in files}
-    if len(kinds) != 1 or None in kinds:
-        raise InputError(
-            f"{text}: the files must all be .parquet or all .csv; got {sorted(map(str, kinds))}"
-        )
-    return files, kinds.pop()
-
-
-def read_rating_file(path: str, kind: str, columns) -> pd.DataFrame:
-    """Return the checked (user, item, rating) frame of one Parquet or CSV file (a task on a worker)."""
-    import pyarrow as pa
-
-    try:
-        if kind == "parquet":
-            import pyarrow.parquet as pq
-
-            table = pq.read_table(path)
-        else:
-            import pyarrow.csv as pcsv
-
-            table = pcsv.read_csv(path)
-    except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(f"{path}: not a readable {kind} file: {exc}") from None
-    return checked_frame(table.to_pandas(), columns, path)
-
-
-def checked_frame(frame, columns, label: str):
-    """Return frame's (user, item, rating) columns as int64, int64, float64; InputError naming label, row, column."""
-    import pandas as pd
-
-    from hamsi.data.readers import _pick_columns
-
-    names = [str(c) for c in frame.columns]
-    use = [frame.columns[k] for k in _pick_columns(names, columns, label)]
-    out = {}
-    for key, name in zip(("user", "item"), use[:2]):
-        out[key] = as_integer_ids(
-            frame[name].to_numpy(), f"{key} id (column {name!r})", lambda k: f"{label}: row {k}"
-        )
-    raw = frame[use[2]]
-    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
-    bad = ~np.isfinite(values)
-    if bad.any():
-        k = int(np.argmax(bad))
-        raise InputError(
-            f"{label}: row {k}: rating {raw.iloc[k]!r} in column {use[2]!r} is not a finite number"
-        )
-    out["rating"] = values
-    return pd.DataFrame(out)
-
-
-def _pick_names(names, columns) -> list:
-    """Return the (user, item, rating) column names of a Dask DataFrame (metadata only)."""
-    from hamsi.data.readers import _pick_columns
-
-    return [names[k] for k in _pick_columns([str(n) for n in names], columns, "Dask DataFrame")]
-
-
-def partition_readers(source, columns=None) -> tuple[list, list]:
-    """Return (a Delayed per partition giving its checked frame, a label per partition: file or partition number).
-
-    Nothing is read here: every pass over the ratings (`over_partitions`) computes the readers again
-    inside its own graph, so a worker holds a partition only while one task of that pass uses it.
-    """
-    import dask
-
-    if isinstance(source, (str, os.PathLike)):
-        files, kind = source_files(source)
-        read = dask.delayed(read_rating_file, pure=False)
-        return [read(f, kind, columns) for f in files], [str(f) for f in files]
-    use = _pick_names(list(source.columns), columns)
-    raw = source[use].to_delayed()
-    labels = [f"Dask DataFrame partition {i}" for i in range(len(raw))]
-    check = dask.delayed(checked_frame, pure=False)
-    return [check(part, [0, 1, 2], label) for part, label in zip(raw, labels)], labels
-
-
-def over_partitions(client, readers: list, task, **kwargs) -> list:
-    """Return futures of task(frame, **kwargs) for each reader's frame, read and used in one graph.
-
-    One graph per pass: dask.order runs each partition's task right after its read, so the frame
-    is released at once (a separate graph would read every partition before the first task).
-    """
-    import dask
-
-    apply = dask.delayed(task, pure=False)
-    return client.compute([apply(reader, **kwargs) for reader in readers])
 
 
 @dataclass(eq=False)
@@ -337,38 +214,18 @@ def load_worker_ratings(
     n_blocks = min(int(n_blocks), min(shape))
     if scheme not in ("strata", "strata-b"):
         n_subsets = _color_subsets(n_subsets, n_ratings)
-        # equal intervals, as MatrixFactorization.shard_bounds cuts a cover without strata; the
-        # ratings are routed in position order (one subset) and colored on their hosts
-        rb, cb = equal_bounds(shape[0], n_blocks), equal_bounds(shape[1], n_blocks)
-        routed = GridCover("position", shape, rb, np.array([0, shape[1]], dtype=np.int64))
-    else:
-        routed = GridCover(scheme, shape, *grid_bounds(scheme, row_counts, col_counts, n_blocks))
-        rb, cb = routed.row_bounds, routed.col_bounds
+    routed, rb, cb = _routing_cover(scheme, shape, row_counts, col_counts, n_blocks)
     cumulative = np.concatenate([[0], np.cumsum(row_counts)])
     sizes = [int(cumulative[rb[p + 1]] - cumulative[rb[p]]) for p in range(n_blocks)]
     owner = assign_shards(n_blocks, list(workers or client.scheduler_info()["workers"]), sizes)
     try:
         shards, cover = route_shards(client, readers, where, routed, owner, users, items), routed
-        if scheme == "hogwild":
-            shards, cover = hogwild_shards(
+        if scheme not in ("strata", "strata-b"):
+            shards, cover = _cover_on_workers(
                 client,
                 shards,
                 owner,
-                shape,
-                rb,
-                cb,
-                sizes,
-                n_subsets=n_subsets,
-                seed=0 if seed is None else seed,
-            )
-        elif scheme in COLOR_SCHEMES:
-            shards, cover = color_shards(
-                client,
-                shards,
-                owner,
-                shape,
-                rb,
-                cb,
+                (shape, rb, cb, sizes),
                 scheme=scheme,
                 n_subsets=n_subsets,
                 seed=0 if seed is None else seed,
@@ -402,10 +259,37 @@ def load_worker_ratings(
     )
 
 
+def _routing_cover(scheme: str, shape: tuple, row_counts, col_counts, n_blocks: int) -> tuple:
+    """Return (the GridCover the ratings are routed by, its row bounds, the cover's col bounds).
+
+    STRATA/-B: the cover itself, cut from the counts. COLOR/-B and HOGWILD: equal intervals, as
+    MatrixFactorization.shard_bounds cuts a cover without strata; the ratings are routed in
+    position order (one subset) and colored or split on their hosts.
+    """
+    if scheme in ("strata", "strata-b"):
+        routed = GridCover(scheme, shape, *grid_bounds(scheme, row_counts, col_counts, n_blocks))
+        return routed, routed.row_bounds, routed.col_bounds
+    rb, cb = equal_bounds(shape[0], n_blocks), equal_bounds(shape[1], n_blocks)
+    return GridCover("position", shape, rb, np.array([0, shape[1]], dtype=np.int64)), rb, cb
+
+
+def _cover_on_workers(client, shards, owner, grid, *, scheme, n_subsets, seed) -> tuple:
+    """Return (the shards in the cover's engine order, the ShardedCover) of COLOR/-B or HOGWILD.
+
+    grid: (shape, row bounds, col bounds, training ratings per row shard) of the routed shards.
+    """
+    shape, rb, cb, sizes = grid
+    if scheme == "hogwild":
+        return hogwild_shards(
+            client, shards, owner, shape, rb, cb, sizes, n_subsets=n_subsets, seed=seed
+        )
+    return color_shards(
+        client, shards, owner, shape, rb, cb, scheme=scheme, n_subsets=n_subsets, seed=seed
+    )
+
+
 def _color_subsets(n_subsets, n_ratings: int) -> int:
     """Return K for a COLOR/-B or HOGWILD cover: partition.registry's default and checks."""
-    from partition.registry import DEFAULT_SUBSETS
-
     n_subsets = DEFAULT_SUBSETS if n_subsets is None else n_subsets
     if isinstance(n_subsets, bool) or not isinstance(n_subsets, (int, np.integer)) or n_subsets < 1:
         raise InputError(f"subsets must be a positive integer; got {n_subsets!r}")
@@ -423,8 +307,6 @@ def route_shards(
     window at a time and each piece is copied into its place in its shard. A window is submitted
     once the one before the last is in its shards: a worker holds the pieces of two windows at most.
     """
-    from distributed import wait
-
     rb, cb = cover.row_bounds, cover.col_bounds
     places = PiecePlaces.of(
         client.gather(

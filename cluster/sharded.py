@@ -26,6 +26,8 @@ from hamsi.problems.matrix_factorization import (
     heldout_range,
     penalty_weights,
 )
+from hamsi.stepper import engine_rngs
+from partition.strata import balanced_bounds_of_counts, equal_length_bounds
 
 # normals drawn per call when a host skips the start stream up to its rows
 DRAW_CHUNK = 1 << 20
@@ -169,8 +171,6 @@ def grid_bounds(
     scheme: str, row_counts: np.ndarray, col_counts: np.ndarray, n_blocks: int
 ) -> tuple:
     """Return (row bounds, col bounds) of STRATA (equal lengths) or STRATA-B (balanced by the counts)."""
-    from partition.strata import balanced_bounds_of_counts, equal_length_bounds
-
     if scheme == "strata":
         return equal_length_bounds(row_counts.size, n_blocks), equal_length_bounds(
             col_counts.size, n_blocks
@@ -319,8 +319,6 @@ class WorkerLayout(FactorLayout):
         The start is `MatrixFactorization.initial_point(engine_rngs(random_state)[0])`, each host
         drawing its rows of it.
         """
-        from hamsi.stepper import engine_rngs
-
         problem = self.problem
         start = StartSpec(
             engine_rngs(random_state)[0],

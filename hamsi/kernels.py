@@ -36,6 +36,7 @@ chronology).
 
 from __future__ import annotations
 
+import multiprocessing
 import subprocess
 import sys
 import types
@@ -43,6 +44,7 @@ import types
 import numba
 import numpy as np
 
+from hamsi import lbfgs
 from hamsi.mf_kernels import (
     mf_block_gradient,
     mf_clipped_squared_error,
@@ -236,8 +238,6 @@ def warm_up(n_params: int = 0, disjoint: bool = True, also=None) -> None:
 
 def _warm_gradient_and_step(k) -> None:
     """Compile the subset gradient (with the block kernel it calls), the L-BFGS step and its small algebra."""
-    from hamsi import lbfgs
-
     rows, vals = np.zeros(2, dtype=np.int32), np.ones(2)
     x, g = np.zeros(8), np.zeros(8)
     U, V = x[:4].reshape(2, 2), x[4:].reshape(2, 2)
@@ -316,8 +316,6 @@ def _start_compile_helper(k):
     worker): its siblings compile at the same time, and a helper each only crowds the cores
     (`hamsi demo`'s two workers: 17.2 s with helpers, 16.2 s without).
     """
-    import multiprocessing
-
     sum_partials_in_order(np.ones((2, 3)), np.zeros(3))
     if (
         not sum_partials_in_order.stats.cache_misses

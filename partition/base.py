@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from partition.errors import PartitionError
+from partition.graph import FactorGraph
+from partition.plots import plot_partition
 
 
 @dataclass(eq=False)
@@ -51,8 +53,6 @@ class Partition:
 
     def _graph_or(self, ratings):
         if ratings is not None:
-            from partition.graph import FactorGraph
-
             return FactorGraph.from_ratings(ratings)
         if self.graph is None:
             raise PartitionError("this Partition has no factor graph attached; pass the ratings")
@@ -127,8 +127,6 @@ class Partition:
 
     def plot(self, path) -> str:
         """Write a picture of the partition to `path` (thesis Fig. 3.3 or 3.4 style); return path."""
-        from partition.plots import plot_partition
-
         return plot_partition(self, path)
 
 

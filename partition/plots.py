@@ -12,6 +12,7 @@ import numpy as np
 
 
 def _pyplot():
+    # why lazy: matplotlib takes ~0.5 s to import; only a plot needs it
     import matplotlib
 
     matplotlib.use("Agg")

@@ -118,30 +118,35 @@ def make(
 
 
 def _build_color(graph, rows, cols, shape, blocks, subsets, seed):
+    # why lazy: partition.jit loads numba (~0.4 s), which `hamsi --help` never needs
     from partition.color import color_partition
 
     return color_partition(graph, shape, blocks, subsets, balanced=False, seed=seed)
 
 
 def _build_color_balanced(graph, rows, cols, shape, blocks, subsets, seed):
+    # why lazy: partition.jit loads numba (~0.4 s), which `hamsi --help` never needs
     from partition.color import color_partition
 
     return color_partition(graph, shape, blocks, subsets, balanced=True, seed=seed)
 
 
 def _build_hogwild(graph, rows, cols, shape, blocks, subsets, seed):
+    # why lazy: partition.jit loads numba (~0.4 s), which `hamsi --help` never needs
     from partition.hogwild import hogwild
 
     return hogwild(graph, shape, blocks, subsets, seed)
 
 
 def _build_strata(graph, rows, cols, shape, blocks, subsets, seed):
+    # why lazy: partition.jit loads numba (~0.4 s), which `hamsi --help` never needs
     from partition.strata import strata
 
     return strata(rows, cols, shape, blocks, seed)
 
 
 def _build_strata_balanced(graph, rows, cols, shape, blocks, subsets, seed):
+    # why lazy: partition.jit loads numba (~0.4 s), which `hamsi --help` never needs
     from partition.strata import strata_balanced
 
     return strata_balanced(rows, cols, shape, blocks, seed)

@@ -182,28 +182,10 @@ def lazy_imports_without_reason(path: Path) -> list[int]:
     return sorted(missing)
 
 
-# Modules being changed on other branches while this rule came in: their in-function imports are
-# still to be given a reason or moved to the top. The set only shrinks.
-NOT_YET_REVIEWED = {
-    "cluster/checkpoint.py",
-    "cluster/dataset.py",
-    "cluster/sharded.py",
-    "hamsi/kernels.py",
-    "partition/base.py",
-    "partition/plots.py",
-    "partition/registry.py",
-}
-
-
-@pytest.mark.parametrize("relative", [r for r in modules() if r not in NOT_YET_REVIEWED])
+@pytest.mark.parametrize("relative", list(modules()))
 def test_imports_are_deferred_only_to_save_start_up_time(relative):
     missing = lazy_imports_without_reason(ROOT / relative)
     assert not missing, f"{relative}: imports inside functions without '# why lazy:' at {missing}"
-
-
-def test_not_yet_reviewed_modules_still_need_it():
-    reviewed = sorted(r for r in NOT_YET_REVIEWED if not lazy_imports_without_reason(ROOT / r))
-    assert not reviewed, f"remove {reviewed} from NOT_YET_REVIEWED: their imports say why now"
 
 
 def test_the_checker_sees_lazy_imports(tmp_path):

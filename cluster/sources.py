@@ -1,0 +1,145 @@
+"""Where ratings on the workers come from: a Dask DataFrame, or Parquet / CSV files read by tasks.
+
+Step 1 of cluster.dataset: every partition (one per file) is read and checked (integer ids,
+numeric finite ratings) by a task on a worker; a bad value is an InputError naming the file (or
+partition), row and column. `partition_readers` only describes the reads: every pass over the
+ratings (`over_partitions`) reads them again inside its own graph.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from typing import TYPE_CHECKING
+
+import dask
+import numpy as np
+
+from hamsi.data.ratings import as_integer_ids
+from hamsi.data.readers import _pick_columns
+from hamsi.errors import InputError
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+FILE_KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
+
+
+def is_distributed_source(source) -> bool:
+    """True for a Dask DataFrame, a glob, or a directory of Parquet/CSV files (not a MovieLens directory)."""
+    if (type(source).__module__ or "").startswith("dask") and hasattr(source, "columns"):
+        return True
+    if not isinstance(source, (str, os.PathLike)):
+        return False
+    text = os.fspath(source)
+    if glob.has_magic(text):
+        return True
+    return os.path.isdir(text) and bool(_files_in(text))
+
+
+def _files_in(directory: str) -> list:
+    """Return the Parquet (else CSV) files of a directory, sorted by name."""
+    names = sorted(os.listdir(directory))
+    for kind in ("parquet", "csv"):
+        found = [
+            os.path.join(directory, f)
+            for f in names
+            if FILE_KINDS.get(os.path.splitext(f)[1].lower()) == kind
+        ]
+        if found:
+            return found
+    return []
+
+
+def source_files(source) -> tuple[list, str]:
+    """Return (files sorted by name, "parquet" or "csv") of a path, directory or glob; InputError if none."""
+    text = os.fspath(source)
+    if os.path.isdir(text):
+        files = _files_in(text)
+    elif glob.has_magic(text):
+        files = sorted(f for f in glob.glob(text) if os.path.isfile(f))
+    else:
+        files = [text] if os.path.isfile(text) else []
+    if not files:
+        raise InputError(f"{text}: matches no Parquet or CSV file")
+    kinds = {FILE_KINDS.get(os.path.splitext(f)[1].lower()) for f in files}
+    if len(kinds) != 1 or None in kinds:
+        raise InputError(
+            f"{text}: the files must all be .parquet or all .csv; got {sorted(map(str, kinds))}"
+        )
+    return files, kinds.pop()
+
+
+def read_rating_file(path: str, kind: str, columns) -> pd.DataFrame:
+    """Return the checked (user, item, rating) frame of one Parquet or CSV file (a task on a worker)."""
+    # why lazy: pyarrow (~0.2 s of import) is needed only by the read tasks on the workers
+    import pyarrow as pa
+
+    try:
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+
+            table = pq.read_table(path)
+        else:
+            import pyarrow.csv as pcsv
+
+            table = pcsv.read_csv(path)
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputError(f"{path}: not a readable {kind} file: {exc}") from None
+    return checked_frame(table.to_pandas(), columns, path)
+
+
+def checked_frame(frame, columns, label: str):
+    """Return frame's (user, item, rating) columns as int64, int64, float64; InputError naming label, row, column."""
+    # why lazy: pandas (~0.8 s of import) is needed only by the read tasks on the workers
+    import pandas as pd
+
+    names = [str(c) for c in frame.columns]
+    use = [frame.columns[k] for k in _pick_columns(names, columns, label)]
+    out = {}
+    for key, name in zip(("user", "item"), use[:2]):
+        out[key] = as_integer_ids(
+            frame[name].to_numpy(), f"{key} id (column {name!r})", lambda k: f"{label}: row {k}"
+        )
+    raw = frame[use[2]]
+    values = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64, na_value=np.nan)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        k = int(np.argmax(bad))
+        raise InputError(
+            f"{label}: row {k}: rating {raw.iloc[k]!r} in column {use[2]!r} is not a finite number"
+        )
+    out["rating"] = values
+    return pd.DataFrame(out)
+
+
+def _pick_names(names, columns) -> list:
+    """Return the (user, item, rating) column names of a Dask DataFrame (metadata only)."""
+    return [names[k] for k in _pick_columns([str(n) for n in names], columns, "Dask DataFrame")]
+
+
+def partition_readers(source, columns=None) -> tuple[list, list]:
+    """Return (a Delayed per partition giving its checked frame, a label per partition: file or partition number).
+
+    Nothing is read here: every pass over the ratings (`over_partitions`) computes the readers again
+    inside its own graph, so a worker holds a partition only while one task of that pass uses it.
+    """
+    if isinstance(source, (str, os.PathLike)):
+        files, kind = source_files(source)
+        read = dask.delayed(read_rating_file, pure=False)
+        return [read(f, kind, columns) for f in files], [str(f) for f in files]
+    use = _pick_names(list(source.columns), columns)
+    raw = source[use].to_delayed()
+    labels = [f"Dask DataFrame partition {i}" for i in range(len(raw))]
+    check = dask.delayed(checked_frame, pure=False)
+    return [check(part, [0, 1, 2], label) for part, label in zip(raw, labels)], labels
+
+
+def over_partitions(client, readers: list, task, **kwargs) -> list:
+    """Return futures of task(frame, **kwargs) for each reader's frame, read and used in one graph.
+
+    One graph per pass: dask.order runs each partition's task right after its read, so the frame
+    is released at once (a separate graph would read every partition before the first task).
+    """
+    apply = dask.delayed(task, pure=False)
+    return client.compute([apply(reader, **kwargs) for reader in readers])
