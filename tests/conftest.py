@@ -17,6 +17,24 @@ def tiny_ratings():
     return Ratings(rows, cols, values, (6, 5))
 
 
+@pytest.fixture(scope="module")
+def client():
+    """A client of two single-thread worker processes on 127.0.0.1, closed after the module."""
+    from distributed import Client, LocalCluster
+
+    with (
+        LocalCluster(
+            n_workers=2,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=":0",
+        ) as cluster,
+        Client(cluster) as dask_client,
+    ):
+        yield dask_client
+
+
 @pytest.fixture
 def dask_cluster(tmp_path):
     """Yield the address of a scheduler with two single-thread workers on loopback; always stop them."""

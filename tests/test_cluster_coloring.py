@@ -15,24 +15,6 @@ def without_time(trace):
 
 
 @pytest.fixture(scope="module")
-def client():
-    """Two worker processes of one thread on 127.0.0.1, closed at the end of the module."""
-    from distributed import Client, LocalCluster
-
-    with (
-        LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=":0",
-        ) as cluster,
-        Client(cluster) as dask_client,
-    ):
-        yield dask_client
-
-
-@pytest.fixture(scope="module")
 def colored(client, frame):
     """COLOR-B on the workers from a 7-partition Dask DataFrame: (WorkerRatings, ratings, Partition)."""
     from cluster.coloring import collect_cover

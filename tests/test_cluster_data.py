@@ -13,24 +13,6 @@ from hamsi.errors import InputError
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture(scope="module")
-def client():
-    """Two worker processes on 127.0.0.1, closed at the end of the module."""
-    from distributed import Client, LocalCluster
-
-    with (
-        LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=":0",
-        ) as cluster,
-        Client(cluster) as dask_client,
-    ):
-        yield dask_client
-
-
 # search=False: the search does not run on ratings kept on the workers, so both paths take auto's
 # unsearched values (reg from the data) and must agree to the bit
 OPTIONS = dict(
