@@ -134,14 +134,19 @@ def rung_cycles(
 ) -> list[tuple[int, int]]:
     """Return [(candidates kept, cycles)] of each rung: 1/factor of them go on, factor times longer.
 
-    Promoted trials continue their runs (hamsi.trials), so a rung costs only its extra cycles. The
-    last rung runs max_cycles: the winner's best cycle, up to there, is the refit's.
+    Promoted trials continue their runs (hamsi.trials), so a rung costs only its extra cycles.
+    Halving stops at `factor` candidates, which all run max_cycles: a late starter among the
+    finalists is not cut at an intermediate rung (on the demo's sample the candidate ahead at
+    60 cycles was behind at 100). The winner's best cycle, up to max_cycles, is the refit's.
     """
     kept, cycles = n_candidates, max(1, min(min_cycles, max_cycles))
     rungs = [(kept, cycles)]
-    while cycles < max_cycles and kept > 1:
-        kept = max(1, math.ceil(kept / factor))
-        cycles = max_cycles if kept == 1 else min(max_cycles, cycles * factor)
+    while cycles < max_cycles:
+        if kept > factor:
+            kept = math.ceil(kept / factor)
+            cycles = max_cycles if kept == 1 else min(max_cycles, cycles * factor)
+        else:  # the last `factor` candidates all run the whole budget: none is cut on the way
+            cycles = max_cycles
         rungs.append((kept, cycles))
     return rungs
 

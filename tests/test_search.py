@@ -202,8 +202,9 @@ def test_successive_halving_keeps_the_best_third_against_brute_force():
     best6 = sorted(quality, key=quality.get)[:6]
     assert sorted(rung1) == sorted((grid[i]["rank"], grid[i]["reg"]) for i in best6)
     # promoted trials continue, so every rung is a factor longer; the last one runs the budget
-    assert search.rung_cycles(2, 40, 3, 18) == [(18, 2), (6, 6), (2, 18), (1, 40)]
-    assert search.rung_cycles(10, 100, 3, 3) == [(3, 10), (1, 100)]
+    assert search.rung_cycles(2, 40, 3, 18) == [(18, 2), (6, 6), (2, 18), (2, 40)]
+    assert search.rung_cycles(10, 100, 3, 3) == [(3, 10), (3, 100)]
+    assert search.rung_cycles(30, 100, 2, 4) == [(4, 30), (2, 60), (2, 100)]
     assert search.rung_cycles(30, 100, 2, 8) == [(8, 30), (4, 60), (2, 100)]
 
 
@@ -247,7 +248,7 @@ def test_a_deadline_reaches_every_trial_and_no_rung_starts_after_it(monkeypatch)
     found = search.choose_by_validation(
         grid, run_rung, min_cycles=1, max_cycles=4, deadline=time.time() + 60
     )
-    assert len(seen) == 4 + 2 + 1 and all(d is not None for d in seen) and found.searched
+    assert len(seen) == 4 + 2 + 2 and all(d is not None for d in seen) and found.searched
     seen.clear()
     found = search.choose_by_validation(
         grid, run_rung, min_cycles=1, max_cycles=4, deadline=time.time() - 1
