@@ -23,6 +23,10 @@ class FactorWork(VectorWork):
     def __init__(self, cfg, datas, states, common):
         self._host(cfg, datas, states)
         self.gV_parts = [np.zeros((cfg.n_items, cfg.width)) for _ in self.datas]
+        self._replicate(cfg, common)
+
+    def _replicate(self, cfg, common) -> None:
+        """Keep this worker's replica of V (and its vectors): common.x_rep, stepped in place."""
         self.V = common.x_rep
         self.replica = ShardVectors(
             common.x_rep.reshape(-1),

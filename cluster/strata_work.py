@@ -147,16 +147,7 @@ class OwnedFactorWork(FactorWork):
     def __init__(self, cfg, datas, states, common, me: str, holders: list):
         self._host(cfg, datas, states)  # gV is formed per home: no gV parts to assemble
         self.me, self.holders = me, holders
-        self.V = common.x_rep
-        self.replica = ShardVectors(
-            common.x_rep.reshape(-1),
-            common.S,
-            common.Y,
-            common.x_start,
-            common.g_start,
-            common.saved,
-        )
-        self.gV = self.replica.g.reshape(cfg.n_items, cfg.width)
+        self._replicate(cfg, common)
         r, bounds = self.replica, [int(b) for b in cfg.v_bounds]
         self.v_shards = [
             ShardVectors(

@@ -235,7 +235,7 @@ class _Rungs:
     rows: list = field(default_factory=list)
 
     def past(self) -> bool:
-        return self.deadline is not None and time.time() >= self.deadline
+        return past(self.deadline)
 
     def run(self, candidates: list, cycles: int, rung: int) -> dict:
         """Run `candidates` to `cycles` as rung `rung`; return {candidate: outcome}."""
@@ -297,6 +297,11 @@ def _finished(outcomes: dict) -> dict:
 def _setting(candidate: dict, leave_out: str) -> tuple:
     """Return a candidate's settings other than `leave_out`, as a hashable key."""
     return tuple(sorted((k, v) for k, v in candidate.items() if k != leave_out))
+
+
+def past(deadline: float | None) -> bool:
+    """True when time.time() `deadline` has passed (None: never)."""
+    return deadline is not None and time.time() >= deadline
 
 
 def _discard(run_rung, candidates) -> None:

@@ -16,10 +16,11 @@ import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor, as_completed
 
+from hamsi import search
 from hamsi.training import InMemoryRatings
 
 # validation can rise for a while before it falls (the factors grow out of the small start): on the
-# presets the longest wait for a new best before the best cycle was 16 cycles (docs/accuracy.md)
+# preset splits the longest wait for a new best before the best cycle was 20 cycles (docs/accuracy.md)
 TRIAL_PATIENCE = 25
 
 
@@ -76,11 +77,6 @@ class TrialRun:
             return self.model.finish_run(self.data, self.problem, self.run.finish())
 
 
-def past(deadline: float | None) -> bool:
-    """True when time.time() `deadline` has passed."""
-    return deadline is not None and time.time() >= deadline
-
-
 def not_started() -> dict:
     """Return the outcome of a trial the deadline kept from starting (never compared)."""
     return {
@@ -134,7 +130,7 @@ class LocalTrials:
 
     def _advance(self, trial) -> dict:
         run = self.runs.get(trial.candidate)
-        if run is None and trial.candidate and past(trial.deadline):
+        if run is None and trial.candidate and search.past(trial.deadline):
             return not_started()  # candidate 0 always starts: the fallback of a cut search
         if run is None:
             run = self.runs[trial.candidate] = TrialRun(

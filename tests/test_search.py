@@ -397,24 +397,14 @@ def test_the_cli_takes_a_damping_and_names_the_flag_when_it_conflicts(ratings, t
 
 @pytest.mark.cluster
 @pytest.mark.slow
-def test_on_dask_the_trials_run_as_tasks_and_choose_the_in_process_model(ratings):
-    from distributed import Client, LocalCluster, get_task_stream
+def test_on_dask_the_trials_run_as_tasks_and_choose_the_in_process_model(ratings, client):
+    from distributed import get_task_stream
 
     from cluster import DaskMatrixFactorizer
 
     in_process = MatrixFactorizer(**FAST).fit(ratings)
-    with (
-        LocalCluster(
-            n_workers=2,
-            threads_per_worker=1,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=":0",
-        ) as local,
-        Client(local) as client,
-    ):
-        with get_task_stream(client) as stream:
-            on_dask = DaskMatrixFactorizer(**FAST, client=client).fit(ratings)
+    with get_task_stream(client) as stream:
+        on_dask = DaskMatrixFactorizer(**FAST, client=client).fit(ratings)
     trials = [event for event in stream.data if "advance_trial" in str(event["key"])]
     assert len(trials) == len(on_dask.search_results_["rung"])  # one task per trial and rung
     assert len({event["worker"] for event in trials}) == 2  # spread over both workers
