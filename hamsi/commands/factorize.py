@@ -45,6 +45,36 @@ def register(subparsers) -> None:
     parser.add_argument(
         "data", metavar="DATA", help="rating file or MovieLens directory (see `hamsi data`)"
     )
+    _add_model_options(parser)
+    _add_optimizer_options(parser)
+    _add_data_and_output_options(parser)
+    parser.add_argument("--plot", metavar="PNG", default=None, help="write a convergence plot")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=None,
+        help="Dask workers (default: a local cluster with one worker per core); "
+        "0: run in this process",
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="threads of the in-process engine (--workers 0; default: cores)",
+    )
+    add_dask_options(parser)
+    parser.add_argument(
+        "--columns",
+        metavar="USER,ITEM,RATING",
+        default=None,
+        help="the user, item and rating columns of a CSV/Parquet input, by name",
+    )
+    parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
+    parser.set_defaults(run=run)
+
+
+def _add_model_options(parser) -> None:
+    """The flags of the model: rank, method, cover, penalty, biases."""
     parser.add_argument(
         "--rank",
         "-k",
@@ -90,6 +120,10 @@ def register(subparsers) -> None:
         default=True,
         help="learn user and item biases (default on)",
     )
+
+
+def _add_optimizer_options(parser) -> None:
+    """The flags of the optimization: start, steps, L-BFGS memory, stop rules, safeguard, seed."""
     parser.add_argument(
         "--eta",
         type=auto_or_float,
@@ -134,6 +168,10 @@ def register(subparsers) -> None:
         f"(default {VALIDATION_FRACTION:g})",
     )
     parser.add_argument("--seed", type=seed_value, default=1, help="random seed (default 1)")
+
+
+def _add_data_and_output_options(parser) -> None:
+    """The flags of the test ratings, the duplicates policy and the output files."""
     parser.add_argument(
         "--test-fraction",
         type=float,
@@ -167,29 +205,6 @@ def register(subparsers) -> None:
         default=None,
         help="write the model (ids, factors, biases, parameters; read by `hamsi recommend`)",
     )
-    parser.add_argument("--plot", metavar="PNG", default=None, help="write a convergence plot")
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=None,
-        help="Dask workers (default: a local cluster with one worker per core); "
-        "0: run in this process",
-    )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="threads of the in-process engine (--workers 0; default: cores)",
-    )
-    add_dask_options(parser)
-    parser.add_argument(
-        "--columns",
-        metavar="USER,ITEM,RATING",
-        default=None,
-        help="the user, item and rating columns of a CSV/Parquet input, by name",
-    )
-    parser.add_argument("--quiet", "-q", action="store_true", help="no progress display")
-    parser.set_defaults(run=run)
 
 
 def _check_args(args) -> None:
