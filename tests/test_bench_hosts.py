@@ -111,7 +111,9 @@ def test_two_emulated_hosts_bytes_match_the_model_and_iterates_are_bitwise():
     for (rate, path), (wire, model, _ratio, frames, _ms, same) in rows.items():
         assert same == "True", (rate, path)
         assert abs(float(wire) / float(model) - 1) <= 0.01, (rate, path, wire, model)
-        assert float(wire) >= float(frames), (rate, path)  # headers come on top of the frames
+        # headers come on top of the frames; wire is a difference of two runs' counters, which
+        # moves it by about 0.1 % (an owned-V run at 2 hosts once read 1.3455 MB against 1.3468)
+        assert float(wire) >= 0.995 * float(frames), (rate, path, wire, frames)
     # at 100 Mbit/s a worker's half of the replicated bytes takes at least that long to arrive
     wire, ms = float(rows["100mbit", "replicated"][0]), float(rows["100mbit", "replicated"][4])
     assert ms >= 0.9 * 1e3 * (wire * 1e6 / 2) / (100e6 / 8), ms
