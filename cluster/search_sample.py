@@ -71,7 +71,11 @@ def search_sample(client, source, *, columns, n_ratings: int, seed) -> SearchSam
     validation = client.submit(_part, parts, 1, pure=False)
     fit_nnz, validation_nnz, spread = client.submit(_sizes, parts, pure=False).result()
     wait([fit_part, validation])
-    note = ", on the workers" if fraction >= 1.0 else f", a {fraction:.0%} sample of users on the workers"
+    note = (
+        ", on the workers"
+        if fraction >= 1.0
+        else f", a {fraction:.0%} sample of users on the workers"
+    )
     return SearchSample(
         fit_part, validation, fit_nnz, validation_nnz, spread, int(n_ratings), note, fraction
     )
