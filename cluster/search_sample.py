@@ -20,8 +20,6 @@ receives only the parts' sizes and the spread of the ratings (hamsi.search.candi
 from __future__ import annotations
 
 import numpy as np
-from distributed import wait
-
 from cluster.sources import over_partitions, partition_readers
 from hamsi import search
 from hamsi.auto_values import SearchSample
@@ -70,7 +68,6 @@ def search_sample(client, source, *, columns, n_ratings: int, seed) -> SearchSam
     fit_part = client.submit(_part, parts, 0, pure=False)
     validation = client.submit(_part, parts, 1, pure=False)
     fit_nnz, validation_nnz, spread = client.submit(_sizes, parts, pure=False).result()
-    wait([fit_part, validation])
     note = (
         ", on the workers"
         if fraction >= 1.0
