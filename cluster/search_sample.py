@@ -20,6 +20,7 @@ receives only the parts' sizes and the spread of the ratings (hamsi.search.candi
 from __future__ import annotations
 
 import numpy as np
+
 from cluster.sources import over_partitions, partition_readers
 from hamsi import search
 from hamsi.auto_values import SearchSample
