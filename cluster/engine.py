@@ -51,6 +51,19 @@ class DaskEngine:
             self.client, estimator_class, base_params, fit_part, validation, self.threads_per_worker
         )
 
+    def search_sample(self, source, *, columns, n_ratings: int, seed):
+        """Return the search's SearchSample of `source`, cut and kept on the workers (cluster.search_sample)."""
+        # why lazy: cluster.search_sample loads pandas' readers, only for data read on the workers
+        from cluster.search_sample import search_sample
+
+        return search_sample(
+            self.client,
+            source,
+            columns=None if tuple(columns) == DEFAULT_COLUMNS else tuple(columns),
+            n_ratings=n_ratings,
+            seed=seed,
+        )
+
     def keeps(self, source) -> bool:
         """True when `source` is read by the workers and stays there (a Dask DataFrame, a path or glob)."""
         # why lazy: cluster.dataset loads pandas and numba's kernels, only for data read on the workers

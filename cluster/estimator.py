@@ -75,7 +75,9 @@ class DaskMatrixFactorizer(MatrixFactorizer):
     interpreter exit, or earlier with cluster.estimator.close_local_clusters().
 
     The hyper-parameter search (hamsi.search) runs its trials as Dask tasks, one per worker, each
-    an in-process fit there (cluster.search); the refit of the winner runs on the cluster.
+    an in-process fit there (cluster.search); the refit of the winner runs on the cluster. With
+    ratings kept on the workers, the trials read parts the workers cut from them
+    (cluster.search_sample) and the client still takes no rating.
     """
 
     _shared_params = ("client",)

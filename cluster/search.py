@@ -1,8 +1,9 @@
 """The hyper-parameter search's trials as Dask tasks: each trial's run lives on a worker.
 
 hamsi.search decides everything (the grid, the rungs, who is kept); this module only runs a
-rung's trials on the cluster. The fit and validation parts are scattered once to every worker;
-a trial's run (hamsi.trials.TrialRun) is started by one task and stays on that worker as a
+rung's trials on the cluster. The fit and validation parts are scattered once to every worker
+(ratings kept on the workers give futures of them there already: cluster.search_sample); a
+trial's run (hamsi.trials.TrialRun) is started by one task and stays on that worker as a
 future; promoting it submits a task that continues that run there (no state moves), and a
 small task reads its outcome. Each trial runs the in-process engine on threads_per_worker
 threads, so it gives what it gives in this process and the search chooses the same model for
@@ -11,7 +12,7 @@ the same seed.
 
 from __future__ import annotations
 
-from distributed import as_completed
+from distributed import Future, as_completed
 
 from hamsi import trials as trial_runs
 
@@ -24,10 +25,15 @@ class DaskTrialRunner:
     ):
         self.client, self.estimator_class = client, estimator_class
         self.base_params = dict(base_params, threads=int(threads))
-        # broadcast: every worker gets the ratings once; each trial then moves only its parameters
-        self.fit_part, self.validation = client.scatter(
-            [fit_part, validation], broadcast=True, hash=False
-        )
+        # ratings kept on the workers (cluster.search_sample): the client never takes a rating,
+        # so a fitted trial comes back without its lists of seen items (O(ratings))
+        self.kept = isinstance(fit_part, Future)
+        if self.kept:
+            self.fit_part, self.validation = fit_part, validation
+        else:  # broadcast: every worker gets the ratings once; a trial then moves only its parameters
+            self.fit_part, self.validation = client.scatter(
+                [fit_part, validation], broadcast=True, hash=False
+            )
         self.runs: dict = {}  # candidate -> future of its TrialRun, on the worker that runs it
         self.homes: dict = {}  # candidate -> that worker's address
         self.workers = sorted(client.scheduler_info()["workers"])
@@ -83,6 +89,7 @@ class DaskTrialRunner:
         return self.client.submit(
             trial_runs.fitted_trial,
             self.runs[candidate],
+            keep_seen=not self.kept,
             workers=[self.homes[candidate]],
             pure=False,
         ).result()

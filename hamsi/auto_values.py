@@ -1,8 +1,9 @@
 """How MatrixFactorizer turns its `auto` hyper-parameters into values (`AutoValues`).
 
 By the search (hamsi.search: successive halving on a validation split cut from the training
-ratings, its trials run by the engine), or, with search=False or ratings kept on the workers,
-the values the search starts from. Under max_time the search, the refit and the fallback to a
+ratings, its trials run by the engine, on a SearchSample: in this process, or on the Dask
+workers for ratings kept there, cluster.search_sample), or, with search=False, the values the
+search starts from. Under max_time the search, the refit and the fallback to a
 search trial's model are bounded here.
 """
 
@@ -12,13 +13,40 @@ import logging
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 
 from hamsi import search
 from hamsi.errors import Advice, AdvisedWarning
-from hamsi.training import InMemoryRatings
 
 LOGGER = logging.getLogger("hamsi")
 AUTO = "auto"
+
+
+@dataclass(frozen=True)
+class SearchSample:
+    """The ratings the search reads: its fit and validation parts, and the numbers it prints.
+
+    fit_part and validation are hamsi.Ratings, or futures of them on the Dask workers; spread is
+    the standard deviation of the ratings they were cut from (the unit of the uniform reg);
+    train_nnz counts all training ratings (the refit's); note is said after the sizes.
+    """
+
+    fit_part: object
+    validation: object
+    fit_nnz: int
+    validation_nnz: int
+    spread: float
+    train_nnz: int
+    note: str = ""
+    fraction: float = 1.0  # share of the users the parts were cut from (a sample on the workers)
+
+
+def in_memory_sample(train, seed) -> SearchSample:
+    """Return the SearchSample of in-process `train`: all of it, split by search.validation_split."""
+    fit_part, validation = search.validation_split(train, seed=seed)
+    return SearchSample(
+        fit_part, validation, fit_part.nnz, validation.nnz, search.spread_of(train), train.nnz
+    )
 
 
 class AutoValues:
@@ -45,22 +73,27 @@ class AutoValues:
         """Return the names of the hyper-parameters left to the search (value "auto")."""
         return tuple(name for name, value in self._fixed().items() if value == AUTO)
 
-    def _choose(self, train, engine, started: float):
+    def _searching(self) -> bool:
+        """True when the fit searches: search=True and some hyper-parameter left `auto`."""
+        return bool(self.search and self._searched())
+
+    def _choose(self, sample, engine, started: float):
         """Set _chosen (rank, reg_weighting, reg, reg_damping, cycles) and search_results_; return None.
 
-        Searches the `auto` values (hamsi.search, reading only `train`: a validation split is
-        cut from it), or takes the explicit and unsearched values. Returns a fitted trial model
-        instead when max_time leaves no time for the refit (or for a whole first rung), after
-        saying so in one warning.
+        Searches the `auto` values on `sample` (a SearchSample: the search's fit and validation
+        parts, cut from the training ratings only), or, with sample None, takes the explicit and
+        unsearched values. Returns a fitted trial model instead when max_time leaves no time for
+        the refit (or for a whole first rung), after saying so in one warning.
         """
         self._fallback = None
-        if not (self.search and self._searched()):
+        if sample is None:
             self._choose_unsearched()
             return None
-        fit_part, validation = search.validation_split(train, seed=self.random_state)
         trials_class = self._in_process_class()
-        runner = engine.trial_runner(trials_class, self._trial_params(), fit_part, validation)
-        grid = search.candidate_grid(self._fixed(), search.spread_of(train))
+        runner = engine.trial_runner(
+            trials_class, self._trial_params(), sample.fit_part, sample.validation
+        )
+        grid = search.candidate_grid(self._fixed(), sample.spread)
         max_cycles = 100 if self.max_epochs is None else max(1, int(self.max_epochs))
         deadline = None
         if self.max_time is not None:
@@ -68,8 +101,9 @@ class AutoValues:
             deadline = time.time() - spent + search.SEARCH_TIME_SHARE * float(self.max_time)
         rungs = search.rung_cycles(search.MIN_CYCLES, max_cycles, search.HALVING_FACTOR, len(grid))
         self._say(
-            f"search: {len(grid)} candidates on {fit_part.nnz:,} ratings, validation "
-            f"{validation.nnz:,}; rungs of {', '.join(str(c) for _, c in rungs)} cycles"
+            f"search: {len(grid)} candidates on {sample.fit_nnz:,} ratings, validation "
+            f"{sample.validation_nnz:,}{sample.note}; rungs of "
+            f"{', '.join(str(c) for _, c in rungs)} cycles"
         )
         found = search.choose_by_validation(
             grid,
@@ -82,35 +116,36 @@ class AutoValues:
         )
         self.search_results_ = found.results
         self._fallback, self._fallback_candidate = runner, found.candidate
+        trained_on = f"fitted on {sample.fit_nnz:,} ratings (the search's fit part)"
         if not found.searched:
             self._warn_budget(
                 f"max_time = {self.max_time:g} s ended the search before any candidate finished "
                 f"its first {rungs[0][1]} cycles: the model is the {search.describe(found.params)} "
-                "trial's best cycle, fitted on 90 % of the ratings, without a refit"
+                f"trial's best cycle, {trained_on}, without a refit"
             )
             return runner.fitted(found.candidate)
         self._chosen = dict(found.params, cycles=found.cycles)
         self._say(
             f"search: chose {search.describe(found.params)} (validation RMSE "
             f"{found.validation_rmse:.4f} at cycle {found.cycles}) in "
-            f"{time.perf_counter() - started:.1f} s; refit on {train.nnz:,} ratings"
+            f"{time.perf_counter() - started:.1f} s; refit on {sample.train_nnz:,} ratings"
         )
-        if self._no_time_to_refit(found, train, fit_part, started):
+        if self._no_time_to_refit(found, sample, started):
             self._warn_budget(
                 f"max_time = {self.max_time:g} s leaves too little time to refit "
                 f"{search.describe(found.params)} on all ratings: the model is its search trial's "
-                f"best cycle, fitted on 90 % of the ratings"
+                f"best cycle, {trained_on}"
             )
             return runner.fitted(found.candidate)
         return None
 
-    def _no_time_to_refit(self, found, train, fit_part, started: float) -> bool:
+    def _no_time_to_refit(self, found, sample, started: float) -> bool:
         """True when max_time is left too short for the refit, at the winner trial's speed per cycle."""
         if self.max_time is None or found.cycles == 0:
             return False
         row = found.results["chosen"].index(True)
         per_cycle = found.results["seconds"][row] / max(1, found.results["cycles_run"][row])
-        needed = per_cycle * found.cycles * train.nnz / max(1, fit_part.nnz)
+        needed = per_cycle * found.cycles * sample.train_nnz / max(1, sample.fit_nnz)
         return time.perf_counter() - started + needed > float(self.max_time)
 
     def _refit_cut(self, result) -> bool:
@@ -120,7 +155,7 @@ class AutoValues:
             self._warn_budget(
                 f"max_time = {self.max_time:g} s stopped the refit at cycle {result.n_cycles} of "
                 f"{self._chosen['cycles']}: the model is the search trial's best cycle, fitted on "
-                "90 % of the ratings"
+                "the search's fit part of the ratings"
             )
             return True
         return False
@@ -137,16 +172,33 @@ class AutoValues:
             stacklevel=5,
         )
 
-    def _adopt(self, trial, train):
-        """Take the fitted attributes of a search trial's model (fitted on part of `train`); return self."""
+    def _adopt(self, trial, facts):
+        """Take the fitted attributes of a search trial's model; return self.
+
+        `facts`: the TrainingFacts of all training ratings (the trial saw its fit part), or None
+        to keep the trial's own (a sample of users on the workers: its ids are the sample's).
+        """
         results = self.search_results_
         for name, value in vars(trial).items():
             if name.endswith("_") and not name.startswith("__"):
                 setattr(self, name, value)
         self.search_results_ = results
-        self._set_training_facts(InMemoryRatings(train).facts())
+        self._set_training_facts(trial._training_facts() if facts is None else facts)
         self._set_trace(trial.trace_)
         return self
+
+    def _refit(self, engine, data, validation, callback, started: float, facts_of):
+        """Fit the chosen values on all of `data` (what max_time left) and return self.
+
+        When max_time cuts the refit short of the chosen cycles, the search trial's model is kept
+        instead (_refit_cut), with the facts facts_of() returns (see _adopt).
+        """
+        problem, result = self._solve(engine, data, validation, callback, self._remaining(started))
+        if self._refit_cut(result):
+            return self._adopt(self._fallback.fitted(self._fallback_candidate), facts_of())
+        if self.search_results_ is not None and result.reason == "epoch_limit":
+            result.message = self._refit_message(result.n_cycles)
+        return self._set_fitted(data, problem, result)
 
     def _say(self, line: str) -> None:
         """Report search progress: to the `hamsi` logger, and to stderr when verbose."""

@@ -2,12 +2,10 @@
 
 The training and validation ratings checked and aligned, the cover cut, the problem and the
 EngineOptions built in one place for both engines; ratings kept on the Dask workers are fitted
-through the engine's `load`.
+through the engine's `load` and searched on its `search_sample`.
 """
 
 from __future__ import annotations
-
-import warnings
 
 import numpy as np
 from sklearn.base import clone
@@ -15,7 +13,7 @@ from sklearn.base import clone
 import partition
 from hamsi import defaults
 from hamsi.engine import InProcessEngine
-from hamsi.errors import Advice, AdvisedWarning, InputError, flag_name
+from hamsi.errors import InputError
 from hamsi.options import EngineOptions
 from hamsi.recommender import IdIndex, as_pairs, as_ratings
 
@@ -76,11 +74,12 @@ class EngineFit:
             validation.source,
         )
 
-    def _fit_kept(self, engine, source, validation, callback):
+    def _fit_kept(self, engine, source, validation, callback, started: float):
         """Fit on ratings the engine keeps where it runs (the Dask workers) and return self.
 
-        The search needs every trial's ratings in one process, so it does not run here: `auto`
-        takes the values the search starts from (hamsi.search.UNSEARCHED), reg from the data.
+        The search runs there too: its trials read a SearchSample the workers cut from the same
+        source (engine.search_sample: every rating when they fit one worker, else a seeded sample
+        of users), and the chosen values are refit on all the ratings, in their shards.
         """
         if validation is not None:
             raise InputError(
@@ -100,24 +99,20 @@ class EngineFit:
         )
         self.partition_ = data.cover
         self.rating_unit_ = 1.0  # the workers' ratings are fitted as they are (rating_unit)
-        if self.search and self._searched():
-            searched = self._searched()
-            warnings.warn(
-                AdvisedWarning(
-                    "the hyper-parameter search does not run on ratings kept on the workers (a "
-                    "trial needs its ratings in one process): the 'auto' values take the "
-                    "unsearched defaults",
-                    Advice(
-                        api=f"pass search=False to say so, or explicit {', '.join(searched)}",
-                        cli=f"give {', '.join(map(flag_name, searched))} to choose them",
-                    ),
-                ),
-                stacklevel=3,
+        sample = None
+        if self._searching():
+            sample = engine.search_sample(
+                source, columns=self._columns(), n_ratings=data.n_ratings, seed=self.random_state
             )
-        self._choose_unsearched()
+        # a trial fitted on a sample of users knows only those users: it keeps its own facts
+        whole = sample is None or sample.fraction >= 1.0
+        trial = self._choose(sample, engine, started)
+        if trial is not None:  # no time to refit: the search's model, said by _choose
+            return self._adopt(trial, data.facts() if whole else None)
         validation = data if data.n_test else None
-        problem, result = self._solve(engine, data, validation, callback, self.max_time)
-        return self._set_fitted(data, problem, result)
+        return self._refit(
+            engine, data, validation, callback, started, lambda: data.facts() if whole else None
+        )
 
     def _partition(self, train, default_blocks: int):
         """Return the cover of `train` (partition.make) with B = blocks or default_blocks."""

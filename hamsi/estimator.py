@@ -15,7 +15,7 @@ from sklearn.base import BaseEstimator
 
 import partition
 from hamsi import defaults
-from hamsi.auto_values import AUTO, LOGGER, AutoValues
+from hamsi.auto_values import AUTO, LOGGER, AutoValues, in_memory_sample
 from hamsi.engine import InProcessEngine, in_process
 from hamsi.engine_fit import EngineFit
 from hamsi.errors import InputError
@@ -246,7 +246,7 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         started = time.perf_counter()
         with self._engine() as engine:
             if engine.keeps(X):
-                return self._fit_kept(engine, X, validation, callback)
+                return self._fit_kept(engine, X, validation, callback, started)
             train, validation = self._training_ratings(X, y, validation)
             unit = rating_unit(train.values)
             if unit == 1.0:
@@ -263,19 +263,15 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
     def _fit_in_memory(self, engine, train, validation, callback, started: float):
         """Search (or take) the hyper-parameters, refit on all of `train`; return self."""
         self.rating_unit_ = 1.0
-        trial = self._choose(train, engine, started)
-        if trial is not None:  # no time to refit: the search's model, said by _choose
-            return self._adopt(trial, train)
-        self.partition_ = self._partition(train, engine.default_blocks())
         data = InMemoryRatings(train)
+        sample = in_memory_sample(train, self.random_state) if self._searching() else None
+        trial = self._choose(sample, engine, started)
+        if trial is not None:  # no time to refit: the search's model, said by _choose
+            return self._adopt(trial, data.facts())
+        self.partition_ = self._partition(train, engine.default_blocks())
         if self._chosen["cycles"] == 0:  # the start (biases fit): no engine run needed
             engine = InProcessEngine(self.threads)
-        problem, result = self._solve(engine, data, validation, callback, self._remaining(started))
-        if self._refit_cut(result):
-            return self._adopt(self._fallback.fitted(self._fallback_candidate), train)
-        if self.search_results_ is not None and result.reason == "epoch_limit":
-            result.message = self._refit_message(result.n_cycles)
-        return self._set_fitted(data, problem, result)
+        return self._refit(engine, data, validation, callback, started, data.facts)
 
     @staticmethod
     def _in_process_class():

@@ -105,6 +105,25 @@ class FittedModel:
         self._seen_indptr, self._seen_items = facts.seen_indptr, facts.seen_items
         self._item_known = facts.item_known
 
+    def _training_facts(self) -> TrainingFacts:
+        """Return the TrainingFacts this model keeps (what _set_training_facts set)."""
+        return TrainingFacts(
+            rating_min=self.rating_min_,
+            rating_max=self.rating_max_,
+            mean=self.global_mean_,
+            user_ids=self.user_ids_,
+            item_ids=self.item_ids_,
+            seen_indptr=self._seen_indptr,
+            seen_items=self._seen_items,
+            item_known=self._item_known,
+        )
+
+    def drop_seen_items(self) -> None:
+        """Forget the items each user rated (O(ratings)), keeping which items have ratings."""
+        if self._seen_items is not None:
+            self._item_known = np.bincount(self._seen_items, minlength=self.item_ids_.size) > 0
+            self._seen_items = None
+
     def _set_trace(self, trace):
         """Set trace_ and the lookup structures that predict and recommend use."""
         self.trace_ = trace

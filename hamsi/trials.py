@@ -104,9 +104,12 @@ def trial_outcome(run: TrialRun, cycles: int) -> dict:
     return run.outcome(cycles)
 
 
-def fitted_trial(run: TrialRun):
-    """Return run.fitted() (a Dask task)."""
-    return run.fitted()
+def fitted_trial(run: TrialRun, keep_seen: bool = True):
+    """Return run.fitted() (a Dask task); without keep_seen, its lists of seen items are dropped."""
+    model = run.fitted()
+    if not keep_seen:
+        model.drop_seen_items()
+    return model
 
 
 class LocalTrials:

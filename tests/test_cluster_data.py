@@ -13,8 +13,8 @@ from hamsi.errors import InputError
 pytestmark = pytest.mark.cluster
 
 
-# search=False: the search does not run on ratings kept on the workers, so both paths take auto's
-# unsearched values (reg from the data) and must agree to the bit
+# search=False: both paths take auto's unsearched values (reg from the data) and must agree to
+# the bit (the search on the workers: test_cluster_search.py)
 OPTIONS = dict(
     rank=3,
     blocks=2,

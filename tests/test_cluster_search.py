@@ -1,0 +1,54 @@
+"""The defaults' search on ratings kept on the workers: same choice as in memory, no rating in the client."""
+
+import numpy as np
+import pytest
+from helpers import N_ITEMS, N_USERS, dask_frame
+
+pytestmark = pytest.mark.cluster
+
+OPTIONS = dict(blocks=2, max_epochs=12, random_state=3, chunk_epochs=4)
+
+
+def test_the_workers_search_chooses_and_refits_what_the_in_memory_search_does(client, frame):
+    from cluster import DaskMatrixFactorizer
+
+    memory = DaskMatrixFactorizer(client=client, **OPTIONS).fit(frame)
+    on_workers = DaskMatrixFactorizer(client=client, **OPTIONS).fit(dask_frame(frame))
+    assert on_workers.search_results_ is not None
+    # the same trials, scored the same: the sample is every rating, split as in memory
+    for key in (
+        "rank",
+        "reg",
+        "reg_weighting",
+        "cycles",
+        "validation_rmse",
+        "best_epoch",
+        "chosen",
+    ):
+        assert on_workers.search_results_[key] == memory.search_results_[key], key
+    assert (on_workers.rank_, on_workers.reg_) == (memory.rank_, memory.reg_)
+    # the refit on the shards is the in-memory refit (STRATA-B: bitwise)
+    assert np.array_equal(on_workers.user_factors_, memory.user_factors_)
+    assert np.array_equal(on_workers.item_factors_, memory.item_factors_)
+
+
+def test_a_searched_fit_on_the_workers_never_gives_the_client_a_rating(client, frame, gathered):
+    from cluster import DaskMatrixFactorizer
+
+    model = DaskMatrixFactorizer(client=client, **OPTIONS).fit(dask_frame(frame))
+    assert model.search_results_ is not None
+    assert gathered and max(gathered) <= max(N_USERS, N_ITEMS)
+
+
+def test_ratings_beyond_one_worker_are_searched_on_a_sample_of_users(
+    client, frame, monkeypatch, capsys
+):
+    from cluster import DaskMatrixFactorizer, search_sample
+
+    monkeypatch.setattr(search_sample, "SAMPLE_RATINGS", len(frame) // 3)
+    model = DaskMatrixFactorizer(client=client, verbose=1, **OPTIONS).fit(dask_frame(frame))
+    said = capsys.readouterr().err
+    assert "a 33% sample of users on the workers" in said
+    fit_part = int(said.split("search: 8 candidates on ")[1].split(" ratings")[0].replace(",", ""))
+    assert 0.2 * len(frame) < fit_part < 0.45 * len(frame)  # about a third, 90 % of it for fitting
+    assert model.search_results_ is not None and model.user_factors_.shape[0] == N_USERS
