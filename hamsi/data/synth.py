@@ -119,8 +119,41 @@ def make_ratings(
     (``planted_user_factors``, ``planted_item_factors``) and biases.
     """
     spec = _resolve_shape(preset, users, items, ratings)
-    n_users, n_items, n_ratings = spec.users, spec.items, spec.ratings
+    n_users, n_items = spec.users, spec.items
     rank = int(rank)
+    model = _checked_model(spec, rank, noise)
+    rng = np.random.default_rng(seed)  # one stream, drawn in this order: pairs, factors, noise
+    rows, cols, item_weights = _draw_pairs(rng, spec)
+    planted = _planted_model(rng, spec, model, rank, item_weights)
+    scores = _planted_scores(rng, rows, cols, planted, model.noise)
+    scale = HALF_STAR_SHARES if half_stars else spec.scale
+    values = stars_from_scores(
+        scores, scale.shares() if isinstance(scale, ContinuousScale) else scale
+    )
+    del scores
+    notes = {
+        "generator": "hamsi.data.synth.make_ratings",
+        "preset": preset,
+        "seed": seed,
+        "rank": rank,
+        "noise": model.noise,
+        **planted,
+    }
+    return Ratings(
+        rows,
+        cols,
+        values,
+        (n_users, n_items),
+        user_ids=np.arange(1, n_users + 1, dtype=np.int64),
+        item_ids=np.arange(1, n_items + 1, dtype=np.int64),
+        source=f"synthetic {preset or f'{n_users}x{n_items}'} seed={seed}",
+        notes=notes,
+    )
+
+
+def _checked_model(spec: Preset, rank: int, noise):
+    """Return the preset's planted model (noise overridden); InputError on a shape that cannot be made."""
+    n_users, n_items, n_ratings = spec.users, spec.items, spec.ratings
     if n_users < 1 or n_items < 1 or n_ratings < 1 or rank < 1:
         raise InputError(
             f"users, items, ratings and rank must be positive, got "
@@ -137,8 +170,12 @@ def make_ratings(
     model = spec.model if noise is None else replace(spec.model, noise=float(noise))
     if not model.noise >= 0:
         raise InputError(f"noise must be >= 0, got {noise}")
+    return model
 
-    rng = np.random.default_rng(seed)
+
+def _draw_pairs(rng, spec: Preset):
+    """Return (rows, cols, item weights): spec.ratings distinct pairs drawn by user and item activity."""
+    n_users, n_items, n_ratings = spec.users, spec.items, spec.ratings
     user_weights = capped(
         activity_weights(n_users, spec.user_activity_shape, rng, spec.user_activity_law),
         MAX_FILL * n_items / n_ratings,
@@ -149,52 +186,40 @@ def make_ratings(
     keys = _sample_pairs(
         rng, n_users, n_items, n_ratings, user_weights, item_weights, spec.min_user_ratings
     )
-    rows = (keys // n_items).astype(np.int32)
-    cols = (keys % n_items).astype(np.int32)
-    del keys
+    return (keys // n_items).astype(np.int32), (keys % n_items).astype(np.int32), item_weights
 
-    user_factors = rng.standard_normal((n_users, rank)) * (model.factors / np.sqrt(rank))
-    item_factors = rng.standard_normal((n_items, rank))
-    user_bias = model.user_bias * rng.standard_normal(n_users)
+
+def _planted_model(rng, spec: Preset, model, rank: int, item_weights) -> dict:
+    """Return the planted factors and biases (item biases correlated with popularity), as notes name them."""
+    user_factors = rng.standard_normal((spec.users, rank)) * (model.factors / np.sqrt(rank))
+    item_factors = rng.standard_normal((spec.items, rank))
+    user_bias = model.user_bias * rng.standard_normal(spec.users)
     item_bias = model.item_bias * correlated_normal(
         rng, np.log(item_weights), model.popularity_corr
     )
-    scores = np.empty(n_ratings)
-    for start in range(0, n_ratings, PAIRS_PER_CHUNK):
-        part = slice(start, min(start + PAIRS_PER_CHUNK, n_ratings))
-        r, c = rows[part], cols[part]
-        scores[part] = (
-            user_bias[r]
-            + item_bias[c]
-            + np.einsum("ij,ij->i", user_factors[r], item_factors[c])
-            + model.noise * rng.standard_normal(r.size)
-        )
-    scale = HALF_STAR_SHARES if half_stars else spec.scale
-    values = stars_from_scores(
-        scores, scale.shares() if isinstance(scale, ContinuousScale) else scale
-    )
-    del scores
-    notes = {
-        "generator": "hamsi.data.synth.make_ratings",
-        "preset": preset,
-        "seed": seed,
-        "rank": rank,
-        "noise": model.noise,
+    return {
         "planted_user_factors": user_factors,
         "planted_item_factors": item_factors,
         "planted_user_bias": user_bias,
         "planted_item_bias": item_bias,
     }
-    return Ratings(
-        rows,
-        cols,
-        values,
-        (n_users, n_items),
-        user_ids=np.arange(1, n_users + 1, dtype=np.int64),
-        item_ids=np.arange(1, n_items + 1, dtype=np.int64),
-        source=f"synthetic {preset or f'{n_users}x{n_items}'} seed={seed}",
-        notes=notes,
-    )
+
+
+def _planted_scores(rng, rows, cols, planted: dict, noise: float) -> np.ndarray:
+    """Return b_u + b_i + u.v + N(0, noise^2) of every pair, PAIRS_PER_CHUNK pairs at a time."""
+    U, V = planted["planted_user_factors"], planted["planted_item_factors"]
+    user_bias, item_bias = planted["planted_user_bias"], planted["planted_item_bias"]
+    scores = np.empty(rows.size)
+    for start in range(0, rows.size, PAIRS_PER_CHUNK):
+        part = slice(start, min(start + PAIRS_PER_CHUNK, rows.size))
+        r, c = rows[part], cols[part]
+        scores[part] = (
+            user_bias[r]
+            + item_bias[c]
+            + np.einsum("ij,ij->i", U[r], V[c])
+            + noise * rng.standard_normal(r.size)
+        )
+    return scores
 
 
 def _resolve_shape(preset, users, items, ratings) -> Preset:
