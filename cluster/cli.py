@@ -1,12 +1,14 @@
 """The Dask engine of the `hamsi` CLI (hamsi.registry.ENGINES["dask"]), what its commands call.
 
 `hamsi factorize` builds its estimator here (estimator_for), asks whether the data are read on
-the workers (is_distributed_source) and closes the local cluster it opened (close_local_clusters);
+the workers (is_distributed_source), holds out and scores a test split there (test_split,
+test_rmse) and closes the local cluster it opened (close_local_clusters);
 `hamsi recommend --all` ranks every user on the workers (write_top_n).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 
@@ -21,11 +23,16 @@ from cluster.connect import connect
 from cluster.dataset import is_distributed_source
 from cluster.errors import ClusterError
 from cluster.estimator import DaskMatrixFactorizer, close_local_clusters
+from cluster.scoring import test_rmse
+from cluster.sources import TestSplit
 
 __all__ = [
     "close_local_clusters",
     "estimator_for",
+    "holding_client",
     "is_distributed_source",
+    "test_rmse",
+    "test_split",
     "use_tls_flags",
     "write_top_n",
 ]
@@ -92,6 +99,29 @@ def use_tls_flags(args) -> None:
             },
         }
     )
+
+
+@contextlib.contextmanager
+def holding_client(model):
+    """Keep the model's client open from its fit until the scoring after it (the test split on the workers).
+
+    A fit given a scheduler address opens its own client and closes it at the end, and with it
+    the futures of the test pairs: here one client is opened for the fit and the scoring.
+    """
+    if model.client is not None or model.scheduler is None:
+        yield model
+        return
+    with connect(scheduler=model.scheduler, quiet=True) as client:
+        model.set_params(client=client)
+        try:
+            yield model
+        finally:
+            model.set_params(client=None)
+
+
+def test_split(source, fraction: float, seed) -> TestSplit:
+    """Return `source` with `fraction` of its pairs held out by the test hash (--test-fraction on the workers)."""
+    return TestSplit(source, float(fraction), seed)
 
 
 def write_top_n(model, *, n: int, exclude_seen: bool, out: str, scheduler, n_workers) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import os
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import dask
@@ -25,8 +26,36 @@ if TYPE_CHECKING:
 FILE_KINDS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}
 
 
+@dataclass(frozen=True)
+class TestSplit:
+    """Ratings on the workers (`source`) of which a test split is held out: a hash of the pairs.
+
+    The pairs whose hamsi.data.ratings.heldout_mask u falls below `fraction` on the TEST_STREAM
+    (an independent hash of the one the validation split takes) are the test ratings: never trained
+    or validated on, kept and scored on the workers (cluster.kept). Which pairs they are depends
+    only on the raw ids and `seed`, never on the partitioning. The in-memory `Ratings.split` draws
+    its test ratings at random instead; `Ratings.split_by_hash(fraction, seed, stream=TEST_STREAM)`
+    holds out these same pairs in process.
+    """
+
+    source: object
+    fraction: float
+    seed: int | None = None
+
+    def __post_init__(self):
+        if not (isinstance(self.fraction, (int, float)) and 0.0 < float(self.fraction) < 1.0):
+            raise InputError(f"the test fraction must be in (0, 1); got {self.fraction!r}")
+        if isinstance(self.source, TestSplit) or not is_distributed_source(self.source):
+            raise InputError(
+                "a test split on the workers needs a Dask DataFrame or Parquet/CSV files; got "
+                f"{type(self.source).__name__}"
+            )
+
+
 def is_distributed_source(source) -> bool:
     """True for a Dask DataFrame, a glob, or a directory of Parquet/CSV files (not a MovieLens directory)."""
+    if isinstance(source, TestSplit):
+        return True
     if (type(source).__module__ or "").startswith("dask") and hasattr(source, "columns"):
         return True
     if not isinstance(source, (str, os.PathLike)):
