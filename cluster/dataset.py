@@ -77,6 +77,7 @@ from cluster.sources import (  # noqa: F401 (some re-exported: callers import th
     over_partitions,
     partition_readers,
     read_rating_file,
+    rows_before,
     source_files,
 )
 from hamsi.data.moments import RatingStatistics, mean_of
@@ -250,7 +251,7 @@ def load_worker_ratings(
             )
         summaries = client.gather(client.map(shard_summary, shards, col_bounds=cb, pure=False))
     except DuplicatePair as pair:
-        raise InputError(_duplicate_message(client, readers, labels, pair)) from None
+        raise InputError(_duplicate_message(client, source, readers, labels, pair)) from None
     client.run(release_freed_memory)
     mean = mean_of(np.concatenate([s[0] for s in summaries]), n_ratings)
     squares = client.gather(client.map(squared_deviations, shards, mean=mean, pure=False))
@@ -406,9 +407,13 @@ def route_shards(
     ]
 
 
-def _duplicate_message(client, readers: list, labels: list, pair: DuplicatePair) -> str:
-    """Return the InputError text of a repeated pair: both occurrences' file (or partition) and row."""
+def _duplicate_message(client, source, readers: list, labels: list, pair: DuplicatePair) -> str:
+    """Return the InputError text of a repeated pair: both occurrences' file (or partition) and row.
+
+    The row is the file's: a piece of a file adds the rows before it (cluster.sources.rows_before).
+    """
     found = sorted(set(pair.partitions))
+    before = rows_before(client, source, found)
     rows = dict(
         zip(
             found,
@@ -423,7 +428,7 @@ def _duplicate_message(client, readers: list, labels: list, pair: DuplicatePair)
             ),
         )
     )
-    where = [(f, rows[f].pop(0)) for f in pair.partitions]
+    where = [(f, rows[f].pop(0) + before[f]) for f in pair.partitions]
     return f"duplicate (user, item) pair ({pair.user}, {pair.item}) in " + " and ".join(
         f"{labels[f]} row {row}" for f, row in where
     )
