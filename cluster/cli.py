@@ -24,6 +24,7 @@ from cluster.dataset import is_distributed_source
 from cluster.errors import ClusterError
 from cluster.estimator import DaskMatrixFactorizer, close_local_clusters
 from cluster.scoring import test_rmse
+from cluster.seen_join import recommend_all_seen
 from cluster.sources import TestSplit
 
 __all__ = [
@@ -124,12 +125,21 @@ def test_split(source, fraction: float, seed) -> TestSplit:
     return TestSplit(source, float(fraction), seed)
 
 
-def write_top_n(model, *, n: int, exclude_seen: bool, out: str, scheduler, n_workers) -> None:
+def write_top_n(
+    model, *, n: int, exclude_seen: bool, out: str, scheduler, n_workers, seen=None
+) -> None:
     """Rank every user's top `n` items on Dask workers (cluster.scoring) and write them to `out`.
 
-    Runs on the cluster at `scheduler`, or on a local one of `n_workers` workers.
+    Runs on the cluster at `scheduler`, or on a local one of `n_workers` workers. seen: the ratings
+    (files read by the workers) whose items are left out, joined there (cluster.seen_join), in
+    place of the model's own lists.
     """
+    # the shuffle of the join logs each run at WARNING level: not the command's to show
+    logging.getLogger("distributed.shuffle").setLevel(logging.ERROR)
     with connect(scheduler=scheduler, n_workers=n_workers, quiet=True) as client:
         with client.as_current():
-            top = scoring.recommend_all(model, n=n, exclude_seen=exclude_seen)
+            if seen is not None:
+                top = recommend_all_seen(model, seen, n=n)
+            else:
+                top = scoring.recommend_all(model, n=n, exclude_seen=exclude_seen)
             scoring.write_parquet(top, out)

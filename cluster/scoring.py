@@ -139,7 +139,6 @@ def recommend_all(
     # why lazy: pandas and dask.dataframe load in seconds, only when scores are written
     import dask
     import dask.dataframe as dd
-    import pandas as pd
 
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise InputError(f"n must be a positive integer; got {n!r}")
@@ -159,7 +158,15 @@ def recommend_all(
                 indptr = model._seen_indptr[lo : hi + 1]
                 seen = (indptr - indptr[0], model._seen_items[indptr[0] : indptr[-1]])
             parts.append(dask.delayed(_top_block, pure=True)(shared, lo, hi, int(n), seen))
-    meta = pd.DataFrame(
+    return dd.from_delayed(parts, meta=output_meta(scorer), verify_meta=False)
+
+
+def output_meta(scorer: Scorer):
+    """Return the empty frame of recommend_all's columns (user, rank, item, rating, score)."""
+    # why lazy: pandas loads in seconds, only when scores are written
+    import pandas as pd
+
+    return pd.DataFrame(
         {
             "user": pd.Series([], dtype=scorer.user_ids.dtype),
             "rank": pd.Series([], dtype=np.int32),
@@ -168,7 +175,6 @@ def recommend_all(
             "score": pd.Series([], dtype=float),
         }
     )
-    return dd.from_delayed(parts, meta=meta, verify_meta=False)
 
 
 def _top_seen_block(scorer: Scorer, lo: int, hi: int, n: int, seen):

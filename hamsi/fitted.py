@@ -24,9 +24,10 @@ from hamsi.training import TrainingFacts
 # what seen_items says when a model fitted on worker data has no workers (saved and loaded)
 NO_WORKERS_SEEN = (
     "this model was fitted on ratings that stayed on the Dask workers and was loaded without them, "
-    "so it holds no list of the items each user rated; rank all items (exclude_seen=False; "
-    "hamsi recommend --include-seen), or recommend from the fitted DaskMatrixFactorizer in the "
-    "session that fitted it (its workers leave the seen items out: cluster.scoring.recommend_all)"
+    "so it holds no list of the items each user rated; give the ratings it was fitted on "
+    "(hamsi recommend --all --seen DATA; cluster.seen_join.recommend_all_seen), rank all items "
+    "(exclude_seen=False; --include-seen), or recommend from the fitted DaskMatrixFactorizer in "
+    "the session that fitted it"
 )
 
 # Arrays of a fitted model: saved-file key -> attribute (None-valued ones are not written).

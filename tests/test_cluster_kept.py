@@ -137,3 +137,59 @@ def test_cli_test_fraction_on_the_workers_prints_the_test_rmse(client, frame, tm
     assert "; test RMSE " in line
     rmse = float(line.split("; test RMSE ")[1].split(";")[0])
     assert 0.3 < rmse < 2.0
+
+
+def test_the_seen_items_joined_from_the_ratings_on_the_workers_equal_the_models_lists(
+    client, fitted, gathered
+):
+    import pandas as pd
+
+    from cluster import scoring
+    from cluster.seen_join import recommend_all_seen
+
+    _, memory, _ = fitted
+    train_users = memory.user_ids_[
+        np.repeat(np.arange(memory.user_ids_.size), np.diff(memory._seen_indptr))
+    ]
+    train = pd.DataFrame(
+        {"user": train_users, "item": memory.item_ids_[memory._seen_items], "rating": 3.0}
+    )
+    gathered.clear()
+    top = recommend_all_seen(memory, dask_frame(train), n=4, users_per_task=11)
+    assert not gathered  # nothing computed yet: the frame is lazy
+    got = top.compute()
+    reference = scoring.recommend_all(memory, n=4).compute()
+    assert np.array_equal(got.to_numpy(), reference.to_numpy())
+
+
+def test_cli_recommend_all_of_a_worker_data_model_leaves_out_the_seen_items(
+    client, frame, tmp_path
+):
+    import pandas as pd
+
+    from cluster import scoring
+    from hamsi import MatrixFactorizer
+    from hamsi.cli import main
+    from hamsi.recommender import IdIndex, seen_lists
+
+    data = tmp_path / "ratings"
+    data.mkdir()
+    for i in range(3):
+        frame.iloc[i::3].to_parquet(data / f"part{i}.parquet")
+    address = client.scheduler.address
+    model_file, top_dir = tmp_path / "model.npz", tmp_path / "top.parquet"
+    flags = ["--scheduler", address, "--rank", "2", "--max-epochs", "2", "--quiet"]
+    assert main(["factorize", str(data / "*.parquet"), *flags, "--out", str(model_file)]) == 0
+    glob = str(data / "*.parquet")
+    recommend = ["recommend", str(model_file), "--all", "-n", "3", "--out", str(top_dir)]
+    assert main([*recommend, "--scheduler", address, "--seen", glob]) == 0
+    assert main([*recommend, "--seen", glob, "--include-seen"]) == 2  # contradictory
+    got = pd.read_parquet(top_dir).sort_values(["user", "rank"]).to_numpy()
+    # the reference: the loaded model given its seen lists in memory
+    model = MatrixFactorizer.load(model_file)
+    rows = IdIndex(model.user_ids_).lookup(frame["user"].to_numpy())
+    cols = IdIndex(model.item_ids_).lookup(frame["item"].to_numpy())
+    model._seen_indptr, model._seen_items = seen_lists(rows, cols, model.user_ids_.size)
+    with client.as_current():
+        reference = scoring.recommend_all(model, n=3).compute().to_numpy()
+    assert np.array_equal(got, reference)
