@@ -199,8 +199,7 @@ def load_worker_ratings(
     workers that read them (WorkerRatings.test; cluster.kept scores them); the validation split
     is then drawn from the other pairs.
     """
-    if isinstance(source, TestSplit):
-        source, test_fraction, test_seed = source.source, source.fraction, source.seed
+    source, test_fraction, test_seed = _test_split_of(source, test_fraction, test_seed)
     if scheme not in SCHEMES:
         raise InputError(
             f"ratings on the workers need partitioner {', '.join(SCHEMES)}; got {scheme!r}"
@@ -275,13 +274,22 @@ def load_worker_ratings(
         statistics=RatingStatistics(
             n_ratings, spread, int(max(row_counts.max(), col_counts.max()))
         ),
-        test=_test_pairs(client, readers, where) if test_fraction > 0 else [],
+        test=_test_pairs(client, readers, where),
         n_test_pairs=int(n_test_pairs),
     )
 
 
+def _test_split_of(source, test_fraction: float, test_seed) -> tuple:
+    """Return (the ratings, test fraction, test seed) of a TestSplit source, or of the keywords."""
+    if isinstance(source, TestSplit):
+        return source.source, source.fraction, source.seed
+    return source, test_fraction, test_seed
+
+
 def _test_pairs(client, readers: list, where: dict) -> list:
-    """Return futures of every partition's TestPairs, built and kept where each partition is read."""
+    """Return futures of every partition's TestPairs, built and kept where each partition is read (none without a test split)."""
+    if not where["test_fraction"] > 0:
+        return []
     return over_partitions(
         client,
         readers,

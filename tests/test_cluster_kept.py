@@ -193,3 +193,17 @@ def test_cli_recommend_all_of_a_worker_data_model_leaves_out_the_seen_items(
     with client.as_current():
         reference = scoring.recommend_all(model, n=3).compute().to_numpy()
     assert np.array_equal(got, reference)
+
+
+@pytest.mark.parametrize("partitioner", ["strata", "color", "hogwild"])
+def test_the_lists_on_the_workers_hold_each_users_training_items(client, frame, partitioner):
+    from cluster import DaskMatrixFactorizer
+
+    model = DaskMatrixFactorizer(
+        client=client, partitioner=partitioner, rank=2, blocks=2, max_epochs=1, search=False
+    ).fit(dask_frame(frame))
+    users = frame["user"].to_numpy()
+    for row in (0, 1, 40, model.user_ids_.size - 1):
+        rated = frame["item"].to_numpy()[users == model.user_ids_[row]]
+        got = model.item_ids_[model.seen_items(row)]
+        assert sorted(got.tolist()) == sorted(rated.tolist()) and rated.size > 0
