@@ -106,3 +106,24 @@ def test_a_duplicate_pair_across_pieces_names_both_rows_of_the_file(
         load_worker_ratings(client, str(path), n_blocks=2)
     assert f"({user}, {item})" in str(caught.value)
     assert f"{path} row 10 and {path} row {len(frame)}" in str(caught.value)
+
+
+def test_flags_the_workers_cannot_honour_keep_a_file_in_process_and_refuse_a_glob(
+    frame, tmp_path, small_blocks, capsys
+):
+    import argparse
+
+    from hamsi.cli import main
+    from hamsi.commands.factorize import _on_workers
+
+    path = tmp_path / "ratings.csv"
+    frame.to_csv(path, index=False)
+    base = dict(workers=None, scheduler="tcp://127.0.0.1:1", test=None, split_column=None)
+    args = argparse.Namespace(data=str(path), duplicates="error", **base)
+    assert _on_workers(args)  # larger than a block: the workers read it
+    args.duplicates = "mean"
+    assert not _on_workers(args)  # repeated pairs merged: only the in-process reader does that
+    glob = str(tmp_path / "*.csv")
+    code = main(["factorize", glob, "--scheduler", "tcp://127.0.0.1:1", "--duplicates", "mean"])
+    assert code == 2
+    assert "--duplicates mean needs the ratings in this process" in capsys.readouterr().err

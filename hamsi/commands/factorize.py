@@ -351,10 +351,33 @@ def _read_train_and_test(args, columns):
 
 
 def _on_workers(args) -> bool:
-    """True when the Dask engine runs and the data is a directory or glob of Parquet/CSV files."""
+    """True when the Dask engine runs and the data is read by its workers (cluster.sources).
+
+    That is a directory or glob of Parquet/CSV files, or one such file larger than a read block.
+    The workers refuse repeated pairs and take no test file or split column: with those flags a
+    single file is read in process, and files that only the workers read are refused.
+    """
     if args.workers == 0 and args.scheduler is None:
         return False
-    return registry.engine("dask").is_distributed_source(args.data)
+    if not registry.engine("dask").is_distributed_source(args.data):
+        return False
+    in_process_only = [
+        flag
+        for flag, given in (
+            (f"--duplicates {args.duplicates}", args.duplicates != "error"),
+            ("--test", args.test is not None),
+            ("--split-column", args.split_column is not None),
+        )
+        if given
+    ]
+    if not in_process_only:
+        return True
+    if os.path.isfile(args.data):
+        return False
+    raise InputError(
+        f"{in_process_only[0]} needs the ratings in this process, and {args.data} is read by the "
+        "Dask workers (they refuse repeated pairs; hold out test ratings with --test-fraction)"
+    )
 
 
 def _fit_with_progress(args, model, train, test, test_on_workers: bool) -> float | None:
