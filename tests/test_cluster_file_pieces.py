@@ -123,6 +123,10 @@ def test_flags_the_workers_cannot_honour_keep_a_file_in_process_and_refuse_a_glo
     assert _on_workers(args)  # larger than a block: the workers read it
     args.duplicates = "mean"
     assert not _on_workers(args)  # repeated pairs merged: only the in-process reader does that
+    args.duplicates, args.scheduler = "error", None
+    assert not _on_workers(args)  # the Dask engine not asked for: a single file is read here
+    args.workers = 2
+    assert _on_workers(args)
     glob = str(tmp_path / "*.csv")
     code = main(["factorize", glob, "--scheduler", "tcp://127.0.0.1:1", "--duplicates", "mean"])
     assert code == 2

@@ -353,13 +353,17 @@ def _read_train_and_test(args, columns):
 def _on_workers(args) -> bool:
     """True when the Dask engine runs and the data is read by its workers (cluster.sources).
 
-    That is a directory or glob of Parquet/CSV files, or one such file larger than a read block.
-    The workers refuse repeated pairs and take no test file or split column: with those flags a
-    single file is read in process, and files that only the workers read are refused.
+    That is a directory or glob of Parquet/CSV files, or one such file larger than a read block
+    when the Dask engine was asked for (--workers N, --scheduler; by default a single file is read
+    here, where the search runs). The workers refuse repeated pairs and take no test file or split
+    column: with those flags a single file is read in process, and files only the workers read are
+    refused.
     """
     if args.workers == 0 and args.scheduler is None:
         return False
     if not registry.engine("dask").is_distributed_source(args.data):
+        return False
+    if os.path.isfile(args.data) and args.workers is None and args.scheduler is None:
         return False
     in_process_only = [
         flag
