@@ -125,6 +125,9 @@ def test_split(source, fraction: float, seed) -> TestSplit:
     return TestSplit(source, float(fraction), seed)
 
 
+test_split.__test__ = False  # type: ignore[attr-defined]  # not for pytest to collect
+
+
 def write_top_n(
     model, *, n: int, exclude_seen: bool, out: str, scheduler, n_workers, seen=None
 ) -> None:

@@ -102,6 +102,9 @@ def test_pairs(frame, ids, test_fraction, test_seed) -> TestPairs:
     )
 
 
+test_pairs.__test__ = False  # type: ignore[attr-defined]  # not for pytest to collect
+
+
 def pair_counts(frame, ids, fraction, seed, shape, test_fraction=0.0, test_seed=None) -> tuple:
     """Return (training ratings per user, per item, validation ratings, test ratings) of one partition."""
     rows, cols, _, held = dense_pairs(frame, ids, fraction, seed, test_fraction, test_seed)

@@ -214,6 +214,9 @@ def test_rmse(model) -> float:
     return kept.test_rmse(model._arrays, float(model.rating_min_), float(model.rating_max_))
 
 
+test_rmse.__test__ = False  # type: ignore[attr-defined]  # not for pytest to collect
+
+
 def write_parquet(frame, path) -> None:
     """Write a Dask DataFrame to the Parquet directory `path` from the workers, all or nothing.
 

@@ -40,6 +40,8 @@ class TestSplit:
     holds out these same pairs in process.
     """
 
+    __test__ = False  # a name pytest would collect where a test module imports it
+
     source: object
     fraction: float
     seed: int | None = None
