@@ -207,3 +207,17 @@ def test_the_lists_on_the_workers_hold_each_users_training_items(client, frame, 
         rated = frame["item"].to_numpy()[users == model.user_ids_[row]]
         got = model.item_ids_[model.seen_items(row)]
         assert sorted(got.tolist()) == sorted(rated.tolist()) and rated.size > 0
+
+
+def test_a_model_whose_client_closed_says_what_to_do(client, frame):
+    from cluster import DaskMatrixFactorizer, scoring
+
+    # given a scheduler address, the fit opens its own client and closes it at the end
+    model = DaskMatrixFactorizer(
+        scheduler=client.scheduler.address, rank=2, blocks=2, max_epochs=1, search=False
+    ).fit(dask_frame(frame))
+    with pytest.raises(InputError, match="its Dask client is closed.*--include-seen"):
+        model.recommend(model.user_ids_[0])
+    with pytest.raises(InputError, match="its Dask client is closed"):
+        scoring.recommend_all(model)
+    assert model.recommend(model.user_ids_[0], exclude_seen=False)[0].size == 10
