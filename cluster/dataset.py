@@ -38,7 +38,7 @@ so Dask recomputes what a dead worker held from the partitions' read tasks.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from distributed import wait
@@ -56,7 +56,9 @@ from cluster.indexing import (
     shard_block_counts,
     shard_summary,
     squared_deviations,
+    test_pairs,
 )
+from cluster.kept import KeptRatings
 from cluster.placement import assign_shards, v_homes
 from cluster.routing import (
     DuplicatePair,
@@ -69,11 +71,13 @@ from cluster.routing import (
 from cluster.sharded import GridCover, ShardedFactorization, grid_bounds
 from cluster.sources import (  # noqa: F401 (some re-exported: callers import them from here)
     FILE_KINDS,
+    TestSplit,
     checked_frame,
     is_distributed_source,
     over_partitions,
     partition_readers,
     read_rating_file,
+    rows_before,
     source_files,
 )
 from hamsi.data.moments import RatingStatistics, mean_of
@@ -115,6 +119,8 @@ class WorkerRatings:
     rating_min: float
     rating_max: float
     statistics: RatingStatistics
+    test: list = field(default_factory=list)  # futures of each partition's TestPairs (cluster.kept)
+    n_test_pairs: int = 0  # ratings of the test split (TestSplit), neither trained nor validated on
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -125,7 +131,10 @@ class WorkerRatings:
         return int(self.row_counts.sum())
 
     def facts(self) -> TrainingFacts:
-        """Return what a fitted model keeps: the range and mean, the ids, per-user counts (hamsi.training)."""
+        """Return what a fitted model keeps: the range and mean, the ids, per-user counts (hamsi.training).
+
+        The items each user rated and the test pairs stay on the workers (cluster.kept).
+        """
         return TrainingFacts(
             rating_min=float(self.rating_min),
             rating_max=float(self.rating_max),
@@ -135,6 +144,7 @@ class WorkerRatings:
             seen_indptr=np.concatenate([[0], np.cumsum(self.row_counts)]).astype(np.int64),
             seen_items=None,
             item_known=self.col_counts > 0,
+            kept=KeptRatings.of(self.client, self.shards, self.test, self.n_test_pairs),
         )
 
     def problem(
@@ -174,6 +184,8 @@ def load_worker_ratings(
     heldout_fraction: float = 0.0,
     seed=None,
     workers=None,
+    test_fraction: float = 0.0,
+    test_seed=None,
 ) -> WorkerRatings:
     """Return the WorkerRatings of `source`, read, indexed, split and routed by tasks (module steps 1-6).
 
@@ -182,8 +194,12 @@ def load_worker_ratings(
     n_blocks row shards of the `scheme`'s cover, placed on `workers` (default: all). STRATA/-B
     covers follow from the counts; COLOR/-B covers (n_subsets K, default 20) are colored on the
     workers and HOGWILD's random blocks drawn there (cluster.coloring), seeded by `seed` (0 when
-    None, as the estimator's partition).
+    None, as the estimator's partition). `test_fraction` of the pairs (a TestSplit source gives
+    it and `test_seed`) are held out first by an independent hash and kept, indexed, on the
+    workers that read them (WorkerRatings.test; cluster.kept scores them); the validation split
+    is then drawn from the other pairs.
     """
+    source, test_fraction, test_seed = _test_split_of(source, test_fraction, test_seed)
     if scheme not in SCHEMES:
         raise InputError(
             f"ratings on the workers need partitioner {', '.join(SCHEMES)}; got {scheme!r}"
@@ -198,8 +214,10 @@ def load_worker_ratings(
         ids=client.submit(ids_only, distinct, pure=False),
         fraction=float(heldout_fraction),
         seed=seed,
+        test_fraction=float(test_fraction),
+        test_seed=test_seed,
     )
-    row_counts, col_counts, n_test = client.gather(
+    row_counts, col_counts, n_test, n_test_pairs = client.gather(
         _tree(
             client,
             merge_counts,
@@ -209,7 +227,7 @@ def load_worker_ratings(
     n_ratings = int(row_counts.sum())
     if n_ratings == 0:
         raise InputError(
-            f"{_name(source)}: every rating was held out; lower the validation fraction"
+            f"{_name(source)}: every rating was held out; lower the validation (or test) fraction"
         )
     n_blocks = min(int(n_blocks), min(shape))
     if scheme not in ("strata", "strata-b"):
@@ -232,7 +250,7 @@ def load_worker_ratings(
             )
         summaries = client.gather(client.map(shard_summary, shards, col_bounds=cb, pure=False))
     except DuplicatePair as pair:
-        raise InputError(_duplicate_message(client, readers, labels, pair)) from None
+        raise InputError(_duplicate_message(client, source, readers, labels, pair)) from None
     client.run(release_freed_memory)
     mean = mean_of(np.concatenate([s[0] for s in summaries]), n_ratings)
     squares = client.gather(client.map(squared_deviations, shards, mean=mean, pure=False))
@@ -256,6 +274,29 @@ def load_worker_ratings(
         statistics=RatingStatistics(
             n_ratings, spread, int(max(row_counts.max(), col_counts.max()))
         ),
+        test=_test_pairs(client, readers, where),
+        n_test_pairs=int(n_test_pairs),
+    )
+
+
+def _test_split_of(source, test_fraction: float, test_seed) -> tuple:
+    """Return (the ratings, test fraction, test seed) of a TestSplit source, or of the keywords."""
+    if isinstance(source, TestSplit):
+        return source.source, source.fraction, source.seed
+    return source, test_fraction, test_seed
+
+
+def _test_pairs(client, readers: list, where: dict) -> list:
+    """Return futures of every partition's TestPairs, built and kept where each partition is read (none without a test split)."""
+    if not where["test_fraction"] > 0:
+        return []
+    return over_partitions(
+        client,
+        readers,
+        test_pairs,
+        ids=where["ids"],
+        test_fraction=where["test_fraction"],
+        test_seed=where["test_seed"],
     )
 
 
@@ -374,9 +415,13 @@ def route_shards(
     ]
 
 
-def _duplicate_message(client, readers: list, labels: list, pair: DuplicatePair) -> str:
-    """Return the InputError text of a repeated pair: both occurrences' file (or partition) and row."""
+def _duplicate_message(client, source, readers: list, labels: list, pair: DuplicatePair) -> str:
+    """Return the InputError text of a repeated pair: both occurrences' file (or partition) and row.
+
+    The row is the file's: a piece of a file adds the rows before it (cluster.sources.rows_before).
+    """
     found = sorted(set(pair.partitions))
+    before = rows_before(client, source, found)
     rows = dict(
         zip(
             found,
@@ -391,7 +436,7 @@ def _duplicate_message(client, readers: list, labels: list, pair: DuplicatePair)
             ),
         )
     )
-    where = [(f, rows[f].pop(0)) for f in pair.partitions]
+    where = [(f, rows[f].pop(0) + before[f]) for f in pair.partitions]
     return f"duplicate (user, item) pair ({pair.user}, {pair.item}) in " + " and ".join(
         f"{labels[f]} row {row}" for f, row in where
     )

@@ -63,8 +63,10 @@ class DaskMatrixFactorizer(MatrixFactorizer):
     in-memory fit uses) and routed to its row shards on the workers and never collected
     (cluster.dataset; partitioner strata, strata-b, or color / color-b / hogwild with K = 20
     subsets built on the workers: cluster.coloring); with strata / strata-b the same ratings in a
-    pandas DataFrame give the same factors. Such a model keeps no list of the items each user rated (that is O(ratings)):
-    recommend with exclude_seen=False. Score on the workers with `cluster.scoring`.
+    pandas DataFrame give the same factors. Such a model keeps the items each user rated on the
+    workers (cluster.kept: recommend leaves them out there) while its client is open; saved and
+    loaded it has none (cluster.seen_join joins them from the ratings). Score on the workers with
+    `cluster.scoring` (a cluster.sources.TestSplit source: `test_rmse`).
 
     The client is shared, not copied: sklearn's clone (GridSearchCV, cross_val_score) hands the
     same Client object to every copy, so all fits run on the cluster it is connected to. It is

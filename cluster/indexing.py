@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from cluster.kept import TestPairs
 from cluster.placement import touched_v_shards
 from cluster.routing import ShardRatings, block_counts, cut_pieces
-from hamsi.data.ratings import LOOKUP_SLACK, dense_index, heldout_mask
+from hamsi.data.ratings import LOOKUP_SLACK, TEST_STREAM, dense_index, heldout_mask
 
 
 # --------------------------------------------------------------------------- worker tasks
@@ -55,8 +56,28 @@ def ids_only(distinct: tuple) -> tuple:
     return None, distinct[1], distinct[2]
 
 
-def dense_pairs(frame, ids: tuple, fraction: float, seed) -> tuple:
-    """Return the partition's dense rows and cols (int32), ratings and held-out flags (`heldout_mask`)."""
+def outside_test(frame, test_fraction: float = 0.0, test_seed=None, *, test: bool = False):
+    """Return the rows of `frame` outside the test split (test=True: inside it), `heldout_mask`'s TEST_STREAM.
+
+    The test pairs are drawn by a hash independent of the validation one, so the validation split
+    is taken from what is left, as the in-memory split_by_hash of the training ratings takes it.
+    """
+    if not test_fraction > 0:
+        return frame.iloc[:0] if test else frame
+    users, items = frame["user"].to_numpy(), frame["item"].to_numpy()
+    held = heldout_mask(users, items, test_fraction, test_seed, stream=TEST_STREAM)
+    return frame[held if test else ~held]
+
+
+def dense_pairs(
+    frame, ids: tuple, fraction: float, seed, test_fraction=0.0, test_seed=None
+) -> tuple:
+    """Return the partition's dense rows and cols (int32), ratings and held-out flags (`heldout_mask`).
+
+    Pairs of the test split (test_fraction > 0) are left out: they are neither trained on nor
+    validated on (`test_pairs` keeps them).
+    """
+    frame = outside_test(frame, test_fraction, test_seed)
     users, items = frame["user"].to_numpy(), frame["item"].to_numpy()
     held = (
         heldout_mask(users, items, fraction, seed)
@@ -71,31 +92,49 @@ def dense_pairs(frame, ids: tuple, fraction: float, seed) -> tuple:
     )
 
 
-def pair_counts(frame, ids, fraction, seed, shape) -> tuple:
-    """Return (training ratings per user, per item, held-out ratings) of one partition."""
-    rows, cols, _, held = dense_pairs(frame, ids, fraction, seed)
+def test_pairs(frame, ids, test_fraction, test_seed) -> TestPairs:
+    """Return the partition's pairs of the test split, indexed (`outside_test`; kept on the worker)."""
+    frame = outside_test(frame, test_fraction, test_seed, test=True)
+    return TestPairs(
+        positions_in(ids[1], frame["user"].to_numpy()),
+        positions_in(ids[2], frame["item"].to_numpy()),
+        frame["rating"].to_numpy(dtype=np.float64),
+    )
+
+
+test_pairs.__test__ = False  # type: ignore[attr-defined]  # not for pytest to collect
+
+
+def pair_counts(frame, ids, fraction, seed, shape, test_fraction=0.0, test_seed=None) -> tuple:
+    """Return (training ratings per user, per item, validation ratings, test ratings) of one partition."""
+    rows, cols, _, held = dense_pairs(frame, ids, fraction, seed, test_fraction, test_seed)
     train = ~held
     return (
         np.bincount(rows[train], minlength=shape[0]),
         np.bincount(cols[train], minlength=shape[1]),
         int(np.count_nonzero(held)),
+        len(frame) - rows.size,
     )
 
 
 def merge_counts(*parts) -> tuple:
     """Return the sums of several `pair_counts` results (integers: the order does not matter)."""
-    return tuple(sum(p[i] for p in parts) for i in range(3))
+    return tuple(sum(p[i] for p in parts) for i in range(len(parts[0])))
 
 
-def shard_block_counts(frame, ids, fraction, seed, row_bounds, col_bounds) -> np.ndarray:
+def shard_block_counts(
+    frame, ids, fraction, seed, row_bounds, col_bounds, test_fraction=0.0, test_seed=None
+) -> np.ndarray:
     """Return the partition's ratings per (row shard, subset) and held out per shard (`routing.block_counts`)."""
-    rows, cols, _, held = dense_pairs(frame, ids, fraction, seed)
+    rows, cols, _, held = dense_pairs(frame, ids, fraction, seed, test_fraction, test_seed)
     return block_counts(rows, cols, held, row_bounds, col_bounds)
 
 
-def cut_by_shard(frame, ids, fraction, seed, row_bounds) -> list:
+def cut_by_shard(frame, ids, fraction, seed, row_bounds, test_fraction=0.0, test_seed=None) -> list:
     """Return the partition cut into one `routing.Piece` per row shard (indexed again: nothing kept between passes)."""
-    return cut_pieces(*dense_pairs(frame, ids, fraction, seed), row_bounds)
+    return cut_pieces(
+        *dense_pairs(frame, ids, fraction, seed, test_fraction, test_seed), row_bounds
+    )
 
 
 def piece_of_shard(pieces: list, shard: int):

@@ -130,29 +130,43 @@ def recommend_all(
     """Return a Dask DataFrame (user, rank, item, rating, score) of every known user's n best items.
 
     Each task ranks a block of users on a worker with the function `recommend` uses, so the rows
-    equal model.recommend(user, n, exclude_seen) for every user. exclude_seen needs the model's seen
-    lists (a model fitted in memory, or loaded); each block's slice goes with its task once.
+    equal model.recommend(user, n, exclude_seen) for every user. exclude_seen reads the model's
+    seen lists: a model fitted in memory (or loaded) sends each block's slice with its task once;
+    a model fitted on ratings kept on the workers ranks each row shard's users beside the shard's
+    own lists (cluster.kept), which never leave their host: compute the frame with the client
+    that fitted it, while it is open. A loaded model of worker data has no lists (InputError).
     """
     # why lazy: pandas and dask.dataframe load in seconds, only when scores are written
     import dask
     import dask.dataframe as dd
-    import pandas as pd
 
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise InputError(f"n must be a positive integer; got {n!r}")
     scorer = scorer_of(model)
     shared = dask.delayed(scorer, pure=True)
-    n_users = scorer.user_ids.size
-    parts = []
-    for lo in range(0, n_users, max(1, int(users_per_task))):
-        hi = min(n_users, lo + int(users_per_task))
-        seen = None
-        if exclude_seen:
-            model.seen_items(lo)  # InputError when the model keeps no seen lists
-            indptr = model._seen_indptr[lo : hi + 1]
-            seen = (indptr - indptr[0], model._seen_items[indptr[0] : indptr[-1]])
-        parts.append(dask.delayed(_top_block, pure=True)(shared, lo, hi, int(n), seen))
-    meta = pd.DataFrame(
+    step = max(1, int(users_per_task))
+    kept = getattr(model, "_kept", None) if exclude_seen else None
+    if exclude_seen and model._seen_items is None and kept is not None:
+        parts = _kept_blocks(kept, shared, int(n), step)
+    else:
+        parts = []
+        for lo in range(0, scorer.user_ids.size, step):
+            hi = min(scorer.user_ids.size, lo + step)
+            seen = None
+            if exclude_seen:
+                model.seen_items(lo)  # InputError when the model keeps no seen lists
+                indptr = model._seen_indptr[lo : hi + 1]
+                seen = (indptr - indptr[0], model._seen_items[indptr[0] : indptr[-1]])
+            parts.append(dask.delayed(_top_block, pure=True)(shared, lo, hi, int(n), seen))
+    return dd.from_delayed(parts, meta=output_meta(scorer), verify_meta=False)
+
+
+def output_meta(scorer: Scorer):
+    """Return the empty frame of recommend_all's columns (user, rank, item, rating, score)."""
+    # why lazy: pandas loads in seconds, only when scores are written
+    import pandas as pd
+
+    return pd.DataFrame(
         {
             "user": pd.Series([], dtype=scorer.user_ids.dtype),
             "rank": pd.Series([], dtype=np.int32),
@@ -161,7 +175,46 @@ def recommend_all(
             "score": pd.Series([], dtype=float),
         }
     )
-    return dd.from_delayed(parts, meta=meta, verify_meta=False)
+
+
+def _top_seen_block(scorer: Scorer, lo: int, hi: int, n: int, seen):
+    """Return `_top_block` of model rows lo..hi-1 with their seen items from a row shard's SeenLists."""
+    return _top_block(scorer, lo, hi, n, seen.block(lo, hi))
+
+
+def _kept_blocks(kept, shared, n: int, step: int) -> list:
+    """Return the Delayed top-n blocks of every row shard's users, each beside the shard's SeenLists."""
+    # why lazy: dask loads with the scoring of a model, not with this module
+    import dask
+
+    kept.check_open()
+    rank = dask.delayed(_top_seen_block, pure=True)
+    bounds = kept.row_bounds
+    return [
+        rank(shared, lo, min(int(bounds[s + 1]), lo + step), n, seen)
+        for s, seen in enumerate(kept.seen)
+        for lo in range(int(bounds[s]), int(bounds[s + 1]), step)
+    ]
+
+
+def test_rmse(model) -> float:
+    """Return the RMSE of model's clipped predictions on the test split it was fitted with, computed on the workers.
+
+    The model was fitted on a cluster.sources.TestSplit of ratings kept on the workers; its test
+    pairs never left them, and only a sum and a count per partition reach the client. Equal (up to
+    the order of the sums) to model.rmse on the same pairs in memory.
+    """
+    model._check_fitted()
+    kept = getattr(model, "_kept", None)
+    if kept is None:
+        raise InputError(
+            "test_rmse needs a model fitted on ratings kept on the workers with a test split "
+            "(cluster.sources.TestSplit), in the session that fitted it"
+        )
+    return kept.test_rmse(model._arrays, float(model.rating_min_), float(model.rating_max_))
+
+
+test_rmse.__test__ = False  # type: ignore[attr-defined]  # not for pytest to collect
 
 
 def write_parquet(frame, path) -> None:

@@ -29,11 +29,18 @@ DEFAULTS = {
         # recovery waits until the list has not changed for settle-seconds (at most settle-limit)
         "settle-seconds": 1.0,
         "settle-limit": 10.0,
+        # a Parquet/CSV file larger than this is cut into pieces of about this size, read by
+        # separate tasks (cluster.file_pieces); a single file at most this large is read in process
+        "read-block-bytes": 64 << 20,
     }
 }
 dask.config.update_defaults(DEFAULTS)
 
 
 def setting(name: str):
-    """Return the value of `hamsi.<name>` in dask.config (the defaults above unless overridden)."""
-    return dask.config.get(f"hamsi.{name}")
+    """Return the value of `hamsi.<name>` in dask.config (the defaults above unless overridden).
+
+    The default is passed too: a `dask.config.set` entered before this module was imported drops
+    the whole `hamsi` key on exit, defaults included.
+    """
+    return dask.config.get(f"hamsi.{name}", default=DEFAULTS["hamsi"][name])

@@ -21,6 +21,15 @@ from hamsi.recommender import FactorArrays, IdIndex, as_pairs, best_items, pair_
 from hamsi.trace import Trace
 from hamsi.training import TrainingFacts
 
+# what seen_items says when a model fitted on worker data has no workers (saved and loaded)
+NO_WORKERS_SEEN = (
+    "this model was fitted on ratings that stayed on the Dask workers and was loaded without them, "
+    "so it holds no list of the items each user rated; give the ratings it was fitted on "
+    "(hamsi recommend --all --seen DATA; cluster.seen_join.recommend_all_seen), rank all items "
+    "(exclude_seen=False; --include-seen), or recommend from the fitted DaskMatrixFactorizer in "
+    "the session that fitted it"
+)
+
 # Arrays of a fitted model: saved-file key -> attribute (None-valued ones are not written).
 MODEL_ARRAYS = {
     "user_ids": "user_ids_",
@@ -104,6 +113,7 @@ class FittedModel:
         self.user_ids_, self.item_ids_ = facts.user_ids, facts.item_ids
         self._seen_indptr, self._seen_items = facts.seen_indptr, facts.seen_items
         self._item_known = facts.item_known
+        self._kept = facts.kept
 
     def _training_facts(self) -> TrainingFacts:
         """Return the TrainingFacts this model keeps (what _set_training_facts set)."""
@@ -116,6 +126,7 @@ class FittedModel:
             seen_indptr=self._seen_indptr,
             seen_items=self._seen_items,
             item_known=self._item_known,
+            kept=getattr(self, "_kept", None),
         )
 
     def drop_seen_items(self) -> None:
@@ -189,14 +200,18 @@ class FittedModel:
         return self.item_ids_[best], np.clip(scores, self.rating_min_, self.rating_max_)
 
     def seen_items(self, row: int) -> np.ndarray:
-        """Return the item positions model row `row` rated in training (InputError if the model keeps none)."""
-        if self._seen_items is None:
-            raise InputError(
-                "this model was fitted on ratings that stayed on the workers and holds no list of the "
-                "items each user rated; rank all items (exclude_seen=False; hamsi recommend "
-                "--include-seen)"
-            )
-        return self._seen_items[self._seen_indptr[row] : self._seen_indptr[row + 1]]
+        """Return the item positions model row `row` rated in training.
+
+        A model fitted on ratings kept on the Dask workers fetches them from the row shard that
+        holds them (cluster.kept); saved and loaded, it has no workers, and InputError says what
+        to do instead.
+        """
+        if self._seen_items is not None:
+            return self._seen_items[self._seen_indptr[row] : self._seen_indptr[row + 1]]
+        kept = getattr(self, "_kept", None)
+        if kept is None:
+            raise InputError(NO_WORKERS_SEEN)
+        return kept.seen_items(row)
 
     def rmse(self, X, y=None) -> float:
         """Return the root mean squared error of the (clipped) predictions on the ratings in X (or y)."""
@@ -240,6 +255,7 @@ class FittedModel:
         for name in MODEL_SCALARS:
             setattr(model, name, fitted.get(name))
         model.search_results_ = None  # the search's table is not saved
+        model._kept = None  # nor the futures on the workers of a model fitted there
         for key, attribute in MODEL_ARRAYS.items():
             setattr(model, attribute, arrays.get(key))
         model._set_trace(

@@ -7,7 +7,8 @@ cluster -> hamsi -> partition, and dp's library stands alone; tests/test_import_
 A command module defines `register(subparsers)`, which adds its parser and sets
 `run=callable(args) -> int`. An engine module runs `hamsi factorize` elsewhere than in this
 process; the Dask one (cluster.cli) provides `estimator_for(args, params)`,
-`is_distributed_source(path)`, `close_local_clusters()` and `write_top_n(model, ...)`.
+`is_distributed_source(path)`, `test_split(path, fraction, seed)`, `test_rmse(model)`,
+`close_local_clusters()` and `write_top_n(model, ...)`.
 
 One list in code rather than entry points in pyproject.toml: an installed distribution's entry
 points change only on reinstall, and a second list beside them would be two places to keep equal.

@@ -26,8 +26,8 @@ class TrainingFacts:
 
     The rating range (predictions are clipped to it), the raw ids, the mean rating, and the items
     each user rated in CSR form (seen_indptr, seen_items; recommend leaves them out). Ratings kept
-    on the workers give only the per-user counts: seen_items is None and item_known says which
-    items have a rating.
+    on the workers give only the per-user counts: seen_items is None, item_known says which items
+    have a rating, and `kept` fetches a user's items from the workers (seen_items(row)).
     """
 
     rating_min: float
@@ -38,6 +38,8 @@ class TrainingFacts:
     seen_indptr: np.ndarray
     seen_items: np.ndarray | None
     item_known: np.ndarray | None = None
+    # ratings kept on the workers: their seen lists and test pairs stay there (cluster.kept.KeptRatings)
+    kept: object | None = None
 
 
 class TrainingData(Protocol):

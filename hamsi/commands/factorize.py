@@ -8,6 +8,7 @@ the data is read; a diverged run writes nothing and exits 1.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -301,21 +302,17 @@ def run(args) -> int:
     _check_args(args)
     model = build_model(args)
     columns = rating_columns(args.columns)
-    if _on_workers(
-        args
-    ):  # a directory or glob of Parquet/CSV files: read on the workers (cluster.dataset)
-        if args.test_fraction > 0:
-            raise InputError(
-                "--test-fraction needs the ratings in this process; with ratings read on the "
-                "workers use --patience (a --validation-fraction of the pairs, split there)"
-            )
+    on_workers = _on_workers(args)
+    if on_workers:  # Parquet/CSV files read on the workers (cluster.dataset)
         if columns is not None:
             model.set_params(user_col=columns[0], item_col=columns[1], rating_col=columns[2])
         train, test = args.data, None
+        if args.test_fraction > 0:  # a hash split of the pairs, held out and scored there
+            train = registry.engine("dask").test_split(args.data, args.test_fraction, args.seed)
     else:
         train, test = _read_train_and_test(args, columns)
         check_sizes(args, train)
-    _fit_with_progress(args, model, train, test)
+    scored = _fit_with_progress(args, model, train, test, on_workers and args.test_fraction > 0)
     if not math.isfinite(model.trace_.rows[-1][3]):  # whichever engine ran: never write a NaN model
         raise DivergenceError(
             f"diverged: the final train RMSE is {model.trace_.rows[-1][3]}; nothing written"
@@ -324,7 +321,7 @@ def run(args) -> int:
     if model.search_results_ is not None:
         print("hyper-parameter search (validation split of the training ratings):")
         print(search.format_results(model.search_results_))
-    print(summary(args, model, test))
+    print(summary(args, model, test, test_rmse=scored))
     return 0
 
 
@@ -354,24 +351,59 @@ def _read_train_and_test(args, columns):
 
 
 def _on_workers(args) -> bool:
-    """True when the Dask engine runs and the data is a directory or glob of Parquet/CSV files."""
+    """True when the Dask engine runs and the data is read by its workers (cluster.sources).
+
+    That is a directory or glob of Parquet/CSV files, or one such file larger than a read block
+    when the Dask engine was asked for (--workers N, --scheduler; by default a single file is read
+    here, where the search runs). The workers refuse repeated pairs and take no test file or split
+    column: with those flags a single file is read in process, and files only the workers read are
+    refused.
+    """
     if args.workers == 0 and args.scheduler is None:
         return False
-    return registry.engine("dask").is_distributed_source(args.data)
+    if not registry.engine("dask").is_distributed_source(args.data):
+        return False
+    if os.path.isfile(args.data) and args.workers is None and args.scheduler is None:
+        return False
+    in_process_only = [
+        flag
+        for flag, given in (
+            (f"--duplicates {args.duplicates}", args.duplicates != "error"),
+            ("--test", args.test is not None),
+            ("--split-column", args.split_column is not None),
+        )
+        if given
+    ]
+    if not in_process_only:
+        return True
+    if os.path.isfile(args.data):
+        return False
+    raise InputError(
+        f"{in_process_only[0]} needs the ratings in this process, and {args.data} is read by the "
+        "Dask workers (they refuse repeated pairs; hold out test ratings with --test-fraction)"
+    )
 
 
-def _fit_with_progress(args, model, train, test) -> None:
-    """Fit, showing progress; print the UserWarnings (overfitting) as one line each."""
+def _fit_with_progress(args, model, train, test, test_on_workers: bool) -> float | None:
+    """Fit, showing progress; print the UserWarnings (overfitting) as one line each.
+
+    Return the test RMSE computed on the workers when the test split stayed there (--test-fraction
+    with ratings read on the workers), before the local cluster closes; else None.
+    """
     # why lazy: numba's kernels load only when a model is fitted or read
     from hamsi.estimator import MatrixFactorizer
 
     progress = None if args.quiet else Progress(args.max_epochs, args.max_time)
+    held = registry.engine("dask").holding_client if test_on_workers else contextlib.nullcontext
     try:
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught, held(model):
             warnings.simplefilter("always", UserWarning)
             # test ratings only fill the trace's held-out column when nothing selects on it (no
             # --patience; the search reads its own split of train); --patience reads a split of train
             model.fit(train, validation=test if args.patience is None else None, callback=progress)
+            scored = None
+            if test_on_workers:
+                scored = registry.engine("dask").test_rmse(model)
     finally:
         if progress is not None:
             progress.close()
@@ -381,6 +413,7 @@ def _fit_with_progress(args, model, train, test) -> None:
     for warning in caught:
         if issubclass(warning.category, UserWarning):
             print(f"hamsi factorize: warning: {for_cli(warning.message)}", file=sys.stderr)
+    return scored
 
 
 def check_sizes(args, ratings) -> None:
@@ -428,11 +461,12 @@ def write_outputs(args, model) -> None:
     )
 
 
-def summary(args, model, test) -> str:
+def summary(args, model, test, *, test_rmse: float | None = None) -> str:
     """Return the closing line: why the run stopped, its size and time, the RMSEs and the values used.
 
     Validation figures come from the split of the training ratings; the test RMSE (of the clipped
-    predictions the model serves, as score() computes it) is computed once, here.
+    predictions the model serves, as score() computes it) is computed once, here, or given by
+    `test_rmse` when the test ratings stayed on the workers (computed there: cluster.scoring).
     """
     result = model.result_
     last = model.trace_.rows[-1]
@@ -446,7 +480,9 @@ def summary(args, model, test) -> str:
         best = next(row for row in model.trace_.rows if row[0] == model.best_epoch_)
         text += f"; kept cycle {model.best_epoch_} (validation RMSE {best[4]:.4f})"
     if test is not None:
-        text += f"; test RMSE {model.rmse(test):.4f}"
+        test_rmse = model.rmse(test)
+    if test_rmse is not None:
+        text += f"; test RMSE {test_rmse:.4f}"
     damping = f", damping {model.reg_damping_:g}" if model.reg_damping_ else ""
     return text + (
         f"; rank {model.rank_}, reg {model.reg_:.4g} ({model.reg_weighting_}{damping}), eta {model.eta_:.4g}"

@@ -50,6 +50,14 @@ def register(subparsers) -> None:
         default=None,
         help="with --all: use the running Dask cluster at tcp://host:port",
     )
+    parser.add_argument(
+        "--seen",
+        metavar="DATA",
+        default=None,
+        help="with --all: the ratings the model was fitted on (Parquet/CSV files, a directory or a "
+        "glob), read by the workers; every item a user rated there is left out (a model fitted "
+        "on ratings kept on the workers keeps no list of them)",
+    )
     parser.add_argument("-n", type=int, default=10, help="how many items (default 10)")
     parser.add_argument(
         "--include-seen", action="store_true", help="also rank the items the user rated"
@@ -86,6 +94,12 @@ def run(args) -> int:
 
     if args.n < 1:
         raise InputError(f"-n must be >= 1; got {args.n}")
+    if args.seen is not None and not args.all:
+        raise InputError("--seen DATA goes with --all (every user's list, ranked on the workers)")
+    if args.seen is not None and args.include_seen:
+        raise InputError(
+            "--seen leaves the rated items out and --include-seen ranks them: give one"
+        )
     if args.all:
         return _run_all(args)
     model = MatrixFactorizer.load(args.model)
@@ -143,6 +157,7 @@ def _run_all(args) -> int:
         model,
         n=args.n,
         exclude_seen=not args.include_seen,
+        seen=args.seen,
         out=args.out,
         scheduler=args.scheduler,
         n_workers=args.workers,

@@ -187,17 +187,20 @@ class Ratings:
         in_test[rng.choice(self.nnz, size=n_test, replace=False)] = True
         return self.subset(np.flatnonzero(~in_test)), self.subset(np.flatnonzero(in_test))
 
-    def split_by_hash(self, test_fraction: float, seed=None) -> tuple[Ratings, Ratings]:
+    def split_by_hash(
+        self, test_fraction: float, seed=None, *, stream: int = 0
+    ) -> tuple[Ratings, Ratings]:
         """Return (train, test): the pairs whose `heldout_mask` hash falls below test_fraction go to test.
 
-        Which pairs are held out depends only on their raw ids and the seed, never on the order or
-        the partitioning of the ratings: the Dask data path (cluster.dataset) applies the same rule
-        to each partition on the workers and holds out the same pairs.
+        Which pairs are held out depends only on their raw ids, the seed and the stream (0: the
+        validation split; TEST_STREAM: the test split of ratings kept on the Dask workers), never
+        on the order or the partitioning of the ratings: the Dask data path (cluster.dataset)
+        applies the same rule to each partition on the workers and holds out the same pairs.
         """
         if not 0.0 < float(test_fraction) < 1.0:
             raise InputError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
         in_test = heldout_mask(
-            self.user_ids[self.rows], self.item_ids[self.cols], test_fraction, seed
+            self.user_ids[self.rows], self.item_ids[self.cols], test_fraction, seed, stream=stream
         )
         return self.subset(np.flatnonzero(~in_test)), self.subset(np.flatnonzero(in_test))
 
@@ -311,15 +314,25 @@ def _id_bits(ids) -> np.ndarray:
     return pd.util.hash_array(ids.astype(object), categorize=False)
 
 
-def heldout_mask(users, items, fraction: float, seed=None) -> np.ndarray:
+# heldout_mask's streams: the validation split (early stopping, the search) and the test split
+VALIDATION_STREAM, TEST_STREAM = 0, 1
+
+
+def heldout_mask(users, items, fraction: float, seed=None, *, stream: int = 0) -> np.ndarray:
     """Return a boolean mask: True for the (user, item) pairs held out, about `fraction` of them.
 
-    u = mix(mix(user ^ mix(seed)) + golden ^ item) / 2^64 is uniform in [0, 1) for every pair and
-    depends only on the raw ids and the seed (None means 0); the pair is held out when u < fraction.
+    u = mix(mix(user ^ s) + golden ^ item) / 2^64 is uniform in [0, 1) for every pair and depends
+    only on the raw ids and the seed (None means 0); the pair is held out when u < fraction.
+    s = mix(seed) for stream 0 (VALIDATION_STREAM); another stream k takes s = mix(mix(seed) ^ k
+    golden), an independent hash: the TEST_STREAM's pairs and the validation ones are drawn apart,
+    so validation is about `fraction` of the pairs left after the test pairs.
     """
     seed_bits = _mix64(
         np.array([0 if seed is None else int(seed)], dtype=np.int64).view(np.uint64)
     )[0]
+    if stream:
+        with np.errstate(over="ignore"):
+            seed_bits = _mix64(np.array([seed_bits ^ (np.uint64(stream) * _GOLDEN)]))[0]
     with np.errstate(over="ignore"):
         h = _mix64((_mix64(_id_bits(users) ^ seed_bits) + _GOLDEN) ^ _id_bits(items))
     return (h >> np.uint64(11)).astype(np.float64) * 2.0**-53 < float(fraction)
