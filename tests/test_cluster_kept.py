@@ -9,8 +9,8 @@ from hamsi.errors import InputError
 
 pytestmark = pytest.mark.cluster
 
-# search=False: the search does not run on ratings kept on the workers (both paths take the
-# unsearched values and agree to the bit)
+# search=False: both paths take the unsearched values and agree to the bit (the search on the
+# workers: test_cluster_search.py)
 OPTIONS = dict(
     rank=3,
     blocks=2,

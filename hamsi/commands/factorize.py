@@ -355,7 +355,7 @@ def _on_workers(args) -> bool:
 
     That is a directory or glob of Parquet/CSV files, or one such file larger than a read block
     when the Dask engine was asked for (--workers N, --scheduler; by default a single file is read
-    here, where the search runs). The workers refuse repeated pairs and take no test file or split
+    here). The workers refuse repeated pairs and take no test file or split
     column: with those flags a single file is read in process, and files only the workers read are
     refused.
     """
