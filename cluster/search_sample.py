@@ -4,8 +4,9 @@ hamsi.search runs each trial in one process (cluster.search), so its fit and val
 each fit one worker. This module builds them there, from the partitions the workers read, without
 the client ever holding a rating:
 
-1. sample  every partition keeps the ratings of the users whose seeded hash falls below `fraction`
-           (hamsi.data.ratings.heldout_mask of (user, 0): all of a user's ratings or none, so
+1. sample  every partition keeps the training ratings (no test pair of a TestSplit) of the users
+           whose seeded hash falls below `fraction` (hamsi.data.ratings.heldout_mask of
+           (user, 0): all of a user's ratings or none, so
            every kept user's profile is whole). fraction = 1 when the ratings number at most
            SAMPLE_RATINGS: the sample is then all of them.
 2. gather  one task concatenates the kept parts in partition order and indexes them as the in-memory
@@ -21,7 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from cluster.sources import over_partitions, partition_readers
+from cluster.indexing import outside_test
+from cluster.sources import TestSplit, over_partitions, partition_readers
 from hamsi import search
 from hamsi.auto_values import SearchSample
 from hamsi.data.ratings import heldout_mask
@@ -32,8 +34,12 @@ from hamsi.recommender import DEFAULT_COLUMNS, as_ratings
 SAMPLE_RATINGS = 5_000_000
 
 
-def users_kept(frame, fraction: float, seed):
-    """Return the rows of `frame` whose user falls in the seeded `fraction` of users (a task)."""
+def users_kept(frame, fraction: float, seed, test_fraction: float = 0.0, test_seed=None):
+    """Return the training rows of `frame` whose user falls in the seeded `fraction` of users (a task).
+
+    Training rows: outside the test split of a TestSplit source (cluster.indexing.outside_test).
+    """
+    frame = outside_test(frame, test_fraction, test_seed)
     if fraction >= 1.0:
         return frame
     users = frame["user"].to_numpy()
@@ -63,8 +69,11 @@ def _sizes(parts) -> tuple[int, int, float]:
 def search_sample(client, source, *, columns, n_ratings: int, seed) -> SearchSample:
     """Return the SearchSample of `source` (module steps 1-2); trials fetch its parts worker to worker."""
     fraction = min(1.0, SAMPLE_RATINGS / max(1, int(n_ratings)))
+    test = dict(test_fraction=0.0, test_seed=None)
+    if isinstance(source, TestSplit):  # the test pairs never reach the search
+        source, test = source.source, dict(test_fraction=source.fraction, test_seed=source.seed)
     readers, _ = partition_readers(source, columns)
-    kept = over_partitions(client, readers, users_kept, fraction=fraction, seed=seed)
+    kept = over_partitions(client, readers, users_kept, fraction=fraction, seed=seed, **test)
     parts = client.submit(gathered_parts, seed, *kept, pure=False)
     fit_part = client.submit(_part, parts, 0, pure=False)
     validation = client.submit(_part, parts, 1, pure=False)

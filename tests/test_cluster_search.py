@@ -52,3 +52,20 @@ def test_ratings_beyond_one_worker_are_searched_on_a_sample_of_users(
     fit_part = int(said.split("search: 8 candidates on ")[1].split(" ratings")[0].replace(",", ""))
     assert 0.2 * len(frame) < fit_part < 0.45 * len(frame)  # about a third, 90 % of it for fitting
     assert model.search_results_ is not None and model.user_factors_.shape[0] == N_USERS
+
+
+def test_the_search_never_reads_the_test_pairs_of_a_test_split(client, frame, capsys):
+    from cluster import DaskMatrixFactorizer
+    from cluster.sources import TestSplit
+    from hamsi.data.ratings import TEST_STREAM, heldout_mask
+
+    DaskMatrixFactorizer(client=client, verbose=1, **OPTIONS).fit(
+        TestSplit(dask_frame(frame), 0.2, seed=1)
+    )
+    said = capsys.readouterr().err.split("search: 8 candidates on ")[1]
+    fit_part = int(said.split(" ratings")[0].replace(",", ""))
+    validation = int(said.split("validation ")[1].split(",")[0].replace(",", ""))
+    held = heldout_mask(
+        frame["user"].to_numpy(), frame["item"].to_numpy(), 0.2, 1, stream=TEST_STREAM
+    )
+    assert fit_part + validation == len(frame) - int(held.sum()) < len(frame)
