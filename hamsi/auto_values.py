@@ -15,6 +15,7 @@ import warnings
 
 from hamsi import search
 from hamsi.errors import Advice, AdvisedWarning
+from hamsi.parameters import with_new_names
 from hamsi.training import InMemoryRatings
 
 LOGGER = logging.getLogger("hamsi")
@@ -61,7 +62,8 @@ class AutoValues:
         trials_class = self._in_process_class()
         runner = engine.trial_runner(trials_class, self._trial_params(), fit_part, validation)
         grid = search.candidate_grid(self._fixed(), search.spread_of(train))
-        max_cycles = 100 if self.max_epochs is None else max(1, int(self.max_epochs))
+        limit = self._param("max_cycles")
+        max_cycles = 100 if limit is None else max(1, int(limit))
         deadline = None
         if self.max_time is not None:
             spent = time.perf_counter() - started
@@ -161,7 +163,9 @@ class AutoValues:
             for name, value in self._fixed().items()
         }
         self._chosen = dict(
-            fixed, reg=None if fixed["reg"] == AUTO else fixed["reg"], cycles=self.max_epochs
+            fixed,
+            reg=None if fixed["reg"] == AUTO else fixed["reg"],
+            cycles=self._param("max_cycles"),
         )
         self.search_results_ = None
 
@@ -173,7 +177,7 @@ class AutoValues:
             if name in self._in_process_class()._get_param_names()
         }
         params.update(max_time=None, on_divergence="warn", verbose=0)
-        return params
+        return with_new_names(params, self._parameter_constraints)
 
     def _remaining(self, started: float):
         """Return the refit's max_time: what the search left of max_time (None without one)."""

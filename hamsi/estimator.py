@@ -21,7 +21,17 @@ from hamsi.engine_fit import EngineFit
 from hamsi.errors import InputError
 from hamsi.fitted import MODEL_ARRAYS, MODEL_SCALARS, FittedModel
 from hamsi.options import METHODS
-from hamsi.parameters import Boolean, Choice, Integer, Real, check_parameters
+from hamsi.parameters import (
+    DEPRECATED,
+    Boolean,
+    Choice,
+    Integer,
+    Real,
+    Renamed,
+    check_parameters,
+    renamed_value,
+    warn_renamed,
+)
 from hamsi.problems.matrix_factorization import REG_WEIGHTINGS
 from hamsi.rating_scale import STAR_SPAN, in_units, rating_unit
 from hamsi.training import InMemoryRatings
@@ -84,9 +94,9 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         least-squares fit); a number s: N(0, s^2) factors and zero biases (1 is the reference's).
     memory : int
         L-BFGS memory M.
-    max_time, max_epochs, tol :
-        Stop after max_time seconds of optimization, max_epochs cycles, or a relative objective
-        change <= tol (0 disables).
+    max_time, max_cycles, tol :
+        Stop after max_time seconds of optimization, max_cycles cycles, or a relative objective
+        change <= tol (0 disables). A cycle is one visit of the subsets (docs/glossary.md).
     patience : int or None
         Early stopping: stop after `patience` cycles without a better validation RMSE. The
         validation set is `fit(validation=...)`, else a `validation_fraction` of X held out.
@@ -108,6 +118,8 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
     verbose : int
         0 (default): quiet; 1: one line on stderr per search trial as it ends, and the choice.
         The lines always go to the "hamsi" logger (INFO).
+    max_epochs : int or None
+        Deprecated name of max_cycles (FutureWarning at fit); "deprecated" (default): not given.
 
     Attributes
     ----------
@@ -127,7 +139,8 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         "blocks": Integer(none=True),
         "subsets": Integer(none=True),
         "threads": Integer(none=True),
-        "max_epochs": Integer(none=True),
+        "max_cycles": Integer(none=True),
+        "max_epochs": Renamed("max_cycles", Integer(none=True)),
         "patience": Integer(none=True),
         "reg": Real(auto=True),
         "reg_damping": Real(auto=True),
@@ -164,7 +177,7 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         memory=5,
         init_scale=AUTO,
         max_time=None,
-        max_epochs=100,
+        max_cycles=100,
         tol=0.0,
         patience=None,
         validation_fraction=defaults.VALIDATION_FRACTION,
@@ -177,6 +190,7 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         rating_col="rating",
         search=True,
         verbose=0,
+        max_epochs=DEPRECATED,
     ):
         self.rank = rank
         self.algorithm = algorithm
@@ -193,7 +207,7 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         self.memory = memory
         self.init_scale = init_scale
         self.max_time = max_time
-        self.max_epochs = max_epochs
+        self.max_cycles = max_cycles
         self.tol = tol
         self.patience = patience
         self.validation_fraction = validation_fraction
@@ -206,6 +220,7 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         self.rating_col = rating_col
         self.search = search
         self.verbose = verbose
+        self.max_epochs = max_epochs
 
     def validate_params(self, name=lambda parameter: parameter) -> None:
         """Raise InputError on a bad hyper-parameter; name(parameter) is how messages call it (CLI: flag).
@@ -218,6 +233,7 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
             partitioner=Choice(tuple(partition.SCHEMES), lower=True),
         )
         check_parameters(self, constraints, name)
+        warn_renamed(self, constraints, name)
         if self.gamma > 1.0:  # beyond 1, (eta t)^gamma overflows to a zero step within a few cycles
             raise InputError(
                 f"{name('gamma')} must lie in [0, 1] (thesis eq. 3.8 takes gamma in (0.5, 1]); "
@@ -228,6 +244,10 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
                 f"{name('reg_damping')}={self.reg_damping!r} applies to the count-weighted penalty; "
                 f"got {name('reg_weighting')}='uniform' (pass 'count', or reg_damping 0)"
             )
+
+    def _param(self, name: str):
+        """Return parameter `name`, or the value given under its deprecated name (Renamed)."""
+        return renamed_value(self, self._parameter_constraints, name)
 
     def _columns(self) -> tuple:
         return (self.user_col, self.item_col, self.rating_col)

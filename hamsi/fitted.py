@@ -16,9 +16,10 @@ from sklearn.exceptions import NotFittedError
 
 from hamsi import model_io
 from hamsi.errors import Advice, AdvisedWarning, DivergenceError, InputError
+from hamsi.parameters import with_new_names
 from hamsi.rating_scale import in_units
 from hamsi.recommender import FactorArrays, IdIndex, as_pairs, best_items, pair_scores
-from hamsi.trace import Trace
+from hamsi.trace import Trace, TraceRow
 from hamsi.training import TrainingFacts
 
 # Arrays of a fitted model: saved-file key -> attribute (None-valued ones are not written).
@@ -212,6 +213,7 @@ class FittedModel:
     def load(cls, path):
         """Return the model saved at `path` by save() (or `hamsi factorize --out`)."""
         params, fitted, arrays = model_io.read_model(path)
+        params = with_new_names(params, cls._parameter_constraints)
         accepted = cls._get_param_names()
         model = cls(**{name: value for name, value in params.items() if name in accepted})
         try:  # what fit would refuse is refused here, naming the file
@@ -224,7 +226,12 @@ class FittedModel:
         for key, attribute in MODEL_ARRAYS.items():
             setattr(model, attribute, arrays.get(key))
         model._set_trace(
-            Trace([(int(row[0]), int(row[1]), *map(float, row[2:])) for row in arrays["trace"]])
+            Trace(
+                [
+                    TraceRow(int(row[0]), int(row[1]), *map(float, row[2:]))
+                    for row in arrays["trace"]
+                ]
+            )
         )
         return model
 

@@ -94,7 +94,7 @@ def folder(tmp_path_factory, ratings):
                 "2",
                 "--threads",
                 "1",
-                "--max-epochs",
+                "--max-cycles",
                 "3",
                 "--out",
                 str(folder / "model.npz"),
@@ -494,7 +494,7 @@ def test_huge_init_scale_diverges_with_exit_1_and_writes_nothing(folder, tmp_pat
             out,
             "--trace",
             trace,
-            "--max-epochs",
+            "--max-cycles",
             "40",
         ],
         capsys,
@@ -614,7 +614,7 @@ def test_factorize_replaces_its_outputs_as_a_set(folder, tmp_path, capsys, monke
             "2",
             "--threads",
             "1",
-            "--max-epochs",
+            "--max-cycles",
             "2",
             "--trace",
             trace,
@@ -814,7 +814,7 @@ def test_the_overfitting_warning_names_flags_on_the_cli_and_keywords_in_python()
 
     ratings = make_ratings(users=40, items=50, ratings=900, rank=3, seed=5)
     frame = pd.DataFrame({"user": ratings.rows, "item": ratings.cols, "rating": ratings.values})
-    model = MatrixFactorizer(rank=3, blocks=2, threads=1, max_epochs=8, random_state=0)
+    model = MatrixFactorizer(rank=3, blocks=2, threads=1, max_cycles=8, random_state=0)
     with pytest.warns(AdvisedWarning, match="overfits") as caught:
         model.fit(frame.iloc[:700], validation=frame.iloc[700:])
     (warning,) = [w.message for w in caught if isinstance(w.message, AdvisedWarning)]

@@ -18,6 +18,7 @@ import numpy as np
 import hamsi
 from hamsi import plots, registry, search
 from hamsi.cli_io import (
+    add_renamed_flag,
     auto_or_float,
     auto_or_int,
     check_writable,
@@ -31,6 +32,7 @@ from hamsi.commands.progress import Progress
 from hamsi.defaults import VALIDATION_FRACTION
 from hamsi.errors import DivergenceError, InputError, flag_name, for_cli
 from hamsi.limits import refuse_unless_fits
+from hamsi.trace import TRACE_COLUMNS
 
 
 def register(subparsers) -> None:
@@ -149,7 +151,8 @@ def _add_optimizer_options(parser) -> None:
     parser.add_argument(
         "--max-time", type=float, default=None, help="optimization time limit in seconds"
     )
-    parser.add_argument("--max-epochs", type=int, default=100, help="maximum cycles (default 100)")
+    parser.add_argument("--max-cycles", type=int, default=100, help="maximum cycles (default 100)")
+    add_renamed_flag(parser, "--max-epochs", "--max-cycles", type=int)
     parser.add_argument(
         "--tol", type=float, default=0.0, help="stop on relative objective change <= tol"
     )
@@ -278,7 +281,7 @@ def build_model(args):
         memory=args.memory,
         init_scale=args.init_scale,
         max_time=args.max_time,
-        max_epochs=args.max_epochs,
+        max_cycles=args.max_cycles,
         tol=args.tol,
         patience=args.patience,
         validation_fraction=args.validation_fraction,
@@ -365,7 +368,8 @@ def _fit_with_progress(args, model, train, test) -> None:
     # why lazy: numba's kernels load only when a model is fitted or read
     from hamsi.estimator import MatrixFactorizer
 
-    progress = None if args.quiet else Progress(args.max_epochs, args.max_time)
+    scored = "validation" if args.patience is not None else "test"
+    progress = None if args.quiet else Progress(args.max_cycles, args.max_time, scored=scored)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", UserWarning)
@@ -422,10 +426,20 @@ def write_outputs(args, model) -> None:
             {args.algorithm: model.trace_}, path, title=title, heldout=heldout, stop_epoch=stop
         )
 
-    writers = {"--trace": model.trace_.write_csv, "--out": model.save, "--plot": plot}
+    def trace(path):
+        model.trace_.write_csv(path, header=trace_header(args))
+
+    writers = {"--trace": trace, "--out": model.save, "--plot": plot}
     write_as_set(
         {flag: (path, writers[flag]) for flag, path in output_paths(args)}, private=("--out",)
     )
+
+
+def trace_header(args) -> tuple:
+    """Return the --trace CSV's columns: the held-out one is validation_rmse, or test_rmse when the test ratings fill it."""
+    if args.patience is not None:  # the validation split of the training ratings, which steers
+        return TRACE_COLUMNS
+    return tuple("test_rmse" if name == "validation_rmse" else name for name in TRACE_COLUMNS)
 
 
 def summary(args, model, test) -> str:
