@@ -128,7 +128,7 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
     rating_min_, rating_max_ (the clipping range), rank_, reg_weighting_, reg_, reg_damping_, eta_, eta_gd_,
     init_scale_ (the values used), search_results_ (dict of lists, one entry per trial, like
     GridSearchCV.cv_results_; None when nothing was searched), n_iter_,
-    best_epoch_, overfitting_ (from the engine; None when it does not report them), n_unknown_
+    best_cycle_, overfitting_ (from the engine; None when it does not report them), n_unknown_
     (pairs of the last predict call that fell back), trace_, result_ and partition_ (after fit).
     """
 

@@ -46,7 +46,7 @@ MODEL_SCALARS = (
     "rating_min_",
     "rating_max_",
     "n_iter_",
-    "best_epoch_",
+    "best_cycle_",
     "overfitting_",
     "rating_unit_",
 )
@@ -76,7 +76,7 @@ class FittedModel:
         self.global_mean_ = problem.offset if self.biases else facts.mean
         self._set_training_facts(facts)
         self.n_iter_ = result.nit
-        self.best_epoch_ = result.get("best_epoch")
+        self.best_cycle_ = result.get("best_cycle")
         self.overfitting_ = result.get("overfitting")
         self._set_trace(result.trace)
         if result.reason == "diverged":
@@ -86,9 +86,9 @@ class FittedModel:
         elif self.overfitting_:
             kept = self.patience is not None
             message = (
-                f"validation RMSE rose after cycle {self.best_epoch_} while the training RMSE kept "
+                f"validation RMSE rose after cycle {self.best_cycle_} while the training RMSE kept "
                 f"falling: the model overfits"
-                + (f" (the factors of cycle {self.best_epoch_} are kept)" if kept else "")
+                + (f" (the factors of cycle {self.best_cycle_} are kept)" if kept else "")
             )
             advice = Advice(
                 api=("" if kept else "patience=N would keep the best cycle's factors; ")
@@ -98,6 +98,14 @@ class FittedModel:
             )
             warnings.warn(AdvisedWarning(message, advice), stacklevel=4)
         return self
+
+    @property
+    def best_epoch_(self):
+        """Deprecated name of best_cycle_."""
+        warnings.warn(
+            "best_epoch_ is deprecated; use best_cycle_ (same value)", FutureWarning, stacklevel=2
+        )
+        return self.best_cycle_
 
     def _set_training_facts(self, facts: TrainingFacts):
         """Set the rating range, the raw ids and the items every user rated (recommend leaves them out)."""
@@ -220,6 +228,7 @@ class FittedModel:
             model.validate_params(name=lambda parameter: f"params entry {parameter!r}")
         except InputError as exc:
             raise InputError(f"{path}: malformed model: {exc}") from None
+        fitted.setdefault("best_cycle_", fitted.get("best_epoch_"))  # its name before the rename
         for name in MODEL_SCALARS:
             setattr(model, name, fitted.get(name))
         model.search_results_ = None  # the search's table is not saved

@@ -53,7 +53,7 @@ def numba_threads(threads: int | None):
 
 
 def finish_result(x, reason, message, trace, phases, stepper, stop, epoch, **extra):
-    """Return the OptimizeResult of a run (both engines): x, fun, trace, reason, best_epoch, overfitting.
+    """Return the OptimizeResult of a run (both engines): x, fun, trace, reason, best_cycle, overfitting.
 
     x is the best-validation iterate when the stop rules keep it (patience): fun is then that
     cycle's objective, else the last row's.
@@ -78,7 +78,7 @@ def finish_result(x, reason, message, trace, phases, stepper, stop, epoch, **ext
         pairs_rejected=stepper.pairs_rejected,
         fallbacks=stepper.fallbacks,
         safeguard=stepper.safeguard,
-        best_epoch=stop.best_epoch,
+        best_cycle=stop.best_epoch,
         overfitting=bool(note),
         **extra,
     )
@@ -241,7 +241,7 @@ def minimize_hamsi(
     safeguard=False runs thesis Alg. 3 exactly (the reference comparisons, Table 3.1).
 
     With `validation` (a problem's validation ratings, which steer: never the test set) and
-    `patience`, result.x is the best-validation iterate (result.best_epoch
+    `patience`, result.x is the best-validation iterate (result.best_cycle
     says which cycle); result.overfitting is True, and the message says so, when the validation
     error at the end is above its best while the training error fell. max_epochs and heldout
     are deprecated names of max_cycles and validation (FutureWarning).

@@ -177,6 +177,20 @@ class Trace:
                 writer.writerow([row[0], row[1]] + [repr(value) for value in row[2:]])
 
 
+class RunResult(OptimizeResult):
+    """scipy's OptimizeResult; `best_epoch` is a deprecated name of `best_cycle` (FutureWarning)."""
+
+    def __missing__(self, key):
+        if key == "best_epoch":
+            warnings.warn(
+                "result.best_epoch is deprecated; use result.best_cycle (same value)",
+                FutureWarning,
+                stacklevel=3,
+            )
+            return self["best_cycle"]
+        raise KeyError(key)
+
+
 def make_result(
     x,
     reason: str,
@@ -197,7 +211,7 @@ def make_result(
     """
     if fun is None:
         fun = trace.rows[-1].objective if trace.rows else float("nan")
-    return OptimizeResult(
+    return RunResult(
         x=x,
         fun=float(fun),
         success=reason != "diverged",

@@ -110,10 +110,10 @@ def test_stop_rules_run_the_same_through_both_exchanges(ratings, client, rules):
     np.testing.assert_allclose(
         got.trace.column("validation_rmse"), ref.trace.column("validation_rmse"), rtol=1e-12
     )
-    assert got.best_epoch == ref.best_epoch and got.overfitting == ref.overfitting
+    assert got.best_cycle == ref.best_cycle and got.overfitting == ref.overfitting
     np.testing.assert_array_equal(got.x, ref.x)
     if "patience" in rules:  # early stopping returned the best-validation iterate on both
-        assert ref.best_epoch < ref.n_cycles
+        assert ref.best_cycle < ref.n_cycles
         assert MatrixFactorization(train, 20).heldout_error(got.x, test) == pytest.approx(
-            ref.trace.column("validation_rmse")[ref.best_epoch], rel=1e-12
+            ref.trace.column("validation_rmse")[ref.best_cycle], rel=1e-12
         )

@@ -372,13 +372,13 @@ def test_early_stopping_returns_the_best_validation_iterate(ratings):
     problem, early = run(train, rank=10, reg=0.0, max_cycles=500, validation=test, patience=4)
     errors = early.trace.column("validation_rmse")
     assert early.reason == "early_stop"
-    assert early.best_epoch == int(np.argmin(errors)) < early.n_cycles
-    assert problem.heldout_error(early.x, test) == errors[early.best_epoch]
+    assert early.best_cycle == int(np.argmin(errors)) < early.n_cycles
+    assert problem.heldout_error(early.x, test) == errors[early.best_cycle]
     # the same run cut at the best cycle ends at the same iterate
-    _, cut = run(train, rank=10, reg=0.0, max_cycles=early.best_epoch, validation=test)
+    _, cut = run(train, rank=10, reg=0.0, max_cycles=early.best_cycle, validation=test)
     np.testing.assert_array_equal(early.x, cut.x)
     train_rmse = early.trace.column("train_rmse")
-    rose = errors[-1] > errors[early.best_epoch] and train_rmse[-1] < train_rmse[early.best_epoch]
+    rose = errors[-1] > errors[early.best_cycle] and train_rmse[-1] < train_rmse[early.best_cycle]
     assert early.overfitting == rose and ("overfitting" in early.message) == rose
     assert rose  # rank 10 without regularization on 1,200 ratings overfits
 

@@ -70,19 +70,21 @@ def test_the_search_warns_once_for_max_epochs(ratings):
 
 
 def test_a_model_saved_with_max_epochs_loads_as_max_cycles(ratings, tmp_path):
-    model = MatrixFactorizer(max_cycles=3, **FIXED).fit(ratings)
+    model = MatrixFactorizer(max_cycles=3, **FIXED).fit(ratings, validation=ratings)
     path = tmp_path / "model.npz"
     model.save(path)
     params, fitted, arrays = model_io.read_model(path)
     params.pop("max_cycles")
     params.pop("max_epochs")
     params["max_epochs"] = 3  # a file written before the rename
+    fitted["best_epoch_"] = fitted.pop("best_cycle_")
     old = tmp_path / "old.npz"
     model_io.write_model(old, params, fitted, arrays)
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)  # a saved file is not the caller's code
         loaded = MatrixFactorizer.load(old)
     assert loaded.max_cycles == 3 and loaded.max_epochs == DEPRECATED
+    assert loaded.best_cycle_ == model.best_cycle_ == 3
     np.testing.assert_array_equal(loaded.predict([0, 1], [0, 1]), model.predict([0, 1], [0, 1]))
     assert MatrixFactorizer.load(path).max_cycles == 3
 
@@ -167,3 +169,16 @@ def test_dask_estimator_chunk_epochs_and_max_epochs_are_deprecated_names():
     assert model._engine_options()["chunk_cycles"] == 5 and model._param("max_cycles") == 7
     assert clone(model).get_params()["chunk_epochs"] == 5
     assert DaskMatrixFactorizer()._engine_options()["chunk_cycles"] == 10
+
+
+def test_best_epoch_is_a_deprecated_name_of_best_cycle(ratings):
+    model = MatrixFactorizer(max_cycles=3, **FIXED).fit(ratings, validation=ratings)
+    assert model.best_cycle_ == model.result_.best_cycle == 3
+    with pytest.warns(FutureWarning, match="use best_cycle_"):
+        assert model.best_epoch_ == 3
+    with pytest.warns(FutureWarning, match="use result.best_cycle"):
+        assert model.result_.best_epoch == 3
+    with pytest.warns(FutureWarning, match="use result.best_cycle"):
+        assert model.result_["best_epoch"] == 3
+    with pytest.raises(AttributeError):
+        assert model.result_.no_such_field is None

@@ -503,7 +503,7 @@ def test_a_budget_too_small_to_search_says_so_and_keeps_a_validated_model(rating
     assert not any(model.search_results_["complete"])
     # the model is a trial's best cycle: never worse on validation than its start (the biases)
     fit_part, validation = search.validation_split(ratings, seed=0)
-    assert model.best_epoch_ is not None and np.isfinite(model.rmse(validation))
+    assert model.best_cycle_ is not None and np.isfinite(model.rmse(validation))
     assert (
         model.rank_
         == search.candidate_grid(dict.fromkeys(search.SEARCHED, "auto"), search.spread_of(ratings))[

@@ -419,7 +419,7 @@ def write_outputs(args, model) -> None:
         title = f"{os.path.basename(os.path.normpath(args.data))}, rank {model.rank_}"
         heldout = "validation" if args.patience is not None else "test"
         if args.patience is not None:
-            stop = model.best_epoch_
+            stop = model.best_cycle_
         else:  # the cycles the search chose on validation, or none
             stop = model.result_.n_cycles if model.search_results_ is not None else None
         plots.plot_convergence(
@@ -456,9 +456,9 @@ def summary(args, model, test) -> str:
     )
     if math.isfinite(last[4]) and args.patience is not None:
         text += f", validation RMSE {last[4]:.4f}"
-    if model.best_epoch_ is not None and args.patience is not None:
-        best = next(row for row in model.trace_.rows if row[0] == model.best_epoch_)
-        text += f"; kept cycle {model.best_epoch_} (validation RMSE {best[4]:.4f})"
+    if model.best_cycle_ is not None and args.patience is not None:
+        best = next(row for row in model.trace_.rows if row.cycle == model.best_cycle_)
+        text += f"; kept cycle {model.best_cycle_} (validation RMSE {best.validation_rmse:.4f})"
     if test is not None:
         text += f"; test RMSE {model.rmse(test):.4f}"
     damping = f", damping {model.reg_damping_:g}" if model.reg_damping_ else ""
