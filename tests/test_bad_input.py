@@ -156,7 +156,7 @@ def test_damaged_parquet_file(tmp_path, capsys, damage):
     "command",
     [
         ["factorize", "{data}", "--workers", "0", "-q"],
-        ["partition", "{data}", "--scheme", "strata", "-B", "2"],
+        ["partition", "{data}", "--partitioner", "strata", "-B", "2"],
         ["data", "convert", "{data}", "{out}"],
     ],
 )
@@ -256,7 +256,7 @@ def test_absurd_factorize_flags(folder, tmp_path, capsys, extra, names):
         (["queries", "--noise-seed", "-3"], ["--noise-seed", "-3"]),
         (["queries", "--seed", "-1"], ["--seed", "-1"]),
         (
-            ["partition", "{folder}/u.data", "--scheme", "color-b", "-B", "2", "--seed", "-1"],
+            ["partition", "{folder}/u.data", "--partitioner", "color-b", "-B", "2", "--seed", "-1"],
             ["--seed", "-1"],
         ),
         (["glasso", "{folder}/numeric.csv", "--alpha", "0.1", "--seed", "-1"], ["--seed", "-1"]),
@@ -534,7 +534,7 @@ def test_glasso_non_finite_estimate_exits_1_and_writes_nothing(folder, tmp_path,
 def test_partition_plot_without_extension_writes_exactly_that_path(folder, tmp_path, capsys):
     target = tmp_path / "picture"
     code, out, err = run(
-        ["partition", folder / "u.data", "--scheme", "strata", "-B", "2", "--plot", target], capsys
+        ["partition", folder / "u.data", "--partitioner", "strata", "-B", "2", "--plot", target], capsys
     )
     assert code == 0 and f"picture written to {target}\n" in out
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -554,7 +554,7 @@ def test_partition_plot_refuses_directories_and_unknown_formats(
 ):
     target = target.format(tmp=tmp_path)
     refused(
-        ["partition", folder / "u.data", "--scheme", "strata", "-B", "2", "--plot", target],
+        ["partition", folder / "u.data", "--partitioner", "strata", "-B", "2", "--plot", target],
         capsys,
         f"--plot {target}",
         says,
@@ -583,7 +583,7 @@ def test_partition_plot_on_a_full_disk_keeps_the_old_picture(folder, tmp_path, c
     target = tmp_path / "p.png"
     target.write_bytes(b"old picture")
     refused(
-        ["partition", folder / "u.data", "--scheme", "strata", "-B", "2", "--plot", target],
+        ["partition", folder / "u.data", "--partitioner", "strata", "-B", "2", "--plot", target],
         capsys,
         f"--plot {target}",
         "No space left on device",
