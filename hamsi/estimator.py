@@ -258,9 +258,9 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
 
         X: a pandas DataFrame (user_col, item_col, rating_col), an (n, 3) array of (user, item,
         rating), an (n, 2) array of (user, item) with the ratings in y, or hamsi.Ratings. Ids are
-        kept as given (integers or strings). `validation` (same forms) fills the trace's test_rmse
-        column and drives `patience`; its pairs with ids absent from X are left out.
-        callback(row: dict) is called after each cycle with the new trace row.
+        kept as given (integers or strings). `validation` (same forms) fills the trace's
+        validation_rmse column and drives `patience`; its pairs with ids absent from X are left
+        out. callback(row: dict) is called after each cycle with the new trace row (TRACE_COLUMNS).
         """
         self.validate_params()
         started = time.perf_counter()
