@@ -30,7 +30,6 @@ from hamsi.parameters import (
     Renamed,
     check_parameters,
     renamed_value,
-    warn_renamed,
 )
 from hamsi.problems.matrix_factorization import REG_WEIGHTINGS
 from hamsi.rating_scale import STAR_SPAN, in_units, rating_unit
@@ -95,8 +94,8 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
     memory : int
         L-BFGS memory M.
     max_time, max_cycles, tol :
-        Stop after max_time seconds of optimization, max_cycles cycles, or a relative objective
-        change <= tol (0 disables). A cycle is one visit of the subsets (docs/glossary.md).
+        Stop after max_time seconds of optimization, max_cycles cycles (visits of the subsets;
+        max_epochs is a deprecated name), or a relative objective change <= tol (0 disables).
     patience : int or None
         Early stopping: stop after `patience` cycles without a better validation RMSE. The
         validation set is `fit(validation=...)`, else a `validation_fraction` of X held out.
@@ -118,8 +117,6 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
     verbose : int
         0 (default): quiet; 1: one line on stderr per search trial as it ends, and the choice.
         The lines always go to the "hamsi" logger (INFO).
-    max_epochs : int or None
-        Deprecated name of max_cycles (FutureWarning at fit); "deprecated" (default): not given.
 
     Attributes
     ----------
@@ -222,6 +219,8 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         self.verbose = verbose
         self.max_epochs = max_epochs
 
+    _param = renamed_value  # a parameter's value, or the one given under its deprecated name
+
     def validate_params(self, name=lambda parameter: parameter) -> None:
         """Raise InputError on a bad hyper-parameter; name(parameter) is how messages call it (CLI: flag).
 
@@ -232,8 +231,7 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
             self._parameter_constraints,
             partitioner=Choice(tuple(partition.SCHEMES), lower=True),
         )
-        check_parameters(self, constraints, name)
-        warn_renamed(self, constraints, name)
+        check_parameters(self, constraints, name)  # a deprecated name given warns FutureWarning
         if self.gamma > 1.0:  # beyond 1, (eta t)^gamma overflows to a zero step within a few cycles
             raise InputError(
                 f"{name('gamma')} must lie in [0, 1] (thesis eq. 3.8 takes gamma in (0.5, 1]); "
@@ -244,10 +242,6 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
                 f"{name('reg_damping')}={self.reg_damping!r} applies to the count-weighted penalty; "
                 f"got {name('reg_weighting')}='uniform' (pass 'count', or reg_damping 0)"
             )
-
-    def _param(self, name: str):
-        """Return parameter `name`, or the value given under its deprecated name (Renamed)."""
-        return renamed_value(self, self._parameter_constraints, name)
 
     def _columns(self) -> tuple:
         return (self.user_col, self.item_col, self.rating_col)

@@ -91,7 +91,11 @@ class Choice:
 
 
 def check_parameters(estimator, constraints: dict, name=lambda parameter: parameter) -> None:
-    """Raise InputError naming the first parameter of `estimator` that breaks its constraint."""
+    """Raise InputError naming the first parameter of `estimator` that breaks its constraint.
+
+    A deprecated name (Renamed) that was given, and is valid, warns FutureWarning naming its
+    successor.
+    """
     for parameter, constraint in constraints.items():
         value = getattr(estimator, parameter)
         problem = constraint.problem(value)
@@ -100,6 +104,7 @@ def check_parameters(estimator, constraints: dict, name=lambda parameter: parame
         if isinstance(constraint, Choice):
             raise InputError(f"unknown {name(parameter)} {value!r}; {problem}")
         raise InputError(f"{name(parameter)} {problem}; got {value!r}")
+    warn_renamed(estimator, constraints, name)
 
 
 @dataclass(frozen=True)
@@ -120,9 +125,9 @@ def is_deprecated_default(value) -> bool:
     return isinstance(value, str) and value == DEPRECATED
 
 
-def renamed_value(estimator, constraints: dict, new: str):
-    """Return the value of parameter `new`: a deprecated name's value when one was given, else its own."""
-    for old, constraint in constraints.items():
+def renamed_value(estimator, new: str):
+    """Return the estimator's parameter `new`: a deprecated name's value when one was given, else its own."""
+    for old, constraint in estimator._parameter_constraints.items():
         if isinstance(constraint, Renamed) and constraint.new == new:
             value = getattr(estimator, old)
             if not is_deprecated_default(value):
@@ -138,7 +143,7 @@ def warn_renamed(estimator, constraints: dict, name=lambda parameter: parameter)
                 f"{name(old)} is deprecated and will be removed in a future release; use "
                 f"{name(constraint.new)} (same meaning)",
                 FutureWarning,
-                stacklevel=4,
+                stacklevel=5,
             )
 
 

@@ -534,7 +534,8 @@ def test_glasso_non_finite_estimate_exits_1_and_writes_nothing(folder, tmp_path,
 def test_partition_plot_without_extension_writes_exactly_that_path(folder, tmp_path, capsys):
     target = tmp_path / "picture"
     code, out, err = run(
-        ["partition", folder / "u.data", "--partitioner", "strata", "-B", "2", "--plot", target], capsys
+        ["partition", folder / "u.data", "--partitioner", "strata", "-B", "2", "--plot", target],
+        capsys,
     )
     assert code == 0 and f"picture written to {target}\n" in out
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
