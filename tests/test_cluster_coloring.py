@@ -181,7 +181,7 @@ def test_color_b_fit_on_the_workers_gives_the_in_memory_iterates_on_its_cover(
     # the client held no ratings: at most a count per user, item or color (colors < users + items)
     assert gathered and max(gathered) <= N_USERS + N_ITEMS
     ((problem, cover, options, kwargs, result),) = runs
-    assert kwargs["heldout"] is None and cover.scheme == "color-b"
+    assert kwargs["validation"] is None and cover.scheme == "color-b"
     assert np.array_equal(model.item_factors_, problem.factors(result.x)[1][:, :3])
     ratings, part = collect_cover(client, problem.ratings.shards, cover)
     part.validate()
