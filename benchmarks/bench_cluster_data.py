@@ -12,7 +12,7 @@ cluster is up and warm (kernels compiled, the readers' libraries imported: their
 before any data is read. For the worker path the peak until the shards are built (the routing) is
 printed too; the rest of the peak is the fit's state (U rows, L-BFGS pairs, the chunk's buffers, a
 piece of the buddy's backup in flight: cluster/snapshot.py), which both paths hold. Times: seconds from the call to the end of the
-first cycle (chunk_epochs=1: the first callback), and ms per inner iteration after cycle 1.
+first cycle (chunk_cycles=1: the first callback), and ms per inner iteration after cycle 1.
 
     python benchmarks/bench_cluster_data.py [--preset ml-20m-like] [--files 50] [--rank 10] [--epochs 3]
 """
@@ -123,8 +123,8 @@ def measure(path: str, directory: str, options: dict, out: str) -> None:
             biases=True,
             reg=1.0,
             random_state=0,
-            max_epochs=options["epochs"],
-            chunk_epochs=1,
+            max_cycles=options["epochs"],
+            chunk_cycles=1,
             quiet=True,
             callback=lambda row: first or first.append(time.perf_counter()),
         )
@@ -135,7 +135,7 @@ def measure(path: str, directory: str, options: dict, out: str) -> None:
                 data = load_worker_ratings(
                     client,
                     dd.read_parquet(directory),
-                    scheme="strata-b",
+                    partitioner="strata-b",
                     n_blocks=2,
                     workers=workers,
                 )

@@ -55,15 +55,15 @@ def phases_ms(phases: dict, nit: int) -> str:
 def measure(name: str, epochs: int, rank: int, client, repeats: int, safeguard: bool) -> dict:
     ratings = make_ratings(name, seed=1)
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
-    options = dict(random_state=1, max_epochs=epochs, safeguard=safeguard)
+    options = dict(random_state=1, max_cycles=epochs, safeguard=safeguard)
     minimize_hamsi(
-        MatrixFactorization(ratings, rank), part, random_state=1, max_epochs=1, threads=2
+        MatrixFactorization(ratings, rank), part, random_state=1, max_cycles=1, threads=2
     )  # warm
     local_ms, dask_ms, splits, same, phase_rows = [], [], [], True, []
     for _ in range(repeats):
         local = minimize_hamsi(MatrixFactorization(ratings, rank), part, threads=2, **options)
         dask = fit_distributed(
-            ratings, rank=rank, partition=part, client=client, chunk_epochs=epochs, **options
+            ratings, rank=rank, partition=part, client=client, chunk_cycles=epochs, **options
         )
         same = same and bool(np.array_equal(local.x, dask.x))
         local_ms.append(ms_per_inner(local.trace))

@@ -37,7 +37,7 @@ def time_to_target(ratings, threads: int, max_time: float, repeats: int, safegua
     """
     cover = partition.make("strata-b", ratings, blocks=threads)
     warm = MatrixFactorization(ratings, RANK)
-    minimize_hamsi(warm, cover, random_state=1, threads=threads, max_epochs=12)  # JIT + caches
+    minimize_hamsi(warm, cover, random_state=1, threads=threads, max_cycles=12)  # JIT + caches
     results = []
     for _ in range(repeats):
         problem = MatrixFactorization(ratings, RANK)
@@ -48,7 +48,7 @@ def time_to_target(ratings, threads: int, max_time: float, repeats: int, safegua
                 random_state=1,
                 threads=threads,
                 target=TARGET_RMSE,
-                max_epochs=None,
+                max_cycles=None,
                 max_time=max_time,
                 safeguard=safeguard,
             )
@@ -69,7 +69,7 @@ def regularization_effect(ratings, reg: float, rank: int, epochs: int):
             threads=1,
             reg=value,
             biases=True,
-            max_epochs=epochs,
+            max_cycles=epochs,
             random_state=1,
             on_divergence="warn",
         ).fit(train, validation=test)

@@ -300,8 +300,8 @@ def one_run(client, names, ratings, part, args, epochs: int, owned: bool, local)
         partition=part,
         client=client,
         random_state=1,
-        max_epochs=epochs,
-        chunk_epochs=epochs,
+        max_cycles=epochs,
+        chunk_cycles=epochs,
         shared_memory=False,
         owned_v=owned,
     )
@@ -327,7 +327,7 @@ def inside(args) -> int:
     lengths = (args.epochs, 2 * args.epochs)
     local = {
         e: minimize_hamsi(
-            MatrixFactorization(ratings, args.rank), part, random_state=1, max_epochs=e, threads=1
+            MatrixFactorization(ratings, args.rank), part, random_state=1, max_cycles=e, threads=1
         ).x
         for e in lengths
     }

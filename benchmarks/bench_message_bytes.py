@@ -58,8 +58,8 @@ def measure(ratings, workers: int, rank: int, epochs: int) -> dict:
                 partition=part,
                 client=client,
                 random_state=1,
-                max_epochs=epochs,
-                chunk_epochs=epochs,
+                max_cycles=epochs,
+                chunk_cycles=epochs,
                 shared_memory=False,
                 owned_v=owned,
             )

@@ -32,7 +32,7 @@ from hamsi.model_io import read_model
 def genuine_model(folder: str) -> str:
     """Return the path of a small fitted model (ml-100k-like shape cut to 2000 ratings)."""
     ratings = make_ratings(users=200, items=300, ratings=2000, rank=3, seed=0)
-    model = MatrixFactorizer(rank=3, max_epochs=3, threads=1, random_state=0).fit(ratings)
+    model = MatrixFactorizer(rank=3, max_cycles=3, threads=1, random_state=0).fit(ratings)
     path = os.path.join(folder, "model.npz")
     model.save(path)
     return path

@@ -96,10 +96,10 @@ def main(argv=None):
                         schedule=schedule,
                         partition=partitions[scheme],
                         random_state=1,
-                        max_epochs=None,
+                        max_cycles=None,
                         max_time=args.seconds,
                         client=client,
-                        chunk_epochs=50,
+                        chunk_cycles=50,
                         safeguard=False,
                     )  # the thesis method, as the table measured it
     print(

@@ -58,7 +58,7 @@ def child(args) -> dict:
         problem = MatrixFactorization(
             ratings, args.rank, reg=0.1, biases=True, reg_weighting="count", init_scale=0.1
         )
-        result = minimize_hamsi(problem, cover, random_state=0, max_epochs=cycles, threads=threads)
+        result = minimize_hamsi(problem, cover, random_state=0, max_cycles=cycles, threads=threads)
         return float(result.trace.rows[-1][2])
 
     seconds(2, 2)  # compile / load the cache and start the threading layer

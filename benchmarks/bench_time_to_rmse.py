@@ -45,13 +45,13 @@ def measure(name, args, client) -> dict:
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
     options = dict(
         random_state=1,
-        max_epochs=None,
+        max_cycles=None,
         max_time=args.max_time,
         target=args.target,
         safeguard=args.safeguard,
     )
     minimize_hamsi(
-        MatrixFactorization(ratings, args.rank), part, random_state=1, max_epochs=1, threads=2
+        MatrixFactorization(ratings, args.rank), part, random_state=1, max_cycles=1, threads=2
     )  # warm
     local, dask = [], []
     for _ in range(args.repeats):
@@ -68,7 +68,7 @@ def measure(name, args, client) -> dict:
                     rank=args.rank,
                     partition=part,
                     client=client,
-                    chunk_epochs=args.chunk_epochs,
+                    chunk_cycles=args.chunk_cycles,
                     **options,
                 ),
                 args.target,
@@ -88,7 +88,7 @@ def main(argv=None):
     parser.add_argument("--max-time", type=float, default=60.0)
     parser.add_argument("--rank", type=int, default=50)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--chunk-epochs", type=int, default=20)
+    parser.add_argument("--chunk-cycles", type=int, default=20)
     parser.add_argument("--datasets", nargs="+", default=["ml-100k-like", "ml-1m-like"])
     parser.add_argument("--no-safeguard", dest="safeguard", action="store_false")
     args = parser.parse_args(argv)

@@ -66,15 +66,15 @@ def main() -> None:
     ):
         for scheme in ("color-b", "color", "hogwild"):
             small = dd.from_pandas(frame.iloc[:5000], npartitions=2, sort=False)
-            load_worker_ratings(client, small, scheme=scheme, n_blocks=args.blocks)  # compile
+            load_worker_ratings(client, small, partitioner=scheme, n_blocks=args.blocks)  # compile
             source = dd.from_pandas(frame, npartitions=args.files, sort=False)
             keys = dict(n_blocks=args.blocks, n_subsets=args.subsets, seed=args.seed)
             start = time.perf_counter()
-            routed = load_worker_ratings(client, source, scheme="strata", n_blocks=args.blocks)
+            routed = load_worker_ratings(client, source, partitioner="strata", n_blocks=args.blocks)
             strata_s = time.perf_counter() - start
             del routed
             start = time.perf_counter()
-            data = load_worker_ratings(client, source, scheme=scheme, **keys)
+            data = load_worker_ratings(client, source, partitioner=scheme, **keys)
             workers_s = time.perf_counter() - start
             ratings, cover = collect_cover(client, data.shards, data.cover)
             got = cover.stats()

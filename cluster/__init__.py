@@ -1,8 +1,8 @@
 """HAMSI on Dask: start/connect a cluster, place shards on workers, run the engine's loop there.
 
     >>> from cluster import minimize_hamsi, fit_distributed
-    >>> result = minimize_hamsi(problem, partition, n_workers=2, max_epochs=20)   # any problem
-    >>> result = fit_distributed(ratings, rank=50, scheme="strata-b", n_workers=2, max_epochs=20)  # MF
+    >>> result = minimize_hamsi(problem, partition, n_workers=2, max_cycles=20)   # any problem
+    >>> result = fit_distributed(ratings, rank=50, partitioner="strata-b", n_workers=2, max_cycles=20)  # MF
 
 The only package that imports dask/distributed (imports here stay lazy so `import cluster` is cheap).
 """

@@ -82,6 +82,7 @@ from cluster.sources import (  # noqa: F401 (some re-exported: callers import th
 )
 from hamsi.data.moments import RatingStatistics, mean_of
 from hamsi.errors import InputError
+from hamsi.parameters import renamed_keyword
 from hamsi.problems.base import equal_bounds
 from hamsi.training import TrainingFacts
 from partition.registry import DEFAULT_SUBSETS
@@ -178,27 +179,37 @@ def load_worker_ratings(
     source,
     *,
     columns=None,
-    scheme="strata-b",
+    partitioner="strata-b",
     n_blocks: int,
     n_subsets: int | None = None,
-    heldout_fraction: float = 0.0,
+    validation_fraction: float = 0.0,
     seed=None,
     workers=None,
     test_fraction: float = 0.0,
     test_seed=None,
+    scheme=None,
+    heldout_fraction=None,
 ) -> WorkerRatings:
     """Return the WorkerRatings of `source`, read, indexed, split and routed by tasks (module steps 1-6).
 
     `source`: a Dask DataFrame, or a path, directory or glob of Parquet / CSV files (`columns`
-    picks user, item, rating); `heldout_fraction` of the pairs is held out by a seeded hash;
-    n_blocks row shards of the `scheme`'s cover, placed on `workers` (default: all). STRATA/-B
+    picks user, item, rating); `validation_fraction` of the pairs is held out by a seeded hash;
+    n_blocks row shards of the `partitioner`'s cover, placed on `workers` (default: all). STRATA/-B
     covers follow from the counts; COLOR/-B covers (n_subsets K, default 20) are colored on the
     workers and HOGWILD's random blocks drawn there (cluster.coloring), seeded by `seed` (0 when
     None, as the estimator's partition). `test_fraction` of the pairs (a TestSplit source gives
     it and `test_seed`) are held out first by an independent hash and kept, indexed, on the
     workers that read them (WorkerRatings.test; cluster.kept scores them); the validation split
-    is then drawn from the other pairs.
+    is then drawn from the other pairs. scheme and heldout_fraction: deprecated names.
     """
+    scheme = renamed_keyword("load_worker_ratings", "scheme", scheme, "partitioner", partitioner)
+    heldout_fraction = renamed_keyword(
+        "load_worker_ratings",
+        "heldout_fraction",
+        heldout_fraction,
+        "validation_fraction",
+        validation_fraction,
+    )
     source, test_fraction, test_seed = _test_split_of(source, test_fraction, test_seed)
     if scheme not in SCHEMES:
         raise InputError(

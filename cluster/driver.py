@@ -17,6 +17,7 @@ from cluster.run import DistributedRun
 from cluster.snapshot import discarded_on_failure
 from hamsi import stepper as steps
 from hamsi.optimizer import GAMMA, GD_ETA, HAMSI_ETA, stepper_and_stop_rules
+from hamsi.parameters import DEPRECATED, renamed_keyword
 from hamsi.problems import MatrixFactorization
 
 METHODS = steps.METHODS
@@ -39,16 +40,16 @@ def minimize_hamsi(
     memory: int = 5,
     x0=None,
     random_state=None,
-    max_epochs: int | None = 100,
+    max_cycles: int | None = 100,
     max_time: float | None = None,
     tol: float = 0.0,
     target: float | None = None,
     patience: int | None = None,
-    heldout=None,
+    validation=None,
     threads: int | None = None,
     callback=None,
     safeguard: bool = True,
-    chunk_epochs: int = 10,
+    chunk_cycles: int = 10,
     checkpoint: str | None = None,
     checkpoint_every: int | None = None,
     resume: str | None = None,
@@ -59,16 +60,19 @@ def minimize_hamsi(
     shared_memory: bool | None = None,
     owned_v: bool | None = None,
     security=None,
+    max_epochs=DEPRECATED,
+    heldout=None,
+    chunk_epochs=DEPRECATED,
 ):
     """Return the OptimizeResult of HAMSI (thesis Alg. 3; method="mbgd": mini-batch GD) on Dask workers.
 
     The keywords of hamsi.optimizer.minimize_hamsi mean the same here (safeguard, patience with
-    heldout, ...; `threads` is ignored: a worker runs one task thread), and the run takes the same
+    validation, ...; `threads` is ignored: a worker runs one task thread), and the run takes the same
     decisions from the same numbers: MatrixFactorization is sharded by user rows (bitwise the
     in-process iterates for STRATA/-B), any other PartiallySeparableProblem (SparseLeastSquares)
     runs with x replicated on every worker (bitwise too). Cluster: `client`, else `scheduler`,
     else a LocalCluster of n_workers processes (closed on return). The client sees the run once per
-    `chunk_epochs` cycles. checkpoint/checkpoint_every write the full state atomically; resume
+    `chunk_cycles` cycles. checkpoint/checkpoint_every write the full state atomically; resume
     continues from such a directory bit-exactly. backup keeps each shard's chunk-start state on a
     second worker's disk (cluster.snapshot), so a worker's death costs a rerun of one chunk on the
     survivors. on_chunk(info) is called after every chunk submission (tests use it to kill a
@@ -80,7 +84,16 @@ def minimize_hamsi(
     None: owned when it sends fewer bytes (cluster.work.item_rows_per_iteration: from 5 workers
     with B = workers). result.worker_bytes_sent: bytes each worker sent its peers. security: a
     distributed.security.Security for a tls:// scheduler or a TLS LocalCluster (cluster.connect).
+    max_epochs, heldout and chunk_epochs are deprecated names of max_cycles, validation and
+    chunk_cycles (FutureWarning).
     """
+    max_cycles = renamed_keyword(
+        "minimize_hamsi", "max_epochs", max_epochs, "max_cycles", max_cycles
+    )
+    validation = renamed_keyword("minimize_hamsi", "heldout", heldout, "validation", validation)
+    chunk_cycles = renamed_keyword(
+        "minimize_hamsi", "chunk_epochs", chunk_epochs, "chunk_cycles", chunk_cycles
+    )
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
     if eta is None:
@@ -103,7 +116,7 @@ def minimize_hamsi(
             partition,
             dask_client,
             workers,
-            heldout=heldout,
+            heldout=validation,
             backup=backup,
             peer_timeout=peer_timeout,
             quiet=quiet,
@@ -122,12 +135,12 @@ def minimize_hamsi(
             eta_gd=eta_gd,
             safeguard=safeguard,
             random_state=random_state,
-            max_epochs=max_epochs,
+            max_cycles=max_cycles,
             max_time=max_time,
             tol=tol,
             target=target,
             patience=patience,
-            has_heldout=heldout is not None,
+            has_validation=validation is not None,
         )
         run.fingerprint_extra = {
             "method": method,
@@ -141,7 +154,7 @@ def minimize_hamsi(
                 stop,
                 x0=x0,
                 random_state=random_state,
-                chunk_epochs=chunk_epochs,
+                chunk_cycles=chunk_cycles,
                 checkpoint=checkpoint,
                 checkpoint_every=checkpoint_every,
                 resume=resume,
@@ -155,7 +168,7 @@ def fit_distributed(
     *,
     rank: int = 10,
     method: str = "hamsi",
-    scheme: str = "strata-b",
+    partitioner: str = "strata-b",
     blocks: int | None = None,
     subsets: int | None = None,
     partition=None,
@@ -170,22 +183,34 @@ def fit_distributed(
     safeguard: bool = True,
     security=None,
     columns=None,
-    heldout_fraction: float = 0.0,
+    validation_fraction: float = 0.0,
+    scheme=None,
+    heldout_fraction=None,
     **options,
 ):
     """Return the OptimizeResult of matrix factorization by HAMSI (or mb-GD) on Dask: the MF convenience.
 
     Builds MatrixFactorization(ratings, rank, reg, biases) and the cover (`partition`, else
-    partition.make(scheme, ratings, blocks=B, subsets=K, seed=random_state or 0) with B = the
+    partition.make(partitioner, ratings, blocks=B, subsets=K, seed=random_state or 0) with B = the
     number of workers), then runs `minimize_hamsi` (same keywords in **options; security as there).
 
     `ratings` may also live on the cluster: a Dask DataFrame, or a path, directory or glob of
     Parquet / CSV files (`columns` picks the user, item and rating columns). They are then read,
     indexed and routed to their row shards by tasks on the workers (cluster.dataset; STRATA/-B,
-    or COLOR/-B / HOGWILD built there: cluster.coloring), never collected; `heldout_fraction` holds out that share of the pairs by a seeded
-    hash (the trace's test RMSE). The result then carries user_ids and item_ids (row a of U is
-    user user_ids[a]).
+    or COLOR/-B / HOGWILD built there: cluster.coloring), never collected; `validation_fraction`
+    holds out that share of the pairs by a seeded hash (the trace's validation RMSE; with
+    patience, early stopping). The result then carries user_ids and item_ids (row a of U is user
+    user_ids[a]). scheme and heldout_fraction are deprecated names of partitioner and
+    validation_fraction (FutureWarning).
     """
+    partitioner = renamed_keyword("fit_distributed", "scheme", scheme, "partitioner", partitioner)
+    validation_fraction = renamed_keyword(
+        "fit_distributed",
+        "heldout_fraction",
+        heldout_fraction,
+        "validation_fraction",
+        validation_fraction,
+    )
     with connect(
         client=client,
         scheduler=scheduler,
@@ -198,17 +223,17 @@ def fit_distributed(
         if is_distributed_source(ratings):
             if partition is not None:
                 raise ValueError(
-                    "ratings on the workers take scheme= (strata, strata-b, color, color-b or "
+                    "ratings on the workers take partitioner= (strata, strata-b, color, color-b or "
                     "hogwild), not a partition"
                 )
             data = load_worker_ratings(
                 dask_client,
                 ratings,
                 columns=columns,
-                scheme=scheme,
+                partitioner=partitioner,
                 n_blocks=blocks or len(workers),
                 n_subsets=subsets,
-                heldout_fraction=heldout_fraction,
+                validation_fraction=validation_fraction,
                 seed=random_state,
                 workers=workers,
             )
@@ -220,7 +245,7 @@ def fit_distributed(
                 random_state=random_state,
                 quiet=quiet,
                 safeguard=safeguard,
-                heldout=data if data.n_test else None,
+                validation=data if data.n_test else None,
                 **options,
             )
             result.user_ids, result.item_ids = data.user_ids, data.item_ids
@@ -228,7 +253,7 @@ def fit_distributed(
         if partition is None:
             # the estimator's convention: partition seed 0 when random_state is None
             partition = partitions.make(
-                scheme,
+                partitioner,
                 ratings,
                 blocks=blocks or len(workers),
                 subsets=subsets,

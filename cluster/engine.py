@@ -13,7 +13,7 @@ class DaskEngine:
     """Solves on the workers of `client` (cluster.driver.minimize_hamsi); reads and keeps their data.
 
     n_workers: the workers a fit needs at least (None: 1); threads_per_worker: the numba threads of
-    each search trial on a worker; run_options: the Dask run's own keywords (chunk_epochs,
+    each search trial on a worker; run_options: the Dask run's own keywords (chunk_cycles,
     checkpoint, checkpoint_every, resume, shared_memory, owned_v).
     """
 
@@ -29,7 +29,7 @@ class DaskEngine:
     def default_blocks(self) -> int:
         return len(self.workers())
 
-    def solve(self, problem, cover, options, *, heldout=None, callback=None, x0=None):
+    def solve(self, problem, cover, options, *, validation=None, callback=None, x0=None):
         """Return the OptimizeResult of cluster.driver.minimize_hamsi on this engine's workers."""
         # why lazy: the driver loads distributed and numba's kernels; building a DaskEngine needs neither
         from cluster import driver
@@ -38,7 +38,7 @@ class DaskEngine:
             problem,
             cover,
             client=self.client,
-            heldout=heldout,
+            validation=validation,
             callback=callback,
             x0=x0,
             **options.keywords(),
@@ -71,7 +71,9 @@ class DaskEngine:
 
         return is_distributed_source(source)
 
-    def load(self, source, *, columns, scheme, blocks, heldout_fraction, seed, subsets=None):
+    def load(
+        self, source, *, columns, partitioner, blocks, validation_fraction, seed, subsets=None
+    ):
         """Return the WorkerRatings of `source`: read, indexed and routed by tasks on the workers."""
         # why lazy: cluster.dataset loads pandas and numba's kernels, only for data read on the workers
         from cluster.dataset import load_worker_ratings
@@ -81,10 +83,10 @@ class DaskEngine:
             self.client,
             source,
             columns=None if tuple(columns) == DEFAULT_COLUMNS else tuple(columns),
-            scheme=scheme,
+            partitioner=partitioner,
             n_blocks=blocks or len(workers),
             n_subsets=subsets,
-            heldout_fraction=heldout_fraction,
+            validation_fraction=validation_fraction,
             seed=seed,
             workers=workers,
         )

@@ -15,7 +15,7 @@ import warnings
 from cluster import checkpoint
 from hamsi.defaults import VALIDATION_FRACTION
 from hamsi.estimator import AUTO, MatrixFactorizer
-from hamsi.parameters import Integer
+from hamsi.parameters import DEPRECATED, Integer, Renamed
 
 # One LocalCluster per process and size, opened by the first fit without client or scheduler and
 # reused by every later one (starting one costs 10-20 s); closed by close_local_clusters() or at exit.
@@ -52,8 +52,8 @@ class DaskMatrixFactorizer(MatrixFactorizer):
 
     Extra parameters: client (a distributed.Client, left open), scheduler ("tcp://host:port"),
     n_workers (LocalCluster size when neither is given; default: cores; `workers` is its
-    deprecated alias), threads_per_worker,
-    chunk_epochs (cycles per client round trip), checkpoint / checkpoint_every / resume,
+    deprecated alias), threads_per_worker, chunk_cycles (cycles per client round trip;
+    chunk_epochs is its deprecated name), checkpoint / checkpoint_every / resume,
     shared_memory and owned_v (where V lives: cluster.driver.minimize_hamsi; None chooses).
     blocks defaults to the number of workers; with the same partition and random_state the fit
     gives the in-process estimator's factors (bitwise for strata and strata-b).
@@ -88,7 +88,8 @@ class DaskMatrixFactorizer(MatrixFactorizer):
         **MatrixFactorizer._parameter_constraints,
         "n_workers": Integer(none=True),
         "threads_per_worker": Integer(),
-        "chunk_epochs": Integer(),
+        "chunk_cycles": Integer(),
+        "chunk_epochs": Renamed("chunk_cycles", Integer()),
         "checkpoint_every": Integer(none=True),
     }
 
@@ -109,7 +110,7 @@ class DaskMatrixFactorizer(MatrixFactorizer):
         memory=5,
         init_scale=AUTO,
         max_time=None,
-        max_epochs=100,
+        max_cycles=100,
         tol=0.0,
         patience=None,
         validation_fraction=VALIDATION_FRACTION,
@@ -126,13 +127,15 @@ class DaskMatrixFactorizer(MatrixFactorizer):
         scheduler=None,
         n_workers=None,
         threads_per_worker=1,
-        chunk_epochs=10,
+        chunk_cycles=10,
         checkpoint=None,
         checkpoint_every=None,
         resume=None,
         shared_memory=None,
         owned_v=None,
         workers=None,
+        max_epochs=DEPRECATED,
+        chunk_epochs=DEPRECATED,
     ):
         base = {
             name: value
@@ -145,6 +148,7 @@ class DaskMatrixFactorizer(MatrixFactorizer):
         self.n_workers = n_workers
         self.workers = workers
         self.threads_per_worker = threads_per_worker
+        self.chunk_cycles = chunk_cycles
         self.chunk_epochs = chunk_epochs
         self.checkpoint = checkpoint
         self.checkpoint_every = checkpoint_every
@@ -184,7 +188,7 @@ class DaskMatrixFactorizer(MatrixFactorizer):
         return dict(
             n_workers=self._worker_count(),
             threads_per_worker=self.threads_per_worker,
-            chunk_epochs=self.chunk_epochs,
+            chunk_cycles=self._param("chunk_cycles"),
             checkpoint=self.checkpoint,
             checkpoint_every=self.checkpoint_every,
             resume=self.resume,

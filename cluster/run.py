@@ -176,7 +176,7 @@ class DistributedRun:
         *,
         x0,
         random_state,
-        chunk_epochs,
+        chunk_cycles,
         checkpoint,
         checkpoint_every,
         resume,
@@ -191,13 +191,13 @@ class DistributedRun:
         self.placement.scatter_start(state, random_state)
         reason, message = None, ""
         if state.stop.max_epochs is not None and state.cycles_done >= state.stop.max_epochs:
-            reason, message = "epoch_limit", f"reached max_epochs = {state.stop.max_epochs}"
+            reason, message = "epoch_limit", f"reached max_cycles = {state.stop.max_epochs}"
         wall_start = time.perf_counter()
         for chunk_index in itertools.count():
             if reason is not None:
                 break
             last = chunk_end(
-                state.cycles_done, state.stop, checkpoint, checkpoint_every, chunk_epochs
+                state.cycles_done, state.stop, checkpoint, checkpoint_every, chunk_cycles
             )
             summaries = self._run_chunk(
                 range(state.cycles_done + 1, last + 1), chunk_index, on_chunk
@@ -206,7 +206,7 @@ class DistributedRun:
             for row in lead.records:
                 trace.append(*row)
                 if callback is not None:
-                    callback(trace.rows[-1]._asdict())
+                    callback(trace.rows[-1].record())
             _add_phases(phases, worker_phases, summaries)
             for addr, summary in summaries.items():
                 worker_bytes[addr] = worker_bytes.get(addr, 0) + summary.bytes_sent
@@ -348,9 +348,9 @@ def fingerprint(problem, partition, bounds, n_subsets: int, memory: int) -> dict
     return out
 
 
-def chunk_end(cycles_done: int, stop, checkpoint, checkpoint_every, chunk_epochs) -> int:
-    """Return the last cycle of the next chunk: chunk_epochs on, cut at max_epochs and checkpoints."""
-    last = cycles_done + max(1, int(chunk_epochs))
+def chunk_end(cycles_done: int, stop, checkpoint, checkpoint_every, chunk_cycles) -> int:
+    """Return the last cycle of the next chunk: chunk_cycles on, cut at max_cycles and checkpoints."""
+    last = cycles_done + max(1, int(chunk_cycles))
     if stop.max_epochs is not None:
         last = min(last, stop.max_epochs)
     if checkpoint and checkpoint_every:

@@ -5,7 +5,7 @@
   Laplace / discrete Gaussian noise on a fine grid (dp.mechanisms, dp.discrete; Canonne, Kamath
   and Steinke 2020), their calibration (dp.calibration: classical and analytic Gaussian), and one
   shared, read-only ledger that every release charges before drawing noise
-  (dp.PrivacyAccountant, alias dp.PrivacyBudget: pure, (epsilon, delta) and zCDP charges;
+  (dp.PrivacyAccountant: pure, (epsilon, delta) and zCDP charges;
   replace-one or add-remove neighbours; scoped to the process that made it).
 - Covariance and precision matrices (Su, Guo and Zhang): the private second-moment matrix
   (dp.private_covariance) and the estimators built on it, DP-RP and DP-AGL
@@ -21,6 +21,7 @@ parameters left implicit are dp.PrivacyLeakWarning; they depend on the arguments
 """
 
 import importlib
+import warnings
 
 # Loaded now: the function has its module's name, and importing the module dp.ridge_precision
 # (first, at any later time) would bind dp.ridge_precision to the module instead of a lazy function.
@@ -32,7 +33,6 @@ _LAZY = {
     "BudgetExceededError": "dp.accounting",
     "Charge": "dp.accounting",
     "PrivacyAccountant": "dp.accounting",
-    "PrivacyBudget": "dp.accounting",
     "contribution_sensitivity": "dp.accounting",
     "sensitivity_for": "dp.accounting",
     "zcdp_epsilon": "dp.accounting",
@@ -69,6 +69,13 @@ _LAZY = {
 
 
 def __getattr__(name):
+    if name == "PrivacyBudget":  # deprecated: the ledger has one name
+        warnings.warn(
+            "dp.PrivacyBudget is deprecated; use dp.PrivacyAccountant (the same class)",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return __getattr__("PrivacyAccountant")
     if name not in _LAZY:
         raise AttributeError(f"module 'dp' has no attribute {name!r}")
     module = importlib.import_module(_LAZY[name])

@@ -46,6 +46,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import warnings
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -372,5 +373,12 @@ class PrivacyAccountant:
         )
 
 
-# The seeds' name for the same object; `dp.PrivacyBudget` and `dp.PrivacyAccountant` are one class.
-PrivacyBudget = PrivacyAccountant
+def __getattr__(name: str):
+    if name == "PrivacyBudget":  # the ledger has one name: PrivacyAccountant
+        warnings.warn(
+            "PrivacyBudget is deprecated; use PrivacyAccountant (the same class)",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return PrivacyAccountant
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,7 +14,7 @@ Defaults a practitioner can rely on:
 - Fits without a shared budget: each spends from a fresh accountant, so several fits on the same
   rows (a refit, cross-validation, a grid search: sklearn clones the estimator for each) add up
   and are recorded nowhere. The second and every later such fit in a process warns
-  (PrivacyLeakWarning); pass one `budget=dp.PrivacyBudget(total)` to every fit on the same rows.
+  (PrivacyLeakWarning); pass one `budget=dp.PrivacyAccountant(total)` to every fit on the same rows.
 - `score(X)` is the Gaussian log-likelihood of X computed exactly, i.e. a non-private statistic
   of X: a private estimator refuses it unless told the rows are public (`score(X, public=True)`).
   That also stops GridSearchCV from choosing a hyper-parameter by a non-private score.
@@ -72,7 +72,7 @@ def _note_unshared_fit(refit: bool, epsilon: float, stacklevel: int) -> None:
         warnings.warn(
             f"{what} without a shared budget: each such fit spends its epsilon ({epsilon:g} here) from "
             "a fresh accountant, so fits on the same rows (a refit, cross-validation, a grid search) "
-            "add up and are recorded nowhere; pass budget=dp.PrivacyBudget(total) to every fit on "
+            "add up and are recorded nowhere; pass budget=dp.PrivacyAccountant(total) to every fit on "
             "the same data",
             PrivacyLeakWarning,
             stacklevel=stacklevel,

@@ -52,7 +52,7 @@ def main(argv=None):
     parser.add_argument(
         "--max-time", type=float, default=25.0, help="optimization seconds (thesis: 25 for 1M)"
     )
-    parser.add_argument("--max-epochs", type=int, default=None)
+    parser.add_argument("--max-cycles", type=int, default=None)
     parser.add_argument("--test-fraction", type=float, default=0.1)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--checkpoint", default=None)
@@ -75,7 +75,7 @@ def main(argv=None):
         blocks=args.blocks,
         reg=reg,
         max_time=args.max_time,
-        max_epochs=args.max_epochs,
+        max_cycles=args.max_cycles,
         random_state=args.seed,
         scheduler=args.scheduler,
         n_workers=args.workers,
@@ -89,8 +89,8 @@ def main(argv=None):
         train,
         validation=test,
         callback=lambda row: print(
-            f"cycle {row['epoch']:4d}  {row['time_s']:8.2f} s  "
-            f"train {row['train_rmse']:.4f}  test {row['test_rmse']:.4f}"
+            f"cycle {row['cycle']:4d}  {row['time_s']:8.2f} s  "
+            f"train {row['train_rmse']:.4f}  held out {row['validation_rmse']:.4f}"
         ),
     )
     wall = time.perf_counter() - start

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from hamsi import search
 from hamsi.errors import Advice, AdvisedWarning
+from hamsi.parameters import with_new_names
 
 LOGGER = logging.getLogger("hamsi")
 AUTO = "auto"
@@ -94,7 +95,8 @@ class AutoValues:
             trials_class, self._trial_params(), sample.fit_part, sample.validation
         )
         grid = search.candidate_grid(self._fixed(), sample.spread)
-        max_cycles = 100 if self.max_epochs is None else max(1, int(self.max_epochs))
+        limit = self._param("max_cycles")
+        max_cycles = 100 if limit is None else max(1, int(limit))
         deadline = None
         if self.max_time is not None:
             spent = time.perf_counter() - started
@@ -213,7 +215,9 @@ class AutoValues:
             for name, value in self._fixed().items()
         }
         self._chosen = dict(
-            fixed, reg=None if fixed["reg"] == AUTO else fixed["reg"], cycles=self.max_epochs
+            fixed,
+            reg=None if fixed["reg"] == AUTO else fixed["reg"],
+            cycles=self._param("max_cycles"),
         )
         self.search_results_ = None
 
@@ -225,7 +229,7 @@ class AutoValues:
             if name in self._in_process_class()._get_param_names()
         }
         params.update(max_time=None, on_divergence="warn", verbose=0)
-        return params
+        return with_new_names(params, self._parameter_constraints)
 
     def _remaining(self, started: float):
         """Return the refit's max_time: what the search left of max_time (None without one)."""

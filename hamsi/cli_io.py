@@ -51,6 +51,24 @@ auto_or_float = auto_or(float, "a number")
 auto_or_int = auto_or(int, "an integer")
 
 
+def add_renamed_flag(parser, old: str, new: str, **options) -> None:
+    """Add `old` as a hidden, deprecated spelling of the flag `new` (added before): same value, a warning on stderr."""
+
+    class Renamed(argparse.Action):
+        def __call__(self, parser, namespace, values, option_string=None):
+            print(
+                f"{parser.prog}: warning: {option_string} is deprecated and will be removed in a "
+                f"future release; use {new} (same meaning)",
+                file=sys.stderr,
+            )
+            setattr(namespace, self.dest, values)
+
+    dest = new.lstrip("-").replace("-", "_")
+    parser.add_argument(
+        old, dest=dest, action=Renamed, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **options
+    )
+
+
 def check_writable(flag: str, path) -> None:
     """Raise InputError naming `flag` and `path` unless a file can be created where `path` goes."""
     path = os.fspath(path)

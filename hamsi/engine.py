@@ -31,7 +31,7 @@ class Engine(Protocol):
         """Return the number of blocks B a cover gets when the user gave none."""
 
     def solve(
-        self, problem, cover, options: EngineOptions, *, heldout=None, callback=None, x0=None
+        self, problem, cover, options: EngineOptions, *, validation=None, callback=None, x0=None
     ):
         """Return the OptimizeResult of `options.method` on `problem` over `cover`."""
 
@@ -41,7 +41,9 @@ class Engine(Protocol):
     def keeps(self, source) -> bool:
         """True when `source` is read where the engine runs and stays there (then `load` reads it)."""
 
-    def load(self, source, *, columns, scheme, blocks, heldout_fraction, seed, subsets=None):
+    def load(
+        self, source, *, columns, partitioner, blocks, validation_fraction, seed, subsets=None
+    ):
         """Return the TrainingData of a source this engine keeps (hamsi.training); subsets: K or None."""
 
 
@@ -55,14 +57,14 @@ class InProcessEngine:
         return available_cores()
 
     def solve(
-        self, problem, cover, options: EngineOptions, *, heldout=None, callback=None, x0=None
+        self, problem, cover, options: EngineOptions, *, validation=None, callback=None, x0=None
     ):
         """Return the OptimizeResult of hamsi.optimizer's loop (mbgd: memory 1, no safeguard)."""
-        run = self.start(problem, cover, options, heldout=heldout, callback=callback, x0=x0)
-        return run.advance(options.max_epochs, options.max_time).finish()
+        run = self.start(problem, cover, options, validation=validation, callback=callback, x0=x0)
+        return run.advance(options.max_cycles, options.max_time).finish()
 
     def start(
-        self, problem, cover, options: EngineOptions, *, heldout=None, callback=None, x0=None
+        self, problem, cover, options: EngineOptions, *, validation=None, callback=None, x0=None
     ):
         """Return the hamsi.optimizer.InProcessRun of `options`, started (trace row 0), no cycle run."""
         # why lazy: the optimizer loads numba's kernels and SciPy, only when a fit runs
@@ -75,7 +77,7 @@ class InProcessEngine:
             problem,
             cover,
             x0=x0,
-            heldout=heldout,
+            validation=validation,
             callback=callback,
             threads=self.threads,
             **keywords,

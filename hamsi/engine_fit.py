@@ -91,9 +91,9 @@ class EngineFit:
         data = engine.load(
             source,
             columns=self._columns(),
-            scheme=str(self.partitioner).lower(),
+            partitioner=str(self.partitioner).lower(),
             blocks=self.blocks,
-            heldout_fraction=self.validation_fraction if self.patience is not None else 0.0,
+            validation_fraction=self.validation_fraction if self.patience is not None else 0.0,
             seed=self.random_state,
             subsets=self.subsets,
         )
@@ -129,7 +129,7 @@ class EngineFit:
         """Return (problem, result) of engine.solve on `data` over partition_, the auto values resolved."""
         problem, options = self._problem_and_options(data, max_time)
         result = engine.solve(
-            problem, self.partition_, options, heldout=validation, callback=callback
+            problem, self.partition_, options, validation=validation, callback=callback
         )
         return problem, result
 
@@ -145,7 +145,7 @@ class EngineFit:
         engine = InProcessEngine(self.threads)
         self.partition_ = self._partition(data.ratings, engine.default_blocks())
         problem, options = self._problem_and_options(data, None)
-        return problem, engine.start(problem, self.partition_, options, heldout=validation)
+        return problem, engine.start(problem, self.partition_, options, validation=validation)
 
     def finish_run(self, data, problem, result):
         """Set the fitted attributes from a run started by start_run and return self."""
@@ -181,7 +181,7 @@ class EngineFit:
             method=self.algorithm,
             schedule=self.schedule,
             random_state=self.random_state,
-            max_epochs=picked["cycles"],
+            max_cycles=picked["cycles"],
             max_time=max_time,
             tol=self.tol,
             patience=self.patience,

@@ -21,7 +21,16 @@ from hamsi.engine_fit import EngineFit
 from hamsi.errors import InputError
 from hamsi.fitted import MODEL_ARRAYS, MODEL_SCALARS, FittedModel
 from hamsi.options import METHODS
-from hamsi.parameters import Boolean, Choice, Integer, Real, check_parameters
+from hamsi.parameters import (
+    DEPRECATED,
+    Boolean,
+    Choice,
+    Integer,
+    Real,
+    Renamed,
+    check_parameters,
+    renamed_value,
+)
 from hamsi.problems.matrix_factorization import REG_WEIGHTINGS
 from hamsi.rating_scale import STAR_SPAN, in_units, rating_unit
 from hamsi.training import InMemoryRatings
@@ -84,9 +93,9 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         least-squares fit); a number s: N(0, s^2) factors and zero biases (1 is the reference's).
     memory : int
         L-BFGS memory M.
-    max_time, max_epochs, tol :
-        Stop after max_time seconds of optimization, max_epochs cycles, or a relative objective
-        change <= tol (0 disables).
+    max_time, max_cycles, tol :
+        Stop after max_time seconds of optimization, max_cycles cycles (visits of the subsets;
+        max_epochs is a deprecated name), or a relative objective change <= tol (0 disables).
     patience : int or None
         Early stopping: stop after `patience` cycles without a better validation RMSE. The
         validation set is `fit(validation=...)`, else a `validation_fraction` of X held out.
@@ -116,7 +125,7 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
     rating_min_, rating_max_ (the clipping range), rank_, reg_weighting_, reg_, reg_damping_, eta_, eta_gd_,
     init_scale_ (the values used), search_results_ (dict of lists, one entry per trial, like
     GridSearchCV.cv_results_; None when nothing was searched), n_iter_,
-    best_epoch_, overfitting_ (from the engine; None when it does not report them), n_unknown_
+    best_cycle_, overfitting_ (from the engine; None when it does not report them), n_unknown_
     (pairs of the last predict call that fell back), trace_, result_ and partition_ (after fit).
     """
 
@@ -127,7 +136,8 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         "blocks": Integer(none=True),
         "subsets": Integer(none=True),
         "threads": Integer(none=True),
-        "max_epochs": Integer(none=True),
+        "max_cycles": Integer(none=True),
+        "max_epochs": Renamed("max_cycles", Integer(none=True)),
         "patience": Integer(none=True),
         "reg": Real(auto=True),
         "reg_damping": Real(auto=True),
@@ -164,7 +174,7 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         memory=5,
         init_scale=AUTO,
         max_time=None,
-        max_epochs=100,
+        max_cycles=100,
         tol=0.0,
         patience=None,
         validation_fraction=defaults.VALIDATION_FRACTION,
@@ -177,6 +187,7 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         rating_col="rating",
         search=True,
         verbose=0,
+        max_epochs=DEPRECATED,
     ):
         self.rank = rank
         self.algorithm = algorithm
@@ -193,7 +204,7 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         self.memory = memory
         self.init_scale = init_scale
         self.max_time = max_time
-        self.max_epochs = max_epochs
+        self.max_cycles = max_cycles
         self.tol = tol
         self.patience = patience
         self.validation_fraction = validation_fraction
@@ -206,6 +217,9 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         self.rating_col = rating_col
         self.search = search
         self.verbose = verbose
+        self.max_epochs = max_epochs
+
+    _param = renamed_value  # a parameter's value, or the one given under its deprecated name
 
     def validate_params(self, name=lambda parameter: parameter) -> None:
         """Raise InputError on a bad hyper-parameter; name(parameter) is how messages call it (CLI: flag).
@@ -217,7 +231,7 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
             self._parameter_constraints,
             partitioner=Choice(tuple(partition.SCHEMES), lower=True),
         )
-        check_parameters(self, constraints, name)
+        check_parameters(self, constraints, name)  # a deprecated name given warns FutureWarning
         if self.gamma > 1.0:  # beyond 1, (eta t)^gamma overflows to a zero step within a few cycles
             raise InputError(
                 f"{name('gamma')} must lie in [0, 1] (thesis eq. 3.8 takes gamma in (0.5, 1]); "
@@ -238,9 +252,9 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
 
         X: a pandas DataFrame (user_col, item_col, rating_col), an (n, 3) array of (user, item,
         rating), an (n, 2) array of (user, item) with the ratings in y, or hamsi.Ratings. Ids are
-        kept as given (integers or strings). `validation` (same forms) fills the trace's test_rmse
-        column and drives `patience`; its pairs with ids absent from X are left out.
-        callback(row: dict) is called after each cycle with the new trace row.
+        kept as given (integers or strings). `validation` (same forms) fills the trace's
+        validation_rmse column and drives `patience`; its pairs with ids absent from X are left
+        out. callback(row: dict) is called after each cycle with the new trace row (TRACE_COLUMNS).
         """
         self.validate_params()
         started = time.perf_counter()

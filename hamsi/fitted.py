@@ -16,9 +16,10 @@ from sklearn.exceptions import NotFittedError
 
 from hamsi import model_io
 from hamsi.errors import Advice, AdvisedWarning, DivergenceError, InputError
+from hamsi.parameters import with_new_names
 from hamsi.rating_scale import in_units
 from hamsi.recommender import FactorArrays, IdIndex, as_pairs, best_items, pair_scores
-from hamsi.trace import Trace
+from hamsi.trace import Trace, TraceRow
 from hamsi.training import TrainingFacts
 
 # what seen_items says when a model fitted on worker data has no workers (saved and loaded)
@@ -54,7 +55,7 @@ MODEL_SCALARS = (
     "rating_min_",
     "rating_max_",
     "n_iter_",
-    "best_epoch_",
+    "best_cycle_",
     "overfitting_",
     "rating_unit_",
 )
@@ -84,7 +85,7 @@ class FittedModel:
         self.global_mean_ = problem.offset if self.biases else facts.mean
         self._set_training_facts(facts)
         self.n_iter_ = result.nit
-        self.best_epoch_ = result.get("best_epoch")
+        self.best_cycle_ = result.get("best_cycle")
         self.overfitting_ = result.get("overfitting")
         self._set_trace(result.trace)
         if result.reason == "diverged":
@@ -94,9 +95,9 @@ class FittedModel:
         elif self.overfitting_:
             kept = self.patience is not None
             message = (
-                f"validation RMSE rose after cycle {self.best_epoch_} while the training RMSE kept "
+                f"validation RMSE rose after cycle {self.best_cycle_} while the training RMSE kept "
                 f"falling: the model overfits"
-                + (f" (the factors of cycle {self.best_epoch_} are kept)" if kept else "")
+                + (f" (the factors of cycle {self.best_cycle_} are kept)" if kept else "")
             )
             advice = Advice(
                 api=("" if kept else "patience=N would keep the best cycle's factors; ")
@@ -106,6 +107,14 @@ class FittedModel:
             )
             warnings.warn(AdvisedWarning(message, advice), stacklevel=4)
         return self
+
+    @property
+    def best_epoch_(self):
+        """Deprecated name of best_cycle_."""
+        warnings.warn(
+            "best_epoch_ is deprecated; use best_cycle_ (same value)", FutureWarning, stacklevel=2
+        )
+        return self.best_cycle_
 
     def _set_training_facts(self, facts: TrainingFacts):
         """Set the rating range, the raw ids and the items every user rated (recommend leaves them out)."""
@@ -246,12 +255,14 @@ class FittedModel:
     def load(cls, path):
         """Return the model saved at `path` by save() (or `hamsi factorize --out`)."""
         params, fitted, arrays = model_io.read_model(path)
+        params = with_new_names(params, cls._parameter_constraints)
         accepted = cls._get_param_names()
         model = cls(**{name: value for name, value in params.items() if name in accepted})
         try:  # what fit would refuse is refused here, naming the file
             model.validate_params(name=lambda parameter: f"params entry {parameter!r}")
         except InputError as exc:
             raise InputError(f"{path}: malformed model: {exc}") from None
+        fitted.setdefault("best_cycle_", fitted.get("best_epoch_"))  # its name before the rename
         for name in MODEL_SCALARS:
             setattr(model, name, fitted.get(name))
         model.search_results_ = None  # the search's table is not saved
@@ -259,7 +270,12 @@ class FittedModel:
         for key, attribute in MODEL_ARRAYS.items():
             setattr(model, attribute, arrays.get(key))
         model._set_trace(
-            Trace([(int(row[0]), int(row[1]), *map(float, row[2:])) for row in arrays["trace"]])
+            Trace(
+                [
+                    TraceRow(int(row[0]), int(row[1]), *map(float, row[2:]))
+                    for row in arrays["trace"]
+                ]
+            )
         )
         return model
 

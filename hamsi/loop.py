@@ -32,7 +32,7 @@ def record(trace, callback, epoch: int, inner: int, evaluation) -> None:
         epoch, inner, evaluation.time_s, evaluation.train, evaluation.heldout, evaluation.objective
     )
     if callback is not None:
-        callback(trace.rows[-1]._asdict())
+        callback(trace.rows[-1].record())
 
 
 def start(stepper, exchange, stop, trace, callback) -> None:

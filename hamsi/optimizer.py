@@ -9,7 +9,7 @@ partials summed in shard order), the same calls a Dask worker makes per shard
 Time counts the gradient, pair, step and safeguard work; evaluation for the trace is excluded
 (except the objective the safeguard needs). max_time is checked after every inner iteration
 (like the reference), so the last trace row may close a partial cycle. The trace has a row for
-the starting point (epoch 0) and one per cycle (mb-GD: per epoch).
+the starting point (cycle 0) and one per cycle (mb-GD: per epoch, its cycle).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import numpy as np
 from hamsi import kernels, lbfgs, loop
 from hamsi.exchange import LocalExchange
 from hamsi.options import GAMMA, GD_ETA, HAMSI_ETA
+from hamsi.parameters import DEPRECATED, renamed_keyword
 from hamsi.stepper import Stepper, beta_schedule, engine_rngs
 from hamsi.stop_rules import StopRules, overfitting_note
 from hamsi.trace import PhaseTimes, Trace, make_result
@@ -52,7 +53,7 @@ def numba_threads(threads: int | None):
 
 
 def finish_result(x, reason, message, trace, phases, stepper, stop, epoch, **extra):
-    """Return the OptimizeResult of a run (both engines): x, fun, trace, reason, best_epoch, overfitting.
+    """Return the OptimizeResult of a run (both engines): x, fun, trace, reason, best_cycle, overfitting.
 
     x is the best-validation iterate when the stop rules keep it (patience): fun is then that
     cycle's objective, else the last row's.
@@ -62,7 +63,7 @@ def finish_result(x, reason, message, trace, phases, stepper, stop, epoch, **ext
         message = f"{message}; {note}"
     fun = None
     if stop.keeps_best and stop.best_epoch is not None:
-        fun = next((row.objective for row in trace.rows if row.epoch == stop.best_epoch), None)
+        fun = next((row.objective for row in trace.rows if row.cycle == stop.best_epoch), None)
     return make_result(
         x,
         reason,
@@ -77,7 +78,7 @@ def finish_result(x, reason, message, trace, phases, stepper, stop, epoch, **ext
         pairs_rejected=stepper.pairs_rejected,
         fallbacks=stepper.fallbacks,
         safeguard=stepper.safeguard,
-        best_epoch=stop.best_epoch,
+        best_cycle=stop.best_epoch,
         overfitting=bool(note),
         **extra,
     )
@@ -90,17 +91,20 @@ def start_point(problem, x0, random_state) -> np.ndarray:
     return np.array(x0, dtype=np.float64, copy=True)
 
 
-def stepper_and_stop_rules(problem, n_subsets: int, *, has_heldout: bool, **options):
+def stepper_and_stop_rules(
+    problem, n_subsets: int, *, has_validation: bool, max_cycles: int | None, **options
+):
     """Return the (Stepper, StopRules) of a run: every decision of both engines comes from these two.
 
     options: method, schedule, memory, eta, gamma, eta_gd, safeguard, random_state (the Stepper's)
-    and max_epochs, max_time, tol, target, patience (the stop rules').
+    and max_cycles, max_time, tol, target, patience (the stop rules').
     """
-    rules = {k: options.pop(k) for k in ("max_epochs", "max_time", "tol", "target", "patience")}
+    rules = {k: options.pop(k) for k in ("max_time", "tol", "target", "patience")}
     stepper = Stepper(n_subsets=n_subsets, n_params=problem.n_params, **options)
     stop = StopRules(
         **rules,
-        has_heldout=has_heldout,
+        max_epochs=max_cycles,
+        has_heldout=has_validation,
         eta=options["eta"],
         safeguard=stepper.safeguard,
         metric=problem.metric,
@@ -117,13 +121,13 @@ class InProcessRun:
     Li et al. 2020). `finish` returns the OptimizeResult of the cycles run so far.
     """
 
-    def __init__(self, problem, partition, *, x0, heldout, threads, callback, **options):
+    def __init__(self, problem, partition, *, x0, validation, threads, callback, **options):
         self.problem, self.threads, self.callback = problem, threads, callback
         self.layout = problem.arrange(partition)
         self.bounds = problem.shard_bounds(partition)
         x = start_point(problem, x0, options["random_state"])
         self.stepper, self.stop = stepper_and_stop_rules(
-            problem, self.layout.n_subsets, has_heldout=heldout is not None, **options
+            problem, self.layout.n_subsets, has_validation=validation is not None, **options
         )
         self.phases, self.trace = PhaseTimes(), Trace()
         self.reason, self.message, self.epoch = None, "", 0
@@ -133,7 +137,7 @@ class InProcessRun:
             kernels.warm_up(problem.n_params, disjoint=disjoint)
             lbfgs.warm_up()
             self.exchange = LocalExchange(
-                problem, self.bounds, x, options["memory"], heldout, self.phases
+                problem, self.bounds, x, options["memory"], validation, self.phases
             )
             loop.start(self.stepper, self.exchange, self.stop, self.trace, callback)
 
@@ -142,8 +146,8 @@ class InProcessRun:
         """True once a stop rule other than the cycle and time limits ended the run."""
         return self.reason not in (None, "epoch_limit", "time_limit")
 
-    def advance(self, max_epochs: int | None, max_time: float | None = None, deadline=None):
-        """Run cycles until cycle max_epochs (None: no limit) or a stop rule; return self.
+    def advance(self, max_cycles: int | None, max_time: float | None = None, deadline=None):
+        """Run cycles until cycle max_cycles (None: no limit) or a stop rule; return self.
 
         max_time: the run's optimization-time limit (hamsi.stop_rules); deadline: a
         time.monotonic() instant after which no new cycle starts (a wall-clock bound that
@@ -151,8 +155,8 @@ class InProcessRun:
         """
         if self.stopped:
             return self
-        self.stop.max_epochs, self.stop.max_time = max_epochs, max_time
-        last = max_epochs if max_epochs is not None else None
+        self.stop.max_epochs, self.stop.max_time = max_cycles, max_time
+        last = max_cycles
         with numba_threads(self.threads):
             epoch = self.epoch
             while last is None or epoch < last:
@@ -167,8 +171,8 @@ class InProcessRun:
                 self.reason, self.message = reason, message
                 if reason is not None:
                     break
-        if self.epoch == 0 and self.reason is None:  # max_epochs = 0
-            self.reason, self.message = "epoch_limit", f"reached max_epochs = {max_epochs}"
+        if self.epoch == 0 and self.reason is None:  # max_cycles = 0
+            self.reason, self.message = "epoch_limit", f"reached max_cycles = {max_cycles}"
         return self
 
     def finish(self):
@@ -189,14 +193,14 @@ class InProcessRun:
         )
 
 
-def run_in_process(problem, partition, *, max_epochs, max_time, **options):
+def run_in_process(problem, partition, *, max_cycles, max_time, **options):
     """Run the loop with a LocalExchange and return the OptimizeResult (both methods; hamsi.engine).
 
-    options: those of InProcessRun (x0, heldout, threads, callback) and of
+    options: those of InProcessRun (x0, validation, threads, callback) and of
     stepper_and_stop_rules (method, schedule, eta, ...; tol, target, patience).
     """
-    run = InProcessRun(problem, partition, max_epochs=max_epochs, max_time=max_time, **options)
-    return run.advance(max_epochs, max_time).finish()
+    run = InProcessRun(problem, partition, max_cycles=max_cycles, max_time=max_time, **options)
+    return run.advance(max_cycles, max_time).finish()
 
 
 def minimize_hamsi(
@@ -210,22 +214,24 @@ def minimize_hamsi(
     memory: int = 5,
     x0=None,
     random_state=None,
-    max_epochs: int | None = 100,
+    max_cycles: int | None = 100,
     max_time: float | None = None,
     tol: float = 0.0,
     target: float | None = None,
     patience: int | None = None,
-    heldout=None,
+    validation=None,
     threads: int | None = None,
     callback=None,
     safeguard: bool = True,
+    max_epochs=DEPRECATED,
+    heldout=None,
 ):
     """Return the OptimizeResult of HAMSI with L-BFGS updates (thesis Alg. 3) from a seeded N(0,1) start.
 
-    partition: the cover (partition.Partition); one epoch of the trace is one cycle. The step is
+    partition: the cover (partition.Partition); one trace row per cycle. The step is
     1/beta_t = (eta t)^-gamma: a LARGER eta gives SMALLER steps. Stops at the first of:
     divergence (NaN/inf, status 2), train error <= target, no validation gain for `patience`
-    cycles, relative objective change <= tol, max_epochs cycles, max_time seconds.
+    cycles, relative objective change <= tol, max_cycles cycles, max_time seconds.
 
     safeguard (default True) guards against divergence (hamsi.stepper docstring): a pair is kept
     only when s'y > c |s||y|; each step is capped at STEP_RADIUS max(|x|, sqrt(n)) (computed from
@@ -234,9 +240,11 @@ def minimize_hamsi(
     and the steps halved. Its work (including the objective it evaluates) counts in time_s.
     safeguard=False runs thesis Alg. 3 exactly (the reference comparisons, Table 3.1).
 
-    With `heldout` and `patience`, result.x is the best-validation iterate (result.best_epoch
+    With `validation` (a problem's validation ratings, which steer: never the test set) and
+    `patience`, result.x is the best-validation iterate (result.best_cycle
     says which cycle); result.overfitting is True, and the message says so, when the validation
-    error at the end is above its best while the training error fell.
+    error at the end is above its best while the training error fell. max_epochs and heldout
+    are deprecated names of max_cycles and validation (FutureWarning).
     """
     return run_in_process(
         problem,
@@ -249,12 +257,14 @@ def minimize_hamsi(
         memory=memory,
         x0=x0,
         random_state=random_state,
-        max_epochs=max_epochs,
+        max_cycles=renamed_keyword(
+            "minimize_hamsi", "max_epochs", max_epochs, "max_cycles", max_cycles
+        ),
         max_time=max_time,
         tol=tol,
         target=target,
         patience=patience,
-        heldout=heldout,
+        validation=renamed_keyword("minimize_hamsi", "heldout", heldout, "validation", validation),
         threads=threads,
         callback=callback,
         safeguard=safeguard,
@@ -270,14 +280,16 @@ def minimize_mbgd(
     gamma: float = GAMMA,
     x0=None,
     random_state=None,
-    max_epochs: int | None = 100,
+    max_cycles: int | None = 100,
     max_time: float | None = None,
     tol: float = 0.0,
     target: float | None = None,
     patience: int | None = None,
-    heldout=None,
+    validation=None,
     threads: int | None = None,
     callback=None,
+    max_epochs=DEPRECATED,
+    heldout=None,
 ):
     """Return the OptimizeResult of mini-batch GD: x -= g_k / (eta t)^gamma over K subsets per epoch.
 
@@ -295,12 +307,14 @@ def minimize_mbgd(
         memory=1,
         x0=x0,
         random_state=random_state,
-        max_epochs=max_epochs,
+        max_cycles=renamed_keyword(
+            "minimize_mbgd", "max_epochs", max_epochs, "max_cycles", max_cycles
+        ),
         max_time=max_time,
         tol=tol,
         target=target,
         patience=patience,
-        heldout=heldout,
+        validation=renamed_keyword("minimize_mbgd", "heldout", heldout, "validation", validation),
         threads=threads,
         callback=callback,
         safeguard=False,

@@ -19,7 +19,7 @@ class EngineOptions:
     eta, gamma: the step 1/(eta t)^gamma (eta None: HAMSI_ETA, or GD_ETA for mbgd); eta_gd: the
     gradient steps of HAMSI's first cycle. memory: the L-BFGS memory M (pairs kept; 1 for mbgd).
     random_state: seeds the start and the stochastic schedule. Stop rules (hamsi.stop_rules), the
-    first that fires: max_epochs cycles, max_time seconds, relative objective change <= tol, train
+    first that fires: max_cycles cycles, max_time seconds, relative objective change <= tol, train
     error <= target, `patience` cycles without validation gain. safeguard: the divergence guard
     of hamsi.stepper (False: thesis Alg. 3 exactly).
     """
@@ -31,7 +31,7 @@ class EngineOptions:
     eta_gd: float = GD_ETA
     memory: int = 5
     random_state: object = None
-    max_epochs: int | None = 100
+    max_cycles: int | None = 100
     max_time: float | None = None
     tol: float = 0.0
     target: float | None = None

@@ -28,7 +28,7 @@ def plot_convergence(
     for label, trace in traces.items():
         seconds = trace.column("time_s")
         (line,) = axis.plot(seconds, trace.column("train_rmse"), label=f"{label} train")
-        test = trace.column("test_rmse")
+        test = trace.column("validation_rmse")
         if not np.isfinite(test).any():
             continue
         color = line.get_color()
@@ -37,7 +37,7 @@ def plot_convergence(
             axis.axhline(
                 test[0], linestyle=":", color=color, label=f"{label} bias baseline {test[0]:.4f}"
             )
-        epochs = trace.column("epoch")
+        epochs = trace.column("cycle")
         if stop_epoch is not None and np.any(epochs == stop_epoch):
             at = int(np.flatnonzero(epochs == stop_epoch)[0])
             axis.plot(

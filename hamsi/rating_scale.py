@@ -34,10 +34,10 @@ def in_units(callback, unit: float):
         values = row._asdict() if hasattr(row, "_asdict") else dict(row)
         values.update(
             train_rmse=values["train_rmse"] * unit,
-            test_rmse=values["test_rmse"] * unit,
+            validation_rmse=values["validation_rmse"] * unit,
             objective=values["objective"] * unit * unit,
         )
-        return type(row)(**values) if hasattr(row, "_asdict") else values
+        return type(row)(**values) if hasattr(row, "_asdict") else type(row)(values)
 
     if callback is None:
         return scaled

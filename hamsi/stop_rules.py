@@ -123,7 +123,7 @@ class StopRules:
         else:
             self.new_best = False
         if self.max_epochs is not None and epoch >= self.max_epochs:
-            return "epoch_limit", f"reached max_epochs = {self.max_epochs}"
+            return "epoch_limit", f"reached max_cycles = {self.max_epochs}"
         if self.out_of_time(time_s):
             return "time_limit", (
                 f"optimization time {time_s:.3f} s reached max_time = {self.max_time:g} s "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import warnings
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -11,20 +12,59 @@ from scipy.optimize import OptimizeResult
 
 from hamsi.atomic import atomic_output
 
+# the trace's former column names (FutureWarning): a cycle was called an epoch, and the
+# validation RMSE a test RMSE
+RENAMED_COLUMNS = {"epoch": "cycle", "test_rmse": "validation_rmse"}
+
+
+def _renamed_column(old: str) -> str:
+    """Return the column `old` is now called, with a FutureWarning."""
+    new = RENAMED_COLUMNS[old]
+    warnings.warn(
+        f"the trace column {old!r} is deprecated; use {new!r} (same values)",
+        FutureWarning,
+        stacklevel=3,
+    )
+    return new
+
 
 class TraceRow(NamedTuple):
-    """One row of the trace: after cycle `epoch` (0: the start), `inner` inner iterations in all.
+    """One row of the trace: after cycle `cycle` (0: the start), `inner` inner iterations in all.
 
-    time_s: cumulative optimization time (evaluation excluded); train_rmse / test_rmse: on the
-    training ratings and on the validation ratings (NaN without them); objective: f(x) (thesis eq. 3.1).
+    time_s: cumulative optimization time (evaluation excluded); train_rmse / validation_rmse: on
+    the training ratings and on the validation ratings (fit's `validation=`; NaN without them);
+    objective: f(x) (thesis eq. 3.1). `epoch` and `test_rmse` are deprecated names.
     """
 
-    epoch: int
+    cycle: int
     inner: int
     time_s: float
     train_rmse: float
-    test_rmse: float
+    validation_rmse: float
     objective: float
+
+    @property
+    def epoch(self) -> int:
+        """Deprecated name of `cycle`."""
+        return getattr(self, _renamed_column("epoch"))
+
+    @property
+    def test_rmse(self) -> float:
+        """Deprecated name of `validation_rmse`."""
+        return getattr(self, _renamed_column("test_rmse"))
+
+    def record(self) -> TraceRecord:
+        """Return the row as a dict (what a fit's callback receives)."""
+        return TraceRecord(self._asdict())
+
+
+class TraceRecord(dict):
+    """A trace row as a dict; its deprecated keys (`epoch`, `test_rmse`) still read, with a FutureWarning."""
+
+    def __missing__(self, key):
+        if key in RENAMED_COLUMNS:
+            return self[_renamed_column(key)]
+        raise KeyError(key)
 
 
 TRACE_COLUMNS = TraceRow._fields
@@ -83,27 +123,27 @@ class PhaseTimes:
 
 @dataclass
 class Trace:
-    """One row per cycle (HAMSI) or epoch (mb-GD): cumulative optimization time, evaluation excluded."""
+    """One row per cycle (for mb-GD a cycle is an epoch): cumulative optimization time, evaluation excluded."""
 
     rows: list = field(default_factory=list)
 
     def append(
         self,
-        epoch: int,
+        cycle: int,
         inner: int,
         time_s: float,
         train_rmse: float,
-        test_rmse: float,
+        validation_rmse: float,
         objective: float,
     ) -> None:
         """Record one cycle."""
         self.rows.append(
             TraceRow(
-                int(epoch),
+                int(cycle),
                 int(inner),
                 float(time_s),
                 float(train_rmse),
-                float(test_rmse),
+                float(validation_rmse),
                 float(objective),
             )
         )
@@ -112,7 +152,9 @@ class Trace:
         return len(self.rows)
 
     def column(self, name: str) -> np.ndarray:
-        """Return one column (see TRACE_COLUMNS) as an array."""
+        """Return one column (see TRACE_COLUMNS; a deprecated name warns) as an array."""
+        if name in RENAMED_COLUMNS:
+            name = _renamed_column(name)
         return np.array([getattr(row, name) for row in self.rows])
 
     def to_frame(self):
@@ -122,13 +164,31 @@ class Trace:
 
         return pd.DataFrame(self.rows, columns=list(TRACE_COLUMNS))
 
-    def write_csv(self, path) -> None:
-        """Write the trace as CSV (header TRACE_COLUMNS) atomically: a temp file renamed into place."""
+    def write_csv(self, path, header=TRACE_COLUMNS) -> None:
+        """Write the trace as CSV atomically: a temp file renamed into place.
+
+        header: the column names (TRACE_COLUMNS; the CLI names the validation column test_rmse
+        when the test ratings fill it).
+        """
         with atomic_output(path, "w", newline="") as handle:
             writer = csv.writer(handle)
-            writer.writerow(TRACE_COLUMNS)
+            writer.writerow(header)
             for row in self.rows:
                 writer.writerow([row[0], row[1]] + [repr(value) for value in row[2:]])
+
+
+class RunResult(OptimizeResult):
+    """scipy's OptimizeResult; `best_epoch` is a deprecated name of `best_cycle` (FutureWarning)."""
+
+    def __missing__(self, key):
+        if key == "best_epoch":
+            warnings.warn(
+                "result.best_epoch is deprecated; use result.best_cycle (same value)",
+                FutureWarning,
+                stacklevel=3,
+            )
+            return self["best_cycle"]
+        raise KeyError(key)
 
 
 def make_result(
@@ -151,7 +211,7 @@ def make_result(
     """
     if fun is None:
         fun = trace.rows[-1].objective if trace.rows else float("nan")
-    return OptimizeResult(
+    return RunResult(
         x=x,
         fun=float(fun),
         success=reason != "diverged",

@@ -94,7 +94,7 @@ def folder(tmp_path_factory, ratings):
                 "2",
                 "--threads",
                 "1",
-                "--max-epochs",
+                "--max-cycles",
                 "3",
                 "--out",
                 str(folder / "model.npz"),
@@ -156,7 +156,7 @@ def test_damaged_parquet_file(tmp_path, capsys, damage):
     "command",
     [
         ["factorize", "{data}", "--workers", "0", "-q"],
-        ["partition", "{data}", "--scheme", "strata", "-B", "2"],
+        ["partition", "{data}", "--partitioner", "strata", "-B", "2"],
         ["data", "convert", "{data}", "{out}"],
     ],
 )
@@ -256,7 +256,7 @@ def test_absurd_factorize_flags(folder, tmp_path, capsys, extra, names):
         (["queries", "--noise-seed", "-3"], ["--noise-seed", "-3"]),
         (["queries", "--seed", "-1"], ["--seed", "-1"]),
         (
-            ["partition", "{folder}/u.data", "--scheme", "color-b", "-B", "2", "--seed", "-1"],
+            ["partition", "{folder}/u.data", "--partitioner", "color-b", "-B", "2", "--seed", "-1"],
             ["--seed", "-1"],
         ),
         (["glasso", "{folder}/numeric.csv", "--alpha", "0.1", "--seed", "-1"], ["--seed", "-1"]),
@@ -494,7 +494,7 @@ def test_huge_init_scale_diverges_with_exit_1_and_writes_nothing(folder, tmp_pat
             out,
             "--trace",
             trace,
-            "--max-epochs",
+            "--max-cycles",
             "40",
         ],
         capsys,
@@ -534,7 +534,8 @@ def test_glasso_non_finite_estimate_exits_1_and_writes_nothing(folder, tmp_path,
 def test_partition_plot_without_extension_writes_exactly_that_path(folder, tmp_path, capsys):
     target = tmp_path / "picture"
     code, out, err = run(
-        ["partition", folder / "u.data", "--scheme", "strata", "-B", "2", "--plot", target], capsys
+        ["partition", folder / "u.data", "--partitioner", "strata", "-B", "2", "--plot", target],
+        capsys,
     )
     assert code == 0 and f"picture written to {target}\n" in out
     assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -554,7 +555,7 @@ def test_partition_plot_refuses_directories_and_unknown_formats(
 ):
     target = target.format(tmp=tmp_path)
     refused(
-        ["partition", folder / "u.data", "--scheme", "strata", "-B", "2", "--plot", target],
+        ["partition", folder / "u.data", "--partitioner", "strata", "-B", "2", "--plot", target],
         capsys,
         f"--plot {target}",
         says,
@@ -583,7 +584,7 @@ def test_partition_plot_on_a_full_disk_keeps_the_old_picture(folder, tmp_path, c
     target = tmp_path / "p.png"
     target.write_bytes(b"old picture")
     refused(
-        ["partition", folder / "u.data", "--scheme", "strata", "-B", "2", "--plot", target],
+        ["partition", folder / "u.data", "--partitioner", "strata", "-B", "2", "--plot", target],
         capsys,
         f"--plot {target}",
         "No space left on device",
@@ -614,7 +615,7 @@ def test_factorize_replaces_its_outputs_as_a_set(folder, tmp_path, capsys, monke
             "2",
             "--threads",
             "1",
-            "--max-epochs",
+            "--max-cycles",
             "2",
             "--trace",
             trace,
@@ -814,7 +815,7 @@ def test_the_overfitting_warning_names_flags_on_the_cli_and_keywords_in_python()
 
     ratings = make_ratings(users=40, items=50, ratings=900, rank=3, seed=5)
     frame = pd.DataFrame({"user": ratings.rows, "item": ratings.cols, "rating": ratings.values})
-    model = MatrixFactorizer(rank=3, blocks=2, threads=1, max_epochs=8, random_state=0)
+    model = MatrixFactorizer(rank=3, blocks=2, threads=1, max_cycles=8, random_state=0)
     with pytest.warns(AdvisedWarning, match="overfits") as caught:
         model.fit(frame.iloc[:700], validation=frame.iloc[700:])
     (warning,) = [w.message for w in caught if isinstance(w.message, AdvisedWarning)]

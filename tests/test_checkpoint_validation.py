@@ -168,10 +168,10 @@ def test_checkpoints_and_model_files_are_owner_only_whatever_the_umask(tmp_path,
     old = os.umask(0o022)
     try:
         directory, _ = saved(tmp_path)
-        model = MatrixFactorizer(rank=2, search=False, max_epochs=2, random_state=0)
+        model = MatrixFactorizer(rank=2, search=False, max_cycles=2, random_state=0)
         model.fit(tiny_ratings).save(tmp_path / "model.npz")
         outputs = ["--out", str(tmp_path / "cli.npz"), "--trace", str(tmp_path / "trace.csv")]
-        flags = ["--workers", "0", "--rank", "2", "--max-epochs", "2", "-q", *outputs]
+        flags = ["--workers", "0", "--rank", "2", "--max-cycles", "2", "-q", *outputs]
         assert main(["factorize", str(tmp_path / "r.csv"), *flags]) == 0
     finally:
         os.umask(old)
@@ -199,7 +199,7 @@ def test_a_model_files_params_are_validated_on_load(tmp_path, tiny_ratings, caps
     from hamsi.estimator import MatrixFactorizer
 
     path = tmp_path / "model.npz"
-    MatrixFactorizer(rank=2, search=False, max_epochs=2, random_state=0).fit(tiny_ratings).save(
+    MatrixFactorizer(rank=2, search=False, max_cycles=2, random_state=0).fit(tiny_ratings).save(
         path
     )
     with np.load(path) as data:

@@ -67,7 +67,7 @@ def test_strata_iterates_are_bitwise_the_in_process_ones(
 ):
     """V in shared memory (the default on one host) or gV rows sent between workers: the same bits."""
     part = partition.make(scheme, ratings, blocks=2, seed=1)
-    ref = in_process(ratings, part, method, schedule=schedule, max_epochs=5)
+    ref = in_process(ratings, part, method, schedule=schedule, max_cycles=5)
     got = fit_distributed(
         ratings,
         rank=RANK,
@@ -75,9 +75,9 @@ def test_strata_iterates_are_bitwise_the_in_process_ones(
         partition=part,
         schedule=schedule,
         random_state=1,
-        max_epochs=5,
+        max_cycles=5,
         client=client,
-        chunk_epochs=2,
+        chunk_cycles=2,
         shared_memory=shared,
     )
     assert (
@@ -123,14 +123,14 @@ def test_owned_v_is_bitwise_the_in_process_one(
             part,
             random_state=1,
             threads=2,
-            max_epochs=epochs,
+            max_cycles=epochs,
             schedule=schedule,
             safeguard=safeguard,
             memory=2,
         )
     else:
         ref = minimize_mbgd(
-            problem, part, random_state=1, threads=2, max_epochs=epochs, schedule=schedule
+            problem, part, random_state=1, threads=2, max_cycles=epochs, schedule=schedule
         )
     got = fit_distributed(
         ratings,
@@ -142,9 +142,9 @@ def test_owned_v_is_bitwise_the_in_process_one(
         schedule=schedule,
         safeguard=safeguard,
         random_state=1,
-        max_epochs=epochs,
+        max_cycles=epochs,
         client=client4,
-        chunk_epochs=3,
+        chunk_cycles=3,
         shared_memory=False,
         owned_v=True,
         memory=2,
@@ -178,7 +178,7 @@ def test_dask_estimator_takes_where_v_lives(ratings, client):
         eta=0.05,
         init_scale=0.1,
         blocks=2,
-        max_epochs=4,
+        max_cycles=4,
         memory=2,
         random_state=1,
     )
@@ -204,7 +204,7 @@ def test_owned_v_sends_the_modeled_bytes_and_fewer_per_worker(ratings, client4):
             rank=RANK,
             partition=part,
             random_state=1,
-            max_epochs=3,
+            max_cycles=3,
             client=client4,
             safeguard=False,
             shared_memory=False,
@@ -234,7 +234,7 @@ def test_owned_v_stopped_mid_cycle_leaves_v_whole(ratings, client):
         rank=RANK,
         partition=part,
         random_state=1,
-        max_epochs=None,
+        max_cycles=None,
         max_time=0.2,
         client=client,
         shared_memory=False,
@@ -255,7 +255,7 @@ def test_regularized_objective_is_bitwise_the_in_process_one(
     """reg > 0 with biases and the safeguard: the penalty's |U|^2 is summed per row shard on both sides."""
     part = partition.make(scheme, ratings, blocks=blocks, seed=1)
     problem = MatrixFactorization(ratings, RANK, reg=1.0, biases=True)
-    ref = minimize_hamsi(problem, part, random_state=1, threads=2, max_epochs=6, safeguard=True)
+    ref = minimize_hamsi(problem, part, random_state=1, threads=2, max_cycles=6, safeguard=True)
     got = fit_distributed(
         ratings,
         rank=RANK,
@@ -263,9 +263,9 @@ def test_regularized_objective_is_bitwise_the_in_process_one(
         biases=True,
         partition=part,
         random_state=1,
-        max_epochs=6,
+        max_cycles=6,
         client=client,
-        chunk_epochs=3,
+        chunk_cycles=3,
         safeguard=True,
         shared_memory=shared,
     )
@@ -278,9 +278,9 @@ def test_regularized_objective_is_bitwise_the_in_process_one(
 def test_overlapping_schemes_match_in_process_to_rounding(ratings, client, scheme):
     # gV partials of blocks spanning several row shards are summed in shard order, not rating order
     part = partition.make(scheme, ratings, blocks=2, subsets=4, seed=1)
-    ref = in_process(ratings, part, max_epochs=4)
+    ref = in_process(ratings, part, max_cycles=4)
     got = fit_distributed(
-        ratings, rank=RANK, partition=part, random_state=1, max_epochs=4, client=client
+        ratings, rank=RANK, partition=part, random_state=1, max_cycles=4, client=client
     )
     assert not got.shared_memory  # blocks that share items: V stays replicated
     np.testing.assert_allclose(
@@ -293,13 +293,13 @@ def test_overlapping_schemes_match_in_process_to_rounding(ratings, client, schem
 def test_more_shards_than_workers(ratings, client, owned):
     # owned: two V homes per worker in every subset, some V_j handed on within a worker
     part = partition.make("strata-b", ratings, blocks=4, seed=1)
-    ref = in_process(ratings, part, max_epochs=3)
+    ref = in_process(ratings, part, max_cycles=3)
     got = fit_distributed(
         ratings,
         rank=RANK,
         partition=part,
         random_state=1,
-        max_epochs=3,
+        max_cycles=3,
         client=client,
         shared_memory=None if owned is None else False,
         owned_v=owned,
@@ -314,29 +314,29 @@ def test_target_and_heldout_follow_the_engine_rules(ratings, client):
     part = partition.make("strata-b", train, blocks=2, seed=1)
     problem = MatrixFactorization(train, RANK)
     ref = minimize_hamsi(
-        problem, part, random_state=1, max_epochs=50, target=3.5, heldout=test, threads=2
+        problem, part, random_state=1, max_cycles=50, target=3.5, validation=test, threads=2
     )
     got = fit_distributed(
         train,
         rank=RANK,
         partition=part,
         random_state=1,
-        max_epochs=50,
+        max_cycles=50,
         target=3.5,
-        heldout=test,
+        validation=test,
         client=client,
-        chunk_epochs=4,
+        chunk_cycles=4,
     )
     assert got.reason == ref.reason == "target"
     assert got.n_cycles == ref.n_cycles
     np.testing.assert_allclose(
-        got.trace.column("test_rmse"), ref.trace.column("test_rmse"), rtol=1e-12
+        got.trace.column("validation_rmse"), ref.trace.column("validation_rmse"), rtol=1e-12
     )
 
 
 def test_time_limit_stops_the_run(ratings, client):
     got = fit_distributed(
-        ratings, rank=RANK, random_state=1, max_epochs=None, max_time=0.3, client=client
+        ratings, rank=RANK, random_state=1, max_cycles=None, max_time=0.3, client=client
     )
     assert got.reason == "time_limit"
     assert got.trace.rows[-1][2] >= 0.3
@@ -355,17 +355,17 @@ def test_checkpoint_resume_is_bit_exact(ratings, client, tmp_path, shared, owned
         shared_memory=shared,
         owned_v=owned,
     )  # memory 2: quasi-Newton steps after the resume
-    whole = fit_distributed(ratings, max_epochs=4, **options)
+    whole = fit_distributed(ratings, max_cycles=4, **options)
     first = fit_distributed(
-        ratings, max_epochs=2, checkpoint=str(tmp_path), checkpoint_every=2, **options
+        ratings, max_cycles=2, checkpoint=str(tmp_path), checkpoint_every=2, **options
     )
     assert (tmp_path / "state.npz").exists() and first.n_cycles == 2
-    resumed = fit_distributed(ratings, max_epochs=4, resume=str(tmp_path), **options)
+    resumed = fit_distributed(ratings, max_cycles=4, resume=str(tmp_path), **options)
     np.testing.assert_array_equal(without_time(resumed.trace), without_time(whole.trace))
     assert np.array_equal(resumed.x, whole.x)
     with pytest.raises(InputError, match="different run"):
         fit_distributed(
-            ratings, max_epochs=4, resume=str(tmp_path), **dict(options, random_state=2)
+            ratings, max_cycles=4, resume=str(tmp_path), **dict(options, random_state=2)
         )
 
 
@@ -373,10 +373,10 @@ def test_dask_estimator_equals_in_process_estimator(ratings, client):
     from cluster import DaskMatrixFactorizer
     from hamsi.estimator import MatrixFactorizer
 
-    ref = MatrixFactorizer(rank=RANK, blocks=2, threads=2, max_epochs=3, random_state=1).fit(
+    ref = MatrixFactorizer(rank=RANK, blocks=2, threads=2, max_cycles=3, random_state=1).fit(
         ratings
     )
-    model = DaskMatrixFactorizer(rank=RANK, max_epochs=3, random_state=1, client=client).fit(
+    model = DaskMatrixFactorizer(rank=RANK, max_cycles=3, random_state=1, client=client).fit(
         ratings
     )
     assert model.get_params()["client"] is client and model.partition_.n_subsets == 2
@@ -396,7 +396,7 @@ def test_dask_trace_test_rmse_is_the_score_of_the_served_predictions(ratings, cl
         np.flatnonzero(known)
     )  # pairs predict scores by the factors, as the engine does
     options = dict(
-        rank=RANK, biases=True, reg=0.0, max_epochs=4, random_state=1, search=False, patience=None
+        rank=RANK, biases=True, reg=0.0, max_cycles=4, random_state=1, search=False, patience=None
     )
     model = DaskMatrixFactorizer(client=client, **options).fit(train, validation=validation)
     ref = MatrixFactorizer(blocks=2, threads=2, **options).fit(train, validation=validation)
@@ -404,15 +404,15 @@ def test_dask_trace_test_rmse_is_the_score_of_the_served_predictions(ratings, cl
     assert np.any(
         (unclipped < model.rating_min_) | (unclipped > model.rating_max_)
     )  # clipping matters here
-    assert model.trace_.column("test_rmse")[-1] == pytest.approx(
+    assert model.trace_.column("validation_rmse")[-1] == pytest.approx(
         -model.score(validation), rel=1e-12
     )  # last cycle kept
     assert (
-        model.trace_.column("test_rmse")[-1]
+        model.trace_.column("validation_rmse")[-1]
         < np.sqrt(np.mean((unclipped - validation.values) ** 2)) - 1e-4
     )
     np.testing.assert_allclose(
-        model.trace_.column("test_rmse"), ref.trace_.column("test_rmse"), rtol=1e-12
+        model.trace_.column("validation_rmse"), ref.trace_.column("validation_rmse"), rtol=1e-12
     )
 
 
@@ -425,8 +425,8 @@ def test_killed_worker_is_replaced_by_the_survivors(ratings, kill_in_chunk, owne
         rank=RANK,
         partition=part,
         random_state=1,
-        max_epochs=12,
-        chunk_epochs=3,
+        max_cycles=12,
+        chunk_cycles=3,
         shared_memory=None if owned is None else False,
         owned_v=owned,
     )
@@ -460,7 +460,7 @@ def test_a_worker_killed_mid_chunk_is_rerun_from_the_chunk_start_files(ratings):
     # the rerun must read the start back from disk (cluster.snapshot), not take the stepped state
     part = partition.make("strata-b", ratings, blocks=4, seed=1)
     options = dict(
-        rank=RANK, partition=part, random_state=1, max_epochs=9, chunk_epochs=3, shared_memory=False
+        rank=RANK, partition=part, random_state=1, max_cycles=9, chunk_cycles=3, shared_memory=False
     )
 
     def die_after(
@@ -500,13 +500,13 @@ def test_a_worker_killed_mid_chunk_is_rerun_from_the_chunk_start_files(ratings):
 def test_unreachable_scheduler_fails_fast_naming_the_address(ratings):
     start = time.perf_counter()
     with pytest.raises(ClusterError, match="127.0.0.1:9"):
-        fit_distributed(ratings, rank=RANK, scheduler="tcp://127.0.0.1:9", max_epochs=1)
+        fit_distributed(ratings, rank=RANK, scheduler="tcp://127.0.0.1:9", max_cycles=1)
     assert time.perf_counter() - start < 15
 
 
 def test_too_few_workers_is_a_clear_error(ratings, client):
     with pytest.raises(ClusterError, match="has 2 workers; this run needs at least 3"):
-        fit_distributed(ratings, rank=RANK, client=client, n_workers=3, max_epochs=1)
+        fit_distributed(ratings, rank=RANK, client=client, n_workers=3, max_cycles=1)
 
 
 def test_local_cluster_is_closed_on_exit():
@@ -521,21 +521,21 @@ def test_local_cluster_is_closed_on_exit():
 def test_worker_memory_limit_is_checked_before_placing(ratings):
     with connect(n_workers=1, memory_limit="400MiB", quiet=True) as small:
         with pytest.raises(ClusterError, match="memory limit"):
-            fit_distributed(ratings, rank=2000, client=small, max_epochs=1)
+            fit_distributed(ratings, rank=2000, client=small, max_cycles=1)
 
 
 def test_one_subset_pairs_consecutive_iterates_across_chunks(ratings, client):
     # K = 1 (one block): the engine pairs every two consecutive iterates, so x_start crosses chunks
     part = partition.make("strata-b", ratings, blocks=1, seed=1)
-    ref = in_process(ratings, part, max_epochs=9)
+    ref = in_process(ratings, part, max_cycles=9)
     got = fit_distributed(
         ratings,
         rank=RANK,
         partition=part,
         random_state=1,
-        max_epochs=9,
+        max_cycles=9,
         client=client,
-        chunk_epochs=2,
+        chunk_cycles=2,
     )
     assert len(got.workers) == 1 and got.pairs_accepted == ref.pairs_accepted
     assert np.array_equal(got.x, ref.x)

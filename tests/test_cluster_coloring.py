@@ -21,7 +21,7 @@ def colored(client, frame):
     from cluster.dataset import load_worker_ratings
 
     data = load_worker_ratings(
-        client, dask_frame(frame, 7), scheme="color-b", n_blocks=2, seed=3, n_subsets=8
+        client, dask_frame(frame, 7), partitioner="color-b", n_blocks=2, seed=3, n_subsets=8
     )
     ratings, cover = collect_cover(client, data.shards, data.cover)
     return data, ratings, cover
@@ -47,7 +47,9 @@ def test_color_first_fit_on_the_workers_is_a_valid_cover_as_good_as_in_process(c
     from cluster.coloring import collect_cover
     from cluster.dataset import load_worker_ratings
 
-    data = load_worker_ratings(client, dask_frame(frame, 7), scheme="color", n_blocks=2, seed=1)
+    data = load_worker_ratings(
+        client, dask_frame(frame, 7), partitioner="color", n_blocks=2, seed=1
+    )
     ratings, cover = collect_cover(client, data.shards, data.cover)
     cover.validate()
     assert cover.n_subsets == 20 and cover.scheme == "color"
@@ -67,7 +69,7 @@ def test_the_worker_coloring_is_seeded_and_splits_colors_when_k_exceeds_them(
     from cluster.dataset import load_worker_ratings
 
     data = load_worker_ratings(
-        client, dask_frame(frame, 7), scheme="color-b", n_blocks=2, seed=3, n_subsets=8
+        client, dask_frame(frame, 7), partitioner="color-b", n_blocks=2, seed=3, n_subsets=8
     )
     again = collect_cover(client, data.shards, data.cover)[1]
     first = colored[2]
@@ -75,7 +77,7 @@ def test_the_worker_coloring_is_seeded_and_splits_colors_when_k_exceeds_them(
         np.array_equal(a, b) for s, t in zip(first.subsets, again.subsets) for a, b in zip(s, t)
     )
     many = load_worker_ratings(
-        client, dask_frame(frame, 3), scheme="color-b", n_blocks=2, seed=3, n_subsets=200
+        client, dask_frame(frame, 3), partitioner="color-b", n_blocks=2, seed=3, n_subsets=200
     )
     assert many.cover.n_colors < 200 == many.cover.n_subsets
     ratings, cover = collect_cover(client, many.shards, many.cover)
@@ -94,11 +96,11 @@ def test_a_duplicate_pair_is_one_clear_error_when_coloring(client, frame, tmp_pa
     with pytest.raises(
         InputError, match=r"duplicate \(user, item\) pair .*ratings-2\.parquet row 0"
     ):
-        load_worker_ratings(client, str(tmp_path), scheme="color-b", n_blocks=2)
+        load_worker_ratings(client, str(tmp_path), partitioner="color-b", n_blocks=2)
     with pytest.raises(InputError, match="need partitioner .*hogwild; got 'stripes'"):
-        load_worker_ratings(client, str(tmp_path), scheme="stripes", n_blocks=2)
+        load_worker_ratings(client, str(tmp_path), partitioner="stripes", n_blocks=2)
     with pytest.raises(InputError, match=r"subsets=20 is larger than the number of ratings \(10\)"):
-        load_worker_ratings(client, dask_frame(frame.iloc[:10], 2), scheme="color", n_blocks=2)
+        load_worker_ratings(client, dask_frame(frame.iloc[:10], 2), partitioner="color", n_blocks=2)
 
 
 def test_hogwild_on_the_workers_is_the_in_process_cover_and_run(client, frame):
@@ -110,14 +112,14 @@ def test_hogwild_on_the_workers_is_the_in_process_cover_and_run(client, frame):
     from hamsi.problems import MatrixFactorization
 
     data = load_worker_ratings(
-        client, dask_frame(frame, 7), scheme="hogwild", n_blocks=2, seed=5, n_subsets=6
+        client, dask_frame(frame, 7), partitioner="hogwild", n_blocks=2, seed=5, n_subsets=6
     )
     ratings, cover = collect_cover(client, data.shards, data.cover)
     ref = partition.make("hogwild", ratings, blocks=2, subsets=6, seed=5)
     assert cover.n_subsets == ref.n_subsets == 6
     for got, want in zip(cover.subsets, ref.subsets):
         assert all(np.array_equal(g, w) for g, w in zip(got, want))
-    options = dict(client=client, random_state=2, max_epochs=3, chunk_epochs=2, quiet=True)
+    options = dict(client=client, random_state=2, max_cycles=3, chunk_cycles=2, quiet=True)
     on_workers = minimize_hamsi(data.problem(3, reg=0.1, biases=True), data.cover, **options)
     from_memory = minimize_hamsi(MatrixFactorization(ratings, 3, 0.1, True), ref, **options)
     assert on_workers.reason == "epoch_limit" and np.array_equal(on_workers.x, from_memory.x)
@@ -170,16 +172,16 @@ def test_color_b_fit_on_the_workers_gives_the_in_memory_iterates_on_its_cover(
         partitioner="color-b",
         rank=3,
         blocks=2,
-        max_epochs=4,
+        max_cycles=4,
         random_state=3,
         search=False,
-        chunk_epochs=2,
+        chunk_cycles=2,
         biases=True,
     ).fit(dask_frame(frame, 7))
     # the client held no ratings: at most a count per user, item or color (colors < users + items)
     assert gathered and max(gathered) <= N_USERS + N_ITEMS
     ((problem, cover, options, kwargs, result),) = runs
-    assert kwargs["heldout"] is None and cover.scheme == "color-b"
+    assert kwargs["validation"] is None and cover.scheme == "color-b"
     assert np.array_equal(model.item_factors_, problem.factors(result.x)[1][:, :3])
     ratings, part = collect_cover(client, problem.ratings.shards, cover)
     part.validate()

@@ -18,11 +18,11 @@ pytestmark = pytest.mark.cluster
 OPTIONS = dict(
     rank=3,
     blocks=2,
-    max_epochs=4,
+    max_cycles=4,
     random_state=3,
     patience=50,
     validation_fraction=0.1,
-    chunk_epochs=2,
+    chunk_cycles=2,
     search=False,
 )
 
@@ -56,11 +56,11 @@ def test_ratings_on_the_workers_run_with_v_owned(client, frame):
 
     options = dict(
         rank=3,
-        scheme="strata-b",
+        partitioner="strata-b",
         client=client,
-        max_epochs=4,
+        max_cycles=4,
         random_state=3,
-        chunk_epochs=3,
+        chunk_cycles=3,
         memory=2,
         safeguard=False,
         shared_memory=False,
@@ -116,7 +116,7 @@ def test_the_client_never_holds_the_ratings(client, frame, tmp_path, gathered):
         ratings,
         rank=3,
         client=client,
-        max_epochs=2,
+        max_cycles=2,
         random_state=0,
         quiet=True,
         biases=True,
@@ -145,7 +145,7 @@ def test_a_glob_of_files_fits_like_the_frame(client, frame, tmp_path, kind):
 
     write_files(tmp_path, [frame.iloc[:1000], frame.iloc[1000:2200], frame.iloc[2200:]], kind)
     options = dict(
-        rank=3, client=client, max_epochs=2, random_state=5, quiet=True, biases=True, reg=0.5
+        rank=3, client=client, max_cycles=2, random_state=5, quiet=True, biases=True, reg=0.5
     )
     on_workers = fit_distributed(str(tmp_path / f"*.{kind}"), **options)
     in_memory = fit_distributed(load_ratings(frame), **options)
@@ -155,7 +155,7 @@ def test_a_glob_of_files_fits_like_the_frame(client, frame, tmp_path, kind):
 def test_bad_input_on_the_workers_is_one_clear_error(client, frame, tmp_path):
     from cluster import fit_distributed
 
-    options = dict(rank=2, client=client, max_epochs=1, quiet=True)
+    options = dict(rank=2, client=client, max_cycles=1, quiet=True)
     with pytest.raises(InputError, match="matches no Parquet or CSV file"):
         fit_distributed(str(tmp_path / "nothing-*.parquet"), **options)
     missing = tmp_path / "missing"
@@ -188,7 +188,7 @@ def test_bad_input_on_the_workers_is_one_clear_error(client, frame, tmp_path):
 def fitted(frame):
     from hamsi import MatrixFactorizer
 
-    return MatrixFactorizer(rank=3, max_epochs=3, random_state=0, threads=1).fit(frame)
+    return MatrixFactorizer(rank=3, max_cycles=3, random_state=0, threads=1).fit(frame)
 
 
 def test_predict_on_workers_equals_predict(client, frame, fitted):
@@ -251,12 +251,12 @@ def test_a_worker_killed_in_the_shuffle_or_the_fit_ends_in_the_undisturbed_resul
         rank=3,
         blocks=4,
         random_state=1,
-        max_epochs=6,
-        chunk_epochs=2,
+        max_cycles=6,
+        chunk_cycles=2,
         quiet=True,
         biases=True,
         reg=0.5,
-        heldout_fraction=0.1,
+        validation_fraction=0.1,
     )
     with connect(n_workers=2, quiet=True) as dask_client:
         ratings = dd.from_map(read_or_die, files, meta=frame.iloc[:0])
@@ -304,7 +304,7 @@ def test_cli_factorizes_a_parquet_glob_and_writes_every_users_top_n(client, fram
                 address,
                 "--rank",
                 "2",
-                "--max-epochs",
+                "--max-cycles",
                 "2",
                 "--quiet",
                 "--out",

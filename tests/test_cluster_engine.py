@@ -39,20 +39,20 @@ def test_sparse_least_squares_on_dask_gives_the_in_process_iterates(client, safe
         SparseLeastSquares(A, b),
         cover,
         random_state=0,
-        max_epochs=60,
+        max_cycles=60,
         threads=1,
         safeguard=safeguard,
-        heldout=heldout,
+        validation=heldout,
     )
     got = dask_minimize_hamsi(
         SparseLeastSquares(A, b),
         cover,
         client=client,
         random_state=0,
-        max_epochs=60,
+        max_cycles=60,
         safeguard=safeguard,
-        heldout=heldout,
-        chunk_epochs=25,
+        validation=heldout,
+        chunk_cycles=25,
     )
     assert (
         got.reason == ref.reason == "epoch_limit" and got.pairs_accepted == ref.pairs_accepted > 50
@@ -67,14 +67,14 @@ def test_sparse_least_squares_on_dask_gives_the_in_process_iterates(client, safe
 def test_safeguard_fallbacks_are_the_same_on_dask(ratings, client, shared, owned):
     """Steps so large that the safeguard caps them and falls back: same decisions, same bits."""
     part = partition.make("strata-b", ratings, blocks=2, seed=1)
-    options = dict(random_state=1, max_epochs=12, eta=1e-12)
+    options = dict(random_state=1, max_cycles=12, eta=1e-12)
     ref = minimize_hamsi(MatrixFactorization(ratings, 5), part, threads=2, **options)
     got = fit_distributed(
         ratings,
         rank=5,
         partition=part,
         client=client,
-        chunk_epochs=5,
+        chunk_cycles=5,
         shared_memory=shared,
         owned_v=owned,
         **options,
@@ -97,23 +97,23 @@ def test_stop_rules_run_the_same_through_both_exchanges(ratings, client, rules):
     placement = {
         k: rules.pop(k) for k in ("shared_memory", "owned_v") if k in rules
     }  # owned: the best V restored
-    options = dict(random_state=1, max_epochs=300, heldout=test, **rules)
+    options = dict(random_state=1, max_cycles=300, validation=test, **rules)
     ref = minimize_hamsi(MatrixFactorization(train, 20), part, threads=2, **options)
     got = fit_distributed(
-        train, rank=20, partition=part, client=client, chunk_epochs=7, **options, **placement
+        train, rank=20, partition=part, client=client, chunk_cycles=7, **options, **placement
     )
     assert got.reason == ref.reason != "epoch_limit"
     assert got.message == ref.message and got.n_cycles == ref.n_cycles
-    for name in ("epoch", "inner", "train_rmse", "objective"):
+    for name in ("cycle", "inner", "train_rmse", "objective"):
         np.testing.assert_array_equal(got.trace.column(name), ref.trace.column(name))
     # the held-out sum is split by row shards on Dask, by fixed chunks in process: equal to rounding
     np.testing.assert_allclose(
-        got.trace.column("test_rmse"), ref.trace.column("test_rmse"), rtol=1e-12
+        got.trace.column("validation_rmse"), ref.trace.column("validation_rmse"), rtol=1e-12
     )
-    assert got.best_epoch == ref.best_epoch and got.overfitting == ref.overfitting
+    assert got.best_cycle == ref.best_cycle and got.overfitting == ref.overfitting
     np.testing.assert_array_equal(got.x, ref.x)
     if "patience" in rules:  # early stopping returned the best-validation iterate on both
-        assert ref.best_epoch < ref.n_cycles
+        assert ref.best_cycle < ref.n_cycles
         assert MatrixFactorization(train, 20).heldout_error(got.x, test) == pytest.approx(
-            ref.trace.column("test_rmse")[ref.best_epoch], rel=1e-12
+            ref.trace.column("validation_rmse")[ref.best_cycle], rel=1e-12
         )

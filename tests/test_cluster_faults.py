@@ -35,8 +35,8 @@ def test_a_stopped_worker_is_declared_lost_within_the_peer_timeout(ratings, owne
         rank=RANK,
         partition=part,
         random_state=1,
-        max_epochs=6,
-        chunk_epochs=2,
+        max_cycles=6,
+        chunk_cycles=2,
         shared_memory=False,
         owned_v=owned,
     )
@@ -76,8 +76,8 @@ def test_two_workers_killed_together_recover_from_buddies_or_name_the_lost_shard
         rank=RANK,
         partition=part,
         random_state=1,
-        max_epochs=6,
-        chunk_epochs=2,
+        max_cycles=6,
+        chunk_cycles=2,
         shared_memory=False,
         owned_v=owned,
     )
@@ -146,7 +146,7 @@ def test_the_memory_check_counts_the_workers_own_memory(ratings):
         rank = int((0.6 * limit - baseline / 2 - (need(20) - 20 * slope)) / slope)
         assert need(rank) < 0.6 * limit < need(rank) + baseline
         with pytest.raises(ClusterError, match="uses already") as caught:
-            fit_distributed(ratings, rank=rank, client=client, max_epochs=1, quiet=True)
+            fit_distributed(ratings, rank=rank, client=client, max_cycles=1, quiet=True)
         held = client.run(lambda dask_worker: len(dask_worker.data))
     assert "\n" not in str(caught.value) and held == {
         address: 0
@@ -169,7 +169,7 @@ def test_a_killed_scheduler_is_one_line_naming_it(dask_cluster, tmp_path):
             dask_cluster,
             "--rank",
             "4",
-            "--max-epochs",
+            "--max-cycles",
             "1000000",
         ],
         stdout=subprocess.PIPE,
@@ -184,7 +184,7 @@ def test_a_killed_scheduler_is_one_line_naming_it(dask_cluster, tmp_path):
             if any(c.laddr.port == port and c.status == psutil.CONN_LISTEN for c in _listening(p))
         )
         seen = []
-        while not any(line.startswith("epoch    2") for line in seen):  # the run is under way
+        while not any(line.startswith("cycle    2") for line in seen):  # the run is under way
             line = proc.stderr.readline()
             assert line, "".join(seen)
             seen.append(line)
@@ -194,7 +194,7 @@ def test_a_killed_scheduler_is_one_line_naming_it(dask_cluster, tmp_path):
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("epoch")]
+    lines = [line for line in stderr.splitlines() if line.strip() and not line.startswith("cycle")]
     assert proc.returncode == 2 and len(lines) == 1, stderr
     assert "lost the connection to the Dask scheduler" in lines[0] and "--resume" in lines[0]
 
@@ -292,8 +292,8 @@ def test_an_interrupted_or_failed_fit_leaves_no_snapshots_and_gone_runs_lose_the
                 rank=RANK,
                 partition=part,
                 random_state=1,
-                max_epochs=6,
-                chunk_epochs=2,
+                max_cycles=6,
+                chunk_cycles=2,
                 client=client,
                 shared_memory=False,
                 callback=stop,
@@ -349,9 +349,9 @@ def test_a_stopped_worker_does_not_count_against_max_time(ratings):
             rank=RANK,
             partition=part,
             random_state=1,
-            max_epochs=10**6,
+            max_cycles=10**6,
             max_time=max_time,
-            chunk_epochs=10**6,
+            chunk_cycles=10**6,
             client=client,
             shared_memory=False,
             on_chunk=stop_in_the_rounds,
@@ -407,7 +407,7 @@ def test_ctrl_c_during_a_fit_prints_one_line(tmp_path):
     data = tmp_path / "ratings.csv"
     write_ratings(make_ratings(users=943, items=1682, ratings=20_000, seed=1), data)
     command = [sys.executable, "-m", "hamsi", "factorize", str(data), "--workers", "2"]
-    command += ["--rank", "10", "--reg", "0.05", "--max-epochs", "100000"]
+    command += ["--rank", "10", "--reg", "0.05", "--max-cycles", "100000"]
     fit = subprocess.Popen(
         command,
         stdout=subprocess.DEVNULL,
@@ -418,7 +418,7 @@ def test_ctrl_c_during_a_fit_prints_one_line(tmp_path):
     )
     try:
         lines = []
-        while not any(line.startswith("epoch") for line in lines[-1:]):
+        while not any(line.startswith("cycle") for line in lines[-1:]):
             lines.append(fit.stderr.readline())
             assert lines[-1], "the fit ended before its first cycle"
         time.sleep(1.5)
@@ -436,6 +436,6 @@ def test_ctrl_c_during_a_fit_prints_one_line(tmp_path):
     said = [
         line.strip()
         for line in lines
-        if line.strip() and not line.startswith(("epoch", "hamsi: local Dask cluster"))
+        if line.strip() and not line.startswith(("cycle", "hamsi: local Dask cluster"))
     ]
     assert said == ["hamsi: interrupted"]

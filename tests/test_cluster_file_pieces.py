@@ -82,7 +82,7 @@ def test_a_large_csv_file_on_the_workers_gives_the_in_memory_iterates(
 
     path = tmp_path / "ratings.csv"
     frame.to_csv(path, index=False)
-    options = dict(rank=3, blocks=2, max_epochs=3, random_state=3, chunk_epochs=2, search=False)
+    options = dict(rank=3, blocks=2, max_cycles=3, random_state=3, chunk_cycles=2, search=False)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         on_workers = DaskMatrixFactorizer(client=client, **options).fit(str(path))

@@ -14,11 +14,11 @@ pytestmark = pytest.mark.cluster
 OPTIONS = dict(
     rank=3,
     blocks=2,
-    max_epochs=4,
+    max_cycles=4,
     random_state=3,
     patience=50,
     validation_fraction=0.1,
-    chunk_epochs=2,
+    chunk_cycles=2,
     search=False,
 )
 
@@ -130,7 +130,7 @@ def test_cli_test_fraction_on_the_workers_prints_the_test_rmse(client, frame, tm
     data.mkdir()
     for i in range(3):
         frame.iloc[i::3].to_parquet(data / f"part{i}.parquet")
-    flags = ["--scheduler", client.scheduler.address, "--rank", "2", "--max-epochs", "2"]
+    flags = ["--scheduler", client.scheduler.address, "--rank", "2", "--max-cycles", "2"]
     code = main(["factorize", str(data / "*.parquet"), *flags, "--test-fraction", "0.2", "--quiet"])
     assert code == 0
     line = capsys.readouterr().out.strip().splitlines()[-1]
@@ -178,7 +178,7 @@ def test_cli_recommend_all_of_a_worker_data_model_leaves_out_the_seen_items(
         frame.iloc[i::3].to_parquet(data / f"part{i}.parquet")
     address = client.scheduler.address
     model_file, top_dir = tmp_path / "model.npz", tmp_path / "top.parquet"
-    flags = ["--scheduler", address, "--rank", "2", "--max-epochs", "2", "--quiet"]
+    flags = ["--scheduler", address, "--rank", "2", "--max-cycles", "2", "--quiet"]
     assert main(["factorize", str(data / "*.parquet"), *flags, "--out", str(model_file)]) == 0
     glob = str(data / "*.parquet")
     recommend = ["recommend", str(model_file), "--all", "-n", "3", "--out", str(top_dir)]
@@ -200,7 +200,7 @@ def test_the_lists_on_the_workers_hold_each_users_training_items(client, frame, 
     from cluster import DaskMatrixFactorizer
 
     model = DaskMatrixFactorizer(
-        client=client, partitioner=partitioner, rank=2, blocks=2, max_epochs=1, search=False
+        client=client, partitioner=partitioner, rank=2, blocks=2, max_cycles=1, search=False
     ).fit(dask_frame(frame))
     users = frame["user"].to_numpy()
     for row in (0, 1, 40, model.user_ids_.size - 1):
@@ -214,7 +214,7 @@ def test_a_model_whose_client_closed_says_what_to_do(client, frame):
 
     # given a scheduler address, the fit opens its own client and closes it at the end
     model = DaskMatrixFactorizer(
-        scheduler=client.scheduler.address, rank=2, blocks=2, max_epochs=1, search=False
+        scheduler=client.scheduler.address, rank=2, blocks=2, max_cycles=1, search=False
     ).fit(dask_frame(frame))
     with pytest.raises(InputError, match="its Dask client is closed.*--include-seen"):
         model.recommend(model.user_ids_[0])

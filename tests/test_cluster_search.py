@@ -6,7 +6,7 @@ from helpers import N_ITEMS, N_USERS, dask_frame
 
 pytestmark = pytest.mark.cluster
 
-OPTIONS = dict(blocks=2, max_epochs=12, random_state=3, chunk_epochs=4)
+OPTIONS = dict(blocks=2, max_cycles=12, random_state=3, chunk_cycles=4)
 
 
 def test_the_workers_search_chooses_and_refits_what_the_in_memory_search_does(client, frame):

@@ -70,7 +70,7 @@ def test_first_fits_from_an_empty_cache_in_four_processes_on_a_busy_machine_neve
     data = tmp_path / "ratings.csv"
     write_ratings(make_ratings(users=30, items=40, ratings=400, rank=3, seed=2), data)
     fit = [sys.executable, "-m", "hamsi", "factorize", str(data), "--workers", "0"]
-    fit += ["--rank", "2", "--blocks", "2", "--threads", "1", "--max-epochs", "3", "-q"]
+    fit += ["--rank", "2", "--blocks", "2", "--threads", "1", "--max-cycles", "3", "-q"]
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(BURNERS)]
     failures = []
     try:

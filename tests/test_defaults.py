@@ -145,15 +145,15 @@ def test_defaults_fit_better_than_the_bias_free_mean_and_do_not_diverge():
             problem,
             cover,
             random_state=0,
-            max_epochs=60,
-            heldout=test,
+            max_cycles=60,
+            validation=test,
             threads=1,
             **optimizer_options(params),
         )
         frame = result.trace.to_frame()
-        assert result.reason == "epoch_limit" and np.isfinite(frame.test_rmse).all()
+        assert result.reason == "epoch_limit" and np.isfinite(frame.validation_rmse).all()
         mean_rmse = np.sqrt(np.mean((test.values - train.values.mean()) ** 2))
-        assert frame.test_rmse.iloc[-1] < 0.95 * mean_rmse
+        assert frame.validation_rmse.iloc[-1] < 0.95 * mean_rmse
 
 
 @pytest.mark.parametrize(

@@ -17,9 +17,9 @@ def read_trace(path):
 
 def test_demo_in_process_writes_outputs_and_learns(tmp_path, capsys):
     out = tmp_path / "demo"
-    assert main(["demo", "--workers", "0", "--max-epochs", "20", "--out-dir", str(out)]) == 0
+    assert main(["demo", "--workers", "0", "--max-cycles", "20", "--out-dir", str(out)]) == 0
     rows = read_trace(out / "trace.csv")
-    assert [int(r["epoch"]) for r in rows] == list(range(21))
+    assert [int(r["cycle"]) for r in rows] == list(range(21))
     train = [float(r["train_rmse"]) for r in rows]
     test = [float(r["test_rmse"]) for r in rows]
     # The default start is the biases' penalized least-squares fit (below the ratings' sd, 1.13) with
@@ -41,7 +41,7 @@ def test_demo_in_process_writes_outputs_and_learns(tmp_path, capsys):
 @pytest.mark.cluster
 def test_demo_on_local_dask_cluster_matches_in_process(tmp_path, capsys):
     """STRATA-B blocks on Dask workers give the same iterates as the in-process engine."""
-    args = ["demo", "--max-epochs", "4", "--max-time", "600"]
+    args = ["demo", "--max-cycles", "4", "--max-time", "600"]
     assert main(args + ["--workers", "0", "--out-dir", str(tmp_path / "local")]) == 0
     assert main(args + ["--workers", "2", "--out-dir", str(tmp_path / "dask")]) == 0
     assert "local Dask cluster, 2 workers" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """The privacy accountant: basic composition, zCDP with its conversion, neighbour relations, sharing."""
 
 import copy
+import importlib
 import math
 import pickle
 
@@ -39,7 +40,7 @@ def test_pure_charges_compose_by_summing_and_refuse_before_overspend():
 
 
 def test_approximate_charges_add_delta_and_refuse_too_much_delta():
-    b = dp.PrivacyBudget(2.0, 1e-5)
+    b = dp.PrivacyAccountant(2.0, 1e-5)
     b.spend(0.5, 4e-6)
     b.spend(0.5, 4e-6)
     assert b.spent == pytest.approx((1.0, 8e-6))
@@ -229,3 +230,14 @@ def test_a_forked_child_cannot_spend_from_its_copy_of_the_ledger():
     assert seen == (0.25, 0.0)
     b.spend(0.5)  # the owner still spends
     assert b.spent == (0.75, 0.0) and len(b.ledger) == 2
+
+
+@pytest.mark.parametrize("module", ["dp", "dp.accounting", "dp.budget"])
+def test_privacy_budget_is_a_deprecated_name_of_the_accountant(module):
+    namespace = importlib.import_module(module)
+    with pytest.warns(FutureWarning, match="PrivacyAccountant"):
+        alias = namespace.PrivacyBudget
+    assert alias is dp.PrivacyAccountant
+    budget = alias(1.0)
+    budget.spend(0.4)
+    assert budget.spent == pytest.approx((0.4, 0.0))

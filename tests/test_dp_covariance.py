@@ -119,7 +119,7 @@ def test_non_private_covariance_is_exact():
 
 def test_budget_composes_and_refuses_overspend_before_release(monkeypatch):
     X = np.random.default_rng(3).random((50, 3)) / 3
-    budget = dp.PrivacyBudget(1.0, 1e-3)
+    budget = dp.PrivacyAccountant(1.0, 1e-3)
     dp.private_covariance(X, 0.4, clip=1.0, budget=budget, random_state=0)
     dp.private_covariance(
         X, 0.3, 5e-4, mechanism="gaussian", clip=1.0, budget=budget, random_state=1
@@ -136,7 +136,7 @@ def test_budget_composes_and_refuses_overspend_before_release(monkeypatch):
 
 
 def test_spent_budget_is_refused_not_warned():
-    budget = dp.PrivacyBudget(0.5)
+    budget = dp.PrivacyAccountant(0.5)
     budget.spend(0.2)
     budget.spend(0.3)
     assert budget.remaining == (0.0, 0.0)
@@ -148,12 +148,12 @@ def test_spent_budget_is_refused_not_warned():
 
 
 def test_budget_rejects_delta_overspend_and_bad_totals():
-    budget = dp.PrivacyBudget(5.0, 1e-5)
+    budget = dp.PrivacyAccountant(5.0, 1e-5)
     with pytest.raises(dp.BudgetExceededError, match="delta"):
         budget.spend(1.0, 1e-4)
     for bad in [(0.0, 0.0), (-1.0, 0.0), (1.0, 1.0)]:
         with pytest.raises(ValueError):
-            dp.PrivacyBudget(*bad)
+            dp.PrivacyAccountant(*bad)
 
 
 @pytest.mark.parametrize(
@@ -191,7 +191,7 @@ def test_a_private_release_refuses_bad_data_without_quoting_it(X):
 
 def test_bad_parameters_raise_before_anything_is_spent():
     X = np.random.default_rng(4).random((20, 3)) / 3
-    budget = dp.PrivacyBudget(10.0, 0.5)
+    budget = dp.PrivacyAccountant(10.0, 0.5)
     for kwargs in [
         dict(epsilon=0.0),
         dict(epsilon=1.0, delta=-0.1),
@@ -269,7 +269,7 @@ def test_add_remove_noise_does_not_depend_on_the_private_row_count(mechanism, de
 
 def test_add_remove_charges_count_and_sum_before_any_noise(monkeypatch):
     X = np.random.default_rng(3).random((50, 3)) / 3
-    budget = dp.PrivacyBudget(1.0, neighbouring="add-remove")
+    budget = dp.PrivacyAccountant(1.0, neighbouring="add-remove")
     dp.private_covariance(X, 0.6, clip=1.0, budget=budget, random_state=0, count_fraction=0.25)
     assert [c.label for c in budget.ledger] == [
         "covariance row count (laplace)",

@@ -164,7 +164,7 @@ def test_private_estimators_report_spend_and_are_reproducible(ar2_data, cls, mec
 
 
 def test_estimators_share_a_budget_and_refuse_overspend(ar2_data):
-    budget = dp.PrivacyBudget(1.0)
+    budget = dp.PrivacyAccountant(1.0)
     dp.PrivateRidgePrecision(alpha=0.01, epsilon=0.6, budget=budget, random_state=0).fit(ar2_data)
     est = dp.PrivateGraphicalLasso(alpha=0.01, epsilon=0.6, budget=budget, random_state=0)
     with pytest.raises(dp.BudgetExceededError):
@@ -242,7 +242,7 @@ def _released_only(estimator, X, y=None):
 def test_cross_validation_charges_the_shared_budget_once_per_fit(ar2_data):
     from sklearn.model_selection import cross_val_score
 
-    b = dp.PrivacyBudget(5.0)
+    b = dp.PrivacyAccountant(5.0)
     est = dp.PrivateRidgePrecision(alpha=0.05, epsilon=1, clip=1.0, budget=b, random_state=0)
     scores = cross_val_score(est, ar2_data, cv=5, scoring=_released_only)
     assert np.all(np.isfinite(scores))
@@ -251,7 +251,7 @@ def test_cross_validation_charges_the_shared_budget_once_per_fit(ar2_data):
     with pytest.raises(dp.BudgetExceededError):
         cross_val_score(est, ar2_data, cv=5, scoring=_released_only, error_score="raise")
     # with sklearn's default error_score the refused fits fail (nan), they are never free
-    b3 = dp.PrivacyBudget(3.0)
+    b3 = dp.PrivacyAccountant(3.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         scores = cross_val_score(
@@ -332,7 +332,7 @@ def test_constant_column_is_named_in_a_warning_only_when_not_private(ar2_data):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         dp.PrivateRidgePrecision(
-            alpha=0.05, epsilon=1.0, clip=1.0, budget=dp.PrivacyBudget(1.0)
+            alpha=0.05, epsilon=1.0, clip=1.0, budget=dp.PrivacyAccountant(1.0)
         ).fit(X)
 
 
@@ -408,16 +408,16 @@ def test_public_n_is_refused_where_it_means_nothing(ar2_data):
 def test_a_private_estimator_is_private_by_default_and_says_so(ar2_data, cls):
     # item 7: the default used to be epsilon=None: no noise, no clipping, no warning
     with pytest.warns(dp.PrivacyLeakWarning, match="epsilon not given") as record:
-        est = cls(alpha=0.05, budget=dp.PrivacyBudget(1.0)).fit(ar2_data)
+        est = cls(alpha=0.05, budget=dp.PrivacyAccountant(1.0)).fit(ar2_data)
     assert est.privacy_spent_ == (1.0, 0.0) and est.noise_scale_ > 0
     assert any("clip not given" in str(w.message) for w in record)  # item 8
     assert est.get_params()["epsilon"] == 1.0 and repr(est.get_params()["epsilon"]) == "1.0"
     # the implicit default survives clone (it still warns); an explicit 1.0 does not warn
     with pytest.warns(dp.PrivacyLeakWarning, match="epsilon not given"):
-        clone(est).set_params(budget=dp.PrivacyBudget(1.0)).fit(ar2_data)
+        clone(est).set_params(budget=dp.PrivacyAccountant(1.0)).fit(ar2_data)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        cls(alpha=0.05, epsilon=1.0, clip=1.0, budget=dp.PrivacyBudget(1.0)).fit(ar2_data)
+        cls(alpha=0.05, epsilon=1.0, clip=1.0, budget=dp.PrivacyAccountant(1.0)).fit(ar2_data)
         cls(alpha=0.05, epsilon=None).fit(ar2_data)  # explicitly non-private: no privacy warning
 
 
@@ -426,7 +426,7 @@ def test_the_clip_warning_does_not_depend_on_the_data(ar2_data):
     for X in (ar2_data * 0.01, ar2_data * 100):  # all rows inside the bound, all far outside
         with pytest.warns(dp.PrivacyLeakWarning) as record:
             dp.PrivateRidgePrecision(
-                alpha=0.05, epsilon=1.0, budget=dp.PrivacyBudget(1.0), random_state=0
+                alpha=0.05, epsilon=1.0, budget=dp.PrivacyAccountant(1.0), random_state=0
             ).fit(X)
         messages.append(sorted(str(w.message) for w in record))
     assert messages[0] == messages[1] and any("clip not given" in m for m in messages[0])
@@ -443,7 +443,7 @@ def test_the_clip_warning_does_not_depend_on_the_data(ar2_data):
     ],
 )
 def test_a_budget_with_a_non_private_run_is_refused(ar2_data, kwargs, match):
-    budget = dp.PrivacyBudget(1.0)
+    budget = dp.PrivacyAccountant(1.0)
     kwargs = {k: (budget if v == "budget" else v) for k, v in kwargs.items()}
     est = dp.PrivateRidgePrecision(alpha=0.05, clip=1.0, **kwargs)
     with pytest.raises(dp.PrivacyParameterError, match=match):
@@ -467,7 +467,7 @@ def test_refits_without_a_shared_budget_warn(ar2_data, monkeypatch):
     with pytest.warns(dp.PrivacyLeakWarning, match="private fit number 3 in this process"):
         clone(est).fit(ar2_data)
     # a shared budget records every fit: no warning
-    shared = dp.PrivacyBudget(2.0)
+    shared = dp.PrivacyAccountant(2.0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         clone(est).set_params(budget=shared).fit(ar2_data)
@@ -495,7 +495,7 @@ def test_grid_search_on_private_rows_is_stopped(ar2_data, monkeypatch):
 
 def test_score_refuses_private_rows_unless_told_they_are_public(ar2_data):
     est = dp.PrivateRidgePrecision(
-        alpha=0.05, epsilon=1.0, clip=1.0, budget=dp.PrivacyBudget(1.0), random_state=0
+        alpha=0.05, epsilon=1.0, clip=1.0, budget=dp.PrivacyAccountant(1.0), random_state=0
     ).fit(ar2_data[:200])
     with pytest.raises(dp.PrivacyParameterError, match="public=True"):
         est.score(ar2_data[200:])
@@ -518,7 +518,7 @@ def test_clones_fitted_on_two_folds_never_share_noise(ar2_data, state):
             alpha=0.1,
             epsilon=1.0,
             clip=clip,
-            budget=dp.PrivacyBudget(2.0),
+            budget=dp.PrivacyAccountant(2.0),
             random_state=random_state,
         )
         return clone(base).fit(A).sample_covariance_ - clone(base).fit(B).sample_covariance_

@@ -140,7 +140,7 @@ def test_online_buckets_spend_the_whole_epsilon_on_each_release():
 
 def test_zcdp_variant_sigma_matches_rho_split():
     X, y = logistic_data(400, 3)
-    budget = dp.PrivacyBudget(1.0, 1e-5)
+    budget = dp.PrivacyAccountant(1.0, 1e-5)
     res = run(
         X, y, "dp-gdws-gauss", epsilon=1.0, delta=1e-5, n_iter=50, accountant=budget, random_state=0
     )
@@ -214,7 +214,7 @@ def test_dp_nag_without_noise_is_nesterov():
 )
 def test_pure_methods_charge_exactly_epsilon(method, batch):
     X, y = logistic_data(300, 3)
-    budget = dp.PrivacyBudget(2.0)
+    budget = dp.PrivacyAccountant(2.0)
     run(X, y, method, epsilon=0.7, n_iter=40, batch_size=batch, accountant=budget, random_state=0)
     assert budget.spent == (0.7, 0.0)
     assert len(budget.ledger) == 1 and method in budget.ledger[0].label
@@ -225,7 +225,7 @@ def test_pure_methods_charge_exactly_epsilon(method, batch):
 )
 def test_gaussian_methods_charge_exactly_epsilon_delta(method, batch):
     X, y = logistic_data(300, 3)
-    budget = dp.PrivacyBudget(1.0, 1e-5)
+    budget = dp.PrivacyAccountant(1.0, 1e-5)
     run(
         X,
         y,
@@ -255,7 +255,7 @@ def test_gaussian_methods_charge_exactly_epsilon_delta(method, batch):
 
 def test_an_exhausted_budget_is_refused_before_any_release():
     X, y = logistic_data(100, 2)
-    budget = dp.PrivacyBudget(0.5)
+    budget = dp.PrivacyAccountant(0.5)
     run(X, y, "dp-gdws", epsilon=0.5, n_iter=10, accountant=budget, random_state=0)
     with pytest.raises(dp.BudgetExceededError):
         run(X, y, "dp-gdws", epsilon=0.5, n_iter=10, accountant=budget, random_state=0)

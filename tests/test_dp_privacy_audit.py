@@ -221,7 +221,7 @@ def test_answers_with_a_replace_one_budget_keep_their_epsilon(method, noise, del
     statistic = _laplace_llr if noise == "laplace" else _gaussian_llr
     outputs = []
     for seed, hist in enumerate((x, x_prime)):
-        budget = dp.PrivacyBudget(
+        budget = dp.PrivacyAccountant(
             EPSILON * n_samples, min(delta * n_samples, 0.5)
         )  # replace-one (default)
         outputs.append(_answers(W, hist, strategy, delta, n_samples, 40 + seed, budget=budget))

@@ -50,7 +50,7 @@ def test_gradient_norm_goes_to_zero(ratings, blocks, epochs, factor):
     With K = 1 (full gradient) the decrease is fast; with K = 2 the cycle-end iterate keeps an
     incremental oscillation of the order of the step 1/beta_t, which decays slowly (gamma 0.51).
     """
-    problem, result = run(ratings, blocks=blocks, reg=0.5, biases=True, eta=0.2, max_epochs=epochs)
+    problem, result = run(ratings, blocks=blocks, reg=0.5, biases=True, eta=0.2, max_cycles=epochs)
     start = problem.initial_point(engine_rngs(0)[0])
     initial, final = (
         np.linalg.norm(problem.gradient(start)),
@@ -63,24 +63,24 @@ def test_gradient_norm_goes_to_zero(ratings, blocks, epochs, factor):
 
 
 def test_hamsi_beats_mbgd_on_the_same_partition(ratings):
-    _, hamsi = run(ratings, rank=5, max_epochs=40)
-    _, mbgd = run(ratings, rank=5, max_epochs=40, algorithm=minimize_mbgd)
+    _, hamsi = run(ratings, rank=5, max_cycles=40)
+    _, mbgd = run(ratings, rank=5, max_cycles=40, algorithm=minimize_mbgd)
     assert hamsi.trace.column("train_rmse")[-1] < 0.8 * mbgd.trace.column("train_rmse")[-1]
     # and in the same optimization time: mb-GD gets 3x HAMSI's time and still trails
     _, mbgd_longer = run(
-        ratings, rank=5, max_epochs=10_000, max_time=3 * hamsi.time, algorithm=minimize_mbgd
+        ratings, rank=5, max_cycles=10_000, max_time=3 * hamsi.time, algorithm=minimize_mbgd
     )
     assert hamsi.trace.column("train_rmse")[-1] < mbgd_longer.trace.column("train_rmse")[-1]
 
 
 @pytest.mark.parametrize("schedule", ["det", "stoc"])
 def test_same_seed_same_trace(ratings, schedule):
-    _, first = run(ratings, schedule=schedule, max_epochs=15, random_state=5)
-    _, second = run(ratings, schedule=schedule, max_epochs=15, random_state=5)
+    _, first = run(ratings, schedule=schedule, max_cycles=15, random_state=5)
+    _, second = run(ratings, schedule=schedule, max_cycles=15, random_state=5)
     np.testing.assert_array_equal(first.x, second.x)
-    for name in ("epoch", "inner", "train_rmse", "objective"):
+    for name in ("cycle", "inner", "train_rmse", "objective"):
         np.testing.assert_array_equal(first.trace.column(name), second.trace.column(name))
-    _, other = run(ratings, schedule=schedule, max_epochs=15, random_state=6)
+    _, other = run(ratings, schedule=schedule, max_cycles=15, random_state=6)
     assert not np.array_equal(first.x, other.x)
 
 
@@ -88,8 +88,8 @@ def test_same_seed_same_trace(ratings, schedule):
 def test_thread_count_does_not_change_the_iterates(ratings, monkeypatch, vector_min):
     # vector_min 0: two threads run the parallel vector kernels, one thread their one-thread twins
     monkeypatch.setattr(kernels, "PARALLEL_VECTOR_MIN", vector_min)
-    _, one = run(ratings, blocks=2, max_epochs=12, threads=1)
-    _, two = run(ratings, blocks=2, max_epochs=12, threads=2)
+    _, one = run(ratings, blocks=2, max_cycles=12, threads=1)
+    _, two = run(ratings, blocks=2, max_cycles=12, threads=2)
     np.testing.assert_array_equal(one.x, two.x)
 
 
@@ -240,7 +240,7 @@ def test_safeguard_off_reproduces_the_first_release_bit_for_bit(ratings, blocks,
     engine = minimize_hamsi(
         problem,
         cover,
-        max_epochs=10,
+        max_cycles=10,
         random_state=0,
         threads=2,
         schedule=schedule,
@@ -255,7 +255,7 @@ def test_safeguard_off_reproduces_the_first_release_bit_for_bit(ratings, blocks,
 
 
 def test_huge_steps_diverge_with_a_clear_message_without_the_safeguard(ratings):
-    _, result = run(ratings, eta=1e-12, max_epochs=200, safeguard=False)
+    _, result = run(ratings, eta=1e-12, max_cycles=200, safeguard=False)
     assert result.reason == "diverged" and result.status == 2 and not result.success
     # the step is 1/(eta t)^gamma: a larger eta gives smaller steps, and the message says so
     assert (
@@ -268,7 +268,7 @@ def test_huge_steps_diverge_with_a_clear_message_without_the_safeguard(ratings):
 
 
 def test_safeguard_keeps_huge_steps_finite_and_falls_back(ratings):
-    problem, result = run(ratings, eta=1e-12, max_epochs=60)
+    problem, result = run(ratings, eta=1e-12, max_cycles=60)
     assert result.reason == "epoch_limit" and result.success and np.isfinite(result.x).all()
     objective = result.trace.column("objective")
     assert np.isfinite(objective).all() and objective[-1] < objective[0]
@@ -349,7 +349,7 @@ def test_safeguard_skips_nearly_orthogonal_pairs():
 
 
 def test_time_limit_stops_the_run(ratings):
-    _, result = run(ratings, reg=0.5, biases=True, eta=0.2, max_epochs=None, max_time=0.2)
+    _, result = run(ratings, reg=0.5, biases=True, eta=0.2, max_cycles=None, max_time=0.2)
     assert result.reason == "time_limit" and "max_time" in result.message
     assert 0.2 <= result.time < 1.0
     times = result.trace.column("time_s")
@@ -358,42 +358,42 @@ def test_time_limit_stops_the_run(ratings):
 
 def test_target_tolerance_and_early_stopping(ratings):
     train, test = ratings.split(0.2, seed=0)
-    _, target = run(train, max_epochs=500, target=1.0)
+    _, target = run(train, max_cycles=500, target=1.0)
     assert target.reason == "target" and target.trace.column("train_rmse")[-1] <= 1.0
-    _, tolerance = run(train, max_epochs=5000, tol=1e-3)
+    _, tolerance = run(train, max_cycles=5000, tol=1e-3)
     assert tolerance.reason == "tolerance"
-    _, early = run(train, rank=10, max_epochs=5000, heldout=test, patience=3)
+    _, early = run(train, rank=10, max_cycles=5000, validation=test, patience=3)
     assert early.reason == "early_stop" and early.n_cycles < 5000
-    assert np.isfinite(early.trace.column("test_rmse")).all()
+    assert np.isfinite(early.trace.column("validation_rmse")).all()
 
 
 def test_early_stopping_returns_the_best_validation_iterate(ratings):
     train, test = ratings.split(0.2, seed=0)
-    problem, early = run(train, rank=10, reg=0.0, max_epochs=500, heldout=test, patience=4)
-    errors = early.trace.column("test_rmse")
+    problem, early = run(train, rank=10, reg=0.0, max_cycles=500, validation=test, patience=4)
+    errors = early.trace.column("validation_rmse")
     assert early.reason == "early_stop"
-    assert early.best_epoch == int(np.argmin(errors)) < early.n_cycles
-    assert problem.heldout_error(early.x, test) == errors[early.best_epoch]
+    assert early.best_cycle == int(np.argmin(errors)) < early.n_cycles
+    assert problem.heldout_error(early.x, test) == errors[early.best_cycle]
     # the same run cut at the best cycle ends at the same iterate
-    _, cut = run(train, rank=10, reg=0.0, max_epochs=early.best_epoch, heldout=test)
+    _, cut = run(train, rank=10, reg=0.0, max_cycles=early.best_cycle, validation=test)
     np.testing.assert_array_equal(early.x, cut.x)
     train_rmse = early.trace.column("train_rmse")
-    rose = errors[-1] > errors[early.best_epoch] and train_rmse[-1] < train_rmse[early.best_epoch]
+    rose = errors[-1] > errors[early.best_cycle] and train_rmse[-1] < train_rmse[early.best_cycle]
     assert early.overfitting == rose and ("overfitting" in early.message) == rose
     assert rose  # rank 10 without regularization on 1,200 ratings overfits
 
 
 def test_no_patience_keeps_the_last_iterate(ratings):
     train, test = ratings.split(0.2, seed=0)
-    problem, result = run(train, rank=10, max_epochs=8, heldout=test)
-    assert problem.heldout_error(result.x, test) == result.trace.column("test_rmse")[-1]
+    problem, result = run(train, rank=10, max_cycles=8, validation=test)
+    assert problem.heldout_error(result.x, test) == result.trace.column("validation_rmse")[-1]
 
 
 def test_trace_rows_and_phase_split(ratings, tmp_path):
-    _, result = run(ratings, blocks=3, max_epochs=6)
+    _, result = run(ratings, blocks=3, max_cycles=6)
     trace = result.trace
-    assert len(trace) == 7  # the start (epoch 0) and one row per cycle
-    np.testing.assert_array_equal(trace.column("epoch"), np.arange(7))
+    assert len(trace) == 7  # the start (cycle 0) and one row per cycle
+    np.testing.assert_array_equal(trace.column("cycle"), np.arange(7))
     np.testing.assert_array_equal(trace.column("inner"), 4 * np.arange(7))  # K + 1 = 4 per cycle
     assert result.time == pytest.approx(sum(result.phase_times.values()))
     assert all(
@@ -404,19 +404,21 @@ def test_trace_rows_and_phase_split(ratings, tmp_path):
     trace.write_csv(path)
     lines = path.read_text().splitlines()
     assert (
-        lines[0] == ",".join(TRACE_COLUMNS) == "epoch,inner,time_s,train_rmse,test_rmse,objective"
+        lines[0]
+        == ",".join(TRACE_COLUMNS)
+        == "cycle,inner,time_s,train_rmse,validation_rmse,objective"
     )
     assert len(lines) == 8
 
 
 def test_single_subset_forms_a_pair_every_inner_iteration(ratings):
-    _, result = run(ratings, blocks=1, max_epochs=20)
+    _, result = run(ratings, blocks=1, max_cycles=20)
     assert result.nit == 20 and result.pairs_accepted + result.pairs_rejected == 19
 
 
 def test_overlapping_hogwild_blocks_run_deterministically(ratings):
-    _, first = run(ratings, scheme="hogwild", blocks=2, subsets=4, max_epochs=8, threads=2)
-    _, second = run(ratings, scheme="hogwild", blocks=2, subsets=4, max_epochs=8, threads=2)
+    _, first = run(ratings, scheme="hogwild", blocks=2, subsets=4, max_cycles=8, threads=2)
+    _, second = run(ratings, scheme="hogwild", blocks=2, subsets=4, max_cycles=8, threads=2)
     np.testing.assert_array_equal(first.x, second.x)
     assert np.isfinite(first.x).all()
 

@@ -18,7 +18,7 @@ def ratings():
 
 def test_fit_predict_score(ratings):
     model = MatrixFactorizer(
-        rank=4, blocks=2, threads=1, max_epochs=30, random_state=0, biases=False, reg=0.0, eta=0.06
+        rank=4, blocks=2, threads=1, max_cycles=30, random_state=0, biases=False, reg=0.0, eta=0.06
     ).fit(ratings)
     assert model.user_factors_.shape == (60, 4) and model.item_factors_.shape == (80, 4)
     manual = np.sum(model.user_factors_[ratings.rows] * model.item_factors_[ratings.cols], axis=1)
@@ -47,18 +47,18 @@ def test_trace_test_rmse_is_the_score_of_the_served_predictions(ratings):
         np.flatnonzero(known)
     )  # pairs predict scores by the factors, as the engine does
     model = MatrixFactorizer(
-        rank=3, blocks=2, biases=True, reg=0.0, eta=0.2, threads=1, max_epochs=20, random_state=0
+        rank=3, blocks=2, biases=True, reg=0.0, eta=0.2, threads=1, max_cycles=20, random_state=0
     ).fit(train, validation=validation)
-    assert model.best_epoch_ == len(model.trace_) - 1  # the last cycle's factors are the model's
+    assert model.best_cycle_ == len(model.trace_) - 1  # the last cycle's factors are the model's
     unclipped = model.predict(validation, clip=False)
     assert np.any(
         (unclipped < model.rating_min_) | (unclipped > model.rating_max_)
     )  # clipping matters here
-    assert model.trace_.column("test_rmse")[-1] == pytest.approx(
+    assert model.trace_.column("validation_rmse")[-1] == pytest.approx(
         -model.score(validation), rel=1e-12
     )
     assert (
-        model.trace_.column("test_rmse")[-1]
+        model.trace_.column("validation_rmse")[-1]
         < np.sqrt(np.mean((unclipped - validation.values) ** 2)) - 1e-4
     )
 
@@ -66,7 +66,7 @@ def test_trace_test_rmse_is_the_score_of_the_served_predictions(ratings):
 def test_biases_and_validation_column(ratings):
     train, test = ratings.split(0.2, seed=1)
     model = MatrixFactorizer(
-        rank=3, blocks=2, biases=True, reg=0.5, eta=0.2, threads=1, max_epochs=20, random_state=0
+        rank=3, blocks=2, biases=True, reg=0.5, eta=0.2, threads=1, max_cycles=20, random_state=0
     ).fit(train, validation=test)
     assert model.user_bias_.shape == (60,) and model.global_mean_ == pytest.approx(
         train.values.mean()
@@ -90,7 +90,7 @@ def test_biases_and_validation_column(ratings):
     served = np.clip(
         by_factors, train.values.min(), train.values.max()
     )  # the trace scores served predictions
-    assert model.trace_.column("test_rmse")[-1] == pytest.approx(
+    assert model.trace_.column("validation_rmse")[-1] == pytest.approx(
         np.sqrt(np.mean((served - test.values) ** 2)), rel=1e-9
     )
 
@@ -101,12 +101,12 @@ def test_get_set_params_and_clone(ratings):
     assert params["biases"] is True and params["eta"] == "auto" and MatrixFactorizer().reg == "auto"
     assert params["rank"] == 7 and params["schedule"] == "stoc" and params["memory"] == 5
     assert params["partitioner"] == "strata-b" and params["gamma"] == 0.51
-    model.set_params(rank=3, max_epochs=5)
+    model.set_params(rank=3, max_cycles=5)
     assert clone(model).get_params()["rank"] == 3
 
 
 def test_same_random_state_same_factors(ratings):
-    options = dict(rank=3, blocks=2, threads=1, max_epochs=10, schedule="stoc")
+    options = dict(rank=3, blocks=2, threads=1, max_cycles=10, schedule="stoc")
     first = MatrixFactorizer(random_state=4, **options).fit(ratings)
     second = MatrixFactorizer(random_state=4, **options).fit(ratings)
     np.testing.assert_array_equal(first.user_factors_, second.user_factors_)
@@ -117,7 +117,7 @@ def test_same_random_state_same_factors(ratings):
 
 def test_mbgd_algorithm(ratings):
     model = MatrixFactorizer(
-        rank=3, reg=1.0, algorithm="mbgd", blocks=2, threads=1, max_epochs=5, random_state=0
+        rank=3, reg=1.0, algorithm="mbgd", blocks=2, threads=1, max_cycles=5, random_state=0
     )
     model.fit(ratings)
     assert model.n_iter_ == 10  # K = 2 subsets per epoch
@@ -127,7 +127,7 @@ def test_divergence_raises_by_default_and_warns_on_request(ratings):
     with pytest.raises(DivergenceError, match="diverged"):
         # mb-GD: HAMSI's safeguard (on by default) keeps these steps finite
         MatrixFactorizer(
-            rank=3, algorithm="mbgd", blocks=2, threads=1, eta=1e-12, max_epochs=200
+            rank=3, algorithm="mbgd", blocks=2, threads=1, eta=1e-12, max_cycles=200
         ).fit(ratings)
     with pytest.warns(RuntimeWarning, match="diverged"):
         model = MatrixFactorizer(
@@ -136,7 +136,7 @@ def test_divergence_raises_by_default_and_warns_on_request(ratings):
             blocks=2,
             threads=1,
             eta=1e-12,
-            max_epochs=200,
+            max_cycles=200,
             on_divergence="warn",
         ).fit(ratings)
     assert model.result_.reason == "diverged" and model.result_.status == 2
@@ -170,7 +170,7 @@ def test_empty_ratings_and_bad_predict_input(ratings):
     empty = Ratings(np.zeros(0, int), np.zeros(0, int), np.zeros(0), (3, 3))
     with pytest.raises(InputError, match="empty"):
         MatrixFactorizer(rank=2).fit(empty)
-    model = MatrixFactorizer(rank=2, blocks=2, threads=1, max_epochs=2).fit(ratings)
+    model = MatrixFactorizer(rank=2, blocks=2, threads=1, max_cycles=2).fit(ratings)
     with pytest.raises(InputError, match="same length"):
         model.predict([0, 1], [0])
 
@@ -190,7 +190,7 @@ def test_regularization_helps_on_held_out_ratings():
             init_scale=1.0,
             biases=True,
             eta=0.2,
-            max_epochs=150,
+            max_cycles=150,
             random_state=1,
         )
         with warnings.catch_warnings():
@@ -202,7 +202,7 @@ def test_regularization_helps_on_held_out_ratings():
 @pytest.mark.parametrize(
     "params, message",
     [
-        ({"chunk_epochs": 0}, "chunk_epochs must be an integer >= 1; got 0"),
+        ({"chunk_cycles": 0}, "chunk_cycles must be an integer >= 1; got 0"),
         ({"threads_per_worker": 1.5}, "threads_per_worker must be an integer >= 1; got 1.5"),
         ({"n_workers": -2}, "n_workers must be an integer >= 1; got -2"),
         ({"schedule": "random"}, "unknown schedule 'random'; choose one of det, stoc"),

@@ -35,7 +35,7 @@ def test_factorize_writes_trace_factors_and_plot(data_file, tmp_path, capsys):
             "2",
             "--threads",
             "1",
-            "--max-epochs",
+            "--max-cycles",
             "6",
             "--test-fraction",
             "0.2",
@@ -53,7 +53,7 @@ def test_factorize_writes_trace_factors_and_plot(data_file, tmp_path, capsys):
     )
     assert code == 0
     lines = trace.read_text().splitlines()
-    assert lines[0] == "epoch,inner,time_s,train_rmse,test_rmse,objective"
+    assert lines[0] == "cycle,inner,time_s,train_rmse,test_rmse,objective"
     assert len(lines) == 1 + 7
     last = lines[-1].split(",")
     assert last[0] == "6" and last[1] == "18" and np.isfinite(float(last[4]))
@@ -61,8 +61,10 @@ def test_factorize_writes_trace_factors_and_plot(data_file, tmp_path, capsys):
     assert factors["user_factors"].shape == (50, 3) and factors["item_factors"].shape == (70, 3)
     assert plot.stat().st_size > 1000
     captured = capsys.readouterr()
-    assert captured.err.count("epoch ") == 7  # a line per cycle
-    assert "reached max_epochs" in captured.out
+    assert (
+        captured.err.count("\ncycle ") + captured.err.startswith("cycle ") == 7
+    )  # a line per cycle
+    assert "reached max_cycles" in captured.out
     assert not list(tmp_path.glob(".tmp-*"))  # atomic writes leave no temporaries
 
 
@@ -87,7 +89,7 @@ def test_mbgd_and_stoc(data_file, tmp_path):
                 "2",
                 "--threads",
                 "1",
-                "--max-epochs",
+                "--max-cycles",
                 "3",
                 "--trace",
                 str(trace),
@@ -150,7 +152,7 @@ def test_diverged_run_exits_1_and_writes_nothing(data_file, tmp_path, capsys):
             "--eta",
             "1e-12",
             "--no-safeguard",
-            "--max-epochs",
+            "--max-cycles",
             "200",
             "-q",
         ]
@@ -196,7 +198,7 @@ def test_duplicates_flag_merges_and_the_error_names_it(tmp_path, capsys):
                 "1",
                 "--reg",
                 "1",
-                "--max-epochs",
+                "--max-cycles",
                 "2",
                 "--threads",
                 "1",
@@ -221,7 +223,7 @@ def test_duplicates_flag_merges_and_the_error_names_it(tmp_path, capsys):
                 "1",
                 "--reg",
                 "1",
-                "--max-epochs",
+                "--max-cycles",
                 "2",
                 "--threads",
                 "1",
@@ -263,7 +265,7 @@ def test_plot_marks_the_bias_baseline_and_the_chosen_stop(data_file, tmp_path, m
                 "0",
                 "--rank",
                 "2",
-                "--max-epochs",
+                "--max-cycles",
                 "6",
                 "--threads",
                 "1",

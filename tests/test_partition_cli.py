@@ -22,7 +22,7 @@ def test_json_lists_block_sizes_in_schedule_order(rating_file, capsys, scheme):
             [
                 "partition",
                 str(rating_file),
-                "--scheme",
+                "--partitioner",
                 scheme,
                 "--blocks",
                 "2",
@@ -48,7 +48,7 @@ def test_table_and_plot(rating_file, capsys, tmp_path):
             [
                 "partition",
                 str(rating_file),
-                "--scheme",
+                "--partitioner",
                 "strata-b",
                 "--blocks",
                 "2",
@@ -66,12 +66,27 @@ def test_table_and_plot(rating_file, capsys, tmp_path):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["--scheme", "strata", "--blocks", "9"], "blocks=9 is larger than a dimension"),
-        (["--scheme", "strata", "--blocks", "2", "--subsets", "3"], "got subsets=3 with blocks=2"),
-        (["--scheme", "hogwild", "--blocks", "0"], "blocks must be a positive integer; got 0"),
+        (["--partitioner", "strata", "--blocks", "9"], "blocks=9 is larger than a dimension"),
+        (
+            ["--partitioner", "strata", "--blocks", "2", "--subsets", "3"],
+            "got subsets=3 with blocks=2",
+        ),
+        (["--partitioner", "hogwild", "--blocks", "0"], "blocks must be a positive integer; got 0"),
     ],
 )
 def test_user_errors_print_one_line(rating_file, capsys, argv, message):
     assert main(["partition", str(rating_file), *argv]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+def test_scheme_is_a_deprecated_spelling_of_partitioner(rating_file, capsys):
+    argv = ["partition", str(rating_file), "--blocks", "2", "--json"]
+    assert main([*argv, "--scheme", "strata"]) == 0
+    captured = capsys.readouterr()
+    assert "--scheme is deprecated and will be removed in a future release; use --partitioner" in (
+        captured.err
+    )
+    assert json.loads(captured.out)["scheme"] == "strata"
+    assert main(argv) == 2
+    assert "--partitioner is required" in capsys.readouterr().err

@@ -123,7 +123,7 @@ def test_hamsi_solves_a_second_problem_through_the_same_interface():
     A, b = block_least_squares()
     problem = SparseLeastSquares(A, b)
     result = minimize_hamsi(
-        problem, least_squares_cover(A), random_state=0, max_epochs=300, threads=1
+        problem, least_squares_cover(A), random_state=0, max_cycles=300, threads=1
     )
     exact = np.linalg.lstsq(A.toarray(), b, rcond=None)[0]
     start = problem.initial_point(np.random.default_rng(0))

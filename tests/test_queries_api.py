@@ -67,7 +67,7 @@ def test_expected_error_matches_monte_carlo(method, noise):
 def test_answer_spends_the_budget_and_refuses_overspending():
     W = q.wrange(5, 4, random_state=1)
     strategy = q.optimize(W, "identity")
-    budget = dp.PrivacyBudget(1.0, 1e-3)
+    budget = dp.PrivacyAccountant(1.0, 1e-3)
     q.answer(W, np.ones(4), strategy, 0.6, 5e-4, random_state=1, budget=budget)
     with pytest.raises(dp.BudgetExceededError):
         q.answer(W, np.ones(4), strategy, 0.6, 5e-4, random_state=1, budget=budget)
@@ -122,7 +122,7 @@ def test_answer_calibrates_to_the_relation_of_its_budget(method, delta):
     free = q.answer(W, x, strategy, 0.5, delta, random_state=1)  # no budget: the papers' add-remove
     assert free.neighbouring == "add-remove" and free.release.sensitivity == strategy.sensitivity
     replace = q.answer(
-        W, x, strategy, 0.5, delta, random_state=1, budget=dp.PrivacyBudget(1.0, 1e-2)
+        W, x, strategy, 0.5, delta, random_state=1, budget=dp.PrivacyAccountant(1.0, 1e-2)
     )
     assert replace.neighbouring == "replace-one"
     assert (
@@ -137,7 +137,7 @@ def test_answer_calibrates_to_the_relation_of_its_budget(method, delta):
         0.5,
         delta,
         random_state=1,
-        budget=dp.PrivacyBudget(1.0, 1e-2, neighbouring="add-remove"),
+        budget=dp.PrivacyAccountant(1.0, 1e-2, neighbouring="add-remove"),
     )
     assert added.release.sensitivity == strategy.sensitivity
     explicit = q.answer(W, x, strategy, 0.5, delta, random_state=1, neighbouring="replace-one")
@@ -149,7 +149,7 @@ def test_answer_calibrates_to_the_relation_of_its_budget(method, delta):
             strategy,
             0.5,
             delta,
-            budget=dp.PrivacyBudget(1.0, 1e-2),
+            budget=dp.PrivacyAccountant(1.0, 1e-2),
             neighbouring="add-remove",
         )
     # expected_error follows the same relation

@@ -176,7 +176,7 @@ def test_noise_scale_is_the_largest_column_L1_norm_of_L_over_epsilon():
 def test_release_is_charged_to_the_budget_before_noise_and_an_overspend_is_refused():
     W = queries.wrange(8, 16, random_state=5)
     strategy = queries.optimize(W, method="lrm")
-    budget = dp.PrivacyBudget(0.15)
+    budget = dp.PrivacyAccountant(0.15)
     queries.answer(W, np.ones(16), strategy, 0.1, random_state=1, budget=budget)
     assert budget.spent == (pytest.approx(0.1), 0.0) and budget.ledger[0].label == "queries:lrm"
     with pytest.raises(dp.BudgetExceededError):

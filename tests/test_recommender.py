@@ -8,7 +8,7 @@ from sklearn.model_selection import GridSearchCV, KFold
 from hamsi import InputError, MatrixFactorizer
 from hamsi.data.synth import make_ratings
 
-FAST = dict(rank=3, blocks=2, threads=1, max_epochs=8, random_state=0)
+FAST = dict(rank=3, blocks=2, threads=1, max_cycles=8, random_state=0)
 
 
 @pytest.fixture(scope="module")
@@ -177,10 +177,10 @@ def test_string_ids(frame):
 
 
 def test_patience_cuts_a_validation_fraction(frame):
-    model = MatrixFactorizer(**dict(FAST, max_epochs=30), patience=2, validation_fraction=0.2).fit(
+    model = MatrixFactorizer(**dict(FAST, max_cycles=30), patience=2, validation_fraction=0.2).fit(
         frame
     )
-    heldout = model.trace_.column("test_rmse")
+    heldout = model.trace_.column("validation_rmse")
     assert np.isfinite(heldout).all()
     assert model.result_.reason in ("early_stop", "epoch_limit")
     # the validation pairs are those of the seeded pair hash (the rule the Dask data path applies too)
@@ -197,14 +197,14 @@ def test_validation_with_unknown_ids_is_aligned(frame):
     model = MatrixFactorizer(**FAST).fit(train, validation=test)
     known = test[test["user"].isin(train["user"]) & test["item"].isin(train["item"])]
     unclipped = model.predict(known, clip=False)
-    assert model.trace_.column("test_rmse")[-1] == pytest.approx(
+    assert model.trace_.column("validation_rmse")[-1] == pytest.approx(
         np.sqrt(np.mean((unclipped - known["rating"]) ** 2)), rel=1e-9
     )
 
 
 def test_grid_search_on_a_dataframe(frame):
     search = GridSearchCV(
-        MatrixFactorizer(**dict(FAST, max_epochs=5)),
+        MatrixFactorizer(**dict(FAST, max_cycles=5)),
         {"reg": [0.5, 5.0], "rank": [2, 3]},
         cv=KFold(3, shuffle=True, random_state=0),
     )
@@ -212,7 +212,7 @@ def test_grid_search_on_a_dataframe(frame):
     scores = search.cv_results_["mean_test_score"]
     assert scores.shape == (4,) and np.all(scores < 0)
     train_index, test_index = next(KFold(3, shuffle=True, random_state=0).split(frame))
-    fold = MatrixFactorizer(**dict(FAST, max_epochs=5, reg=0.5, rank=2)).fit(
+    fold = MatrixFactorizer(**dict(FAST, max_cycles=5, reg=0.5, rank=2)).fit(
         frame.iloc[train_index]
     )
     assert search.cv_results_["split0_test_score"][0] == pytest.approx(
@@ -223,7 +223,7 @@ def test_grid_search_on_a_dataframe(frame):
 def test_string_ids_on_an_integer_id_model_are_converted_when_unambiguous():
     ratings = make_ratings(users=30, items=40, ratings=600, rank=2, seed=8)
     model = MatrixFactorizer(
-        rank=2, reg=1.0, max_epochs=3, threads=1, blocks=2, random_state=0
+        rank=2, reg=1.0, max_cycles=3, threads=1, blocks=2, random_state=0
     ).fit(ratings)
     users, items = ratings.user_ids[ratings.rows[:5]], ratings.item_ids[ratings.cols[:5]]
     as_text = model.predict([str(u) for u in users], [str(i) for i in items])

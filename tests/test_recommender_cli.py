@@ -34,7 +34,7 @@ def fitted(tmp_path_factory):
                 "2",
                 "--threads",
                 "1",
-                "--max-epochs",
+                "--max-cycles",
                 "5",
                 "--out",
                 str(model),
@@ -97,7 +97,7 @@ def test_factorize_patience_without_test_set_uses_a_validation_fraction(fitted, 
                 "2",
                 "--threads",
                 "1",
-                "--max-epochs",
+                "--max-cycles",
                 "6",
                 "--patience",
                 "2",
@@ -119,19 +119,19 @@ def test_factorize_patience_without_test_set_uses_a_validation_fraction(fitted, 
 def test_progress_bar_shows_limits_and_best_validation():
     stream = io.StringIO()
     progress = Progress(10, 4.0, stream=stream, bar=True)
-    for epoch, (seconds, heldout) in enumerate([(0.0, 1.2), (1.0, 0.9), (3.0, 0.95)]):
+    for cycle, (seconds, heldout) in enumerate([(0.0, 1.2), (1.0, 0.9), (3.0, 0.95)]):
         progress(
             dict(
-                epoch=epoch,
-                inner=3 * epoch,
+                cycle=cycle,
+                inner=3 * cycle,
                 time_s=seconds,
                 train_rmse=1.0,
-                test_rmse=heldout,
+                validation_rmse=heldout,
                 objective=1.0,
             )
         )
     assert (
-        progress.fraction(dict(epoch=2, time_s=3.0)) == 0.75
+        progress.fraction(dict(cycle=2, time_s=3.0)) == 0.75
     )  # time is the nearer limit: 3/4 > 2/10
     progress.close()
     text = stream.getvalue()
@@ -143,10 +143,17 @@ def test_progress_lines_when_not_a_terminal():
     stream = io.StringIO()
     progress = Progress(5, None, stream=stream)
     progress(
-        dict(epoch=1, inner=3, time_s=0.5, train_rmse=1.0, test_rmse=float("nan"), objective=2.0)
+        dict(
+            cycle=1,
+            inner=3,
+            time_s=0.5,
+            train_rmse=1.0,
+            validation_rmse=float("nan"),
+            objective=2.0,
+        )
     )
     progress.close()
     assert (
-        stream.getvalue().startswith("epoch    1/5  inner      3")
+        stream.getvalue().startswith("cycle    1/5  inner      3")
         and "best" not in stream.getvalue()
     )

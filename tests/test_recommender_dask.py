@@ -47,7 +47,7 @@ def test_clone_and_grid_search_keep_the_same_client(client, frame):
     from cluster import DaskMatrixFactorizer
     from cluster.engine import DaskEngine
 
-    model = DaskMatrixFactorizer(rank=2, max_epochs=3, random_state=0, client=client)
+    model = DaskMatrixFactorizer(rank=2, max_cycles=3, random_state=0, client=client)
     copy = clone(model)
     assert copy.client is client and copy is not model
     seen = []
@@ -81,7 +81,7 @@ def test_dask_estimator_matches_in_process_on_raw_ids(
     options = dict(
         rank=2,
         blocks=2,
-        max_epochs=4,
+        max_cycles=4,
         random_state=1,
         reg_weighting=reg_weighting,
         reg_damping=reg_damping,

@@ -14,7 +14,7 @@ from hamsi.data.synth import make_ratings
 from hamsi.data.writers import write_ratings
 from hamsi.errors import InputError
 
-FAST = dict(blocks=2, threads=1, max_epochs=9, random_state=0)
+FAST = dict(blocks=2, threads=1, max_cycles=9, random_state=0)
 
 
 @pytest.fixture(scope="module")
@@ -126,7 +126,7 @@ def test_search_false_takes_the_unsearched_values_in_one_run(ratings):
 
 
 def test_search_results_list_every_trial(ratings):
-    model = MatrixFactorizer(**dict(FAST, max_epochs=40)).fit(ratings)
+    model = MatrixFactorizer(**dict(FAST, max_cycles=40)).fit(ratings)
     results = model.search_results_
     grid = search.candidate_grid(
         dict.fromkeys(search.SEARCHED, "auto"), float(ratings.values.std())
@@ -357,7 +357,7 @@ def test_the_cli_prints_the_search_and_the_chosen_values(ratings, tmp_path, caps
                 "1",
                 "--blocks",
                 "2",
-                "--max-epochs",
+                "--max-cycles",
                 "9",
                 "--test-fraction",
                 "0.2",
@@ -385,7 +385,7 @@ def test_the_cli_takes_a_damping_and_names_the_flag_when_it_conflicts(ratings, t
         "1",
         "--rank",
         "3",
-        "--max-epochs",
+        "--max-cycles",
         "4",
         "-q",
     ]
@@ -425,7 +425,7 @@ def test_dask_estimator_reuses_one_local_cluster_and_warns_on_workers(ratings):
     from cluster import DaskMatrixFactorizer
     from cluster import estimator as dask_estimator
 
-    options = dict(rank=2, reg=1.0, reg_weighting="uniform", blocks=2, max_epochs=2, random_state=0)
+    options = dict(rank=2, reg=1.0, reg_weighting="uniform", blocks=2, max_cycles=2, random_state=0)
     try:
         DaskMatrixFactorizer(**options, n_workers=1).fit(ratings)
         first = dask_estimator._LOCAL_CLUSTERS[(1, 1)][0]
@@ -453,7 +453,7 @@ def test_the_cli_closes_the_local_cluster_it_opened(ratings, tmp_path):
                 "2",
                 "--reg",
                 "1",
-                "--max-epochs",
+                "--max-cycles",
                 "2",
                 "-q",
             ]
@@ -498,12 +498,12 @@ def test_a_budget_too_small_to_search_says_so_and_keeps_a_validated_model(rating
     from hamsi.errors import AdvisedWarning
 
     with pytest.warns(AdvisedWarning, match="ended the search before any candidate finished"):
-        model = MatrixFactorizer(**dict(FAST, max_epochs=100), max_time=1e-3).fit(ratings)
+        model = MatrixFactorizer(**dict(FAST, max_cycles=100), max_time=1e-3).fit(ratings)
     assert not any(model.search_results_["chosen"])
     assert not any(model.search_results_["complete"])
     # the model is a trial's best cycle: never worse on validation than its start (the biases)
     fit_part, validation = search.validation_split(ratings, seed=0)
-    assert model.best_epoch_ is not None and np.isfinite(model.rmse(validation))
+    assert model.best_cycle_ is not None and np.isfinite(model.rmse(validation))
     assert (
         model.rank_
         == search.candidate_grid(dict.fromkeys(search.SEARCHED, "auto"), search.spread_of(ratings))[
@@ -514,7 +514,7 @@ def test_a_budget_too_small_to_search_says_so_and_keeps_a_validated_model(rating
 
 def test_max_time_bounds_the_whole_fit(ratings):
     big = make_ratings("ml-100k-like", seed=1)
-    MatrixFactorizer(threads=2, max_epochs=2, search=False, random_state=0).fit(big)  # warm-up
+    MatrixFactorizer(threads=2, max_cycles=2, search=False, random_state=0).fit(big)  # warm-up
     for budget in (1.0, 3.0):
         started = time.perf_counter()
         with warnings.catch_warnings():
@@ -565,6 +565,6 @@ def test_every_trial_run_is_started_once_and_continued(ratings, monkeypatch):
         original(self, cls, base, params, fit_part, validation)
 
     monkeypatch.setattr(hamsi.trials.TrialRun, "__init__", counting)
-    model = MatrixFactorizer(**dict(FAST, max_epochs=40)).fit(ratings)
+    model = MatrixFactorizer(**dict(FAST, max_cycles=40)).fit(ratings)
     assert len(started) == len(set(started)) == model.search_results_["rung"].count(0)
     assert model.search_results_["rung"].count(1) > 0  # the promoted ones were continued

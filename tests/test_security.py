@@ -53,7 +53,7 @@ def ratings():
 
 def in_process_x(ratings, part, epochs):
     return minimize_hamsi(
-        MatrixFactorization(ratings, RANK), part, random_state=1, max_epochs=epochs, threads=1
+        MatrixFactorization(ratings, RANK), part, random_state=1, max_cycles=epochs, threads=1
     ).x
 
 
@@ -114,8 +114,8 @@ def test_a_pickle_sent_to_every_extra_worker_port_during_a_run_is_never_loaded(r
             rank=RANK,
             partition=part,
             random_state=1,
-            max_epochs=4,
-            chunk_epochs=2,
+            max_cycles=4,
+            chunk_cycles=2,
             client=client,
             on_chunk=attack,
             shared_memory=False,
@@ -144,8 +144,8 @@ def test_idle_and_slow_drip_connections_to_every_links_port_leave_the_fit_undist
                 rank=RANK,
                 partition=part,
                 random_state=1,
-                max_epochs=6,
-                chunk_epochs=2,
+                max_cycles=6,
+                chunk_cycles=2,
                 client=client,
                 on_chunk=flood,
                 shared_memory=False,
@@ -359,8 +359,8 @@ def test_a_tls_cluster_gives_the_in_process_iterates(ratings, tmp_path):
                 rank=RANK,
                 partition=part,
                 random_state=1,
-                max_epochs=3,
-                chunk_epochs=2,
+                max_cycles=3,
+                chunk_cycles=2,
                 client=client,
                 shared_memory=False,
                 owned_v=owned,
@@ -396,7 +396,7 @@ def test_the_cli_runs_on_a_tls_scheduler_with_the_tls_flags(ratings, tmp_path):
             str(data),
             "--rank",
             "3",
-            "--max-epochs",
+            "--max-cycles",
             "2",
             "-q",
             "--scheduler",

@@ -225,7 +225,7 @@ def _fit(args: argparse.Namespace, alpha, X):
     # one accountant for the run: the fit's charges are recorded (a fit without one warns from the
     # second on, which only matters to a process that fits several times)
     budget = (
-        dp.PrivacyBudget(args.epsilon, args.delta, neighbouring=args.neighbouring)
+        dp.PrivacyAccountant(args.epsilon, args.delta, neighbouring=args.neighbouring)
         if private
         else None
     )

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dp._random import as_random_bits
-from dp.budget import PrivacyBudget
+from dp.accounting import PrivacyAccountant
 from dp.learning.accounting import PrivacyCost, check_run_epsilon
 from dp.learning.baselines import dp_gd, dp_hb, dp_nag, m_asg, m_asg_star
 from dp.learning.defaults import (
@@ -108,7 +108,7 @@ def run_budget(accountant, epsilon: float, delta: float):
                 f"the accountant is for {relation!r}"
             )
         return accountant
-    return None if math.isinf(epsilon) else PrivacyBudget(epsilon, delta)
+    return None if math.isinf(epsilon) else PrivacyAccountant(epsilon, delta)
 
 
 def minimize_private(
@@ -138,7 +138,7 @@ def minimize_private(
     method=None / n_iter=None / reg=None: chosen from (n, d, epsilon, delta, clip, R) by
     dp.learning.defaults (default_plan, default_reg; the plan's T is for full gradients); the
     stochastic methods default to batch_size = ceil(sqrt(n)) and n_iter = one pass, ceil(n / m).
-    The whole run is charged to `accountant` (a dp.PrivacyBudget, shared; a fresh one of
+    The whole run is charged to `accountant` (a dp.PrivacyAccountant, shared; a fresh one of
     (epsilon, delta) if None) before any noise is drawn. epsilon = math.inf runs the method
     without noise (the non-private limit) and charges nothing: it refuses an accountant. history_every = k records f(x_t)
     on the private data at t = 0, k, 2k, ... and T in `nonprivate_history`: a diagnostic for

@@ -146,7 +146,7 @@ class PrivateLogisticRegression(SharedRandomState, ClassifierMixin, BaseEstimato
     kappa and stage plan need. fit_intercept=False is the thesis' model.
     clip, method=None, n_iter=None and reg=None as in dp.minimize_private (defaults chosen from
     n, d, epsilon and delta by dp.learning.defaults, on the scaled rows). `accountant` is a
-    dp.PrivacyBudget shared across clones and refits (each fit charges it; epsilon=inf refuses
+    dp.PrivacyAccountant shared across clones and refits (each fit charges it; epsilon=inf refuses
     it); None gives every fit a fresh budget of (epsilon, delta). random_state=None draws fresh
     OS entropy for every fit; a numpy Generator is shared by reference with every clone; an
     integer seed warns (dp._random). Fitted: coef_, intercept_, classes_, row_scale_ (s, a

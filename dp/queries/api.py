@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dp.accounting import resolve_neighbouring
-from dp.budget import PrivacyBudget
+from dp.accounting import PrivacyAccountant, resolve_neighbouring
 from dp.calibration import gaussian_sigma
 from dp.mechanisms import Release, gaussian_mechanism, laplace_mechanism
 from dp.queries.amm import amm_strategy
@@ -159,12 +158,12 @@ def answer(
     delta: float = 0.0,
     random_state=None,
     calibration: str = "analytic",
-    budget: PrivacyBudget | None = None,
+    budget: PrivacyAccountant | None = None,
     neighbouring: str | None = None,
 ) -> Answers:
     """Return R (A x + noise): (epsilon, delta)-DP answers to W x under `neighbouring`.
 
-    The relation is the explicit `neighbouring`, else the budget's (a PrivacyBudget's default is
+    The relation is the explicit `neighbouring`, else the budget's (a PrivacyAccountant's default is
     replace-one), else add-remove (one count changes by 1: the COA and LRM papers'). The noise
     comes from dp.mechanisms' exact discrete samplers, calibrated to the strategy's sensitivity
     under that relation (Strategy.sensitivity_for; Gaussian: L2, Laplace: L1, epsilon-DP):

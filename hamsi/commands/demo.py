@@ -11,7 +11,7 @@ import os
 import sys
 
 from hamsi import registry
-from hamsi.cli_io import auto_or_float, seed_value
+from hamsi.cli_io import add_renamed_flag, auto_or_float, seed_value
 from hamsi.data.sample import SAMPLE_FILE
 
 
@@ -36,7 +36,8 @@ def register(subparsers) -> None:
     parser.add_argument(
         "--rank", type=int, default=10, help="number of latent factors (default 10)"
     )
-    parser.add_argument("--max-epochs", type=int, default=100, help="maximum cycles (default 100)")
+    parser.add_argument("--max-cycles", type=int, default=100, help="maximum cycles (default 100)")
+    add_renamed_flag(parser, "--max-epochs", "--max-cycles", type=int)
     parser.add_argument(
         "--max-time", type=float, default=60.0, help="optimization time limit, s (default 60)"
     )
@@ -69,8 +70,8 @@ def factorize_arguments(args) -> argparse.Namespace:
             str(args.rank),
             "--partitioner",
             "strata-b",
-            "--max-epochs",
-            str(args.max_epochs),
+            "--max-cycles",
+            str(args.max_cycles),
             "--max-time",
             str(args.max_time),
             "--reg",

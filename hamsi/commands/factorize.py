@@ -19,6 +19,7 @@ import numpy as np
 import hamsi
 from hamsi import plots, registry, search
 from hamsi.cli_io import (
+    add_renamed_flag,
     auto_or_float,
     auto_or_int,
     check_writable,
@@ -32,6 +33,7 @@ from hamsi.commands.progress import Progress
 from hamsi.defaults import VALIDATION_FRACTION
 from hamsi.errors import DivergenceError, InputError, flag_name, for_cli
 from hamsi.limits import refuse_unless_fits
+from hamsi.trace import TRACE_COLUMNS
 
 
 def register(subparsers) -> None:
@@ -150,7 +152,8 @@ def _add_optimizer_options(parser) -> None:
     parser.add_argument(
         "--max-time", type=float, default=None, help="optimization time limit in seconds"
     )
-    parser.add_argument("--max-epochs", type=int, default=100, help="maximum cycles (default 100)")
+    parser.add_argument("--max-cycles", type=int, default=100, help="maximum cycles (default 100)")
+    add_renamed_flag(parser, "--max-epochs", "--max-cycles", type=int)
     parser.add_argument(
         "--tol", type=float, default=0.0, help="stop on relative objective change <= tol"
     )
@@ -279,7 +282,7 @@ def build_model(args):
         memory=args.memory,
         init_scale=args.init_scale,
         max_time=args.max_time,
-        max_epochs=args.max_epochs,
+        max_cycles=args.max_cycles,
         tol=args.tol,
         patience=args.patience,
         validation_fraction=args.validation_fraction,
@@ -393,7 +396,8 @@ def _fit_with_progress(args, model, train, test, test_on_workers: bool) -> float
     # why lazy: numba's kernels load only when a model is fitted or read
     from hamsi.estimator import MatrixFactorizer
 
-    progress = None if args.quiet else Progress(args.max_epochs, args.max_time)
+    column = "validation" if args.patience is not None else "test"
+    progress = None if args.quiet else Progress(args.max_cycles, args.max_time, scored=column)
     held = registry.engine("dask").holding_client if test_on_workers else contextlib.nullcontext
     try:
         with warnings.catch_warnings(record=True) as caught, held(model):
@@ -448,17 +452,27 @@ def write_outputs(args, model) -> None:
         title = f"{os.path.basename(os.path.normpath(args.data))}, rank {model.rank_}"
         heldout = "validation" if args.patience is not None else "test"
         if args.patience is not None:
-            stop = model.best_epoch_
+            stop = model.best_cycle_
         else:  # the cycles the search chose on validation, or none
             stop = model.result_.n_cycles if model.search_results_ is not None else None
         plots.plot_convergence(
             {args.algorithm: model.trace_}, path, title=title, heldout=heldout, stop_epoch=stop
         )
 
-    writers = {"--trace": model.trace_.write_csv, "--out": model.save, "--plot": plot}
+    def trace(path):
+        model.trace_.write_csv(path, header=trace_header(args))
+
+    writers = {"--trace": trace, "--out": model.save, "--plot": plot}
     write_as_set(
         {flag: (path, writers[flag]) for flag, path in output_paths(args)}, private=("--out",)
     )
+
+
+def trace_header(args) -> tuple:
+    """Return the --trace CSV's columns: the held-out one is validation_rmse, or test_rmse when the test ratings fill it."""
+    if args.patience is not None:  # the validation split of the training ratings, which steers
+        return TRACE_COLUMNS
+    return tuple("test_rmse" if name == "validation_rmse" else name for name in TRACE_COLUMNS)
 
 
 def summary(args, model, test, *, test_rmse: float | None = None) -> str:
@@ -476,9 +490,9 @@ def summary(args, model, test, *, test_rmse: float | None = None) -> str:
     )
     if math.isfinite(last[4]) and args.patience is not None:
         text += f", validation RMSE {last[4]:.4f}"
-    if model.best_epoch_ is not None and args.patience is not None:
-        best = next(row for row in model.trace_.rows if row[0] == model.best_epoch_)
-        text += f"; kept cycle {model.best_epoch_} (validation RMSE {best[4]:.4f})"
+    if model.best_cycle_ is not None and args.patience is not None:
+        best = next(row for row in model.trace_.rows if row.cycle == model.best_cycle_)
+        text += f"; kept cycle {model.best_cycle_} (validation RMSE {best.validation_rmse:.4f})"
     if test is not None:
         test_rmse = model.rmse(test)
     if test_rmse is not None:

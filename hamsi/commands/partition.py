@@ -1,4 +1,4 @@
-"""`hamsi partition DATA --scheme S --blocks B`: cut a rating matrix into subsets of blocks (thesis sec. 3.3)."""
+"""`hamsi partition DATA --partitioner P --blocks B`: cut a rating matrix into subsets of blocks (thesis sec. 3.3)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import time
 
 import hamsi
 import partition
-from hamsi.cli_io import check_writable, seed_value, write_as_set
+from hamsi.cli_io import add_renamed_flag, check_writable, seed_value, write_as_set
 from hamsi.errors import InputError
 from partition.plots import plot_partition
 
@@ -25,8 +25,12 @@ def register(subparsers) -> None:
         "data", metavar="DATA", help="rating file or MovieLens directory (see `hamsi data`)"
     )
     parser.add_argument(
-        "--scheme", required=True, choices=partition.SCHEMES, help="partitioning scheme"
+        "--partitioner",
+        default=None,
+        choices=partition.SCHEMES,
+        help="the partitioner (required): " + ", ".join(partition.SCHEMES),
     )
+    add_renamed_flag(parser, "--scheme", "--partitioner", choices=partition.SCHEMES)
     parser.add_argument("--blocks", "-B", type=int, required=True, help="blocks per subset (B)")
     parser.add_argument(
         "--subsets",
@@ -50,12 +54,14 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     """Partition the ratings in args.data and print the block sizes; return the exit code."""
+    if args.partitioner is None:
+        raise InputError("--partitioner is required: " + ", ".join(partition.SCHEMES))
     plot_format = _plot_format(args.plot) if args.plot else None
     ratings = hamsi.load_ratings(args.data)
     started = time.perf_counter()
     try:
         result = partition.make(
-            args.scheme, ratings, blocks=args.blocks, subsets=args.subsets, seed=args.seed
+            args.partitioner, ratings, blocks=args.blocks, subsets=args.subsets, seed=args.seed
         )
     except partition.PartitionError as exc:
         raise InputError(f"{args.data}: {exc}") from exc
