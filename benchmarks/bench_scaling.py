@@ -881,7 +881,7 @@ def main(argv=None):
     parser.add_argument(
         "--constant-repeats",
         type=int,
-        default=7,
+        default=11,
         help="interleaved samples of the model's constants (their medians are used)",
     )
     args = parser.parse_args(argv)

@@ -235,12 +235,25 @@ def _take_optional(cls, names: tuple, what: str, cursor: _Cursor, data):
     return cls(shard, **fields)
 
 
+_PARTIAL_NAMES = [
+    tuple(name for i, name in enumerate(PARTIAL_FIELDS) if mask >> i & 1)
+    for mask in range(1 << len(PARTIAL_FIELDS))
+]
+
+
 def _take_partials(cursor: _Cursor, values: _Values) -> ShardPartials:
     """Return a ShardPartials: its shard, field mask and lengths from the skeleton, its values from the scalars."""
     shard, mask = cursor.take(2, "shard")
-    names = [name for i, name in enumerate(PARTIAL_FIELDS) if mask >> i & 1]
+    names = _PARTIAL_NAMES[mask % len(_PARTIAL_NAMES)]
     sizes = cursor.take(len(names), "partial lengths")
-    return ShardPartials(shard, **{n: values.take(k, n) for n, k in zip(names, sizes)})
+    if any(k < 0 for k in sizes):
+        raise MalformedMessage(f"shard {shard}'s partials have a negative length")
+    block = values.take(sum(sizes), "partials")
+    out, at = ShardPartials(shard), 0
+    for name, k in zip(names, sizes):
+        setattr(out, name, block[at : at + k])
+        at += k
+    return out
 
 
 def _take_evaluation_part(cursor: _Cursor, values: _Values) -> EvaluationPart:
