@@ -539,7 +539,17 @@ def measure_constants(ratings, args, ml20m: dict) -> tuple[Constants, dict, dict
         corun=corun,
         cores=os.cpu_count() or 1,
     )
-    median = {
+    median = medians(repeats)
+    constants, per_rating = repeat_constants(median, common)
+    links.update(round=median["round"], byte=median["byte"])
+    links["fit"] = round_costs.fit_round(median["round"])
+    spreads = [repeat_constants(r, common) for r in repeats]
+    return constants, tables, links, {"per_rating": per_rating, "repeats": spreads}
+
+
+def medians(repeats: list) -> dict:
+    """Return the median of every sampled constant over the repeats (measure_constants)."""
+    return {
         "vector": np.median([r["vector"] for r in repeats], axis=0),
         "eval": float(np.median([r["eval"] for r in repeats])),
         "round": {P: float(np.median([r["round"][P] for r in repeats])) for P in round_costs.PEERS},
@@ -548,11 +558,6 @@ def measure_constants(ratings, args, ml20m: dict) -> tuple[Constants, dict, dict
         },
         "ml20m": {H: tuple(np.median([r["ml20m"][H] for r in repeats], axis=0)) for H in HOSTS},
     }
-    constants, per_rating = repeat_constants(median, common)
-    links.update(round=median["round"], byte=median["byte"])
-    links["fit"] = round_costs.fit_round(median["round"])
-    spreads = [repeat_constants(r, common) for r in repeats]
-    return constants, tables, links, {"per_rating": per_rating, "repeats": spreads}
 
 
 def repeat_constants(sample: dict, common: dict) -> tuple[Constants, dict]:

@@ -21,7 +21,7 @@ from cluster.messages import from_arrays, to_arrays
 FRAME = struct.Struct("!4sI")
 FRAME_MAGIC = b"HMSF"
 DESCRIPTOR = struct.Struct("!BBQQ")  # dtype code, ndim (0-2), shape (unused dimensions 0)
-DTYPES = {
+DTYPES: dict[int, np.dtype] = {
     1: np.dtype(np.float64),
     2: np.dtype(np.int64),
     3: np.dtype(np.int32),
@@ -124,47 +124,58 @@ class FrameReader:
 
     def _advance(self) -> bool:
         """Consume what the held bytes allow; return whether anything moved on."""
-        held = self._held
         if self.stage == "header":
-            if len(held) < FRAME.size:
-                return False
-            magic, count = FRAME.unpack_from(held)
-            if magic != FRAME_MAGIC or count > self.limit.max_arrays:
-                raise FrameRefused(
-                    f"a frame of {count} arrays (magic {magic!r}); this run sends at most "
-                    f"{self.limit.max_arrays}"
-                )
-            del held[: FRAME.size]
-            self.stage, self._count = "descriptors", count
-            return True
+            return self._header()
         if self.stage == "descriptors":
-            size = DESCRIPTOR.size * self._count
-            if len(held) < size:
-                return False
-            layout = [
-                self._checked(*DESCRIPTOR.unpack_from(held, DESCRIPTOR.size * i))
-                for i in range(self._count)
-            ]
-            total = sum(nbytes for _, _, nbytes in layout)
-            self.stage = "body"
-            if len(held) >= size + total:  # the whole frame is in: one copy, the arrays its views
-                body, offset = held[size : size + total], 0
-                del held[: size + total]
-                for dtype, shape, nbytes in layout:
-                    self.arrays.append(
-                        np.frombuffer(body, dtype, nbytes // dtype.itemsize, offset).reshape(shape)
-                    )
-                    offset += nbytes
-                self.done = True
-                return True
-            del held[:size]
-            self.arrays = [np.empty(shape, dtype) for dtype, shape, _ in layout]
-            self._body = [memoryview(a).cast("B") for a in self.arrays if a.nbytes]
+            return self._descriptors()
+        return self._fill()
+
+    def _header(self) -> bool:
+        held = self._held
+        if len(held) < FRAME.size:
+            return False
+        magic, count = FRAME.unpack_from(held)
+        if magic != FRAME_MAGIC or count > self.limit.max_arrays:
+            raise FrameRefused(
+                f"a frame of {count} arrays (magic {magic!r}); this run sends at most "
+                f"{self.limit.max_arrays}"
+            )
+        del held[: FRAME.size]
+        self.stage, self._count = "descriptors", count
+        return True
+
+    def _descriptors(self) -> bool:
+        held = self._held
+        size = DESCRIPTOR.size * self._count
+        if len(held) < size:
+            return False
+        layout = [
+            self._checked(*DESCRIPTOR.unpack_from(held, DESCRIPTOR.size * i))
+            for i in range(self._count)
+        ]
+        total = sum(nbytes for _, _, nbytes in layout)
+        self.stage = "body"
+        if len(held) >= size + total:  # the whole frame is in: one copy, the arrays its views
+            body, offset = held[size : size + total], 0
+            del held[: size + total]
+            for dtype, shape, nbytes in layout:
+                self.arrays.append(
+                    np.frombuffer(body, dtype, nbytes // dtype.itemsize, offset).reshape(shape)
+                )
+                offset += nbytes
+            self.done = True
             return True
+        del held[:size]
+        self.arrays = [np.empty(shape, dtype) for dtype, shape, _ in layout]
+        self._body = [a.data.cast("B") for a in self.arrays if a.nbytes]
+        return True
+
+    def _fill(self) -> bool:
+        """Copy held bytes into the next array still to fill (or finish the frame)."""
         if not self._body:
             self.done = True
             return True
-        head = self._body[0]
+        held, head = self._held, self._body[0]
         take = min(len(held), head.nbytes)
         if not take:
             return False
@@ -176,7 +187,7 @@ class FrameReader:
             self._body[0] = head[take:]
         return True
 
-    def _checked(self, code: int, ndim: int, rows: int, cols: int) -> tuple:
+    def _checked(self, code: int, ndim: int, rows: int, cols: int) -> tuple[np.dtype, tuple, int]:
         """Return (dtype, shape, bytes) of a declared array; FrameRefused when the run cannot need it."""
         dtype, shape = DTYPES.get(code), (rows, cols)[:ndim]
         if dtype is None or ndim > 2 or any((rows, cols)[ndim:]):  # unused dimensions are 0

@@ -74,11 +74,11 @@ def _select_rest(links, readers, outbound, pending, wake, check_aborted, run, ti
     with selectors.DefaultSelector() as selector:
         selector.register(wake, selectors.EVENT_READ, None)
         for p, writer in outbound.items():
-            events = (selectors.EVENT_READ if p in pending else 0) | (
+            wanted = (selectors.EVENT_READ if p in pending else 0) | (
                 0 if writer.done else selectors.EVENT_WRITE
             )
-            if events:
-                selector.register(links[p], events, p)
+            if wanted:
+                selector.register(links[p], wanted, p)
         while pending or any(not o.done for o in outbound.values()):
             check_aborted(run)
             left = deadline - time.monotonic()

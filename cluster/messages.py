@@ -180,17 +180,20 @@ class _Cursor:
         return self.at < len(self.entries)
 
 
-class _Values(_Cursor):
+class _Values:
     """The float64 values of a message, taken in order (the partials as views)."""
 
-    def left(self) -> bool:
-        return self.at < self.entries.size
+    def __init__(self, values: np.ndarray):
+        self.values, self.at = values, 0
 
-    def take(self, n: int, what: str):
-        if n < 0 or self.at + n > self.entries.size:
+    def take(self, n: int, what: str) -> np.ndarray:
+        if n < 0 or self.at + n > self.values.size:
             raise MalformedMessage(f"the message ends before its {what}")
         self.at += n
-        return self.entries[self.at - n : self.at]
+        return self.values[self.at - n : self.at]
+
+    def left(self) -> bool:
+        return self.at < self.values.size
 
 
 def _check_layout(arrays: list[np.ndarray]) -> None:
