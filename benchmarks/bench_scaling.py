@@ -820,7 +820,18 @@ def print_spread(repeats: list, ml20m: dict, rank: int) -> None:
         )
 
 
-def print_projection(c: Constants, per_rating: dict, ml20m: dict, rank: int) -> None:
+def paired_speedups(repeats: list, ml20m: dict, rank: int, owned: bool) -> dict:
+    """Return {H: the median over repeats of the speed-up each repeat's own constants give}.
+
+    Paired: a repeat's one-host and H-host costs were timed within seconds of each other, so a
+    spell of contention that slows both cancels in their ratio, which the medians of the
+    constants, taken apart, do not see.
+    """
+    each = [speedups(c, r, ml20m, rank, owned) for c, r in repeats]
+    return {H: float(np.median([e[H] for e in each])) for H in HOSTS}
+
+
+def print_projection(c: Constants, per_rating: dict, ml20m: dict, rank: int, repeats: list) -> None:
     (m, n), nnz, imbalance = ml20m["shape"], ml20m["nnz"], ml20m["imbalance"]
     shape = (m, n)
     print(
@@ -830,13 +841,15 @@ def print_projection(c: Constants, per_rating: dict, ml20m: dict, rank: int) -> 
     )
     print(
         f"{'H':>3s} {'ns/rating':>9s} {'imbal':>6s} | {'replicated V: s/cycle':>21s} {'s/pass':>7s} {'speed-up':>8s} "
-        f"{'MB/inner':>9s} | {'owned V: s/cycle':>16s} {'s/pass':>7s} {'speed-up':>8s} {'MB/inner':>9s} "
+        f"{'paired':>7s} {'MB/inner':>9s} | {'owned V: s/cycle':>16s} {'s/pass':>7s} {'speed-up':>8s} "
+        f"{'paired':>7s} {'MB/inner':>9s} "
         f"{'ms/inner: grad / V / round':>27s}"
     )
     base = {
         o: project_hosts(c, per_rating, imbalance, 1, shape, nnz, rank, NETWORK, o)["pass"]
         for o in (False, True)
     }
+    paired = {o: paired_speedups(repeats, ml20m, rank, o) for o in (False, True)}
     for H in HOSTS:
         rep, own = (
             project_hosts(c, per_rating, imbalance, H, shape, nnz, rank, NETWORK, o)
@@ -845,13 +858,15 @@ def print_projection(c: Constants, per_rating: dict, ml20m: dict, rank: int) -> 
         parts = " / ".join(f"{1e3 * own[k]:.2f}" for k in ("gradient", "V", "round"))
         print(
             f"{H:3d} {1e9 * per_rating[H][0]:9.1f} {imbalance[H]:6.2f} | {rep['cycle']:21.3f} {rep['pass']:7.3f} "
-            f"{base[False] / rep['pass']:7.2f}x {rep['bytes_inner'] / 1e6:9.1f} | {own['cycle']:16.3f} "
-            f"{own['pass']:7.3f} {base[False] / own['pass']:7.2f}x {own['bytes_inner'] / 1e6:9.1f} "
+            f"{base[False] / rep['pass']:7.2f}x {paired[False][H]:6.2f}x {rep['bytes_inner'] / 1e6:9.1f} | "
+            f"{own['cycle']:16.3f} {own['pass']:7.3f} {base[False] / own['pass']:7.2f}x {paired[True][H]:6.2f}x "
+            f"{own['bytes_inner'] / 1e6:9.1f} "
             f"{1e3 * own['inner']:6.2f}: {parts:>18s}"
         )
     print(
         "  speed-ups are over the 1-host pass of the same engine; bytes per inner iteration are the cluster's;"
-        " ms/inner: owned V's inner iteration and its gradient, V steps and round (the rest: U_p's step and partials)"
+        " ms/inner: owned V's inner iteration and its gradient, V steps and round (the rest: U_p's step and partials);"
+        " paired: the median of the speed-ups each repeat's own constants give (paired_speedups)"
     )
 
 
@@ -913,7 +928,7 @@ def main(argv=None):
     print_constants(constants, links, args.constant_repeats)
     if not args.skip_points:
         print_points(point_runs(ratings, args), constants, ratings, args)
-    print_projection(constants, spread["per_rating"], ml20m, args.rank)
+    print_projection(constants, spread["per_rating"], ml20m, args.rank, spread["repeats"])
     print_spread(spread["repeats"], ml20m, args.rank)
     print_anchors()
     print(f"load average at the end: {os.getloadavg()}")
