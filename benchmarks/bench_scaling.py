@@ -13,15 +13,17 @@ One run prints:
    their times are marked;
 3. the blocks: every block's gradient timed alone, the wait on the slowest block of each subset,
    and a least-squares fit of block time = a ratings + b rows + c items;
-4. the model (benchmarks/scaling_model.py): constants measured here by micro benchmarks, never
-   fitted to the points, its prediction beside every point with the relative error, for an idle
-   machine and at the CPU share the run got;
+4. the model (benchmarks/scaling_model.py): constants measured here by micro benchmarks (the
+   round's CPU by benchmarks/round_costs.py on the engine's own round code), medians of
+   --constant-repeats interleaved repeats, never fitted to the points, its prediction beside
+   every point with the relative error, for an idle machine and at the CPU share the run got;
 5. the extrapolation: ml-20m-like on 1..64 hosts (one worker each) over a stated network, seconds
-   per cycle and speed-up, for today's replicated V and for owned V; the published anchors.
+   per cycle and speed-up (of the median constants, and paired: the median of each repeat's
+   own), for today's replicated V and for owned V; the spread over the repeats; the anchors.
 
     python benchmarks/bench_scaling.py [--epochs 20] [--repeats 3] [--point-repeats 2]
                                        [--workers 1 2 4 8] [--skip-goal | --goal-only] [--skip-points]
-                                       [--block-data long-tail-like ml-20m-like]
+                                       [--block-data long-tail-like ml-20m-like] [--constant-repeats 11]
 """
 
 from __future__ import annotations
