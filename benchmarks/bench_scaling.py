@@ -13,15 +13,17 @@ One run prints:
    their times are marked;
 3. the blocks: every block's gradient timed alone, the wait on the slowest block of each subset,
    and a least-squares fit of block time = a ratings + b rows + c items;
-4. the model (benchmarks/scaling_model.py): constants measured here by micro benchmarks, never
-   fitted to the points, its prediction beside every point with the relative error, for an idle
-   machine and at the CPU share the run got;
+4. the model (benchmarks/scaling_model.py): constants measured here by micro benchmarks (the
+   round's CPU by benchmarks/round_costs.py on the engine's own round code), medians of
+   --constant-repeats interleaved repeats, never fitted to the points, its prediction beside
+   every point with the relative error, for an idle machine and at the CPU share the run got;
 5. the extrapolation: ml-20m-like on 1..64 hosts (one worker each) over a stated network, seconds
-   per cycle and speed-up, for today's replicated V and for owned V; the published anchors.
+   per cycle and speed-up (of the median constants, and paired: the median of each repeat's
+   own), for today's replicated V and for owned V; the spread over the repeats; the anchors.
 
     python benchmarks/bench_scaling.py [--epochs 20] [--repeats 3] [--point-repeats 2]
                                        [--workers 1 2 4 8] [--skip-goal | --goal-only] [--skip-points]
-                                       [--block-data long-tail-like ml-20m-like]
+                                       [--block-data long-tail-like ml-20m-like] [--constant-repeats 11]
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import os
 import time
 
 import numpy as np
+import round_costs
 from scaling_model import Constants, Network, predict_point, project_hosts
 from scipy.optimize import nnls
 
@@ -87,8 +90,8 @@ def lead_split(result) -> dict:
     }
 
 
-def best_of(fn, repeat: int = 5) -> float:
-    """Return the least CPU time of `repeat` calls of fn (after one untimed call).
+def median_cpu(fn, repeat: int = 3) -> float:
+    """Return the median CPU time of `repeat` calls of fn (after one untimed call).
 
     The micro benchmarks run one thread, so its CPU time is their cost without the time slices
     other processes of this shared machine take (their share of cache and memory bandwidth stays).
@@ -99,7 +102,7 @@ def best_of(fn, repeat: int = 5) -> float:
         start = time.thread_time()
         fn()
         times.append(time.thread_time() - start)
-    return min(times)
+    return float(np.median(times))
 
 
 # ---------------------------------------------------------------------------------------- CPU probes
@@ -232,8 +235,8 @@ def shard_datas(ratings, n_blocks: int, rank: int, part=None):
 def block_table(ratings, n_blocks: int, rank: int, passes: int = 7, part=None) -> dict:
     """Return every block's gradient seconds (alone, engine order) and its ratings, rows and items touched.
 
-    CPU time of this thread (see `best_of`); each pass times every block once and a block keeps
-    its fastest pass, so a burst of another process's work spoils one pass, not one block.
+    CPU time of this thread (see `median_cpu`); each pass times every block once and a block
+    keeps its median pass, so a burst of another process's work spoils one pass, not one block.
     """
     datas, part = shard_datas(ratings, n_blocks, rank, part)
     rng = np.random.default_rng(0)
@@ -241,13 +244,13 @@ def block_table(ratings, n_blocks: int, rank: int, passes: int = 7, part=None) -
     gV, empty = np.zeros_like(V), np.zeros(0)
     shape = (n_blocks, n_blocks)
     seconds, counts, rows, items = (
-        np.full(shape, np.inf),
+        np.zeros((passes, *shape)),
         np.zeros(shape),
         np.zeros(shape),
         np.zeros(shape),
     )
     factors = [0.1 * rng.standard_normal((d.row_hi - d.row_lo, rank)) for d in datas]
-    for _ in range(passes):
+    for pass_ in range(passes):
         for d, U in zip(datas, factors):
             gU = np.zeros_like(U)
             for k in range(n_blocks):
@@ -257,13 +260,13 @@ def block_table(ratings, n_blocks: int, rank: int, passes: int = 7, part=None) -
                 kernels.mf_block_gradient(
                     r, c, v, U, V, gU, gV, rank, 1.0 / ratings.nnz, 0.0, empty, empty
                 )
-                seconds[d.shard, q] = min(seconds[d.shard, q], time.thread_time() - start)
+                seconds[pass_, d.shard, q] = time.thread_time() - start
                 counts[d.shard, q], rows[d.shard, q], items[d.shard, q] = (
                     v.size,
                     np.unique(r).size,
                     np.unique(c).size,
                 )
-    return {"seconds": seconds, "ratings": counts, "rows": rows, "items": items}
+    return {"seconds": np.median(seconds, axis=0), "ratings": counts, "rows": rows, "items": items}
 
 
 def cost_balanced(ratings, n_blocks: int, touch_rows: float, touch_items: float):
@@ -366,15 +369,15 @@ def vector_costs(size: int, memory: int = MEMORY) -> tuple[float, float, float, 
             norms,
         )
 
-    plain, paired = best_of(lambda: partials(False)), best_of(lambda: partials(True))
-    step = best_of(lambda: kernels.shard_lbfgs_step(x, g, S, Y, coef, 1.0, 1e-9))
+    plain, paired = median_cpu(lambda: partials(False)), median_cpu(lambda: partials(True))
+    step = median_cpu(lambda: kernels.shard_lbfgs_step(x, g, S, Y, coef, 1.0, 1e-9))
     rows = rng.standard_normal(size)
 
     def assemble():
         g[:] = 0.0
         g[:] += rows
 
-    return plain / size, paired / size, step / size, best_of(assemble) / size
+    return plain / size, paired / size, step / size, median_cpu(assemble) / size
 
 
 def link_round(peer: str, run: str, size: int, rounds: int, secret: bytes) -> tuple[float, float]:
@@ -416,12 +419,10 @@ def time_block(rows, cols, vals, U, V, repeat: int) -> float:
 
 
 def message_costs(client) -> dict:
-    """Return a round's wake-up latency, per-message CPU and per-byte seconds with one peer.
+    """Return a round's wake-up latency with one peer between two Dask workers: wall minus CPU of an 8-byte round.
 
-    Per message: the CPU of an 8-byte round; latency: its wall time minus that CPU; per byte: the
-    wall time's slope between 512 KiB and 4 MiB messages.
-
-    Each size runs three times and keeps its fastest run (the machine is shared).
+    The median of three runs of 400 rounds (the machine is shared). The CPU a round costs is
+    measured in one process instead (round_costs.py), where other processes' slices do not count.
     """
     import secrets
 
@@ -429,38 +430,27 @@ def message_costs(client) -> dict:
 
     install(client)
     a, b = worker_addresses(client, minimum=2)[:2]
-    sizes, wall, cpu = np.array([8, 512 * 1024, 4 * 1024 * 1024]), [], []
-    for size, rounds in zip(sizes, (400, 60, 15)):
-        runs = []
-        for repeat in range(3):
-            run, secret = f"bench-scaling-{size}-{repeat}-{os.getpid()}", secrets.token_bytes(32)
-            futures = [
-                client.submit(
-                    link_round,
-                    peer,
-                    run,
-                    int(size),
-                    rounds,
-                    secret,
-                    workers=[me],
-                    pure=False,
-                    allow_other_workers=False,
-                )
-                for me, peer in ((a, b), (b, a))
-            ]
-            runs.append(max(client.gather(futures)))
-        best = min(runs)
-        wall.append(best[0])
-        cpu.append(best[1])
-    byte = (wall[2] - wall[1]) / (
-        sizes[2] - sizes[1]
-    )  # wall: both ends' copies and loopback's transfer
-    return {
-        "message": cpu[0],
-        "latency": max(wall[0] - cpu[0], 0.0),
-        "byte": float(byte),
-        "raw": {int(z): (w, c) for z, w, c in zip(sizes, wall, cpu)},
-    }
+    runs = []
+    for repeat in range(3):
+        run, secret = f"bench-scaling-{repeat}-{os.getpid()}", secrets.token_bytes(32)
+        futures = [
+            client.submit(
+                link_round,
+                peer,
+                run,
+                8,
+                400,
+                secret,
+                workers=[me],
+                pure=False,
+                allow_other_workers=False,
+            )
+            for me, peer in ((a, b), (b, a))
+        ]
+        wall, cpu = max(client.gather(futures))
+        runs.append((wall - cpu, wall, cpu))
+    latency, wall, cpu = sorted(runs)[1]
+    return {"latency": max(latency, 0.0), "raw": {8: (wall, cpu)}}
 
 
 def frame_sizes(memory: int = MEMORY) -> tuple[float, float]:
@@ -505,11 +495,17 @@ def corun_factor(client, datas, part, rank: int) -> float:
     return float(np.mean(both) / alone)
 
 
-def measure_constants(ratings, args) -> tuple[Constants, dict, dict]:
-    """Return the model's constants measured here, the block tables per W and the raw link timings."""
+def measure_constants(ratings, args, ml20m: dict) -> tuple[Constants, dict, dict, dict]:
+    """Return the model's constants, the block tables per W, the raw link timings and the spreads.
+
+    The constants that set the extrapolation are sampled in turn, --constant-repeats times: each
+    repeat times the vector kernels at every size, the evaluation, a round at every peer count,
+    the per-byte rounds and one pass over ml-20m-like's blocks (`ml20m_pass`). The model takes
+    each one's median, so a slow spell of this shared machine, which slows every constant of its
+    repeat alike, is dropped whole. spreads: every repeat's own constants (`repeat_constants`).
+    """
     tables = {W: block_table(ratings, W, args.rank) for W in args.workers}
     sizes = np.array([15_000, 40_000, 100_000, 200_000, 300_000, 700_000, 1_400_000])
-    vector = np.array([vector_costs(int(s)) for s in sizes])
     datas, part = shard_datas(ratings, 1, args.rank)
     d = datas[0]
     rng = np.random.default_rng(0)
@@ -517,40 +513,77 @@ def measure_constants(ratings, args) -> tuple[Constants, dict, dict]:
         0.1 * rng.standard_normal((part.shape[0], args.rank)),
         0.1 * rng.standard_normal((part.shape[1], args.rank)),
     )
-    eval_rating = (
-        best_of(
-            lambda: kernels.mf_squared_error(d.rows[0], d.cols[0], d.vals[0], U, V, args.rank, 0.0)
+    repeats = []
+    for _ in range(args.constant_repeats):
+        repeats.append(
+            {
+                "vector": np.array([vector_costs(int(s)) for s in sizes]),
+                "eval": median_cpu(
+                    lambda: kernels.mf_squared_error(
+                        d.rows[0], d.cols[0], d.vals[0], U, V, args.rank, 0.0
+                    )
+                )
+                / d.vals[0].size,
+                "round": {P: round_costs.round_sample(P) for P in round_costs.PEERS},
+                "byte": {z: round_costs.byte_sample(z) for z in round_costs.BYTE_SIZES},
+                "ml20m": ml20m_pass(ml20m["blocks"], args.rank),
+            }
         )
-        / d.vals[0].size
-    )
     datas2, part2 = shard_datas(ratings, 2, args.rank)
     with connect(n_workers=2, threads_per_worker=1, quiet=True) as client:
         links = message_costs(client)
         corun = corun_factor(client, datas2, part2, args.rank)
-    constants = Constants(
+    common = dict(
         blocks={W: t["seconds"] for W, t in tables.items()},
         sizes=sizes,
-        partials=vector[:, 0],
-        pair=vector[:, 1],
-        step=vector[:, 2],
-        assemble=vector[:, 3],
-        eval_rating=eval_rating,
-        message=links["message"],
         latency=links["latency"],
-        byte=links["byte"],
         frame=frame_sizes(),
         corun=corun,
         cores=os.cpu_count() or 1,
     )
-    return constants, tables, links
+    median = medians(repeats)
+    constants, per_rating = repeat_constants(median, common)
+    links.update(round=median["round"], byte=median["byte"])
+    links["fit"] = round_costs.fit_round(median["round"])
+    spreads = [repeat_constants(r, common) for r in repeats]
+    return constants, tables, links, {"per_rating": per_rating, "repeats": spreads}
 
 
-def ml20m_blocks(rank: int, passes: int = 3) -> tuple[dict, dict, tuple, int]:
-    """Return per H: (gradient, evaluation) seconds per rating on block (0, 0) of ml-20m-like, and the imbalance.
+def medians(repeats: list) -> dict:
+    """Return the median of every sampled constant over the repeats (measure_constants)."""
+    return {
+        "vector": np.median([r["vector"] for r in repeats], axis=0),
+        "eval": float(np.median([r["eval"] for r in repeats])),
+        "round": {P: float(np.median([r["round"][P] for r in repeats])) for P in round_costs.PEERS},
+        "byte": {
+            z: float(np.median([r["byte"][z] for r in repeats])) for z in round_costs.BYTE_SIZES
+        },
+        "ml20m": {H: tuple(np.median([r["ml20m"][H] for r in repeats], axis=0)) for H in HOSTS},
+    }
+
+
+def repeat_constants(sample: dict, common: dict) -> tuple[Constants, dict]:
+    """Return the Constants and ml-20m-like per-rating costs of one repeat's samples (or of their medians)."""
+    fixed, message, _ = round_costs.fit_round(sample["round"])
+    constants = Constants(
+        partials=sample["vector"][:, 0],
+        pair=sample["vector"][:, 1],
+        step=sample["vector"][:, 2],
+        assemble=sample["vector"][:, 3],
+        eval_rating=sample["eval"],
+        message=message,
+        round_fixed=fixed,
+        byte=round_costs.per_byte(sample["byte"]),
+        **common,
+    )
+    return constants, sample["ml20m"]
+
+
+def ml20m_blocks(rank: int) -> dict:
+    """Return ml-20m-like's block (0, 0) at every H (for `ml20m_pass`), the imbalance per H, its shape and nnz.
 
     Imbalance: mean over subsets of the largest block's ratings / the mean block's (STRATA-B at H).
-    Block (0, 0) is timed on at most its first 4M ratings in engine order (rows ascending); each
-    pass times every H once and each H keeps its fastest pass.
+    Block (0, 0) is kept to at most its first 4M ratings in engine order (rows ascending).
     """
     ratings = make_ratings("ml-20m-like", seed=1)
     rows, cols = np.asarray(ratings.rows), np.asarray(ratings.cols)
@@ -580,21 +613,22 @@ def ml20m_blocks(rank: int, passes: int = 3) -> tuple[dict, dict, tuple, int]:
             U,
             V,
         )
-    best = {H: [np.inf, np.inf] for H in HOSTS}
+    return {"blocks": blocks, "imbalance": imbalance, "shape": (m, n), "nnz": ratings.nnz}
+
+
+def ml20m_pass(blocks: dict, rank: int) -> dict:
+    """Return per H: (gradient, evaluation) CPU seconds per rating on block (0, 0), one timing each."""
+    out = {}
     empty = np.zeros(0)
-    for _ in range(passes):
-        for H, (r, c, v, U, V) in blocks.items():
-            gU, gV = np.zeros_like(U), np.zeros_like(V)
-            start = time.thread_time()
-            kernels.mf_block_gradient(r, c, v, U, V, gU, gV, rank, 1e-8, 0.0, empty, empty)
-            middle = time.thread_time()
-            kernels.mf_squared_error(r, c, v, U, V, rank, 0.0)
-            end = time.thread_time()
-            best[H] = [
-                min(best[H][0], (middle - start) / v.size),
-                min(best[H][1], (end - middle) / v.size),
-            ]
-    return {H: tuple(b) for H, b in best.items()}, imbalance, (m, n), ratings.nnz
+    for H, (r, c, v, U, V) in blocks.items():
+        gU, gV = np.zeros_like(U), np.zeros_like(V)
+        start = time.thread_time()
+        kernels.mf_block_gradient(r, c, v, U, V, gU, gV, rank, 1e-8, 0.0, empty, empty)
+        middle = time.thread_time()
+        kernels.mf_squared_error(r, c, v, U, V, rank, 0.0)
+        end = time.thread_time()
+        out[H] = ((middle - start) / v.size, (end - middle) / v.size)
+    return out
 
 
 # ---------------------------------------------------------------------------------------- reports
@@ -728,26 +762,80 @@ def print_points(rows: list, constants: Constants, ratings, args) -> None:
     )
 
 
-def print_constants(c: Constants, links: dict) -> None:
+def print_constants(c: Constants, links: dict, repeats: int) -> None:
     print(
-        "\nconstants, measured here (one thread's CPU time, fastest of several), ns per parameter:"
+        f"\nconstants, measured here (one thread's CPU time; medians of {repeats} interleaved repeats), ns per "
+        f"parameter:"
     )
     print(f"{'params':>9s} {'partials':>9s} {'pair it.':>9s} {'step':>7s} {'assemble':>9s}")
     for size, a, e, b, d in zip(c.sizes, c.partials, c.pair, c.step, c.assemble):
         print(f"{int(size):9d} {1e9 * a:9.2f} {1e9 * e:9.2f} {1e9 * b:7.2f} {1e9 * d:9.2f}")
+    wall, cpu = links["raw"][8]
     print(
         f"  evaluation {1e9 * c.eval_rating:.1f} ns/rating; two processes' gradient at once / alone {c.corun:.2f}; "
-        f"link round with one peer: {1e6 * c.latency:.0f} us wake-up + {1e6 * c.message:.0f} us CPU per message + "
-        f"{1e9 * c.byte:.3f} ns per byte (rounds, wall / CPU: "
-        + ", ".join(f"{s} B {1e6 * w:.0f} / {1e6 * u:.0f} us" for s, (w, u) in links["raw"].items())
-        + f"); a frame of two shards' partials {c.frame[0]:.0f} B, {c.frame[1]:.0f} B with the pair's"
+        f"a round's wake-up between two Dask workers {1e6 * c.latency:.0f} us (8-byte round, wall {1e6 * wall:.0f} / "
+        f"CPU {1e6 * cpu:.0f} us); a frame of two shards' partials {c.frame[0]:.0f} B, {c.frame[1]:.0f} B with the "
+        f"pair's"
+    )
+    fixed, message, residual = links["fit"]
+    print(
+        "  a round's CPU (cluster.link_round.exchange_round, TCP loopback, the owned-V inner iteration's messages; "
+        "round_costs.py): "
+        + ", ".join(f"{P} peers {1e6 * t:.0f} us" for P, t in links["round"].items())
+        + f"; line: {1e6 * fixed:.0f} us + {1e6 * message:.1f} us per peer (largest residual {residual:.0%}); "
+        f"{1e9 * c.byte:.3f} ns per byte sent and received (one V shard each way: "
+        + ", ".join(f"{z // 1024} KiB {1e6 * t:.0f} us" for z, t in links["byte"].items())
+        + ")"
     )
 
 
-def print_projection(
-    c: Constants, per_rating: dict, imbalance: dict, shape, nnz: int, rank: int
-) -> None:
-    m, n = shape
+def speedups(c: Constants, per_rating: dict, ml20m: dict, rank: int, owned: bool) -> dict:
+    """Return {H: seconds per pass on 1 host / on H} of the model (project_hosts)."""
+    shape, nnz, imbalance = ml20m["shape"], ml20m["nnz"], ml20m["imbalance"]
+    passes = {
+        H: project_hosts(c, per_rating, imbalance, H, shape, nnz, rank, NETWORK, owned)["pass"]
+        for H in HOSTS
+    }
+    return {H: passes[1] / passes[H] for H in HOSTS}
+
+
+def print_spread(repeats: list, ml20m: dict, rank: int) -> None:
+    """Every repeat's own constants and the owned-V speed-ups they give: how far one sample moves the output."""
+    print(
+        f"\nspread over the {len(repeats)} repeats (each repeat's own constants; the table above uses their medians):"
+    )
+    rows = {
+        "round, us": [1e6 * c.round_fixed for c, _ in repeats],
+        "per peer, us": [1e6 * c.message for c, _ in repeats],
+        "per byte, ns": [1e9 * c.byte for c, _ in repeats],
+        "step at 216k, ns": [1e9 * c.per_param("step", 216_000) for c, _ in repeats],
+        "gradient H=1, ns": [1e9 * r[1][0] for _, r in repeats],
+        "gradient H=32, ns": [1e9 * r[32][0] for _, r in repeats],
+    }
+    for H in (16, 32, 64):
+        rows[f"owned V {H} hosts"] = [speedups(c, r, ml20m, rank, True)[H] for c, r in repeats]
+    for name, values in rows.items():
+        v = np.array(values)
+        print(
+            f"  {name:>18s}: median {np.median(v):8.2f}, min {v.min():8.2f}, max {v.max():8.2f} "
+            f"(max / min {v.max() / v.min():.2f})"
+        )
+
+
+def paired_speedups(repeats: list, ml20m: dict, rank: int, owned: bool) -> dict:
+    """Return {H: the median over repeats of the speed-up each repeat's own constants give}.
+
+    Paired: a repeat's one-host and H-host costs were timed within seconds of each other, so a
+    spell of contention that slows both cancels in their ratio, which the medians of the
+    constants, taken apart, do not see.
+    """
+    each = [speedups(c, r, ml20m, rank, owned) for c, r in repeats]
+    return {H: float(np.median([e[H] for e in each])) for H in HOSTS}
+
+
+def print_projection(c: Constants, per_rating: dict, ml20m: dict, rank: int, repeats: list) -> None:
+    (m, n), nnz, imbalance = ml20m["shape"], ml20m["nnz"], ml20m["imbalance"]
+    shape = (m, n)
     print(
         f"\nextrapolation: ml-20m-like ({m} x {n}, {nnz} ratings), rank {rank}, one worker per host, "
         f"{NETWORK.bits_per_second / 1e9:g} Gbit/s, {1e6 * NETWORK.rtt:g} us RTT; a cycle is H + 1 inner "
@@ -755,24 +843,32 @@ def print_projection(
     )
     print(
         f"{'H':>3s} {'ns/rating':>9s} {'imbal':>6s} | {'replicated V: s/cycle':>21s} {'s/pass':>7s} {'speed-up':>8s} "
-        f"{'MB/inner':>9s} | {'owned V: s/cycle':>16s} {'s/pass':>7s} {'speed-up':>8s} {'MB/inner':>9s}"
+        f"{'paired':>7s} {'MB/inner':>9s} | {'owned V: s/cycle':>16s} {'s/pass':>7s} {'speed-up':>8s} "
+        f"{'paired':>7s} {'MB/inner':>9s} "
+        f"{'ms/inner: grad / V / round':>27s}"
     )
     base = {
         o: project_hosts(c, per_rating, imbalance, 1, shape, nnz, rank, NETWORK, o)["pass"]
         for o in (False, True)
     }
+    paired = {o: paired_speedups(repeats, ml20m, rank, o) for o in (False, True)}
     for H in HOSTS:
         rep, own = (
             project_hosts(c, per_rating, imbalance, H, shape, nnz, rank, NETWORK, o)
             for o in (False, True)
         )
+        parts = " / ".join(f"{1e3 * own[k]:.2f}" for k in ("gradient", "V", "round"))
         print(
             f"{H:3d} {1e9 * per_rating[H][0]:9.1f} {imbalance[H]:6.2f} | {rep['cycle']:21.3f} {rep['pass']:7.3f} "
-            f"{base[False] / rep['pass']:7.2f}x {rep['bytes_inner'] / 1e6:9.1f} | {own['cycle']:16.3f} "
-            f"{own['pass']:7.3f} {base[False] / own['pass']:7.2f}x {own['bytes_inner'] / 1e6:9.1f}"
+            f"{base[False] / rep['pass']:7.2f}x {paired[False][H]:6.2f}x {rep['bytes_inner'] / 1e6:9.1f} | "
+            f"{own['cycle']:16.3f} {own['pass']:7.3f} {base[False] / own['pass']:7.2f}x {paired[True][H]:6.2f}x "
+            f"{own['bytes_inner'] / 1e6:9.1f} "
+            f"{1e3 * own['inner']:6.2f}: {parts:>18s}"
         )
     print(
-        "  speed-ups are over the 1-host pass of the same engine; bytes per inner iteration are the cluster's"
+        "  speed-ups are over the 1-host pass of the same engine; bytes per inner iteration are the cluster's;"
+        " ms/inner: owned V's inner iteration and its gradient, V steps and round (the rest: U_p's step and partials);"
+        " paired: the median of the speed-ups each repeat's own constants give (paired_speedups)"
     )
 
 
@@ -804,6 +900,12 @@ def main(argv=None):
     parser.add_argument("--skip-goal", action="store_true")
     parser.add_argument("--goal-only", action="store_true", help="only the 1 -> 2 workers goal")
     parser.add_argument("--skip-points", action="store_true", help="no Dask runs at 1..8 workers")
+    parser.add_argument(
+        "--constant-repeats",
+        type=int,
+        default=11,
+        help="interleaved samples of the model's constants (their medians are used)",
+    )
     args = parser.parse_args(argv)
     print(f"load average at start: {os.getloadavg()}; {os.cpu_count()} cores")
     ratings = make_ratings("ml-1m-like", seed=1)
@@ -811,7 +913,8 @@ def main(argv=None):
         print_goal(goal_runs(ratings, args), args)
     if args.goal_only:
         return
-    constants, tables, links = measure_constants(ratings, args)
+    ml20m = ml20m_blocks(args.rank)
+    constants, tables, links, spread = measure_constants(ratings, args, ml20m)
     print_blocks("ml-1m-like", tables)
     for name in args.block_data:
         fit = print_blocks(
@@ -824,11 +927,11 @@ def main(argv=None):
         )
         if fit is not None and fit[0] > 0 and (fit[1] > 0 or fit[2] > 0):
             print_cost_balanced(name, args.rank, fit, args.workers)
-    print_constants(constants, links)
+    print_constants(constants, links, args.constant_repeats)
     if not args.skip_points:
         print_points(point_runs(ratings, args), constants, ratings, args)
-    per_rating, imbalance, shape, nnz = ml20m_blocks(args.rank)
-    print_projection(constants, per_rating, imbalance, shape, nnz, args.rank)
+    print_projection(constants, spread["per_rating"], ml20m, args.rank, spread["repeats"])
+    print_spread(spread["repeats"], ml20m, args.rank)
     print_anchors()
     print(f"load average at the end: {os.getloadavg()}")
 

@@ -12,8 +12,10 @@ per inner iteration (lockstep: a round ends when the slowest worker's message ar
                replicated:    (n / W) w c_partials + n w (c_step + c_assemble)  (message path, V replicated)
                owned:         (n / W) w (c_partials + c_step) + r_W n w c_assemble  (message path, V owned:
                                                                         r_W = owned_rows(W) rows received)
-    round      latency + (W - 1) c_message + bytes_out c_byte  (c_message: CPU per message; latency:
-                                                                a round's wake-up, wall minus CPU)
+    round      latency + c_round + (W - 1) c_message + bytes_out c_byte  (c_round: a round's own CPU
+                                                                (selector, encoding once); c_message: CPU
+                                                                per peer (a frame written, one read and
+                                                                decoded); latency: a round's wake-up)
     evaluation once per cycle of K + 1 inner iterations (1 when K = 1): (nnz / W) c_eval and one more round
 with t_block the block's gradient timed alone (engine order), c_* per parameter, per rating, per
 message and per byte. bytes_out per worker per inner iteration: replicated (W - 1) (n / W) w 8
@@ -24,8 +26,9 @@ bytes and rounds, not scaling. When W <= C processes share one socket their grad
 other (shared L3 and memory bandwidth): c_corun, the gradient of two processes at once / alone.
 
 Hosts (`project_hosts`): one worker per host, so no co-run factor; a round to W - 1 peers costs
-RTT / 2 + (W - 1) c_message + bytes_out (c_byte + 8 / link bits per second), c_message and c_byte as
-measured on loopback (the Python and copy cost of a message), the wake-up replaced by the RTT.
+RTT / 2 + c_round + (W - 1) c_message + bytes_out (c_byte + 8 / link bits per second): c_round,
+c_message and c_byte are the CPU of cluster.link_round.exchange_round measured in one process
+over TCP loopback (benchmarks/round_costs.py), the wake-up replaced by the RTT.
 """
 
 from __future__ import annotations
@@ -50,9 +53,10 @@ class Constants:
     step: np.ndarray  # per parameter: the L-BFGS step
     assemble: np.ndarray  # per parameter of V: zero gV and add the peers' rows (message path)
     eval_rating: float  # per rating: the cycle's train SSE
-    message: float  # CPU per message (encode, send, receive, decode), loopback
+    message: float  # CPU per peer of a round (its frame written, the peer's read and decoded)
+    round_fixed: float  # CPU of a round whatever its peers (messages encoded once, the selector)
     latency: float  # wake-up latency of a round on this host (wall minus CPU of a tiny round)
-    byte: float  # per byte sent (and received), loopback
+    byte: float  # CPU per byte sent and received (the kernel's copies), loopback
     frame: tuple  # bytes of a frame of two shards' partials: (ordinary, pair iteration)
     corun: float  # gradient of C processes at once / alone
     cores: int
@@ -138,7 +142,9 @@ def predict_point(
     out = bytes_out(c, W, n, width, path, pair_share)
     # a cycle's extra rounds: the evaluation's, and the barrier (shared) or the sync of V (owned) before it
     rounds = 1 + (1 if path == "replicated" else 2) / per_cycle
-    exchange = 0.0 if W == 1 else rounds * (c.latency + (W - 1) * c.message) + out * c.byte
+    exchange = (
+        0.0 if W == 1 else rounds * (c.latency + c.round_fixed + (W - 1) * c.message) + out * c.byte
+    )
     evaluation = (nnz / W) * c.eval_rating / per_cycle
     compute = pace * corun + u_work + v_work + evaluation
     slicing = max(1.0, W / c.cores)
@@ -194,7 +200,7 @@ def project_hosts(
     u_work = c.vector((m / H) * width, H)
     full = n * width
     partials = (H - 1) * partials_frame(c, H)
-    latency = net.rtt / 2 + (H - 1) * c.message if H > 1 else 0.0
+    latency = net.rtt / 2 + c.round_fixed + (H - 1) * c.message if H > 1 else 0.0
     if (
         owned
     ):  # V_j's rows to its next home every inner iteration, V synced once a cycle (owned_rows)

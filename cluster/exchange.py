@@ -143,8 +143,10 @@ class MailboxExchange:
             parts, dict
         ):  # V shards handed to their next holders (owned V): a message per peer
             mine = Message(0, self.me, vote=request.vote, shards=partials)
-            addressed = {
-                p: Message(0, self.me, vote=request.vote, shards=partials, items=parts.get(p, []))
+            addressed = {  # peers that get no V shard share one Message: one frame encoded
+                p: Message(0, self.me, vote=request.vote, shards=partials, items=parts[p])
+                if parts.get(p)
+                else mine
                 for p in self.peers
             }
             messages = self._round(mine, addressed=addressed)

@@ -2,8 +2,9 @@
 
 A frame is FRAME (magic, number of arrays), one DESCRIPTOR per array (dtype from a whitelist,
 shape), then the arrays' raw bytes (cluster.messages.to_arrays / from_arrays give the typed
-Message). An array is written from its own memory and read into a fresh one, with no copy in
-between; FrameReader and FrameWriter do it piece by piece on non-blocking sockets.
+Message). An array is written from its own memory and read into a fresh one (a large array with
+no copy in between; small parts through one buffer, so a small frame costs one recv, not one per
+array); FrameReader and FrameWriter do it piece by piece on non-blocking sockets.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from cluster.messages import from_arrays, to_arrays
 FRAME = struct.Struct("!4sI")
 FRAME_MAGIC = b"HMSF"
 DESCRIPTOR = struct.Struct("!BBQQ")  # dtype code, ndim (0-2), shape (unused dimensions 0)
-DTYPES = {
+DTYPES: dict[int, np.dtype] = {
     1: np.dtype(np.float64),
     2: np.dtype(np.int64),
     3: np.dtype(np.int32),
@@ -57,11 +58,17 @@ def encode(message) -> list:
 
 
 def addressed_frames(message, peers: list[str]) -> dict:
-    """Return {peer: frame}: one Message encoded once for all, or {peer: Message} encoded per peer."""
-    if isinstance(message, dict):
-        return {p: encode(message[p]) for p in peers}
-    frame = encode(message)
-    return dict.fromkeys(peers, frame)
+    """Return {peer: frame}: one Message for all, or {peer: Message}; each distinct Message encoded once."""
+    if not isinstance(message, dict):
+        message = dict.fromkeys(peers, message)
+    encoded: dict[int, list] = {}
+    out = {}
+    for p in peers:
+        m = message[p]
+        if id(m) not in encoded:
+            encoded[id(m)] = encode(m)
+        out[p] = encoded[id(m)]
+    return out
 
 
 def frame_nbytes(frame: list) -> int:
@@ -70,62 +77,118 @@ def frame_nbytes(frame: list) -> int:
 
 
 class FrameReader:
-    """Reads one frame from a non-blocking socket, piece by piece, into freshly allocated arrays.
+    """Reads the frames of one link from a non-blocking socket, into freshly allocated arrays.
 
     Every declared size is checked against the run's FrameLimit before anything is allocated.
+    Small parts (header, descriptors, small arrays) come from one recv of up to CHUNK bytes,
+    not one recv each; an array of CHUNK bytes or more is read straight into its memory. Bytes
+    read past a frame's end (a peer already one round ahead) are kept for the link's next frame:
+    one reader serves a link for a whole run (`next` after each `value`).
     """
+
+    CHUNK = 1 << 16
 
     def __init__(self, limit: FrameLimit):
         self.limit = limit
-        self.header = bytearray(FRAME.size)
-        self.targets = [memoryview(self.header)]
+        self._held = bytearray()  # bytes read and not yet consumed
+        self._scratch = memoryview(bytearray(self.CHUNK))
+        self.next()
+
+    def next(self) -> None:
+        """Start reading the link's next frame (bytes read ahead stay)."""
         self.stage = "header"
         self.arrays: list[np.ndarray] = []
+        self._body: list[memoryview] = []
+        self._count = 0
         self.done = False
 
     def feed(self, sock) -> None:
         """Read what is available; raise ConnectionResetError when the peer closed its end."""
-        while self.targets:
-            target = self.targets[0]
+        while not self.done:
+            if self._advance():
+                continue
+            large = self.stage == "body" and self._body[0].nbytes >= self.CHUNK
+            target = self._body[0] if large else self._scratch
             try:
                 n = sock.recv_into(target)
             except BlockingIOError:
                 return
             if n == 0:
                 raise ConnectionResetError("the peer closed the connection")
-            if n < target.nbytes:
-                self.targets[0] = target[n:]
-                continue
-            self.targets.pop(0)
-            if not self.targets:
-                self._next_stage()
+            if not large:
+                self._held += target[:n]
+            elif n < target.nbytes:
+                self._body[0] = target[n:]
+            else:
+                self._body.pop(0)
 
-    def _next_stage(self) -> None:
+    def _advance(self) -> bool:
+        """Consume what the held bytes allow; return whether anything moved on."""
         if self.stage == "header":
-            magic, count = FRAME.unpack(self.header)
-            if magic != FRAME_MAGIC or count > self.limit.max_arrays:
-                raise FrameRefused(
-                    f"a frame of {count} arrays (magic {magic!r}); this run sends at most "
-                    f"{self.limit.max_arrays}"
-                )
-            self.descriptors = bytearray(DESCRIPTOR.size * count)
-            self.stage = "descriptors"
-            self.targets = [memoryview(self.descriptors)] if count else []
-            if not count:
-                self._next_stage()
-        elif self.stage == "descriptors":
-            self.arrays = [
-                self._allocate(*DESCRIPTOR.unpack_from(self.descriptors, DESCRIPTOR.size * i))
-                for i in range(len(self.descriptors) // DESCRIPTOR.size)
-            ]
-            self.stage = "body"
-            self.targets = [memoryview(a).cast("B") for a in self.arrays if a.nbytes]
-            if not self.targets:
-                self._next_stage()
-        else:
-            self.done = True
+            return self._header()
+        if self.stage == "descriptors":
+            return self._descriptors()
+        return self._fill()
 
-    def _allocate(self, code: int, ndim: int, rows: int, cols: int) -> np.ndarray:
+    def _header(self) -> bool:
+        held = self._held
+        if len(held) < FRAME.size:
+            return False
+        magic, count = FRAME.unpack_from(held)
+        if magic != FRAME_MAGIC or count > self.limit.max_arrays:
+            raise FrameRefused(
+                f"a frame of {count} arrays (magic {magic!r}); this run sends at most "
+                f"{self.limit.max_arrays}"
+            )
+        del held[: FRAME.size]
+        self.stage, self._count = "descriptors", count
+        return True
+
+    def _descriptors(self) -> bool:
+        held = self._held
+        size = DESCRIPTOR.size * self._count
+        if len(held) < size:
+            return False
+        layout = [
+            self._checked(*DESCRIPTOR.unpack_from(held, DESCRIPTOR.size * i))
+            for i in range(self._count)
+        ]
+        total = sum(nbytes for _, _, nbytes in layout)
+        self.stage = "body"
+        if len(held) >= size + total:  # the whole frame is in: one copy, the arrays its views
+            body, offset = held[size : size + total], 0
+            del held[: size + total]
+            for dtype, shape, nbytes in layout:
+                self.arrays.append(
+                    np.frombuffer(body, dtype, nbytes // dtype.itemsize, offset).reshape(shape)
+                )
+                offset += nbytes
+            self.done = True
+            return True
+        del held[:size]
+        self.arrays = [np.empty(shape, dtype) for dtype, shape, _ in layout]
+        self._body = [a.data.cast("B") for a in self.arrays if a.nbytes]
+        return True
+
+    def _fill(self) -> bool:
+        """Copy held bytes into the next array still to fill (or finish the frame)."""
+        if not self._body:
+            self.done = True
+            return True
+        held, head = self._held, self._body[0]
+        take = min(len(held), head.nbytes)
+        if not take:
+            return False
+        head[:take] = held[:take]
+        del held[:take]
+        if take == head.nbytes:
+            self._body.pop(0)
+        else:
+            self._body[0] = head[take:]
+        return True
+
+    def _checked(self, code: int, ndim: int, rows: int, cols: int) -> tuple[np.dtype, tuple, int]:
+        """Return (dtype, shape, bytes) of a declared array; FrameRefused when the run cannot need it."""
         dtype, shape = DTYPES.get(code), (rows, cols)[:ndim]
         if dtype is None or ndim > 2 or any((rows, cols)[ndim:]):  # unused dimensions are 0
             raise FrameRefused(
@@ -137,7 +200,7 @@ class FrameReader:
                 f"an array of {rows} x {cols} {dtype} ({nbytes} bytes); this run sends at most "
                 f"{self.limit.max_array_bytes} bytes per array"
             )
-        return np.empty(shape, dtype=dtype)
+        return dtype, shape, nbytes
 
     def value(self):
         return from_arrays(self.arrays)

@@ -17,7 +17,8 @@ Nothing a connection sends is trusted before it is authenticated, and nothing is
 - a frame is numbers only: a header, a descriptor (dtype from a whitelist, shape) per array, and
   the arrays' raw bytes (cluster.messages.to_arrays / from_arrays give the typed Message); every
   size is checked against the run's FrameLimit before anything is allocated. An array is written
-  from its own memory and read into a fresh one, with no copy in between.
+  from its own memory and read into a fresh one (cluster.link_frames: a large one with no copy
+  in between, small parts through one buffer).
 Anyone who can reach a worker can connect to its links port, so connections that never finish
 their hello must not keep the run's peers out. One accept thread serves every hello at once in a
 `selectors` loop (no thread per connection): a connection has HELLO_DEADLINE seconds for its whole
@@ -117,6 +118,7 @@ class Links:
         self._cond = threading.Condition()
         self._accepted: dict[tuple, socket.socket] = {}  # (run, peer) -> socket
         self._runs: dict[str, dict[str, socket.socket]] = {}
+        self._readers: dict[str, dict[str, FrameReader]] = {}  # run -> peer -> its link's reader
         self._expected: dict[str, tuple[bytes, FrameLimit]] = {}  # run -> (secret, frame limit)
         self._finished: collections.deque = collections.deque(maxlen=FINISHED_KEPT)
         self._listener.setblocking(False)
@@ -253,8 +255,10 @@ class Links:
         for sock in links.values():
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setblocking(False)
+        limit = self._expected[run][1]
         with self._cond:
             self._runs[run] = links
+            self._readers[run] = {peer: FrameReader(limit) for peer in links}
 
     def _connect_retrying(self, run: str, peer: str, address, secret: bytes, deadline: float):
         """Return the socket of `connect_with_hello`, trying again with backoff until `deadline` (a refused or closed attempt).
@@ -294,6 +298,7 @@ class Links:
             self._finished.append(run)
             self._expected.pop(run, None)
             sockets = list(self._runs.pop(run, {}).values())
+            self._readers.pop(run, None)
             sockets += [self._accepted.pop(k) for k in [k for k in self._accepted if k[0] == run]]
             self._aborted.discard(run)
         for sock in sockets:
@@ -323,11 +328,11 @@ class Links:
     def round(self, run: str, peers: list[str], message, timeout: float) -> tuple[list, float, int]:
         """Send `message` to every peer; return (their messages in `peers` order, seconds blocked waiting, bytes sent).
 
-        cluster.link_round.exchange_round on this run's links and frame limit.
+        cluster.link_round.exchange_round on this run's links and their readers.
         """
         return exchange_round(
             self._runs[run],
-            self._expected[run][1],
+            self._readers[run],
             self._wake_r,
             self._check_aborted,
             run,

@@ -81,8 +81,10 @@ class Message:
 
 # ---------------------------------------------------------------------------- binary form
 # A Message travels as a list of plain arrays (cluster.links writes their dtype, shape and raw
-# bytes; nothing is ever unpickled): an int64 skeleton of the counts, keys and flags, a float64
-# array of the scalars, the sender's address as UTF-8 bytes, then the data arrays in order.
+# bytes; nothing is ever unpickled): an int64 skeleton of the counts, keys, flags and lengths, a
+# float64 array of the scalars and the shard partials' values (a few dozen numbers each, so a
+# message of partials is three arrays, one frame header and three descriptors), the sender's
+# address as UTF-8 bytes, then the data arrays (gradient rows, V shards) in order.
 PARTIAL_FIELDS = ("pair", "new_pair_g", "gram", "wtg", "norms")
 ITEM_FIELDS = ("x", "g", "s_new", "y_new", "x_start", "g_start")
 WHERE_RANGE, WHERE_INDEX = 0, 1
@@ -99,7 +101,7 @@ def to_arrays(message: Message) -> list[np.ndarray]:
         len(message.evaluation),
         len(message.items),
     ]
-    scalars = [float(message.clock), float(message.stalled)]
+    scalars: list = [np.array([float(message.clock), float(message.stalled)])]
     data: list[np.ndarray] = []
     for part in message.gradient:
         if isinstance(part.where, tuple):
@@ -108,15 +110,23 @@ def to_arrays(message: Message) -> list[np.ndarray]:
             skeleton += [part.key, WHERE_INDEX, 0, 0]
             data.append(np.asarray(part.where))
         data.append(part.rows)
-    for partials in message.shards:
-        _put_optional(partials, PARTIAL_FIELDS, skeleton, data)
+    for partials in message.shards:  # the values go with the scalars, their lengths to the skeleton
+        present = [getattr(partials, name) for name in PARTIAL_FIELDS]
+        skeleton += [partials.shard, sum(1 << i for i, a in enumerate(present) if a is not None)]
+        skeleton += [np.size(a) for a in present if a is not None]
+        scalars += [np.ravel(a) for a in present if a is not None]
     for part in message.evaluation:
         skeleton += [part.key, len(part.sse)]
-        scalars += [float(part.norm), float(part.test), *map(float, part.sse)]
+        scalars.append(np.array([float(part.norm), float(part.test), *map(float, part.sse)]))
     for item in message.items:
         _put_optional(item, ITEM_FIELDS, skeleton, data)
     sender = np.frombuffer(message.sender.encode(), dtype=np.uint8)
-    return [np.array(skeleton, dtype=np.int64), np.array(scalars, dtype=np.float64), sender, *data]
+    return [
+        np.array(skeleton, dtype=np.int64),
+        np.concatenate(scalars).astype(np.float64, copy=False),
+        sender,
+        *data,
+    ]
 
 
 def _put_optional(record, names: tuple, skeleton: list, data: list) -> None:
@@ -133,32 +143,57 @@ class MalformedMessage(ValueError):
 def from_arrays(arrays: list[np.ndarray]) -> Message:
     """Return the Message that to_arrays encoded; MalformedMessage when the arrays do not fit the layout."""
     _check_layout(arrays)
-    skeleton = [int(v) for v in arrays[0].reshape(-1)]
-    scalars = [float(v) for v in arrays[1].reshape(-1)]
+    cursor = _Cursor(arrays[0].reshape(-1).tolist())
+    values = _Values(arrays[1].reshape(-1))
     data = iter(arrays[3:])
-    cursor = iter(skeleton)
-    step, vote, n_gradient, n_shards, n_evaluation, n_items = (
-        _take(cursor, "header") for _ in range(6)
-    )
-    values = iter(scalars)
+    step, vote, n_gradient, n_shards, n_evaluation, n_items = cursor.take(6, "header")
+    clock, stalled = values.take(2, "clock and stall")
     message = Message(
-        step,
-        _sender(arrays[2]),
-        vote=bool(vote),
-        clock=_take(values, "clock"),
-        stalled=_take(values, "stall"),
+        step, _sender(arrays[2]), vote=bool(vote), clock=float(clock), stalled=float(stalled)
     )
     for _ in range(n_gradient):
         message.gradient.append(_take_gradient_part(cursor, data))
     for _ in range(n_shards):
-        message.shards.append(_take_optional(ShardPartials, PARTIAL_FIELDS, "shard", cursor, data))
+        message.shards.append(_take_partials(cursor, values))
     for _ in range(n_evaluation):
         message.evaluation.append(_take_evaluation_part(cursor, values))
     for _ in range(n_items):
         message.items.append(_take_optional(ItemShard, ITEM_FIELDS, "item shard", cursor, data))
-    if next(cursor, None) is not None or next(data, None) is not None:
+    if cursor.left() or next(data, None) is not None or values.left():
         raise MalformedMessage("the message has more entries than its counts say")
     return message
+
+
+class _Cursor:
+    """The skeleton's integers, taken in order."""
+
+    def __init__(self, entries: list):
+        self.entries, self.at = entries, 0
+
+    def take(self, n: int, what: str) -> list:
+        if n < 0 or self.at + n > len(self.entries):
+            raise MalformedMessage(f"the message ends before its {what}")
+        self.at += n
+        return self.entries[self.at - n : self.at]
+
+    def left(self) -> bool:
+        return self.at < len(self.entries)
+
+
+class _Values:
+    """The float64 values of a message, taken in order (the partials as views)."""
+
+    def __init__(self, values: np.ndarray):
+        self.values, self.at = values, 0
+
+    def take(self, n: int, what: str) -> np.ndarray:
+        if n < 0 or self.at + n > self.values.size:
+            raise MalformedMessage(f"the message ends before its {what}")
+        self.at += n
+        return self.values[self.at - n : self.at]
+
+    def left(self) -> bool:
+        return self.at < self.values.size
 
 
 def _check_layout(arrays: list[np.ndarray]) -> None:
@@ -174,14 +209,6 @@ def _check_layout(arrays: list[np.ndarray]) -> None:
         )
 
 
-def _take(source, what: str):
-    """Return the next entry of `source`; MalformedMessage naming `what` when there is none."""
-    try:
-        return next(source)
-    except StopIteration:
-        raise MalformedMessage(f"the message ends before its {what}") from None
-
-
 def _sender(raw: np.ndarray) -> str:
     """Return the sender's address from its UTF-8 bytes."""
     try:
@@ -190,20 +217,49 @@ def _sender(raw: np.ndarray) -> str:
         raise MalformedMessage(f"the sender is not UTF-8: {exc}") from None
 
 
-def _take_gradient_part(cursor, data) -> GradientPart:
-    key, kind, lo, hi = (_take(cursor, "gradient part") for _ in range(4))
-    where = (lo, hi) if kind == WHERE_RANGE else _take(data, "gradient index")
-    return GradientPart(key, where, _take(data, "gradient rows"))
+def _take_data(data, what: str) -> np.ndarray:
+    """Return the next data array; MalformedMessage naming `what` when there is none."""
+    try:
+        return next(data)
+    except StopIteration:
+        raise MalformedMessage(f"the message ends before its {what}") from None
 
 
-def _take_optional(cls, names: tuple, what: str, cursor, data):
+def _take_gradient_part(cursor: _Cursor, data) -> GradientPart:
+    key, kind, lo, hi = cursor.take(4, "gradient part")
+    where = (lo, hi) if kind == WHERE_RANGE else _take_data(data, "gradient index")
+    return GradientPart(key, where, _take_data(data, "gradient rows"))
+
+
+def _take_optional(cls, names: tuple, what: str, cursor: _Cursor, data):
     """Return cls(shard, **fields present): the inverse of _put_optional."""
-    shard, mask = _take(cursor, what), _take(cursor, f"{what} fields")
-    fields = {name: _take(data, name) for i, name in enumerate(names) if mask >> i & 1}
+    shard, mask = cursor.take(2, what)
+    fields = {name: _take_data(data, name) for i, name in enumerate(names) if mask >> i & 1}
     return cls(shard, **fields)
 
 
-def _take_evaluation_part(cursor, values) -> EvaluationPart:
-    key, n_sse = _take(cursor, "evaluation"), _take(cursor, "evaluation size")
-    norm, test = _take(values, "norm"), _take(values, "test sum")
-    return EvaluationPart(key, [_take(values, "sse") for _ in range(n_sse)], norm, test)
+_PARTIAL_NAMES = [
+    tuple(name for i, name in enumerate(PARTIAL_FIELDS) if mask >> i & 1)
+    for mask in range(1 << len(PARTIAL_FIELDS))
+]
+
+
+def _take_partials(cursor: _Cursor, values: _Values) -> ShardPartials:
+    """Return a ShardPartials: its shard, field mask and lengths from the skeleton, its values from the scalars."""
+    shard, mask = cursor.take(2, "shard")
+    names = _PARTIAL_NAMES[mask % len(_PARTIAL_NAMES)]
+    sizes = cursor.take(len(names), "partial lengths")
+    if any(k < 0 for k in sizes):
+        raise MalformedMessage(f"shard {shard}'s partials have a negative length")
+    block = values.take(sum(sizes), "partials")
+    out, at = ShardPartials(shard), 0
+    for name, k in zip(names, sizes):
+        setattr(out, name, block[at : at + k])
+        at += k
+    return out
+
+
+def _take_evaluation_part(cursor: _Cursor, values: _Values) -> EvaluationPart:
+    key, n_sse = cursor.take(2, "evaluation")
+    norm, test = values.take(2, "evaluation sums").tolist()
+    return EvaluationPart(key, values.take(n_sse, "sse").tolist(), norm, test)

@@ -16,6 +16,7 @@ from cluster.messages import (
     EvaluationPart,
     GradientPart,
     ItemShard,
+    MalformedMessage,
     Message,
     ShardPartials,
     from_arrays,
@@ -312,3 +313,54 @@ def test_shared_replica_round_trips_the_common_state(tmp_path, monkeypatch):
     other.close()
     assert shared.available(1) == (os.access("/dev/shm", os.W_OK))
     assert not shared.available(1 << 60)  # no host has an exabyte of /dev/shm
+
+
+def test_a_reader_keeps_bytes_of_the_next_frame_for_the_next_round():
+    """A peer one round ahead sends its next frame before we read this one: both arrive whole, in order."""
+    from cluster.link_frames import FrameReader
+
+    rng = np.random.default_rng(4)
+    first = Message(1, "a", shards=[ShardPartials(0, wtg=rng.standard_normal(10))])
+    big = rng.standard_normal(300_000)  # beyond one buffered read: straight into its array
+    second = Message(2, "a", items=[ItemShard(3, x=big)])
+    third = Message(3, "a", vote=True)
+    left, right = socket.socketpair()
+    right.setblocking(False)
+    reader = FrameReader(LIMIT)
+    got = []
+    try:
+        writer = threading.Thread(
+            target=lambda: [left.sendmsg(encode(m)) for m in (first, second, third)]
+        )
+        writer.start()
+        for _ in range(3):
+            deadline = time.monotonic() + 10
+            while not reader.done and time.monotonic() < deadline:
+                reader.feed(right)
+            got.append(reader.value())
+            reader.next()
+        writer.join()
+    finally:
+        left.close()
+        right.close()
+    assert [m.step for m in got] == [1, 2, 3] and got[2].vote
+    np.testing.assert_array_equal(got[0].shards[0].wtg, first.shards[0].wtg)
+    np.testing.assert_array_equal(got[1].items[0].x, big)
+
+
+def test_one_message_for_several_peers_is_encoded_once():
+    from cluster.link_frames import addressed_frames
+
+    shared = Message(1, "a", shards=[ShardPartials(0, norms=np.ones(2))])
+    own = Message(1, "a", items=[ItemShard(2, g=np.ones(4))])
+    frames = addressed_frames({"p": shared, "q": own, "r": shared}, ["p", "q", "r"])
+    assert frames["p"] is frames["r"] and frames["q"] is not frames["p"]
+    assert frame_nbytes(frames["q"]) == frame_nbytes(encode(own))
+
+
+def test_partials_with_a_negative_length_are_refused():
+    arrays = to_arrays(Message(1, "a", shards=[ShardPartials(0, norms=np.ones(2))]))
+    skeleton = arrays[0].copy()
+    skeleton[-1] = -1  # the norms' length
+    with pytest.raises(MalformedMessage, match="negative length"):
+        from_arrays([skeleton, *arrays[1:]])
