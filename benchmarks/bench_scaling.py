@@ -149,9 +149,9 @@ def run_point(client, ratings, part, args, path=None) -> dict:
         rank=args.rank,
         partition=part,
         random_state=1,
-        max_epochs=args.epochs,
+        max_cycles=args.epochs,
         client=client,
-        chunk_epochs=args.epochs,
+        chunk_cycles=args.epochs,
         **PATHS.get(path, {}),
     )
     cpu = {w: busiest_thread(before[w], after) for w, after in client.run(thread_cpu).items()}
@@ -197,7 +197,7 @@ def point_runs(ratings, args) -> list:
             MatrixFactorization(ratings, args.rank),
             part,
             random_state=1,
-            max_epochs=args.epochs,
+            max_cycles=args.epochs,
             threads=1,
         )
         with connect(n_workers=W, threads_per_worker=1, quiet=True) as client:
