@@ -275,6 +275,19 @@ def sparse_id_frame():
     )
 
 
+# the worker-data tests' fit: strata-b on 2 blocks with a validation split and patience
+WORKER_DATA_OPTIONS = dict(
+    rank=3,
+    blocks=2,
+    max_cycles=4,
+    random_state=3,
+    patience=50,
+    validation_fraction=0.1,
+    chunk_cycles=2,
+    search=False,
+)
+
+
 def dask_frame(frame, n_partitions=7):
     """Return `frame` as a Dask DataFrame of n_partitions partitions, in its order."""
     import dask.dataframe as dd

@@ -5,7 +5,7 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
-from helpers import N_ITEMS, N_USERS, dask_frame
+from helpers import N_ITEMS, N_USERS, WORKER_DATA_OPTIONS, dask_frame
 
 from hamsi.data.synth import make_ratings
 from hamsi.errors import InputError
@@ -15,16 +15,7 @@ pytestmark = pytest.mark.cluster
 
 # search=False: both paths take auto's unsearched values (reg from the data) and must agree to
 # the bit (the search on the workers: test_cluster_search.py)
-OPTIONS = dict(
-    rank=3,
-    blocks=2,
-    max_cycles=4,
-    random_state=3,
-    patience=50,
-    validation_fraction=0.1,
-    chunk_cycles=2,
-    search=False,
-)
+OPTIONS = WORKER_DATA_OPTIONS
 
 
 @pytest.mark.parametrize(

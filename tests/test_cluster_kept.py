@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from helpers import N_ITEMS, N_USERS, dask_frame
+from helpers import N_ITEMS, N_USERS, WORKER_DATA_OPTIONS, dask_frame
 
 from hamsi.data.ratings import TEST_STREAM, heldout_mask
 from hamsi.errors import InputError
@@ -11,16 +11,7 @@ pytestmark = pytest.mark.cluster
 
 # search=False: both paths take the unsearched values and agree to the bit (the search on the
 # workers: test_cluster_search.py)
-OPTIONS = dict(
-    rank=3,
-    blocks=2,
-    max_cycles=4,
-    random_state=3,
-    patience=50,
-    validation_fraction=0.1,
-    chunk_cycles=2,
-    search=False,
-)
+OPTIONS = WORKER_DATA_OPTIONS
 
 
 @pytest.fixture(scope="module")
