@@ -142,6 +142,7 @@ def default_plan(
     data_norm: float,
     reg: float,
     curvature: float = 0.25,
+    gram_bound: float | None = None,
 ) -> Plan:
     """Return the default method and T for n records of d features, from public quantities only.
 
@@ -157,13 +158,15 @@ def default_plan(
       only add noise (breast cancer, d = 31: T = 6 at epsilon 4, accuracy 0.945; the noise rule
       alone gave 8, 0.937; the synthetic set, d = 11: 4 instead of 28);
     - the first stage of (4.38), ceil(2 sqrt(kappa) log sqrt(kappa)), with the public
-      kappa = (curvature R^2 + 2 reg) / (2 reg) (curvature 1/4 for the logistic loss): within it
+      kappa = (curvature G + 2 reg) / (2 reg) (curvature 1/4 for the logistic loss, G = gram_bound
+      or R^2, the bound on lambda_max(X'X/n) the steps use): within it
       DP-MAG is Nesterov's method at the step min((4.43), 1/L); further stages split epsilon again.
     Breast cancer (n = 398 training rows, d = 31 with the intercept column) gets T = 2 at
     epsilon 0.5, 3 at 1, 6 at 4 (benchmarks/bench_dp_learning.py --sections defaults).
     """
     method = "dp-mag-gauss" if delta > 0 else "dp-mag"
-    first_stage = first_stage_length((curvature * data_norm**2 + 2 * reg) / (2 * reg))  # L / mu
+    gram = data_norm**2 if gram_bound is None else min(gram_bound, data_norm**2)
+    first_stage = first_stage_length((curvature * gram + 2 * reg) / (2 * reg))  # L / mu
     if math.isinf(epsilon) or n <= 0 or d <= 0:
         return Plan(method, first_stage)
     n_iter = 1
@@ -210,3 +213,42 @@ def private_row_scale(X, data_norm: float, epsilon: float, budget, bits) -> floa
     )
     upper = float(released.values[0]) + 2.0 * released.noise_scale
     return min(data_norm, max(upper, SMALLEST_SCALE * data_norm))
+
+
+GRAM_FRACTION = 0.05  # the share of epsilon PrivateLogisticRegression spends on the gram bound
+
+
+def private_gram_bound(design, bound: float, floor: float, epsilon: float, budget, bits) -> float:
+    """Return a private bound G in [floor, bound^2] on lambda_max(D'D/n): its noisy value plus twice
+    its noise scale.
+
+    Every row of `design` has L2 norm <= bound (public). Replacing one record changes D'D/n by
+    (d d' - e e') / n, a difference of two PSD rank-one matrices whose operator norm is at most
+    max(|d|^2, |e|^2) / n <= bound^2 / n; lambda_max moves by no more (Weyl), so Laplace noise of
+    scale bound^2 / (n epsilon) (dp.laplace_mechanism, exact, charged to `budget` first) makes it
+    epsilon-DP under replace-one (n public). `floor` is a public lower bound (b^2 for a design with
+    the intercept column b: e_b' D'D/n e_b = b^2); clamping to it and to bound^2 is post-processing.
+    epsilon = inf returns the exact value (the non-private limit, nothing charged).
+
+    Why: the steps rest on L = curvature bound^2 + 2 lambda, the curvature of rows that all point
+    one way. Rows spread over d directions curve far less: on digits 0-vs-rest the design has
+    lambda_max 0.25 (the intercept column's b^2) against bound^2 = 1.25, so the public steps were
+    five times too short and the default T ended noise-free at the majority classifier
+    (docs/privacy.md, "Defaults").
+    """
+    design = np.asarray(design, dtype=np.float64)
+    n, d = design.shape
+    small = design.T @ design if d <= n else design @ design.T
+    value = float(np.linalg.eigvalsh(small / n)[-1])
+    if math.isinf(epsilon):
+        return min(bound**2, max(value, floor))
+    released = laplace_mechanism(
+        np.array([value]),
+        bound**2 / n,
+        epsilon,
+        random_state=bits,
+        budget=budget,
+        label="learning: largest curvature of the rows (laplace)",
+    )
+    upper = float(released.values[0]) + 2.0 * released.noise_scale
+    return min(bound**2, max(upper, floor))
