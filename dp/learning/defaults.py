@@ -4,8 +4,9 @@
 `default_clip` the gradient bound C of each noise; `with_intercept_column` turns R into the bound
 of rows augmented by a public constant; `default_reg` picks lambda and `default_plan` the method
 and the iteration count T from (n, d, epsilon, delta, C, R), never from the data.
-`private_row_scale` is the one default that reads the data: a noisy mean row norm, paid from the
-budget, that rescales the rows when the public bound R is loose.
+`private_row_scale` and `private_gram_bound` are the defaults that read the data, each paid from
+the budget: a noisy mean row norm that rescales the rows when the public bound R is loose, and a
+noisy largest curvature of the rows that sets the steps when R^2 overstates it.
 """
 
 from __future__ import annotations
@@ -166,8 +167,8 @@ def default_plan(
       kappa = (curvature G + 2 reg) / (2 reg) (curvature 1/4 for the logistic loss, G = gram_bound
       or R^2, the bound on lambda_max(X'X/n) the steps use): within it
       DP-MAG is Nesterov's method at the step min((4.43), 1/L); further stages split epsilon again.
-    Breast cancer (n = 398 training rows, d = 31 with the intercept column) gets T = 2 at
-    epsilon 0.5, 3 at 1, 6 at 4 (benchmarks/bench_dp_learning.py --sections defaults).
+    Breast cancer (n = 398 training rows, d = 31 with the intercept column) gets T = 1 at
+    epsilon 0.5, 2 at 1, 5 at 4 (benchmarks/bench_dp_learning.py --sections defaults).
     """
     method = "dp-mag-gauss" if delta > 0 else "dp-mag"
     gram = data_norm**2 if gram_bound is None else min(gram_bound, data_norm**2)
