@@ -13,6 +13,7 @@ from sklearn.preprocessing import Normalizer, StandardScaler
 from sklearn.utils.estimator_checks import check_estimator
 
 import dp
+from dp.learning.estimator import uses_full_gradients
 
 # the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
 pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
@@ -380,3 +381,18 @@ def test_a_huge_row_raises_no_warning_anywhere_in_a_private_fit():
         budget = dp.PrivacyBudget(1.0)  # shared: no warning about unrecorded fits either
         dp.PrivateRidgePrecision(alpha=0.1, epsilon=1.0, clip=1.0, budget=budget).fit(X)
     assert np.all(np.isfinite(model.coef_))
+
+
+def test_only_full_gradient_runs_buy_the_gram_bound():
+    # the sampled methods' steps follow their noise ((4.21), (4.59)), not L: they spend nothing on G
+    X, y = shifted_boundary()
+    budget = dp.PrivacyBudget(1.0)
+    model = dp.PrivateLogisticRegression(
+        method="dp-sgdws", epsilon=1.0, data_norm=1.0, classes=[0, 1], accountant=budget
+    ).fit(X, y)
+    labels = [charge.label for charge in budget.ledger]
+    assert model.gram_bound_ is None and len(labels) == 2
+    assert "learning: largest curvature of the rows (laplace)" not in labels
+    assert budget.spent[0] == pytest.approx(1.0)
+    assert uses_full_gradients(None, None) and uses_full_gradients("dp-gd", None)
+    assert not uses_full_gradients("dp-gd", 10) and not uses_full_gradients("no-such", None)

@@ -59,7 +59,7 @@ def design_matrix(X, row_scale: float, data_norm: float, fit_intercept: bool):
 
 def uses_full_gradients(method, batch_size) -> bool:
     """Return whether the run reads every record each iteration (the default plan's DP-MAG does)."""
-    needs = "optional" if method is None else ALL_METHODS.get(method, (None, None, "no"))[2]
+    needs = "optional" if method is None else ALL_METHODS.get(method, (None, None, "yes"))[2]
     return needs == "no" or (needs == "optional" and batch_size is None)
 
 
