@@ -13,6 +13,7 @@ from sklearn.preprocessing import Normalizer, StandardScaler
 from sklearn.utils.estimator_checks import check_estimator
 
 import dp
+from dp.learning.estimator import uses_full_gradients
 
 # the integer seeds here are deliberate (reproducible tests): their PrivacyLeakWarning is expected
 pytestmark = pytest.mark.filterwarnings("ignore:random_state is an integer seed:UserWarning")
@@ -129,17 +130,24 @@ def test_the_row_scale_divides_the_rows_and_the_coefficients_undo_it():
     np.testing.assert_allclose(scaled.intercept_, public.intercept_, rtol=1e-10)
 
 
-def test_the_row_scale_is_charged_and_the_whole_fit_spends_epsilon():
+def test_the_row_scale_and_gram_bound_are_charged_and_the_whole_fit_spends_epsilon():
     X, y = shifted_boundary()
     budget = dp.PrivacyAccountant(2.0)
     model = dp.PrivateLogisticRegression(
         epsilon=1.0, data_norm=1.0, classes=[0, 1], accountant=budget
     ).fit(X, y)
     labels = [charge.label for charge in budget.ledger]
-    assert labels[0] == "learning: mean row norm (laplace)" and len(labels) == 2
+    assert labels[:2] == [
+        "learning: mean row norm (laplace)",
+        "learning: largest curvature of the rows (laplace)",
+    ]
+    assert len(labels) == 3
     assert budget.ledger[0].epsilon == pytest.approx(0.1)  # SCALE_FRACTION of epsilon
+    assert budget.ledger[1].epsilon == pytest.approx(0.05)  # GRAM_FRACTION of epsilon
+    assert budget.ledger[2].epsilon == pytest.approx(0.85)
     assert model.privacy_spent_ == pytest.approx((1.0, 0.0)) and budget.spent[0] == pytest.approx(1)
     assert 1.0 / 64 <= model.row_scale_ <= 1.0
+    assert 0.25 <= model.gram_bound_ <= 1.25  # between b^2 and the row bound's square
     spent = dp.PrivacyAccountant(0.95)  # a budget that cannot pay the whole fit pays nothing
     with pytest.raises(dp.BudgetExceededError):
         dp.PrivateLogisticRegression(
@@ -187,8 +195,9 @@ def test_multiclass_is_one_vs_rest_at_epsilon_over_k():
         fit_intercept=False,
     ).fit(X, y)
     assert model.coef_.shape == (3, 4) and model.intercept_.shape == (3,)
-    # 10 % of epsilon for the row scale, the rest split evenly over the K = 3 classes
-    assert [c.epsilon for c in budget.ledger] == pytest.approx([0.15, 0.45, 0.45, 0.45])
+    # 10 % of epsilon for the row scale, 5 % for the gram bound, the rest split evenly over the
+    # K = 3 classes
+    assert [c.epsilon for c in budget.ledger] == pytest.approx([0.15, 0.075] + [0.425] * 3)
     assert model.privacy_spent_ == pytest.approx((1.5, 0.0))
     exact = dp.PrivateLogisticRegression(
         method="dp-nag",
@@ -227,8 +236,8 @@ def test_public_classes_fix_the_shape_and_labels_outside_them_are_refused_withou
         epsilon=1.0, n_iter=5, data_norm=5.0, classes=[0, 1, 2], random_state=0
     ).fit(X, two)
     assert model.coef_.shape == (3, 4) and list(model.classes_) == [0, 1, 2]
-    # the row scale takes 10 % of epsilon, each of the 3 runs a third of the rest
-    assert [r.privacy_spent.epsilon for r in model.results_] == pytest.approx([0.3] * 3)
+    # the row scale takes 10 % of epsilon, the gram bound 5 %, each of the 3 runs a third of the rest
+    assert [r.privacy_spent.epsilon for r in model.results_] == pytest.approx([0.85 / 3] * 3)
     odd = y.copy()
     odd[0] = 7
     with pytest.raises(ValueError, match=r"outside classes=\[0, 1, 2\]$") as info:
@@ -290,10 +299,11 @@ def _fold_difference(make, X_a, y_a, X_b, y_b):
 @pytest.mark.parametrize("state", ["unset", "generator"])
 def test_two_clones_on_different_folds_draw_different_noise(state):
     # one step from 0 is -step (g(0) + noise): with the same noise, the difference of two fits
-    # is the exact, noise-free -step (g_A(0) - g_B(0)), whatever the seed
+    # is the exact, noise-free -step (g_A(0) - g_B(0)), whatever the seed (public s and steps:
+    # scale_fraction=0, so that the leak shows exactly)
     X, y = blobs(n=200, seed=3)
     (X_a, y_a), (X_b, y_b) = (X[:100], y[:100]), (X[100:], y[100:])
-    options = dict(epsilon=1.0, n_iter=1, data_norm=5.0, classes=[0, 1])
+    options = dict(epsilon=1.0, n_iter=1, data_norm=5.0, classes=[0, 1], scale_fraction=0.0)
 
     def seeded(seed):
         return lambda: dp.PrivateLogisticRegression(**options, random_state=seed)
@@ -371,3 +381,18 @@ def test_a_huge_row_raises_no_warning_anywhere_in_a_private_fit():
         budget = dp.PrivacyAccountant(1.0)  # shared: no warning about unrecorded fits either
         dp.PrivateRidgePrecision(alpha=0.1, epsilon=1.0, clip=1.0, budget=budget).fit(X)
     assert np.all(np.isfinite(model.coef_))
+
+
+def test_only_full_gradient_runs_buy_the_gram_bound():
+    # the sampled methods' steps follow their noise ((4.21), (4.59)), not L: they spend nothing on G
+    X, y = shifted_boundary()
+    budget = dp.PrivacyAccountant(1.0)
+    model = dp.PrivateLogisticRegression(
+        method="dp-sgdws", epsilon=1.0, data_norm=1.0, classes=[0, 1], accountant=budget
+    ).fit(X, y)
+    labels = [charge.label for charge in budget.ledger]
+    assert model.gram_bound_ is None and len(labels) == 2
+    assert "learning: largest curvature of the rows (laplace)" not in labels
+    assert budget.spent[0] == pytest.approx(1.0)
+    assert uses_full_gradients(None, None) and uses_full_gradients("dp-gd", None)
+    assert not uses_full_gradients("dp-gd", 10) and not uses_full_gradients("no-such", None)

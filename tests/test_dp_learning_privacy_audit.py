@@ -90,6 +90,7 @@ def test_public_step_sizes_and_noise_scales_are_the_same_on_both_neighbours(meth
 def test_the_estimators_public_steps_and_noise_scales_are_the_same_on_both_neighbours(
     method, fit_intercept
 ):
+    # scale_fraction=0: s = R and G = bound^2, nothing about the data is released before the run
     X, y, X_prime, y_prime = outlier_neighbours(n=400)
     delta = 1e-5 if ALL_METHODS[method][1] == "gaussian" else 0.0
     runs = [
@@ -101,6 +102,7 @@ def test_the_estimators_public_steps_and_noise_scales_are_the_same_on_both_neigh
             data_norm=1.0,
             classes=[-1.0, 1.0],
             fit_intercept=fit_intercept,
+            scale_fraction=0.0,
             random_state=0,
         )
         .fit(A, b)
@@ -115,9 +117,28 @@ def test_the_estimators_public_steps_and_noise_scales_are_the_same_on_both_neigh
     )
 
 
+def test_the_default_steps_read_the_data_only_through_the_released_gram_bound():
+    # with the defaults the steps follow the private G (a release): given the same G, both
+    # neighbours get the same steps, noise scales and plan; the estimator passes its gram_bound_
+    X, y, X_prime, y_prime = outlier_neighbours(n=400)
+    model = dp.PrivateLogisticRegression(
+        epsilon=EPSILON, data_norm=1.0, classes=[-1.0, 1.0], random_state=0
+    ).fit(X, y)
+    assert model.gram_bound_ is not None and 0.25 <= model.gram_bound_ < 1.25
+    gram = model.gram_bound_
+    runs = [
+        minimize_private(A, b, epsilon=EPSILON, data_norm=1.0, gram_bound=gram, random_state=0)
+        for A, b in ((X, y), (X_prime, y_prime))
+    ]
+    assert runs[0].step_sizes == runs[1].step_sizes and runs[0].noise_scales == runs[1].noise_scales
+    assert runs[0].n_iter == runs[1].n_iter
+    public = minimize_private(X, y, epsilon=EPSILON, data_norm=1.0, random_state=0)
+    assert runs[0].step_sizes[0] > public.step_sizes[0]  # a G below R^2 lengthens the step
+
+
 def test_the_intercept_column_raises_every_bound_from_1_to_sqrt_1_plus_b2():
     # rows divided by the row scale (here the public R: scale_fraction=0) lie in the unit ball;
-    # b = 1/2: rows (x, b) have norm <= sqrt(1.25), the default L1 clip is max(1, sqrt(d) / 2)
+    # b = 1/2: rows (x, b) have norm <= sqrt(1.25), the default L1 clip is max(1, 0.35 sqrt(d))
     # times that bound, L = curvature 1.25 + 2 reg
     X, y, _, _ = outlier_neighbours(n=400)
     R, reg, beta, T = 2.0, 0.01, 0.5, 20
@@ -132,7 +153,7 @@ def test_the_intercept_column_raises_every_bound_from_1_to_sqrt_1_plus_b2():
         scale_fraction=0.0,
     )
     noisy = dp.PrivateLogisticRegression(epsilon=EPSILON, **common).fit(X, y).results_[0]
-    clip = np.sqrt(D + 1) / 2 * np.sqrt(1.25)  # d = D + 1 with the intercept column
+    clip = 0.35 * np.sqrt(D + 1) * np.sqrt(1.25)  # d = D + 1 with the intercept column
     # (4.17) with that C, equal up to the sampler's grid
     assert noisy.noise_scales[0] == pytest.approx(beta * 2 * clip / len(y) * T / EPSILON, rel=1e-6)
     exact = dp.PrivateLogisticRegression(epsilon=np.inf, **common).fit(X, y).results_[0]
@@ -186,7 +207,29 @@ def test_the_private_row_scale_keeps_its_epsilon_on_worst_case_neighbours():
         ]
         for rows, seed_base in ((X, 0), (X_prime, 10_000))
     )
-    # s = min(1, max(noisy mean + 2 b, 1/64)) is post-processing of the noisy mean (b = 1/50)
+    # s = min(1, max(noisy mean, 1/64)) is post-processing of the noisy mean (b = 1/50)
+    on_d, on_d_prime = np.array(on_d), np.array(on_d_prime)
+    assert on_d.std() > 0 and on_d_prime.mean() > on_d.mean()
+    assert 0.5 < epsilon_lower_bound(on_d, on_d_prime) <= EPSILON  # near tight, never above
+
+
+def test_the_private_gram_bound_keeps_its_epsilon_on_worst_case_neighbours():
+    # lambda_max(D'D/n) moves by at most bound^2 / n: all-zero rows (lambda_max 0) against the
+    # same with one row at the bound (lambda_max bound^2 / n), the largest move there is
+    from dp.learning.defaults import private_gram_bound
+
+    n, bound = 50, 1.0
+    X = np.zeros((n, 3))
+    X_prime = X.copy()
+    X_prime[0, 0] = bound
+    on_d, on_d_prime = (
+        [
+            private_gram_bound(rows, bound, 1e-6, EPSILON, None, RandomBits(seed_base + seed))
+            for seed in range(3000)
+        ]
+        for rows, seed_base in ((X, 0), (X_prime, 10_000))
+    )
+    # G = min(bound^2, max(noisy lambda_max + 2 b, floor)) is post-processing (b = bound^2 / n)
     on_d, on_d_prime = np.array(on_d), np.array(on_d_prime)
     assert on_d.std() > 0 and on_d_prime.mean() > on_d.mean()
     assert 0.5 < epsilon_lower_bound(on_d, on_d_prime) <= EPSILON  # near tight, never above

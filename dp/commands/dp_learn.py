@@ -224,7 +224,7 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     # why lazy: dp.learning loads SciPy, scikit-learn and dp_accounting, only when the command runs
     from dp.learning.accounting import check_run_epsilon
-    from dp.learning.defaults import SCALE_FRACTION, public_bounds
+    from dp.learning.defaults import GRAM_FRACTION, SCALE_FRACTION, public_bounds
     from dp.learning.estimator import fit_logistic
 
     if args.plot and not args.nonprivate_diagnostics:
@@ -285,6 +285,12 @@ def _run(args: argparse.Namespace) -> int:
             f"privacy spent: epsilon={eps_spent:g} delta={delta_spent:g}{rho} for the gradients "
             f"({spent.accounting}); row scale {fitted.row_scale:.4g}: a noisy mean row norm "
             f"(Laplace) from {SCALE_FRACTION:.0%} of epsilon"
+            + (
+                ""
+                if fitted.gram_bound is None
+                else f"; gram bound {fitted.gram_bound:.4g}: a noisy largest curvature of the "
+                f"rows (Laplace) from {GRAM_FRACTION:.0%} of epsilon, for the steps"
+            )
         )
     if args.nonprivate_diagnostics:
         _print_nonprivate_diagnostics(args, y, fitted)

@@ -127,14 +127,19 @@ def minimize_private(
     accountant=None,
     random_state=None,
     history_every: int | None = None,
+    gram_bound: float | None = None,
 ) -> PrivateMinimizeResult:
     """Return the result of `method` on min_x mean_i loss_i(x) + reg |x|^2, (epsilon, delta)-DP.
 
     Neighbouring data sets differ in one record (replace-one); n, d and every argument are public.
     Rows are scaled to L2 norm <= data_norm (R) and per-record loss gradients clipped to `clip`
     (default: dp.learning.defaults.default_clip: R for the Gaussian methods' L2 clipping,
-    max(R, sqrt(d) R / 2) for the Laplace methods' L1 clipping); both bounds, not the data, set
+    max(R, 0.35 sqrt(d) R) for the Laplace methods' L1 clipping); both bounds, not the data, set
     every step size, momentum, stage plan and noise scale (dp.learning.problems). data_norm=None warns (dp.PrivacyLeakWarning) and takes R = 1.
+    gram_bound: a bound G <= R^2 on lambda_max(X'X/n) that the caller knows without looking at the
+    data, or has released privately and charged (dp.learning.defaults.private_gram_bound): the
+    steps then use L = curvature G + 2 reg instead of curvature R^2 + 2 reg; no sensitivity or
+    noise scale depends on it.
     method=None / n_iter=None / reg=None: chosen from (n, d, epsilon, delta, clip, R) by
     dp.learning.defaults (default_plan, default_reg; the plan's T is for full gradients); the
     stochastic methods default to batch_size = ceil(sqrt(n)) and n_iter = one pass, ceil(n / m).
@@ -158,6 +163,7 @@ def minimize_private(
         data_norm,
         reg,
         loss_problem(loss).curvature,
+        gram_bound,
     )
     method = plan.method if method is None else method
     if method not in ALL_METHODS:
@@ -167,7 +173,14 @@ def minimize_private(
     if not (isinstance(beta, numbers.Real) and 0 < beta <= 1):
         raise ValueError(f"beta must lie in (0, 1], got {beta!r}")
     problem = make_problem(
-        loss, X, y, reg, clip, clip_norm=1 if noise == "laplace" else 2, data_norm=data_norm
+        loss,
+        X,
+        y,
+        reg,
+        clip,
+        clip_norm=1 if noise == "laplace" else 2,
+        data_norm=data_norm,
+        gram_bound=gram_bound,
     )
     batch_size = _batch_size(method, needs, batch_size, problem.n)
     if n_iter is None:  # full gradients: the plan's T; samples: one pass over the data, ceil(n / m)

@@ -15,9 +15,12 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from dp._random import SharedRandomState, as_random_bits
 from dp.covariance import clip_rows
 from dp.learning.accounting import check_run_epsilon
-from dp.learning.api import minimize_private, run_budget
+from dp.learning.api import ALL_METHODS, minimize_private, run_budget
 from dp.learning.defaults import (
+    GRAM_FRACTION,
+    INTERCEPT_COLUMN,
     SCALE_FRACTION,
+    private_gram_bound,
     private_row_scale,
     public_bounds,
     with_intercept_column,
@@ -35,6 +38,9 @@ class LogisticFit:
     design: np.ndarray  # the rows the runs saw: scaled, projected, the intercept column appended
     data_norm: float  # the bound the runs used (that of `design`'s rows)
     row_scale: float  # s: the rows were divided by s (the private row scale, or R)
+    gram_bound: (
+        float | None
+    )  # G: the private bound on lambda_max of design'design / n (None: bound^2)
     privacy_spent: tuple[float, float]
 
 
@@ -49,6 +55,12 @@ def design_matrix(X, row_scale: float, data_norm: float, fit_intercept: bool):
     if not fit_intercept:
         return scaled, 0.0, 1.0
     return with_intercept_column(scaled, 1.0)
+
+
+def uses_full_gradients(method, batch_size) -> bool:
+    """Return whether the run reads every record each iteration (the default plan's DP-MAG does)."""
+    needs = "optional" if method is None else ALL_METHODS.get(method, (None, None, "yes"))[2]
+    return needs == "no" or (needs == "optional" and batch_size is None)
 
 
 def fit_logistic(
@@ -71,28 +83,42 @@ def fit_logistic(
     every argument public): the budget (`accountant`, or a fresh one of (epsilon, delta)) is
     checked for all of (epsilon, delta) before anything is released; then scale_fraction of
     epsilon buys the private row scale s (dp.learning.defaults.private_row_scale, a noisy mean
-    row norm, sensitivity R / n), and the rest is split evenly over the K runs
-    (dp.minimize_private at ((1 - scale_fraction) epsilon / K, delta / K) each, on the rows
-    divided by s and projected onto the unit ball, plus the intercept column). Sequential
-    composition: (epsilon, delta)-DP. scale_fraction = 0 spends nothing on s and uses s = R (the
-    public bound). epsilon = inf (no accountant) is the non-private limit with the exact s.
+    row norm, sensitivity R / n), GRAM_FRACTION of epsilon buys, on the rows so scaled (a
+    function of the data and the released s), the private bound G on their largest curvature
+    lambda_max(D'D/n) (dp.learning.defaults.private_gram_bound, sensitivity bound^2 / n) that
+    sets the runs' steps (full-gradient runs only: the sampled methods spend nothing on G), and
+    the rest is split evenly over the K runs (dp.minimize_private at
+    ((1 - scale_fraction - GRAM_FRACTION) epsilon / K, delta / K) each, on the rows divided by s
+    and projected onto the unit ball, plus the intercept column). Sequential composition:
+    (epsilon, delta)-DP. scale_fraction = 0 spends nothing on s or G and uses s = R and
+    G = bound^2 (the public bounds). epsilon = inf (no accountant) is the non-private limit with
+    the exact s and G.
     The runs' weights w are on the scaled rows, so coef = w / s and intercept = b w_b.
     """
-    if not (isinstance(scale_fraction, (int, float)) and 0.0 <= scale_fraction < 1.0):
-        raise PrivacyParameterError(f"scale_fraction must lie in [0, 1), got {scale_fraction!r}")
+    if not (isinstance(scale_fraction, (int, float)) and 0.0 <= scale_fraction < 1 - GRAM_FRACTION):
+        raise PrivacyParameterError(
+            f"scale_fraction must lie in [0, {1 - GRAM_FRACTION:g}) (the gram bound takes "
+            f"{GRAM_FRACTION:g} of epsilon), got {scale_fraction!r}"
+        )
     X = np.asarray(X, dtype=np.float64)
     budget = run_budget(accountant, epsilon, delta)  # refuses a relation other than replace-one
     if budget is not None:
         budget.check(epsilon, delta)  # every part fits, or none is released
     first_charge = len(budget.ledger) if budget is not None else 0
     bits = as_random_bits(random_state, stacklevel=4)  # one source for every release
-    run_epsilon = epsilon
-    row_scale = data_norm
+    run_epsilon, row_scale, gram = epsilon, data_norm, None
+    # the steps of the sampled methods follow their noise ((4.21), (4.59)) more than L: no G for them
+    full = uses_full_gradients(run_options.get("method"), run_options.get("batch_size"))
+    gram_epsilon = GRAM_FRACTION * epsilon if scale_fraction > 0 and full else 0.0
     if scale_fraction > 0:
         scale_epsilon = scale_fraction * epsilon
         row_scale = private_row_scale(X, data_norm, scale_epsilon, budget, bits)
-        run_epsilon = epsilon if math.isinf(epsilon) else epsilon - scale_epsilon
+        run_epsilon = epsilon if math.isinf(epsilon) else epsilon - scale_epsilon - gram_epsilon
     design, constant, bound = design_matrix(X, row_scale, data_norm, fit_intercept)
+    if gram_epsilon > 0:
+        # a public floor: the intercept column b alone gives lambda_max >= b^2
+        floor = max(INTERCEPT_COLUMN**2 if fit_intercept else 0.0, bound**2 / design.shape[1])
+        gram = private_gram_bound(design, bound, floor, gram_epsilon, budget, bits)
     results = [
         minimize_private(
             design,
@@ -104,6 +130,7 @@ def fit_logistic(
             accountant=budget,
             random_state=bits,
             history_every=history_every,
+            gram_bound=gram,
             **run_options,
         )
         for labels in targets
@@ -117,6 +144,7 @@ def fit_logistic(
         design=design,
         data_norm=bound,
         row_scale=row_scale,
+        gram_bound=gram,
         privacy_spent=(
             budget.cost(budget.ledger[first_charge:]) if budget is not None else (0.0, 0.0)
         ),
@@ -150,7 +178,8 @@ class PrivateLogisticRegression(SharedRandomState, ClassifierMixin, BaseEstimato
     it); None gives every fit a fresh budget of (epsilon, delta). random_state=None draws fresh
     OS entropy for every fit; a numpy Generator is shared by reference with every clone; an
     integer seed warns (dp._random). Fitted: coef_, intercept_, classes_, row_scale_ (s, a
-    release), privacy_spent_, n_iter_, results_ (per class, on the scaled rows).
+    release), gram_bound_ (G, a release: the runs' steps use L = G / 4 + 2 reg), privacy_spent_,
+    n_iter_, results_ (per class, on the scaled rows).
     """
 
     def __init__(
@@ -241,6 +270,7 @@ class PrivateLogisticRegression(SharedRandomState, ClassifierMixin, BaseEstimato
         )
         self.coef_, self.intercept_ = fitted.coef, fitted.intercept
         self.row_scale_ = fitted.row_scale
+        self.gram_bound_ = fitted.gram_bound
         self.n_iter_ = fitted.results[0].n_iter
         self.privacy_spent_ = fitted.privacy_spent
         self.results_ = fitted.results

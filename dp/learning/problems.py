@@ -13,7 +13,10 @@ Every row is also scaled to L2 norm <= `data_norm` = R, a public radius (as diff
 would be a release, so they use the public bound of `smoothness_bound` instead: the Hessian is
 X' W X / n + 2 reg I with 0 <= W_ii <= curvature, and lambda_max(X'X/n) <= max_i |x_i|^2 <= R^2
 (the operator norm of a mean of rank-one x_i x_i' is at most the mean of their norms), so
-L <= curvature R^2 + 2 reg.
+L <= curvature R^2 + 2 reg. A caller that knows a tighter bound G on lambda_max(X'X/n) (public,
+or released privately and charged, as dp.learning.defaults.private_gram_bound) passes it as
+`gram_bound`: L <= curvature G + 2 reg. Step sizes never enter a sensitivity, so G moves only
+the steps, never the privacy.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ class RegularizedProblem:
     clip: float
     clip_norm: int = 2  # 1 for the Laplace methods (L1 sensitivity), 2 for the Gaussian ones
     data_norm: float = 1.0  # public radius R: every row is scaled to L2 norm <= R
+    gram_bound: float | None = None  # a public bound on lambda_max(X'X/n); None: R^2
     curvature: ClassVar[float] = 1.0  # sup of the loss' second derivative along the margin
     _row_norms: np.ndarray | None = field(init=False, default=None, repr=False)
 
@@ -54,6 +58,8 @@ class RegularizedProblem:
             )
         if self.clip_norm not in (1, 2):
             raise ValueError(f"clip_norm must be 1 or 2, got {self.clip_norm!r}")
+        if self.gram_bound is not None:
+            check_positive(self.gram_bound, "gram_bound")
 
     @property
     def n(self) -> int:
@@ -127,9 +133,15 @@ class RegularizedProblem:
         return per_record / batch_size
 
     # --- public constants the step rules use -------------------------------------------------
+    def gram_norm_bound(self) -> float:
+        """Return the bound on lambda_max(X'X/n) the steps use: gram_bound if given (at most R^2), else R^2."""
+        worst = self.data_norm**2
+        return worst if self.gram_bound is None else min(worst, self.gram_bound)
+
     def smoothness_bound(self) -> float:
-        """Return the public bound L = curvature R^2 + 2 reg on the smoothness of f (module docstring)."""
-        return float(self.curvature * self.data_norm**2 + 2 * self.reg)
+        """Return the public bound L = curvature G + 2 reg on the smoothness of f, G the bound on
+        lambda_max(X'X/n) (R^2, or a tighter public or privately released one; module docstring)."""
+        return float(self.curvature * self.gram_norm_bound() + 2 * self.reg)
 
     def strong_convexity(self) -> float:
         """Return mu = 2 reg, a data-independent lower bound on the curvature of f."""
@@ -216,10 +228,17 @@ def loss_problem(loss: str) -> type[RegularizedProblem]:
 
 
 def make_problem(
-    loss: str, X, y, reg: float, clip: float, clip_norm: int, data_norm: float
+    loss: str,
+    X,
+    y,
+    reg: float,
+    clip: float,
+    clip_norm: int,
+    data_norm: float,
+    gram_bound: float | None = None,
 ) -> RegularizedProblem:
     """Return the problem for `loss` ('logistic' or 'least-squares') on float64 copies of X, y,
-    the rows of X scaled to L2 norm <= data_norm."""
+    the rows of X scaled to L2 norm <= data_norm; gram_bound bounds lambda_max(X'X/n) (None: R^2)."""
     problem_type = loss_problem(loss)
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64).ravel()
@@ -227,4 +246,12 @@ def make_problem(
         raise DataError(f"X must be 2-D with one target per row, got X {X.shape} and y {y.shape}")
     if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
         raise DataError("X and y must be finite")
-    return problem_type(X, y, float(reg), float(clip), clip_norm, float(data_norm))
+    return problem_type(
+        X,
+        y,
+        float(reg),
+        float(clip),
+        clip_norm,
+        float(data_norm),
+        None if gram_bound is None else float(gram_bound),
+    )
