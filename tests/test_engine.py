@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import partition
-from hamsi import kernels
+from hamsi import kernels, shard_kernels
 from hamsi.data.synth import make_ratings
 from hamsi.lbfgs import LBFGSMemory
 from hamsi.optimizer import beta_schedule, engine_rngs, minimize_hamsi, minimize_mbgd, numba_threads
@@ -507,8 +507,6 @@ def test_the_hot_kernels_predict_as_predict_one_bit_for_bit(rank, biases):
 @pytest.mark.parametrize("want_norms", [True, False])
 def test_the_memory5_partials_are_the_general_ones_bit_for_bit(want_norms):
     """An iteration without a pair at M = 5 (hamsi.memory5_kernels) gives the general kernels' bits."""
-    from hamsi import shard_kernels
-
     rng = np.random.default_rng(5)
     n, M = 1001, 5
     x, x_start, g, g_start = (rng.standard_normal(n) for _ in range(4))
