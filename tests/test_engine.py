@@ -504,26 +504,41 @@ def test_the_hot_kernels_predict_as_predict_one_bit_for_bit(rank, biases):
     assert np.array_equal(gU, want_U) and np.array_equal(gV, want_V)
 
 
-@pytest.mark.parametrize("want_norms", [True, False])
-def test_the_memory5_partials_are_the_general_ones_bit_for_bit(want_norms):
-    """An iteration without a pair at M = 5 (hamsi.memory5_kernels) gives the general kernels' bits."""
+@pytest.mark.parametrize(
+    "wants",
+    [
+        (False, False, True, True),
+        (False, False, True, False),
+        (True, True, True, True),
+        (True, True, False, True),
+        (True, False, True, False),
+    ],
+)
+def test_the_memory5_partials_are_the_general_ones_bit_for_bit(wants):
+    """At M = 5 (hamsi.memory5_kernels for some requests) every partial has the general kernels' bits."""
     rng = np.random.default_rng(5)
     n, M = 1001, 5
     x, x_start, g, g_start = (rng.standard_normal(n) for _ in range(4))
     S, Y = kernels.memory_rows(M, n)
     S[:], Y[:] = rng.standard_normal((M, n)), rng.standard_normal((M, n))
-    outs = {}
+    results = []
     for kernel in (kernels.shard_iteration_partials, shard_kernels._fused_partials):
-        sn, yn = np.zeros((1, n)), np.zeros((1, n))
+        new_rows = [np.full((1, n), 7.0), np.full((1, n), 7.0)]
         out = [np.full(w, 7.0) for w in (2 * M + 2, 2, 2 * M + 1, 2 * M, 2)]
-        kernel(x, x_start, g, g_start, S, Y, sn, yn, False, False, True, want_norms, *out)
-        outs[kernel] = out
-    fast, general = outs.values()
+        kernel(x, x_start, g, g_start, S, Y, *new_rows, *wants, *out)
+        results.append(new_rows + out)
+    fast, general = results
     assert all(np.array_equal(a, b) for a, b in zip(fast, general))
-    wtg = np.empty(2 * M)
-    kernels.shard_wtg_partials(g, S, Y, wtg)
-    assert np.array_equal(fast[3], wtg)
-    norms = np.full(2, 7.0)
+    want_pair, want_gram, want_wtg, want_norms = wants
+    reference = np.full(2 * M, 7.0)
+    if want_wtg:
+        kernels.shard_wtg_partials(g, S, Y, reference)
+    assert np.array_equal(fast[5], reference)
+    reference = np.full(2, 7.0)
     if want_norms:
-        kernels.shard_norm_partials(x, g, norms)
-    assert np.array_equal(fast[4], norms)
+        kernels.shard_norm_partials(x, g, reference)
+    assert np.array_equal(fast[6], reference)
+    if want_pair:
+        pair = np.empty(2 * M + 2)
+        kernels.shard_pair_partials(x, x_start, g, g_start, S, Y, pair)
+        assert np.array_equal(fast[2], pair) and np.array_equal(fast[0][0], x - x_start)
