@@ -18,7 +18,10 @@ def predict_one(U, V, a, b, rank, offset):
     """Return U[a,:rank].V[b,:rank] (+ biases) + offset, with a fixed 4-way summation order.
 
     Four interleaved partial sums (combined as (s0 + s1) + (s2 + s3)) hide the add latency
-    without fastmath; every caller uses this one function, so the order is the same everywhere.
+    without fastmath. The two hot kernels (mf_block_gradient, mf_clipped_squared_error) write
+    these lines out in their loops, in this order (tests/test_engine.py checks the bits): a call
+    to this function from them is not inlined by numba and took 2-2.5x their time per rating
+    at rank 10 (docs/benchmarks.md).
     """
     s0 = 0.0
     s1 = 0.0
@@ -52,10 +55,25 @@ def mf_block_gradient(rows, cols, vals, U, V, gU, gV, rank, scale, offset, row_r
     """
     width = U.shape[1]
     use_reg = row_reg.shape[0] > 0
+    head = rank - rank % 4
     for i in range(rows.shape[0]):
         a = rows[i]
         b = cols[i]
-        minus_e = scale * (predict_one(U, V, a, b, rank, offset) - vals[i])
+        s0 = 0.0  # predict_one's sum, written out (see its docstring)
+        s1 = 0.0
+        s2 = 0.0
+        s3 = 0.0
+        for l in range(0, head, 4):
+            s0 += U[a, l] * V[b, l]
+            s1 += U[a, l + 1] * V[b, l + 1]
+            s2 += U[a, l + 2] * V[b, l + 2]
+            s3 += U[a, l + 3] * V[b, l + 3]
+        for l in range(head, rank):
+            s0 += U[a, l] * V[b, l]
+        prediction = (s0 + s1) + (s2 + s3)
+        if width > rank:
+            prediction += U[a, rank] + V[b, rank]
+        minus_e = scale * ((prediction + offset) - vals[i])
         if use_reg:
             ra = scale * row_reg[a]
             rb = scale * col_reg[b]
@@ -148,8 +166,26 @@ def mf_clipped_squared_error(rows, cols, vals, U, V, rank, offset, lo, hi):
     them as they are, bit for bit. Comparisons, not min/max, so a NaN prediction stays NaN.
     """
     total = 0.0
+    head = rank - rank % 4
+    biased = U.shape[1] > rank
     for i in range(rows.shape[0]):
-        p = predict_one(U, V, rows[i], cols[i], rank, offset)
+        a = rows[i]
+        b = cols[i]
+        s0 = 0.0  # predict_one's sum, written out (see its docstring)
+        s1 = 0.0
+        s2 = 0.0
+        s3 = 0.0
+        for l in range(0, head, 4):
+            s0 += U[a, l] * V[b, l]
+            s1 += U[a, l + 1] * V[b, l + 1]
+            s2 += U[a, l + 2] * V[b, l + 2]
+            s3 += U[a, l + 3] * V[b, l + 3]
+        for l in range(head, rank):
+            s0 += U[a, l] * V[b, l]
+        p = (s0 + s1) + (s2 + s3)
+        if biased:
+            p += U[a, rank] + V[b, rank]
+        p += offset
         if p < lo:
             p = lo
         elif p > hi:

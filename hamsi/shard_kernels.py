@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from hamsi.memory5_kernels import MEMORY, pair_iteration_m5, wtg_norms_m5
 from partition.jit import cached_njit
 
 
@@ -176,7 +177,59 @@ def shard_iteration_partials(
     shard_wtg_partials(g, s_new, y_new); want_gram = shard_gram_partials; want_wtg =
     shard_wtg_partials(g, S, Y); want_norms = shard_norm_partials. The memory rows S, Y dominate
     the traffic (2M doubles per entry), so a pair iteration reads them once instead of three times.
+    With M = 5, an iteration without a pair and a pair iteration wanting every partial run
+    `hamsi.memory5_kernels` (same bits).
     """
+    five = S.shape[0] == MEMORY
+    if five and want_wtg and not (want_pair or want_gram):
+        wtg_norms_m5(x, g, S, Y, wtg, norms, want_norms)
+    elif five and want_pair and want_gram and want_wtg and want_norms:
+        pair_iteration_m5(
+            x, x_start, g, g_start, S, Y, s_new, y_new, pair, new_pair_g, gram, wtg, norms
+        )
+    else:
+        _fused_partials(
+            x,
+            x_start,
+            g,
+            g_start,
+            S,
+            Y,
+            s_new,
+            y_new,
+            want_pair,
+            want_gram,
+            want_wtg,
+            want_norms,
+            pair,
+            new_pair_g,
+            gram,
+            wtg,
+            norms,
+        )
+
+
+@cached_njit(nogil=True)
+def _fused_partials(
+    x,
+    x_start,
+    g,
+    g_start,
+    S,
+    Y,
+    s_new,
+    y_new,
+    want_pair,
+    want_gram,
+    want_wtg,
+    want_norms,
+    pair,
+    new_pair_g,
+    gram,
+    wtg,
+    norms,
+):
+    """shard_iteration_partials for any memory size: its sums in small arrays."""
     M = S.shape[0]
     # the sums build in arrays of this call, copied out at the end: the output rows of the shards
     # share cache lines, and threads adding into them in every step slowed the parallel kernel

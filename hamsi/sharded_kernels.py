@@ -1,6 +1,11 @@
 """In-process sharded drivers: the per-shard kernels run over every shard of x in parallel.
 
 Every shard writes only its own entries, so the result does not depend on the thread count.
+
+numba's disk cache checks only a kernel's own source file, and these drivers carry the shard
+kernels compiled into them: a change to `hamsi.shard_kernels` or `hamsi.memory5_kernels` comes
+with a change to this file (as M = 5's partials did), or a tree that ran the drivers keeps
+running the old shard code from its cache.
 """
 
 from __future__ import annotations

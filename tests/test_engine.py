@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import partition
-from hamsi import kernels
+from hamsi import kernels, shard_kernels
 from hamsi.data.synth import make_ratings
 from hamsi.lbfgs import LBFGSMemory
 from hamsi.optimizer import beta_schedule, engine_rngs, minimize_hamsi, minimize_mbgd, numba_threads
@@ -469,3 +469,78 @@ def test_lbfgs_memory_is_laid_out_entry_by_entry():
     kernels.shard_lbfgs_step(a, g, plain_S, plain_Y, coef, 0.5, 0.1)
     kernels.shard_lbfgs_step(b, g, S2, Y2, coef, 0.5, 0.1)
     assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("rank,biases", [(3, False), (4, True), (10, True), (13, False)])
+def test_the_hot_kernels_predict_as_predict_one_bit_for_bit(rank, biases):
+    """mf_block_gradient and mf_clipped_squared_error write predict_one's sum out: the same bits."""
+    rng = np.random.default_rng(rank)
+    m, n, nnz, width = 30, 40, 500, rank + (1 if biases else 0)
+    rows = rng.integers(0, m, nnz).astype(np.int32)
+    cols = rng.integers(0, n, nnz).astype(np.int32)
+    vals = rng.uniform(1, 5, nnz)
+    U, V = rng.standard_normal((m, width)), rng.standard_normal((n, width))
+    row_reg, col_reg = rng.random(m), rng.random(n)
+    offset, scale = 3.1, 1.0 / nnz
+    predictions = [kernels.predict_one(U, V, a, b, rank, offset) for a, b in zip(rows, cols)]
+    for lo, hi in ((-np.inf, np.inf), (1.5, 4.5)):
+        total = 0.0
+        for p, v in zip(predictions, vals):
+            e = v - (lo if p < lo else hi if p > hi else p)
+            total += e * e
+        got = kernels.mf_clipped_squared_error(rows, cols, vals, U, V, rank, offset, lo, hi)
+        assert got == total
+    gU, gV = np.zeros_like(U), np.zeros_like(V)
+    want_U, want_V = np.zeros_like(U), np.zeros_like(V)
+    for i, (a, b) in enumerate(zip(rows, cols)):
+        minus_e = scale * (predictions[i] - vals[i])
+        ra, rb = scale * row_reg[a], scale * col_reg[b]
+        for l in range(rank):
+            ua, vb = U[a, l], V[b, l]
+            want_U[a, l] += minus_e * vb + ra * ua
+            want_V[b, l] += minus_e * ua + rb * vb
+        if biases:
+            want_U[a, rank] += minus_e + ra * U[a, rank]
+            want_V[b, rank] += minus_e + rb * V[b, rank]
+    kernels.mf_block_gradient(rows, cols, vals, U, V, gU, gV, rank, scale, offset, row_reg, col_reg)
+    assert np.array_equal(gU, want_U) and np.array_equal(gV, want_V)
+
+
+@pytest.mark.parametrize(
+    "wants",
+    [
+        (False, False, True, True),
+        (False, False, True, False),
+        (True, True, True, True),
+        (True, True, False, True),
+        (True, False, True, False),
+    ],
+)
+def test_the_memory5_partials_are_the_general_ones_bit_for_bit(wants):
+    """At M = 5 (hamsi.memory5_kernels for some requests) every partial has the general kernels' bits."""
+    rng = np.random.default_rng(5)
+    n, M = 1001, 5
+    x, x_start, g, g_start = (rng.standard_normal(n) for _ in range(4))
+    S, Y = kernels.memory_rows(M, n)
+    S[:], Y[:] = rng.standard_normal((M, n)), rng.standard_normal((M, n))
+    results = []
+    for kernel in (kernels.shard_iteration_partials, shard_kernels._fused_partials):
+        new_rows = [np.full((1, n), 7.0), np.full((1, n), 7.0)]
+        out = [np.full(w, 7.0) for w in (2 * M + 2, 2, 2 * M + 1, 2 * M, 2)]
+        kernel(x, x_start, g, g_start, S, Y, *new_rows, *wants, *out)
+        results.append(new_rows + out)
+    fast, general = results
+    assert all(np.array_equal(a, b) for a, b in zip(fast, general))
+    want_pair, want_gram, want_wtg, want_norms = wants
+    reference = np.full(2 * M, 7.0)
+    if want_wtg:
+        kernels.shard_wtg_partials(g, S, Y, reference)
+    assert np.array_equal(fast[5], reference)
+    reference = np.full(2, 7.0)
+    if want_norms:
+        kernels.shard_norm_partials(x, g, reference)
+    assert np.array_equal(fast[6], reference)
+    if want_pair:
+        pair = np.empty(2 * M + 2)
+        kernels.shard_pair_partials(x, x_start, g, g_start, S, Y, pair)
+        assert np.array_equal(fast[2], pair) and np.array_equal(fast[0][0], x - x_start)
