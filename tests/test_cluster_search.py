@@ -69,3 +69,27 @@ def test_the_search_never_reads_the_test_pairs_of_a_test_split(client, frame, ca
         frame["user"].to_numpy(), frame["item"].to_numpy(), 0.2, 1, stream=TEST_STREAM
     )
     assert fit_part + validation == len(frame) - int(held.sum()) < len(frame)
+
+
+def test_a_trial_kept_for_lack_of_time_comes_back_without_its_seen_lists(
+    client, frame, monkeypatch
+):
+    from cluster import DaskMatrixFactorizer
+    from cluster.search import DaskTrialRunner
+    from hamsi.auto_values import AutoValues
+    from hamsi.errors import AdvisedWarning
+
+    # as if max_time left no time for the refit: the search trial's model is the fit's result
+    monkeypatch.setattr(AutoValues, "_no_time_to_refit", lambda *args: True)
+    sent, fitted = [], DaskTrialRunner.fitted
+    monkeypatch.setattr(
+        DaskTrialRunner, "fitted", lambda self, c: sent.append(fitted(self, c)) or sent[-1]
+    )
+    with pytest.warns(AdvisedWarning, match="too little time to refit"):
+        model = DaskMatrixFactorizer(client=client, max_time=600, **OPTIONS).fit(dask_frame(frame))
+    # the trial's model came from its worker without its O(ratings) lists of seen items
+    assert len(sent) == 1 and sent[0]._seen_items is None and sent[0]._item_known.any()
+    assert model._seen_items is None  # the fit keeps the workers' lists (cluster.kept)
+    assert model.user_factors_.shape[0] == N_USERS  # every user: the sample was every rating
+    users = frame["user"].to_numpy()[:50]
+    assert np.all(np.isfinite(model.predict(users, frame["item"].to_numpy()[:50])))
