@@ -12,12 +12,14 @@ from __future__ import annotations
 import partition as partitions
 from cluster.connect import connect, worker_addresses
 from cluster.dataset import is_distributed_source, load_worker_ratings
+from cluster.options import DaskOptions, grouped
 from cluster.recovery import cluster_lost, reporting_cluster_losses
 from cluster.run import DistributedRun
 from cluster.snapshot import discarded_on_failure
 from hamsi import stepper as steps
-from hamsi.optimizer import GAMMA, GD_ETA, HAMSI_ETA, stepper_and_stop_rules
-from hamsi.parameters import DEPRECATED, renamed_keyword
+from hamsi.optimizer import stepper_and_stop_rules
+from hamsi.options import EngineOptions
+from hamsi.parameters import renamed_keyword
 from hamsi.problems import MatrixFactorization
 
 METHODS = steps.METHODS
@@ -27,125 +29,84 @@ __all__ = ["cluster_lost", "fit_distributed", "minimize_hamsi", "reporting_clust
 def minimize_hamsi(
     problem,
     partition,
+    options: EngineOptions | None = None,
+    dask: DaskOptions | None = None,
     *,
-    client=None,
-    scheduler: str | None = None,
-    n_workers: int | None = None,
-    threads_per_worker: int = 1,
-    method: str = "hamsi",
-    schedule: str = "det",
-    eta: float | None = None,
-    gamma: float = GAMMA,
-    eta_gd: float = GD_ETA,
-    memory: int = 5,
     x0=None,
-    random_state=None,
-    max_cycles: int | None = 100,
-    max_time: float | None = None,
-    tol: float = 0.0,
-    target: float | None = None,
-    patience: int | None = None,
     validation=None,
-    threads: int | None = None,
     callback=None,
-    safeguard: bool = True,
-    chunk_cycles: int = 10,
-    checkpoint: str | None = None,
-    checkpoint_every: int | None = None,
-    resume: str | None = None,
-    backup: bool = True,
-    peer_timeout: float | None = None,
-    on_chunk=None,
-    quiet: bool = False,
-    shared_memory: bool | None = None,
-    owned_v: bool | None = None,
-    security=None,
-    max_epochs=DEPRECATED,
     heldout=None,
-    chunk_epochs=DEPRECATED,
+    **keywords,
 ):
     """Return the OptimizeResult of HAMSI (thesis Alg. 3; method="mbgd": mini-batch GD) on Dask workers.
 
-    The keywords of hamsi.optimizer.minimize_hamsi mean the same here (safeguard, patience with
-    validation, ...; `threads` is ignored: a worker runs one task thread), and the run takes the same
-    decisions from the same numbers: MatrixFactorization is sharded by user rows (bitwise the
-    in-process iterates for STRATA/-B), any other PartiallySeparableProblem (SparseLeastSquares)
-    runs with x replicated on every worker (bitwise too). Cluster: `client`, else `scheduler`,
-    else a LocalCluster of n_workers processes (closed on return). The client sees the run once per
-    `chunk_cycles` cycles. checkpoint/checkpoint_every write the full state atomically; resume
-    continues from such a directory bit-exactly. backup keeps each shard's chunk-start state on a
-    second worker's disk (cluster.snapshot), so a worker's death costs a rerun of one chunk on the
-    survivors. on_chunk(info) is called after every chunk submission (tests use it to kill a
-    worker). shared_memory (None: whenever possible) keeps V in shared memory when all workers run
-    on one host and the cover is STRATA/-B (cluster/shared.py). Otherwise owned_v=True (STRATA/-B) hands each item shard V_j
-    from worker to worker along the strata, one worker stepping it per inner iteration
-    (cluster.work.OwnedFactorWork); owned_v=False, or a cover whose V_j have several homes
-    (HOGWILD, COLOR), keeps V replicated: every worker receives every gV row and steps all of V;
-    None: owned when it sends fewer bytes (cluster.work.item_rows_per_iteration: from 5 workers
-    with B = workers). result.worker_bytes_sent: bytes each worker sent its peers. security: a
-    distributed.security.Security for a tls:// scheduler or a TLS LocalCluster (cluster.connect).
-    max_epochs, heldout and chunk_epochs are deprecated names of max_cycles, validation and
-    chunk_cycles (FutureWarning).
+    `options` (hamsi.options.EngineOptions: the method, steps, L-BFGS memory, seed and stop rules)
+    mean what they mean in hamsi.optimizer.minimize_hamsi, and the run takes the same decisions
+    from the same numbers: MatrixFactorization is sharded by user rows (bitwise the in-process
+    iterates for STRATA/-B), any other PartiallySeparableProblem (SparseLeastSquares) runs with x
+    replicated on every worker (bitwise too). `dask` (cluster.options.DaskOptions) says where the
+    run goes and how it survives lost workers. Either group's fields may also be given as flat
+    keywords (cluster.options.grouped); `validation`: held-out ratings (the trace's validation
+    RMSE, patience). V's place: shared_memory (None: whenever possible) keeps V in shared memory
+    when all workers run on one host and the cover is STRATA/-B (cluster/shared.py). Otherwise
+    owned_v=True (STRATA/-B) hands each item shard V_j from worker to worker along the strata,
+    one worker stepping it per inner iteration (cluster.work.OwnedFactorWork); owned_v=False, or
+    a cover whose V_j have several homes (HOGWILD, COLOR), keeps V replicated: every worker
+    receives every gV row and steps all of V; None: owned when it sends fewer bytes
+    (cluster.work.item_rows_per_iteration). result.worker_bytes_sent: bytes each worker sent its
+    peers. heldout, max_epochs and chunk_epochs are deprecated names of validation, max_cycles
+    and chunk_cycles (FutureWarning).
     """
-    max_cycles = renamed_keyword(
-        "minimize_hamsi", "max_epochs", max_epochs, "max_cycles", max_cycles
-    )
     validation = renamed_keyword("minimize_hamsi", "heldout", heldout, "validation", validation)
-    chunk_cycles = renamed_keyword(
-        "minimize_hamsi", "chunk_epochs", chunk_epochs, "chunk_cycles", chunk_cycles
-    )
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
-    if eta is None:
-        eta = HAMSI_ETA if method == "hamsi" else GD_ETA
-    memory = memory if method == "hamsi" else 1
+    options, dask = grouped(options, dask, keywords)
+    memory = options.memory if options.method == "hamsi" else 1
     with (
         connect(
-            client=client,
-            scheduler=scheduler,
-            n_workers=n_workers,
-            threads_per_worker=threads_per_worker,
-            quiet=quiet,
-            security=security,
+            client=dask.client,
+            scheduler=dask.scheduler,
+            n_workers=dask.n_workers,
+            threads_per_worker=dask.threads_per_worker,
+            quiet=dask.quiet,
+            security=dask.security,
         ) as dask_client,
         reporting_cluster_losses(dask_client),
     ):
-        workers = worker_addresses(dask_client, minimum=n_workers or 1)
+        workers = worker_addresses(dask_client, minimum=dask.n_workers or 1)
         run = DistributedRun(
             problem,
             partition,
             dask_client,
             workers,
             heldout=validation,
-            backup=backup,
-            peer_timeout=peer_timeout,
-            quiet=quiet,
+            backup=dask.backup,
+            peer_timeout=dask.peer_timeout,
+            quiet=dask.quiet,
             memory=memory,
-            shared_memory=shared_memory,
-            owned_v=owned_v,
+            shared_memory=dask.shared_memory,
+            owned_v=dask.owned_v,
         )
         stepper, stop = stepper_and_stop_rules(
             problem,
             run.layout_k,
-            method=method,
-            schedule=schedule,
+            method=options.method,
+            schedule=options.schedule,
             memory=memory,
-            eta=eta,
-            gamma=gamma,
-            eta_gd=eta_gd,
-            safeguard=safeguard,
-            random_state=random_state,
-            max_cycles=max_cycles,
-            max_time=max_time,
-            tol=tol,
-            target=target,
-            patience=patience,
+            eta=options.step_eta,
+            gamma=options.gamma,
+            eta_gd=options.eta_gd,
+            safeguard=options.safeguard,
+            random_state=options.random_state,
+            max_cycles=options.max_cycles,
+            max_time=options.max_time,
+            tol=options.tol,
+            target=options.target,
+            patience=options.patience,
             has_validation=validation is not None,
         )
         run.fingerprint_extra = {
-            "method": method,
-            "schedule": schedule,
-            "random_state": random_state,
+            "method": options.method,
+            "schedule": options.schedule,
+            "random_state": options.random_state,
         }
         # a failed or interrupted fit leaves no snapshots on the workers (cluster.snapshot)
         with discarded_on_failure(dask_client, run.recovery.snapshot_token):
@@ -153,13 +114,13 @@ def minimize_hamsi(
                 stepper,
                 stop,
                 x0=x0,
-                random_state=random_state,
-                chunk_cycles=chunk_cycles,
-                checkpoint=checkpoint,
-                checkpoint_every=checkpoint_every,
-                resume=resume,
+                random_state=options.random_state,
+                chunk_cycles=dask.chunk_cycles,
+                checkpoint=dask.checkpoint,
+                checkpoint_every=dask.checkpoint_every,
+                resume=dask.resume,
                 callback=callback,
-                on_chunk=on_chunk,
+                on_chunk=dask.on_chunk,
             )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 
 from cluster.connect import connect, worker_addresses
+from cluster.options import DaskOptions
 from cluster.search import DaskTrialRunner
 from hamsi.recommender import DEFAULT_COLUMNS
 
@@ -37,12 +38,11 @@ class DaskEngine:
         return driver.minimize_hamsi(
             problem,
             cover,
-            client=self.client,
+            options,
+            DaskOptions(client=self.client, **self.run_options),
             validation=validation,
             callback=callback,
             x0=x0,
-            **options.keywords(),
-            **self.run_options,
         )
 
     def trial_runner(self, estimator_class, base_params: dict, fit_part, validation):

@@ -379,3 +379,19 @@ def test_a_stop_during_a_rounds_wait_is_off_the_clock_before_the_time_limit_is_c
     assert exchange.clock() == pytest.approx(0.5 + 0.1 + 0.01 + 0.02)
     assert not StopRules(max_time=6.0).out_of_time(exchange.clock())
     assert exchange.phases.stalled == pytest.approx(pause)
+
+
+def test_flat_keywords_are_sorted_into_the_two_option_groups_and_checked():
+    from cluster.options import DaskOptions, grouped
+    from hamsi.options import EngineOptions
+
+    options, dask = grouped(None, None, dict(max_cycles=7, chunk_cycles=3, owned_v=True, threads=4))
+    assert options == EngineOptions(max_cycles=7) and dask == DaskOptions(
+        chunk_cycles=3, owned_v=True
+    )
+    with pytest.raises(TypeError, match="unexpected keyword argument.*max_epoch"):
+        grouped(None, None, dict(max_epoch=3))  # a typo is refused, never dropped
+    with pytest.raises(TypeError, match="both in the EngineOptions and as keywords"):
+        grouped(EngineOptions(), None, dict(max_cycles=3))
+    with pytest.warns(FutureWarning, match="chunk_epochs"):
+        assert grouped(None, None, dict(chunk_epochs=4))[1].chunk_cycles == 4
