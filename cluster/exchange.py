@@ -139,21 +139,7 @@ class MailboxExchange:
         start = time.perf_counter()
         parts, partials = self.work.compute(request)
         self.phases.gradient += time.perf_counter() - start
-        if isinstance(
-            parts, dict
-        ):  # V shards handed to their next holders (owned V): a message per peer
-            mine = Message(0, self.me, vote=request.vote, shards=partials)
-            addressed = {  # peers that get no V shard share one Message: one frame encoded
-                p: Message(0, self.me, vote=request.vote, shards=partials, items=parts[p])
-                if parts.get(p)
-                else mine
-                for p in self.peers
-            }
-            messages = self._round(mine, addressed=addressed)
-        else:
-            messages = self._round(
-                Message(0, self.me, vote=request.vote, gradient=parts, shards=partials)
-            )
+        messages = self._send_parts(request.vote, parts, partials)
         if any(m.vote for m in messages):
             return Reductions(stopped=True)
         start = time.perf_counter()
@@ -163,16 +149,24 @@ class MailboxExchange:
             [p for m in messages for p in m.shards],
         )
         self.phases.update += time.perf_counter() - start
-        return Reductions(
-            **{
-                name: np.vstack([getattr(p, name) for p in every])
-                if getattr(request, name)
-                else None
-                for name in FIELDS
-                if name != "new_pair_g"
-            },
-            new_pair_g=np.vstack([p.new_pair_g for p in every]) if request.pair else None,
-        )
+        return stacked_reductions(request, every)
+
+    def _send_parts(self, vote: bool, parts, partials) -> list:
+        """Run the iteration's round: this worker's gradient parts and partials to every peer.
+
+        With owned V, `parts` maps each peer to the V shards it holds next (a message per peer;
+        peers that get no V shard share one Message, so one frame is encoded for them).
+        """
+        if not isinstance(parts, dict):
+            return self._round(Message(0, self.me, vote=vote, gradient=parts, shards=partials))
+        mine = Message(0, self.me, vote=vote, shards=partials)
+        addressed = {
+            p: Message(0, self.me, vote=vote, shards=partials, items=parts[p])
+            if parts.get(p)
+            else mine
+            for p in self.peers
+        }
+        return self._round(mine, addressed=addressed)
 
     def store_pair(self, slot: int) -> None:
         self.work.store_pair(slot)
@@ -218,6 +212,17 @@ class MailboxExchange:
         return Evaluation(
             train, objective, heldout, max(m.clock for m in messages), time.perf_counter() - start
         )
+
+
+def stacked_reductions(request, every: list) -> Reductions:
+    """Return the Reductions of `request`: each requested field's per-shard rows stacked in shard order."""
+    stacked = {
+        name: np.vstack([getattr(p, name) for p in every]) if getattr(request, name) else None
+        for name in FIELDS
+        if name != "new_pair_g"
+    }
+    pair_g = np.vstack([p.new_pair_g for p in every]) if request.pair else None
+    return Reductions(**stacked, new_pair_g=pair_g)
 
 
 def run_chunk(plan, datas: list, states: list, common) -> dict:

@@ -9,6 +9,7 @@ a fitted model saves to and loads from one versioned .npz (hamsi.model_io).
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import replace
 
 from sklearn.base import BaseEstimator
@@ -35,10 +36,8 @@ from hamsi.problems.matrix_factorization import REG_WEIGHTINGS
 from hamsi.rating_scale import STAR_SPAN, in_units, rating_unit
 from hamsi.training import InMemoryRatings
 
-ALGORITHMS = METHODS  # the estimator's `algorithm` is the engine's `method`
 # names callers import from here: the module the estimator's parts were split from
 __all__ = [
-    "ALGORITHMS",
     "AUTO",
     "LOGGER",
     "MODEL_ARRAYS",
@@ -48,6 +47,17 @@ __all__ = [
     "in_units",
     "rating_unit",
 ]
+
+
+def __getattr__(name: str):
+    if name == "ALGORITHMS":  # one constant names the methods: hamsi.options.METHODS
+        warnings.warn(
+            "hamsi.estimator.ALGORITHMS is deprecated; use hamsi.options.METHODS",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return METHODS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
@@ -151,7 +161,7 @@ class MatrixFactorizer(AutoValues, EngineFit, FittedModel, BaseEstimator):
         "safeguard": Boolean(),
         "search": Boolean(),
         "verbose": Integer(minimum=0),
-        "algorithm": Choice(ALGORITHMS),
+        "algorithm": Choice(METHODS),
         "reg_weighting": Choice(REG_WEIGHTINGS + (AUTO,)),
         "schedule": Choice(("det", "stoc")),
         "on_divergence": Choice(("raise", "warn")),

@@ -182,3 +182,13 @@ def test_best_epoch_is_a_deprecated_name_of_best_cycle(ratings):
         assert model.result_["best_epoch"] == 3
     with pytest.raises(AttributeError):
         assert model.result_.no_such_field is None
+
+
+def test_algorithms_is_a_deprecated_name_of_methods():
+    import hamsi.estimator
+    from hamsi.options import METHODS
+
+    with pytest.warns(FutureWarning, match="use hamsi.options.METHODS"):
+        assert hamsi.estimator.ALGORITHMS == METHODS
+    with pytest.raises(AttributeError):
+        hamsi.estimator.NO_SUCH_NAME  # noqa: B018

@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 import hamsi
-from hamsi import plots, registry, search
+from hamsi import registry, search
 from hamsi.cli_io import (
     add_renamed_flag,
     auto_or_float,
@@ -26,14 +26,13 @@ from hamsi.cli_io import (
     describe_ratings,
     rating_columns,
     seed_value,
-    write_as_set,
 )
 from hamsi.commands.dask_flags import add_dask_options
+from hamsi.commands.factorize_output import output_paths, summary, write_outputs
 from hamsi.commands.progress import Progress
 from hamsi.defaults import VALIDATION_FRACTION
 from hamsi.errors import DivergenceError, InputError, flag_name, for_cli
 from hamsi.limits import refuse_unless_fits
-from hamsi.trace import TRACE_COLUMNS
 
 
 def register(subparsers) -> None:
@@ -252,15 +251,6 @@ def _check_where_to_run(args) -> None:
         )
 
 
-def output_paths(args) -> list[tuple[str, str]]:
-    """Return [(flag, path)] of the files this run writes."""
-    return [
-        (flag, path)
-        for flag, path in (("--trace", args.trace), ("--out", args.out), ("--plot", args.plot))
-        if path
-    ]
-
-
 def build_model(args):
     """Return the estimator the options describe (in process, or on Dask), its parameters checked."""
     # why lazy: numba's kernels load only when a model is fitted or read
@@ -316,9 +306,11 @@ def run(args) -> int:
         train, test = _read_train_and_test(args, columns)
         check_sizes(args, train)
     scored = _fit_with_progress(args, model, train, test, on_workers and args.test_fraction > 0)
-    if not math.isfinite(model.trace_.rows[-1][3]):  # whichever engine ran: never write a NaN model
+    if not math.isfinite(
+        model.trace_.rows[-1].train_rmse
+    ):  # whichever engine ran: never write a NaN model
         raise DivergenceError(
-            f"diverged: the final train RMSE is {model.trace_.rows[-1][3]}; nothing written"
+            f"diverged: the final train RMSE is {model.trace_.rows[-1].train_rmse}; nothing written"
         )
     write_outputs(args, model)
     if model.search_results_ is not None:
@@ -442,62 +434,4 @@ def check_sizes(args, ratings) -> None:
     refuse_unless_fits(
         f"--rank {args.rank} with --memory {args.memory} on {users} users x {items} items",
         8.0 * (parameters * (2 * args.memory + 8) + 4 * args.memory**2),
-    )
-
-
-def write_outputs(args, model) -> None:
-    """Write the trace, the model and the plot as a set (all replaced, or none); errors name the flag."""
-
-    def plot(path):
-        title = f"{os.path.basename(os.path.normpath(args.data))}, rank {model.rank_}"
-        heldout = "validation" if args.patience is not None else "test"
-        if args.patience is not None:
-            stop = model.best_cycle_
-        else:  # the cycles the search chose on validation, or none
-            stop = model.result_.n_cycles if model.search_results_ is not None else None
-        plots.plot_convergence(
-            {args.algorithm: model.trace_}, path, title=title, heldout=heldout, stop_epoch=stop
-        )
-
-    def trace(path):
-        model.trace_.write_csv(path, header=trace_header(args))
-
-    writers = {"--trace": trace, "--out": model.save, "--plot": plot}
-    write_as_set(
-        {flag: (path, writers[flag]) for flag, path in output_paths(args)}, private=("--out",)
-    )
-
-
-def trace_header(args) -> tuple:
-    """Return the --trace CSV's columns: the held-out one is validation_rmse, or test_rmse when the test ratings fill it."""
-    if args.patience is not None:  # the validation split of the training ratings, which steers
-        return TRACE_COLUMNS
-    return tuple("test_rmse" if name == "validation_rmse" else name for name in TRACE_COLUMNS)
-
-
-def summary(args, model, test, *, test_rmse: float | None = None) -> str:
-    """Return the closing line: why the run stopped, its size and time, the RMSEs and the values used.
-
-    Validation figures come from the split of the training ratings; the test RMSE (of the clipped
-    predictions the model serves, as score() computes it) is computed once, here, or given by
-    `test_rmse` when the test ratings stayed on the workers (computed there: cluster.scoring).
-    """
-    result = model.result_
-    last = model.trace_.rows[-1]
-    text = (
-        f"{args.algorithm}: {result.message}; {result.n_cycles} cycles, {result.nit} inner iterations, "
-        f"{result.time:.3f} s, train RMSE {last[3]:.4f}"
-    )
-    if math.isfinite(last[4]) and args.patience is not None:
-        text += f", validation RMSE {last[4]:.4f}"
-    if model.best_cycle_ is not None and args.patience is not None:
-        best = next(row for row in model.trace_.rows if row.cycle == model.best_cycle_)
-        text += f"; kept cycle {model.best_cycle_} (validation RMSE {best.validation_rmse:.4f})"
-    if test is not None:
-        test_rmse = model.rmse(test)
-    if test_rmse is not None:
-        text += f"; test RMSE {test_rmse:.4f}"
-    damping = f", damping {model.reg_damping_:g}" if model.reg_damping_ else ""
-    return text + (
-        f"; rank {model.rank_}, reg {model.reg_:.4g} ({model.reg_weighting_}{damping}), eta {model.eta_:.4g}"
     )
