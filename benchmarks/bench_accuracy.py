@@ -204,6 +204,34 @@ def fit_fixed(train, test, seed: int) -> float:
     return model.rmse(test)
 
 
+def accuracy_row(args, preset: str, seed: int, max_time, first: bool) -> dict:
+    """Fit every model on one seed's 80/20 split, print its line, and return {model: test RMSE}."""
+    ratings = make_ratings(preset, seed=seed)
+    train, test = ratings.split(0.2, seed=seed)
+    row = {"biases": bias_baseline(train, test)}
+    row["hamsi defaults"], model, wall, searched = fit_auto(train, test, seed, max_time)
+    row["fixed (before)"] = fit_fixed(train, test, seed)
+    for name, outcome in anchors(args, train, test, seed).items():
+        if "params" in outcome:
+            print(f"  {name}: {outcome['params']} ({outcome['seconds']:.0f} s for the grid)")
+        if "skipped" in outcome:
+            if first:
+                print(f"  {name}: skipped ({outcome['skipped']})")
+        else:
+            row[name] = outcome.get("rmse", math.nan)
+    chosen = (
+        f"rank {model.rank_} {model.reg_weighting_} reg {model.reg_:.3g} damping {model.reg_damping_:g}, "
+        f"{model.result_.n_cycles} cycles; fit {wall:.1f} s wall (trials {searched:.1f} s)"
+    )
+    print(
+        f"  seed {seed}: "
+        + "  ".join(f"{k} {v:.4f}" for k, v in row.items())
+        + f"  | {chosen}  load {os.getloadavg()[0]:.1f}",
+        flush=True,
+    )
+    return row
+
+
 def accuracy_table(args) -> None:
     full = args.full
     seeds = {
@@ -223,33 +251,9 @@ def accuracy_table(args) -> None:
         max_time = args.fit_max_time or (120.0 if preset == "ml-1m-like" else None)
         collected = {}
         for seed in seeds[preset]:
-            ratings = make_ratings(preset, seed=seed)
-            train, test = ratings.split(0.2, seed=seed)
-            row = {"biases": bias_baseline(train, test)}
-            row["hamsi defaults"], model, wall, searched = fit_auto(train, test, seed, max_time)
-            row["fixed (before)"] = fit_fixed(train, test, seed)
-            for name, outcome in anchors(args, train, test, seed).items():
-                if "params" in outcome:
-                    print(
-                        f"  {name}: {outcome['params']} ({outcome['seconds']:.0f} s for the grid)"
-                    )
-                if "skipped" in outcome:
-                    if seed == seeds[preset][0]:
-                        print(f"  {name}: skipped ({outcome['skipped']})")
-                else:
-                    row[name] = outcome.get("rmse", math.nan)
+            row = accuracy_row(args, preset, seed, max_time, first=seed == seeds[preset][0])
             for name, value in row.items():
                 collected.setdefault(name, []).append(value)
-            chosen = (
-                f"rank {model.rank_} {model.reg_weighting_} reg {model.reg_:.3g} damping {model.reg_damping_:g}, "
-                f"{model.result_.n_cycles} cycles; fit {wall:.1f} s wall (trials {searched:.1f} s)"
-            )
-            print(
-                f"  seed {seed}: "
-                + "  ".join(f"{k} {v:.4f}" for k, v in row.items())
-                + f"  | {chosen}  load {os.getloadavg()[0]:.1f}",
-                flush=True,
-            )
         print("  mean:   " + "  ".join(f"{k} {np.nanmean(v):.4f}" for k, v in collected.items()))
 
 

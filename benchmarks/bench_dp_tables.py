@@ -240,25 +240,31 @@ def print_table(table, mech, regime, args, results, models):
         lams = ", ".join(f"M{m}: {results[(table, m, n)][0]:.3g}" for m in models)
         print(f"  n={n}: CV lambda {lams}")
         for eps in args.eps:
-            ours, paper, conv = [], [], []
-            for model in models:
-                cells, ok = _cell([r[(regime, mech, eps)] for r in results[(table, model, n)][1]])
-                ours += cells
-                conv += ok
-                if eps in PAPER_EPS and n in PAPER[table] and mech == "gaussian":
-                    pm, ps = paper_cell(table, n, eps, model)
-                    paper += [f"{m:.3g} ({s:.2g})" for m, s in zip(pm, ps)]
-            note = (
-                ""
-                if regime == "ridge"
-                else f"  [{'converged' if regime == 'converged' else 'finite'} {np.mean(conv):.0%}]"
-            )
-            print(f"{n:>4} {eps:>4} {'ours':>5}" + "".join(f"{c:>19}" for c in ours) + note)
-            if paper:
-                print(f"{'':>9} {'paper':>5}" + "".join(f"{c:>19}" for c in paper))
+            print_eps_lines(table, mech, regime, n, eps, results, models)
 
 
-def main():
+def print_eps_lines(table, mech, regime, n, eps, results, models) -> None:
+    """Print one (n, eps) line of ours and, for Gaussian noise at the paper's eps, the paper's under it."""
+    ours, paper, conv = [], [], []
+    for model in models:
+        cells, ok = _cell([r[(regime, mech, eps)] for r in results[(table, model, n)][1]])
+        ours += cells
+        conv += ok
+        if eps in PAPER_EPS and n in PAPER[table] and mech == "gaussian":
+            pm, ps = paper_cell(table, n, eps, model)
+            paper += [f"{m:.3g} ({s:.2g})" for m, s in zip(pm, ps)]
+    note = (
+        ""
+        if regime == "ridge"
+        else f"  [{'converged' if regime == 'converged' else 'finite'} {np.mean(conv):.0%}]"
+    )
+    print(f"{n:>4} {eps:>4} {'ours':>5}" + "".join(f"{c:>19}" for c in ours) + note)
+    if paper:
+        print(f"{'':>9} {'paper':>5}" + "".join(f"{c:>19}" for c in paper))
+
+
+def parse_args():
+    """Return the command line's arguments, sizes checked."""
     ap = argparse.ArgumentParser(description="Reproduce Su et al. Tables 1-2")
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--p", type=int, default=100)
@@ -292,15 +298,41 @@ def main():
     ):
         if min(values) < 1:
             ap.error(f"{name} must be >= 1")
+    return args
+
+
+def main():
+    args = parse_args()
     regimes = ["converged", "paper-admm"] if args.paper_admm else ["converged"]
     models_of = {
         t: [m for m in TABLE_MODELS[t] if args.models is None or m in args.models]
         for t in args.tables
     }
 
+    start = time.perf_counter()
+    results = run_replications(args, regimes, models_of)
+    print(
+        f"Su et al. reproduction: p={args.p}, reps={args.reps}, delta=1/n (paper: p=100, 50 reps); "
+        "mean (standard error); the paper's value on the 'paper' line (Gaussian noise)"
+    )
+    for table in args.tables:
+        for mech in args.mechanisms:
+            for regime in ["ridge"] if table == 1 else regimes:
+                print_table(table, mech, regime, args, results, models_of[table])
+    if args.paper_admm:
+        print(
+            "\nmeaningful: the 'ADMM converged' rows (the private vs the non-private graphical lasso "
+            "solution). The paper's-ADMM rows measure how far K fixed-rho steps from Z = 0 drift "
+            "under noise, not the estimator."
+        )
+    print(f"\nwall time {time.perf_counter() - start:.0f} s; load average {os.getloadavg()}")
+
+
+def run_replications(args, regimes, models_of) -> dict:
+    """Return {(table, model, n): (CV lambda, [replication results])}, run on a local Dask cluster."""
+    # why lazy: only the full run needs distributed
     from distributed import Client, LocalCluster
 
-    start = time.perf_counter()
     cluster = LocalCluster(
         n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None
     )
@@ -336,22 +368,7 @@ def main():
     finally:
         client.close()
         cluster.close()
-
-    print(
-        f"Su et al. reproduction: p={args.p}, reps={args.reps}, delta=1/n (paper: p=100, 50 reps); "
-        "mean (standard error); the paper's value on the 'paper' line (Gaussian noise)"
-    )
-    for table in args.tables:
-        for mech in args.mechanisms:
-            for regime in ["ridge"] if table == 1 else regimes:
-                print_table(table, mech, regime, args, results, models_of[table])
-    if args.paper_admm:
-        print(
-            "\nmeaningful: the 'ADMM converged' rows (the private vs the non-private graphical lasso "
-            "solution). The paper's-ADMM rows measure how far K fixed-rho steps from Z = 0 drift "
-            "under noise, not the estimator."
-        )
-    print(f"\nwall time {time.perf_counter() - start:.0f} s; load average {os.getloadavg()}")
+    return results
 
 
 if __name__ == "__main__":

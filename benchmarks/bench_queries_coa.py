@@ -83,7 +83,8 @@ def report(kind: str, n: int, method: str, W, strategy, seconds: float, median: 
     )
 
 
-def main() -> None:
+def parse_args():
+    """Return the command line's arguments."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--workloads", default="range,discrete,related")
     ap.add_argument("--sizes", default="256,512,1024")
@@ -119,7 +120,11 @@ def main() -> None:
     ap.add_argument(
         "--budget", type=float, default=600.0, help="seconds per solve for --largest (default 600)"
     )
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     print(
         f"m={args.m}, workloads default_rng(1), gap_tol={args.gap_tol:g}; load average before: "
         f"{tuple(round(v, 2) for v in os.getloadavg())}; BLAS threads: {args.threads or 'default'}; "
@@ -133,6 +138,17 @@ def main() -> None:
         f"{'workload':>9} {'n':>5} {'method':>10} {'ratio':>9} {'bound':>9} {'gap':>8} {'time':>7} "
         f"{'it':>4} {'Hv':>5} {'s/it':>6}"
     )
+    run_table(args)
+    if args.largest:
+        run_largest(args)
+    print(
+        f"load average after: {tuple(round(v, 2) for v in os.getloadavg())}; seed's Octave times: "
+        f"n=256 {SEED_OCTAVE['seconds'][256]} s, n=512 {SEED_OCTAVE['seconds'][512]} s"
+    )
+
+
+def run_table(args) -> None:
+    """Solve and report every (workload, n, method) cell of the table."""
     for kind in args.workloads.split(","):
         for n in (int(v) for v in args.sizes.split(",") if v):
             for method in args.methods.split(","):
@@ -151,7 +167,11 @@ def main() -> None:
                     seconds,
                     float(np.median([run[2] for run in runs])),
                 )
-    for kind in args.largest_workloads.split(",") if args.largest else ():
+
+
+def run_largest(args) -> None:
+    """Double n from 2048 until a solve does not converge or exceeds --budget."""
+    for kind in args.largest_workloads.split(","):
         n = 2048
         while n <= args.max_n:
             W, strategy, seconds = solve(
@@ -161,10 +181,6 @@ def main() -> None:
             if strategy.status != "converged" or seconds > args.budget:
                 break
             n *= 2
-    print(
-        f"load average after: {tuple(round(v, 2) for v in os.getloadavg())}; seed's Octave times: "
-        f"n=256 {SEED_OCTAVE['seconds'][256]} s, n=512 {SEED_OCTAVE['seconds'][512]} s"
-    )
 
 
 if __name__ == "__main__":

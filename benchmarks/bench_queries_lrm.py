@@ -59,36 +59,42 @@ def grid(args) -> list[dict]:
     m_values = [64, 128, 256, 512, 1024] if args.paper else [16, 32, 64, 128, 256]
     cells = []
     for figure in args.figures:
-        if figure in ("2", "3"):
-            gammas, factors = (
-                [1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0],
-                [0.8, 1.0, 1.2, 1.4, 1.7, 2.1, 2.5, 3.0, 3.6],
-            )
-            values = gammas if figure == "2" else factors
-            for kind in WORKLOADS:
-                cells += [
-                    dict(figure=figure, kind=kind, m=m0, n=n0, x=v, methods=("lrm",))
-                    for v in values
-                ]
-        elif figure in ("4", "5", "6"):
-            kind = WORKLOADS[int(figure) - 4]
-            cells += [
-                dict(figure=figure, kind=kind, m=m0, n=n, x=n, methods=("lrm", *BASELINES, "amm"))
-                for n in n_values
-            ]
-        elif figure in ("7", "8"):
-            kind = "range" if figure == "7" else "related"
-            cells += [
-                dict(figure=figure, kind=kind, m=m, n=n0, x=m, methods=("lrm", *BASELINES))
-                for m in m_values
-                if m <= n0
-            ]
-        elif figure == "9":
-            cells += [
-                dict(figure=figure, kind="related", m=m0, n=n0, x=f, methods=("lrm", *BASELINES))
-                for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
-            ]
+        cells += figure_cells(figure, n0, m0, n_values, m_values)
     return cells
+
+
+def figure_cells(figure: str, n0: int, m0: int, n_values: list, m_values: list) -> list[dict]:
+    """Return one figure's cells: 2-3 over gamma / the rank factor, 4-6 over n, 7-8 over m, 9 over s."""
+    if figure in ("2", "3"):
+        values = (
+            [1e-4, 1e-3, 1e-2, 0.1, 1.0, 10.0]
+            if figure == "2"
+            else [0.8, 1.0, 1.2, 1.4, 1.7, 2.1, 2.5, 3.0, 3.6]
+        )
+        return [
+            dict(figure=figure, kind=kind, m=m0, n=n0, x=v, methods=("lrm",))
+            for kind in WORKLOADS
+            for v in values
+        ]
+    if figure in ("4", "5", "6"):
+        kind = WORKLOADS[int(figure) - 4]
+        return [
+            dict(figure=figure, kind=kind, m=m0, n=n, x=n, methods=("lrm", *BASELINES, "amm"))
+            for n in n_values
+        ]
+    if figure in ("7", "8"):
+        kind = "range" if figure == "7" else "related"
+        return [
+            dict(figure=figure, kind=kind, m=m, n=n0, x=m, methods=("lrm", *BASELINES))
+            for m in m_values
+            if m <= n0
+        ]
+    if figure == "9":
+        return [
+            dict(figure=figure, kind="related", m=m0, n=n0, x=f, methods=("lrm", *BASELINES))
+            for f in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+        ]
+    return []
 
 
 def run_cell(cell: dict, epsilons: list[float], reps: int, seed: int, lrm_options: dict) -> dict:

@@ -202,35 +202,35 @@ def test_long_tail_preset_reproduces_the_second_real_set_through_data_info(tmp_p
     )
     capsys.readouterr()
     assert main(["data", "info", str(path)]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    field = {line.split()[0]: line.split()[1:] for line in lines if line.strip()}
-    assert (
-        field["users"] == ["672"]
-        and field["items"] == ["9,066"]
-        and field["ratings"] == ["100,020"]
-    )
+    field, shares, user, item = parsed_info(capsys.readouterr().out)
+    assert field["users"] == ["672"] and field["items"] == ["9,066"]
+    assert field["ratings"] == ["100,020"]
     mean, sd = float(field["rating"][1]), float(field["rating"][3])
     assert mean == pytest.approx(3.54, abs=0.02) and sd == pytest.approx(1.06, abs=0.02)
     assert field["rating"][5] == "0.5..5"
+    np.testing.assert_allclose(
+        shares, [1.1, 3.3, 1.7, 7.3, 4.4, 20.1, 10.5, 28.8, 7.7, 15.1], atol=0.3
+    )
+    assert user[0] == 16 and user[3] == pytest.approx(71, rel=0.1)
+    assert user[6] == pytest.approx(2391, rel=0.12)
+    assert item[0] == 1 and item[3] == 3
+    ratings = load_ratings(path)
+    per_item = np.bincount(ratings.cols, minlength=9066)
+    assert np.mean(per_item <= 2) == pytest.approx(0.47, abs=0.02)
+
+
+def parsed_info(out: str):
+    """Return `hamsi data info`'s fields, its rating shares (%), and its per-user and per-item quantiles."""
+    lines = out.splitlines()
+    field = {line.split()[0]: line.split()[1:] for line in lines if line.strip()}
     shares = [
         float(line.split()[2].rstrip("%"))
         for line in lines
         if line.startswith("  ") and line.split()[0].replace(".", "").isdigit() and "%" in line
     ]
-    np.testing.assert_allclose(
-        shares, [1.1, 3.3, 1.7, 7.3, 4.4, 20.1, 10.5, 28.8, 7.7, 15.1], atol=0.3
-    )
     user = [float(v) for v in next(line for line in lines if "per user" in line).split()[2:]]
     item = [float(v) for v in next(line for line in lines if "per item" in line).split()[2:]]
-    assert (
-        user[0] == 16
-        and user[3] == pytest.approx(71, rel=0.1)
-        and user[6] == pytest.approx(2391, rel=0.12)
-    )
-    assert item[0] == 1 and item[3] == 3
-    ratings = load_ratings(path)
-    per_item = np.bincount(ratings.cols, minlength=9066)
-    assert np.mean(per_item <= 2) == pytest.approx(0.47, abs=0.02)
+    return field, shares, user, item
 
 
 def activity(ratings):

@@ -141,6 +141,49 @@ def test_a_cold_warm_up_has_a_second_process_compile_the_gradient_into_the_cache
     assert warm.stdout.split() == ["0", "1", "0"]  # everything cached: no helper
 
 
+def reference_gradient(problem, layout, subset: int, x: np.ndarray) -> np.ndarray:
+    """Return the gradient of `subset` at x, block by block with kernels.mf_block_gradient."""
+    g = np.zeros_like(x)
+    U, V = problem.factors(x)
+    gU, gV = problem.factors(g)
+    for lo, hi in zip(layout.starts[subset], layout.ends[subset]):
+        kernels.mf_block_gradient(
+            problem.rows[lo:hi],
+            problem.cols[lo:hi],
+            problem.vals[lo:hi],
+            U,
+            V,
+            gU,
+            gV,
+            problem.rank,
+            problem.scale,
+            problem.offset,
+            problem.row_reg,
+            problem.col_reg,
+        )
+    return g
+
+
+def reference_step(x, g, S, Y, curvature, wtg, inv_beta: float) -> None:
+    """Step every shard of x: along the L-BFGS direction once the memory is full, else along -g."""
+    coefficients = curvature.coefficients(wtg) if curvature.full else None
+    for p in range(len(x)):
+        if coefficients is not None:
+            kernels.shard_lbfgs_step(
+                x[p], g[p], S[p], Y[p], coefficients, curvature.sigma, inv_beta
+            )
+        else:
+            kernels.shard_gradient_step(x[p], g[p], inv_beta)
+
+
+def reference_pair(curvature, products, x, x_start, g, g_start, S, Y) -> None:
+    """Store the cycle's pair s = x - x_start, y = g - g_start in every shard when the memory accepts it."""
+    slot = curvature.next_slot
+    if curvature.consider_pair(products):
+        for p in range(len(x)):
+            kernels.shard_store_pair(x[p], x_start[p], g[p], g_start[p], S[p], Y[p], slot)
+
+
 def shard_by_shard_hamsi(
     problem, cover, epochs, eta=0.06, gamma=0.51, memory=5, seed=0, schedule="det"
 ):
@@ -176,56 +219,18 @@ def shard_by_shard_hamsi(
         order = [0] if K == 1 else hamsi_cycle(schedule, K, epoch, schedule_rng)
         for position, subset in enumerate(order):
             inner += 1
-            g_full = np.zeros_like(x_full)
-            U, V = problem.factors(np.concatenate(x))
-            gU, gV = problem.factors(g_full)
-            for lo, hi in zip(layout.starts[subset], layout.ends[subset]):
-                kernels.mf_block_gradient(
-                    problem.rows[lo:hi],
-                    problem.cols[lo:hi],
-                    problem.vals[lo:hi],
-                    U,
-                    V,
-                    gU,
-                    gV,
-                    problem.rank,
-                    problem.scale,
-                    problem.offset,
-                    problem.row_reg,
-                    problem.col_reg,
-                )
-            g = cut(g_full)
+            g = cut(reference_gradient(problem, layout, subset, np.concatenate(x)))
             if (K > 1 and position == K) or (K == 1 and inner > 1):
                 products = reduce(
                     kernels.shard_pair_partials, 2 * M + 2, x, x_start, g, g_start, S, Y
                 )
-                slot = curvature.next_slot
-                if curvature.consider_pair(products):
-                    for p in shards:
-                        kernels.shard_store_pair(
-                            x[p], x_start[p], g[p], g_start[p], S[p], Y[p], slot
-                        )
+                reference_pair(curvature, products, x, x_start, g, g_start, S, Y)
             if position == 0:
                 x_start, g_start = [a.copy() for a in x], [a.copy() for a in g]
-            if curvature.full:
-                coefficients = curvature.coefficients(
-                    reduce(kernels.shard_wtg_partials, 2 * M, g, S, Y)
-                )
-                for p in shards:
-                    kernels.shard_lbfgs_step(
-                        x[p],
-                        g[p],
-                        S[p],
-                        Y[p],
-                        coefficients,
-                        curvature.sigma,
-                        1.0 / beta_schedule(eta, gamma, inner),
-                    )
-            else:
-                for p in shards:
-                    kernels.shard_gradient_step(
-                        x[p], g[p], 1.0 / beta_schedule(0.001, gamma, inner)
-                    )
+            step = 1.0 / beta_schedule(eta if curvature.full else 0.001, gamma, inner)
+            reference_step(
+                x, g, S, Y, curvature, reduce(kernels.shard_wtg_partials, 2 * M, g, S, Y), step
+            )
     return np.concatenate(x)
 
 

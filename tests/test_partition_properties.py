@@ -46,20 +46,23 @@ def test_every_scheme_gives_a_valid_cover(request):
     seen = sorted(i for subset in p.subsets for block in subset for i in block.tolist())
     assert seen == list(range(ratings.rows.size))  # every entry in exactly one block
     for k, subset in enumerate(p.subsets):
-        row_owner, col_owner = {}, {}
-        for b, block in enumerate(subset):
-            for r in set(ratings.rows[block].tolist()):
-                row_owner.setdefault(r, set()).add(b)
-            for c in set(ratings.cols[block].tolist()):
-                col_owner.setdefault(c, set()).add(b)
-        shared = sum(len(o) > 1 for o in row_owner.values()) + sum(
-            len(o) > 1 for o in col_owner.values()
-        )
+        shared = shared_parameters(ratings, subset)
         if scheme == "hogwild":
             assert p.info["overlaps"][k] == shared
             assert p.stats()["overlaps"][k] == shared
         else:
             assert shared == 0
+
+
+def shared_parameters(ratings, subset) -> int:
+    """Return how many rows and columns more than one block of `subset` touches."""
+    row_owner, col_owner = {}, {}
+    for b, block in enumerate(subset):
+        for r in set(ratings.rows[block].tolist()):
+            row_owner.setdefault(r, set()).add(b)
+        for c in set(ratings.cols[block].tolist()):
+            col_owner.setdefault(c, set()).add(b)
+    return sum(len(o) > 1 for o in row_owner.values()) + sum(len(o) > 1 for o in col_owner.values())
 
 
 @settings(max_examples=60, deadline=None)
