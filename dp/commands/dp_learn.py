@@ -224,7 +224,12 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     # why lazy: dp.learning loads SciPy, scikit-learn and dp_accounting, only when the command runs
     from dp.learning.accounting import check_run_epsilon
-    from dp.learning.defaults import GRAM_FRACTION, SCALE_FRACTION, public_bounds
+    from dp.learning.defaults import (
+        GRAM_FRACTION,
+        ROW_SCALE_OF_MEAN,
+        SCALE_FRACTION,
+        public_bounds,
+    )
     from dp.learning.estimator import fit_logistic
 
     if args.plot and not args.nonprivate_diagnostics:
@@ -283,7 +288,7 @@ def _run(args: argparse.Namespace) -> int:
         rho = f", rho={spent.rho:.4g} zCDP" if spent.rho is not None else ""
         print(
             f"privacy spent: epsilon={eps_spent:g} delta={delta_spent:g}{rho} for the gradients "
-            f"({spent.accounting}); row scale {fitted.row_scale:.4g}: a noisy mean row norm "
+            f"({spent.accounting}); row scale {fitted.row_scale:.4g}: {ROW_SCALE_OF_MEAN:g} of a noisy mean row norm "
             f"(Laplace) from {SCALE_FRACTION:.0%} of epsilon"
             + (
                 ""

@@ -134,7 +134,7 @@ def minimize_private(
     Neighbouring data sets differ in one record (replace-one); n, d and every argument are public.
     Rows are scaled to L2 norm <= data_norm (R) and per-record loss gradients clipped to `clip`
     (default: dp.learning.defaults.default_clip: R for the Gaussian methods' L2 clipping,
-    max(R, 0.35 sqrt(d) R) for the Laplace methods' L1 clipping); both bounds, not the data, set
+    max(R, 0.3 sqrt(d) R) for the Laplace methods' L1 clipping); both bounds, not the data, set
     every step size, momentum, stage plan and noise scale (dp.learning.problems). data_norm=None warns (dp.PrivacyLeakWarning) and takes R = 1.
     gram_bound: a bound G <= R^2 on lambda_max(X'X/n) that the caller knows without looking at the
     data, or has released privately and charged (dp.learning.defaults.private_gram_bound): the
