@@ -63,6 +63,24 @@ def uses_full_gradients(method, batch_size) -> bool:
     return needs == "no" or (needs == "optional" and batch_size is None)
 
 
+def _private_design(X, epsilon, data_norm, fit_intercept, scale_fraction, full, budget, bits):
+    """Return (design, b, its row bound, s, G or None, the epsilon left for the runs): the private
+    row scale s and, for full-gradient runs, the private gram bound G, each charged to `budget`
+    (fit_logistic's docstring says what each costs); scale_fraction = 0 releases neither."""
+    run_epsilon, row_scale, gram = epsilon, data_norm, None
+    gram_epsilon = GRAM_FRACTION * epsilon if scale_fraction > 0 and full else 0.0
+    if scale_fraction > 0:
+        scale_epsilon = scale_fraction * epsilon
+        row_scale = private_row_scale(X, data_norm, scale_epsilon, budget, bits)
+        run_epsilon = epsilon if math.isinf(epsilon) else epsilon - scale_epsilon - gram_epsilon
+    design, constant, bound = design_matrix(X, row_scale, data_norm, fit_intercept)
+    if gram_epsilon > 0:
+        # a public floor: the intercept column b alone gives lambda_max >= b^2
+        floor = max(INTERCEPT_COLUMN**2 if fit_intercept else 0.0, bound**2 / design.shape[1])
+        gram = private_gram_bound(design, bound, floor, gram_epsilon, budget, bits)
+    return design, constant, bound, row_scale, gram, run_epsilon
+
+
 def fit_logistic(
     X,
     targets,
@@ -106,19 +124,11 @@ def fit_logistic(
         budget.check(epsilon, delta)  # every part fits, or none is released
     first_charge = len(budget.ledger) if budget is not None else 0
     bits = as_random_bits(random_state, stacklevel=4)  # one source for every release
-    run_epsilon, row_scale, gram = epsilon, data_norm, None
     # the steps of the sampled methods follow their noise ((4.21), (4.59)) more than L: no G for them
     full = uses_full_gradients(run_options.get("method"), run_options.get("batch_size"))
-    gram_epsilon = GRAM_FRACTION * epsilon if scale_fraction > 0 and full else 0.0
-    if scale_fraction > 0:
-        scale_epsilon = scale_fraction * epsilon
-        row_scale = private_row_scale(X, data_norm, scale_epsilon, budget, bits)
-        run_epsilon = epsilon if math.isinf(epsilon) else epsilon - scale_epsilon - gram_epsilon
-    design, constant, bound = design_matrix(X, row_scale, data_norm, fit_intercept)
-    if gram_epsilon > 0:
-        # a public floor: the intercept column b alone gives lambda_max >= b^2
-        floor = max(INTERCEPT_COLUMN**2 if fit_intercept else 0.0, bound**2 / design.shape[1])
-        gram = private_gram_bound(design, bound, floor, gram_epsilon, budget, bits)
+    design, constant, bound, row_scale, gram, run_epsilon = _private_design(
+        X, epsilon, data_norm, fit_intercept, scale_fraction, full, budget, bits
+    )
     results = [
         minimize_private(
             design,
