@@ -100,7 +100,7 @@ def fit_logistic(
     The privacy of the whole fit, for replace-one neighbours (n, d, the bound R = data_norm and
     every argument public): the budget (`accountant`, or a fresh one of (epsilon, delta)) is
     checked for all of (epsilon, delta) before anything is released; then scale_fraction of
-    epsilon buys the private row scale s (dp.learning.defaults.private_row_scale, a noisy mean
+    epsilon buys the private row scale s (dp.learning.defaults.private_row_scale, 0.7 of a noisy mean
     row norm, sensitivity R / n), GRAM_FRACTION of epsilon buys, on the rows so scaled (a
     function of the data and the released s), the private bound G on their largest curvature
     lambda_max(D'D/n) (dp.learning.defaults.private_gram_bound, sensitivity bound^2 / n) that
@@ -174,8 +174,8 @@ class PrivateLogisticRegression(SharedRandomState, ClassifierMixin, BaseEstimato
 
     Rows are projected onto the ball of the public radius R = data_norm, then divided by a row
     scale s and projected onto the unit ball: s is private (scale_fraction of epsilon buys a
-    noisy mean row norm, dp.learning.defaults.private_row_scale), so that the step sizes fit rows
-    much shorter than R; scale_fraction=0 takes s = R. fit_intercept=True (the default, as
+    noisy mean row norm, s is 0.7 of it: dp.learning.defaults.private_row_scale), so that the
+    step sizes fit rows much shorter than R; scale_fraction=0 takes s = R. fit_intercept=True (the default, as
     scikit-learn's and diffprivlib's) appends the public constant b = 1/2 to every scaled row
     (dp.learning.defaults.with_intercept_column says why): the privacy analysis is unchanged but
     for the row bound sqrt(1 + b^2) = 1.118, which then sets the default clip, the smoothness
