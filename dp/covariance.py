@@ -178,14 +178,7 @@ def private_covariance(
     refusal is not private, so make sure of them beforehand): X is a finite 2-D array.
     """
     if epsilon is None:
-        if budget is not None:
-            raise PrivacyParameterError(
-                "a budget was given to a non-private release (epsilon=None): nothing would be "
-                "charged; give an epsilon, or drop the budget"
-            )
-        X = check_data(X)
-        n = X.shape[0]
-        return PrivateCovariance(X.T @ X / n, n, math.inf, None)
+        return _nonprivate_covariance(X, budget)
     epsilon = check_epsilon(epsilon)
     delta = check_mechanism_delta(mechanism, delta)
     warn_implicit_clip(clip)
@@ -193,65 +186,98 @@ def private_covariance(
     neighbouring = resolve_neighbouring(neighbouring, budget)
     _check_divisor_options(public_n, count_fraction, neighbouring)
     X = check_data(X, private=True)
-    n, p = X.shape
     clipped, _ = clip_rows(X, clip)
-    iu = np.triu_indices(p)
-    second_moment = clipped.T @ clipped
-    norm = "l1" if mechanism == "laplace" else "l2"
-    label = f"covariance ({mechanism})"
+    release = _CovarianceNoise(mechanism, delta, calibration, as_random_bits(random_state), budget)
+    if budget is not None:
+        budget.check(epsilon, delta)  # every part fits, or none is released
+    if neighbouring == "replace-one" or public_n is not None:
+        divisor = X.shape[0] if neighbouring == "replace-one" else int(public_n)
+        return _fixed_divisor_covariance(clipped, divisor, clip, epsilon, neighbouring, release)
+    return _counted_covariance(clipped, clip, epsilon, count_fraction, neighbouring, release)
 
-    def release(values, sensitivity, eps, tag=label):
-        if mechanism == "laplace":
+
+def _nonprivate_covariance(X, budget) -> PrivateCovariance:
+    """Return the exact X^T X / n (epsilon=None); a budget is refused: nothing would be charged."""
+    if budget is not None:
+        raise PrivacyParameterError(
+            "a budget was given to a non-private release (epsilon=None): nothing would be "
+            "charged; give an epsilon, or drop the budget"
+        )
+    X = check_data(X)
+    n = X.shape[0]
+    return PrivateCovariance(X.T @ X / n, n, math.inf, None)
+
+
+@dataclass(frozen=True)
+class _CovarianceNoise:
+    """One noise mechanism, its noise source and the budget every release is charged to."""
+
+    mechanism: str  # "laplace" or "gaussian"
+    delta: float
+    calibration: str
+    bits: object
+    budget: PrivacyAccountant | None
+
+    @property
+    def norm(self) -> str:
+        return "l1" if self.mechanism == "laplace" else "l2"
+
+    def __call__(self, values, sensitivity, eps, tag=None):
+        """Return the release of `values` at `sensitivity` and eps (Laplace or Gaussian)."""
+        tag = f"covariance ({self.mechanism})" if tag is None else tag
+        if self.mechanism == "laplace":
             return laplace_mechanism(
-                values, sensitivity, eps, random_state=bits, budget=budget, label=tag
+                values, sensitivity, eps, random_state=self.bits, budget=self.budget, label=tag
             )
         return gaussian_mechanism(
             values,
             sensitivity,
             eps,
-            delta,
-            calibration=calibration,
-            random_state=bits,
-            budget=budget,
+            self.delta,
+            calibration=self.calibration,
+            random_state=self.bits,
+            budget=self.budget,
             label=tag,
         )
 
-    bits = as_random_bits(random_state)
-    if neighbouring == "replace-one" or public_n is not None:
-        divisor = n if neighbouring == "replace-one" else int(public_n)
-        if budget is not None:
-            budget.check(epsilon, delta)
-        out = release(
-            second_moment[iu] / divisor,
-            covariance_sensitivity(p, divisor, clip, norm, neighbouring),
-            epsilon,
-        )
-        return PrivateCovariance(
-            _symmetric_from_triangle(out.values, p),
-            divisor,
-            clip,
-            out,
-            neighbouring,
-            noise_scale=out.noise_scale,
-        )
-    # add-remove, n private: a noisy count (pure, count_fraction of epsilon) and the noisy sum
-    if budget is not None:
-        budget.check(epsilon, delta)  # both parts fit, or neither is released
+
+def _fixed_divisor_covariance(clipped, divisor, clip, epsilon, neighbouring, release):
+    """Return the noisy clipped X^T X / divisor, the divisor n (replace-one) or public_n."""
+    p = clipped.shape[1]
+    out = release(
+        (clipped.T @ clipped)[np.triu_indices(p)] / divisor,
+        covariance_sensitivity(p, divisor, clip, release.norm, neighbouring),
+        epsilon,
+    )
+    return PrivateCovariance(
+        _symmetric_from_triangle(out.values, p),
+        divisor,
+        clip,
+        out,
+        neighbouring,
+        noise_scale=out.noise_scale,
+    )
+
+
+def _counted_covariance(clipped, clip, epsilon, count_fraction, neighbouring, release):
+    """Return the noisy clipped X^T X over a noisy row count (add-remove, n private): the count
+    takes count_fraction of epsilon (pure Laplace), the sum the rest."""
+    n, p = clipped.shape
     eps_count = count_fraction * epsilon
     count = laplace_mechanism(
         np.array([float(n)]),
         1.0,
         eps_count,
-        random_state=bits,
-        budget=budget,
+        random_state=release.bits,
+        budget=release.budget,
         label="covariance row count (laplace)",
     )
     divisor = max(float(count.values[0]), 1.0)  # post-processing of the released count
     total = release(
-        second_moment[iu],
-        covariance_sensitivity(p, 1, clip, norm, "add-remove"),
+        (clipped.T @ clipped)[np.triu_indices(p)],
+        covariance_sensitivity(p, 1, clip, release.norm, "add-remove"),
         epsilon - eps_count,
-        tag=f"covariance sum ({mechanism})",
+        tag=f"covariance sum ({release.mechanism})",
     )
     return PrivateCovariance(
         _symmetric_from_triangle(total.values, p) / divisor,

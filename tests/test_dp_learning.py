@@ -379,7 +379,9 @@ def test_defaults_are_functions_of_public_numbers_only():
 
     reg = default_reg(569, 30, 1.0)
     assert reg == pytest.approx(math.sqrt(30) / 569)  # inside the clamp [3e-3, 1e-2]
-    assert default_plan(569, 30, 1.0, 0.0, 1.0, 1.0, reg).n_iter == 3  # breast cancer's shape
+    assert (
+        default_plan(569, 30, 1.0, 0.0, 1.0, 1.0, reg).n_iter == 2
+    )  # breast cancer's shape (noise <= C / 9)
     assert default_plan(569, 30, 1.0, 1e-5, 1.0, 1.0, reg).method == "dp-mag-gauss"
     # with noise to spare: the first stage of (4.38) is 10, the conditioning cap ceil(sqrt(30)) = 6
     assert default_plan(10**6, 30, 1.0, 0.0, 1.0, 1.0, 0.01).n_iter == 6

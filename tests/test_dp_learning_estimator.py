@@ -64,6 +64,7 @@ def test_non_private_limit_matches_sklearn_in_a_pipeline():
             clip=2.0,  # L1 clip >= sqrt(4)
             classes=[0, 1],
             fit_intercept=False,
+            scale_fraction=0.0,  # rows at the public bound R (the row scale is tested below)
         ),
     ).fit(X, y)
     sk = make_pipeline(
@@ -114,15 +115,15 @@ def test_non_private_limit_with_an_intercept_matches_liblinear_with_intercept_sc
 
 
 def test_the_row_scale_divides_the_rows_and_the_coefficients_undo_it():
-    # epsilon = inf: s is the exact mean row norm; the fit is the public-scale fit on the rows
-    # divided by s and projected onto the unit ball, with coef_ in the units of the rows given
+    # epsilon = inf: s is 0.7 of the exact mean row norm; the fit is the public-scale fit on the
+    # rows divided by s and projected onto the unit ball, with coef_ in the units of the rows given
     X, y = shifted_boundary()
     options = dict(
         method="dp-nag", epsilon=math.inf, n_iter=300, reg=0.01, clip=4.0, classes=[0, 1]
     )
     scaled = dp.PrivateLogisticRegression(data_norm=1.0, **options).fit(X, y)
-    s = np.linalg.norm(X, axis=1).mean()
-    assert scaled.row_scale_ == pytest.approx(s) and s < 0.7
+    s = 0.7 * np.linalg.norm(X, axis=1).mean()
+    assert scaled.row_scale_ == pytest.approx(s) and s < 0.5
     rows = X / s
     rows /= np.maximum(1.0, np.linalg.norm(rows, axis=1))[:, None]
     public = dp.PrivateLogisticRegression(data_norm=1.0, scale_fraction=0.0, **options).fit(rows, y)
@@ -207,7 +208,22 @@ def test_multiclass_is_one_vs_rest_at_epsilon_over_k():
         classes=[0, 1, 2],
         fit_intercept=False,
     ).fit(X, y)
-    assert model.score(X, y) > exact.score(X, y) - 0.1 > 0.5  # chance is 1/3
+    # one seed's score swings by ~0.04 around 0.73 (exact 0.82): the mean of twenty fits
+    # (seeds 0-19, the first is `model`) against the exact one
+    scores = [model.score(X, y)] + [
+        dp.PrivateLogisticRegression(
+            epsilon=1.5,
+            n_iter=50,
+            random_state=seed,
+            data_norm=5.0,
+            classes=[0, 1, 2],
+            fit_intercept=False,
+        )
+        .fit(X, y)
+        .score(X, y)
+        for seed in range(1, 20)
+    ]
+    assert np.mean(scores) > exact.score(X, y) - 0.12 > 0.5  # chance is 1/3
 
 
 def test_privacy_spent_after_a_private_fit_and_no_nonprivate_history_by_default():

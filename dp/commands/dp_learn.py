@@ -28,13 +28,22 @@ def register(subparsers) -> None:
             "columns, header row optional) with a private gradient method, as "
             "dp.PrivateLogisticRegression does, and print the private coefficients, the intercept "
             "and the privacy spent. Rows are projected onto the ball of radius --data-norm, "
-            "rescaled by a private mean row norm (10%% of epsilon) and per-record gradients clipped "
+            "rescaled by 0.7 of a private mean row norm (10%% of epsilon) and per-record gradients clipped "
             "to --clip; the fit is epsilon-DP (Laplace methods) or (epsilon, delta)-DP (the -gauss "
             "variants and dp-sgd) for replace-one neighbours, --classes public. "
             "--nonprivate-diagnostics adds training accuracy and f - f* computed on the data "
             "without noise (NOT private: for study, not for publication)."
         ),
     )
+    _add_data_arguments(p)
+    _add_method_arguments(p)
+    _add_model_arguments(p)
+    _add_output_arguments(p)
+    p.set_defaults(run=run)
+
+
+def _add_data_arguments(p) -> None:
+    """The data file, its label column and the public label set."""
     p.add_argument("data", metavar="DATA.csv", help="numeric CSV, one record per row")
     p.add_argument(
         "--target", required=True, help="label column: its header name or 1-based number"
@@ -45,6 +54,10 @@ def register(subparsers) -> None:
         metavar="NEG,POS",
         help="the two label values, public (without it they are read from the data, with a warning)",
     )
+
+
+def _add_method_arguments(p) -> None:
+    """The method, the privacy parameters and the iteration plan."""
     p.add_argument(
         "--method",
         default=None,
@@ -73,6 +86,10 @@ def register(subparsers) -> None:
         default=None,
         help="sample / bucket size of the stochastic methods (default ceil(sqrt(n)))",
     )
+
+
+def _add_model_arguments(p) -> None:
+    """The public bounds (R, C), the intercept and the penalty."""
     p.add_argument(
         "--data-norm",
         type=float,
@@ -83,7 +100,7 @@ def register(subparsers) -> None:
         "--clip",
         type=float,
         default=None,
-        help="per-record gradient norm bound C (default: max(1, sqrt(d)/2) x 1.118 in L1 for the "
+        help="per-record gradient norm bound C (default: max(1, 0.3 sqrt(d)) x 1.118 in L1 for the "
         "Laplace methods, 1.118 in L2 for the Gaussian ones, on the rescaled rows)",
     )
     p.add_argument(
@@ -97,6 +114,10 @@ def register(subparsers) -> None:
         default=None,
         help="L2 penalty lambda (default sqrt(d) / (n epsilon) within [3e-3, 1e-2])",
     )
+
+
+def _add_output_arguments(p) -> None:
+    """The noise seed and the non-private diagnostics."""
     p.add_argument(
         "--seed",
         type=seed_value,
@@ -114,7 +135,6 @@ def register(subparsers) -> None:
         metavar="gap.png",
         help="draw f - f* per iteration (NOT private; needs --nonprivate-diagnostics)",
     )
-    p.set_defaults(run=run)
 
 
 def _labels(labels, classes_arg: str | None, path: str, private: bool = True):
@@ -224,7 +244,12 @@ def run(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     # why lazy: dp.learning loads SciPy, scikit-learn and dp_accounting, only when the command runs
     from dp.learning.accounting import check_run_epsilon
-    from dp.learning.defaults import GRAM_FRACTION, SCALE_FRACTION, public_bounds
+    from dp.learning.defaults import (
+        GRAM_FRACTION,
+        ROW_SCALE_OF_MEAN,
+        SCALE_FRACTION,
+        public_bounds,
+    )
     from dp.learning.estimator import fit_logistic
 
     if args.plot and not args.nonprivate_diagnostics:
@@ -283,7 +308,7 @@ def _run(args: argparse.Namespace) -> int:
         rho = f", rho={spent.rho:.4g} zCDP" if spent.rho is not None else ""
         print(
             f"privacy spent: epsilon={eps_spent:g} delta={delta_spent:g}{rho} for the gradients "
-            f"({spent.accounting}); row scale {fitted.row_scale:.4g}: a noisy mean row norm "
+            f"({spent.accounting}); row scale {fitted.row_scale:.4g}: {ROW_SCALE_OF_MEAN:g} of a noisy mean row norm "
             f"(Laplace) from {SCALE_FRACTION:.0%} of epsilon"
             + (
                 ""

@@ -30,6 +30,17 @@ def register(subparsers) -> None:
             "--repeats private releases of W x, and the time. COA: Yuan, Yang, Zhang and Hao."
         ),
     )
+    _add_workload_arguments(p)
+    _add_method_arguments(p)
+    _add_privacy_arguments(p)
+    _add_data_arguments(p)
+    _add_solver_arguments(p)
+    _add_repeat_arguments(p)
+    p.set_defaults(run=run)
+
+
+def _add_workload_arguments(p) -> None:
+    """The workload W: its kind and shape."""
     p.add_argument("--workload", choices=WORKLOADS, default="range")
     p.add_argument(
         "-m", "--queries", dest="m", type=int, default=1024, help="number of queries (default 1024)"
@@ -40,11 +51,19 @@ def register(subparsers) -> None:
     p.add_argument(
         "-s", "--rank", dest="s", type=int, default=None, help="WRelated rank (default min(m,n)/2)"
     )
+
+
+def _add_method_arguments(p) -> None:
+    """The strategy's method."""
     p.add_argument(
         "--method",
         default="coa",
         help="coa (paper, default), coa-dual (fastest), coa-schur, lrm (eps-DP), identity, workload, hierarchical, wavelet, ...",
     )
+
+
+def _add_privacy_arguments(p) -> None:
+    """Epsilon, delta, the neighbouring relation and the calibration."""
     p.add_argument(
         "--epsilon", type=float, default=0.1, help="privacy budget epsilon (> 0; default 0.1)"
     )
@@ -64,9 +83,17 @@ def register(subparsers) -> None:
         default="analytic",
         help="Gaussian noise scale: Balle-Wang analytic (default) or Dwork-Roth classical",
     )
+
+
+def _add_data_arguments(p) -> None:
+    """The histogram x."""
     p.add_argument(
         "--data", choices=DATASETS, default="random", help="histogram x (default random counts)"
     )
+
+
+def _add_solver_arguments(p) -> None:
+    """The solvers' tolerance, choice and time limit."""
     p.add_argument(
         "--gap-tol",
         type=float,
@@ -86,6 +113,10 @@ def register(subparsers) -> None:
         default=None,
         help="COA, LRM: stop after this many seconds (LRM: Alg. 1 and the refinement each)",
     )
+
+
+def _add_repeat_arguments(p) -> None:
+    """The number of releases and the seeds."""
     p.add_argument(
         "--repeats",
         type=int,
@@ -104,7 +135,6 @@ def register(subparsers) -> None:
         default=None,
         help="seed the noise (reproducible, NOT secure); default: os.urandom",
     )
-    p.set_defaults(run=run)
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -159,47 +189,25 @@ def _histogram(args: argparse.Namespace):
     return queries.synthetic_histogram(args.data, args.n, random_state=args.seed + 1)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Optimize the strategy, release the answers --repeats times, print errors and time; return 0."""
-    from dp import queries  # why lazy: dp.queries loads SciPy's solvers, only when the command runs
-
-    _check_args(args)
-    # dense W (m x n) with its products, and strategy matrices of up to n x n and m x m (Gram, inverse, factors)
-    m, n = args.m, args.n
-    refuse_unless_fits(f"-m {m} -n {n}", 8.0 * (3 * m * n + 4 * n * n + 2 * m * m))
-    extra = {"s": args.s} if args.workload == "related" and args.s is not None else {}
-    W = queries.make_workload(args.workload, args.m, args.n, random_state=args.seed, **extra)
-    x = _histogram(args)
-    options = (
-        {"gap_tol": args.gap_tol, "max_time": args.max_time}
-        if args.method.startswith("coa")
-        else {}
-    )
+def _solver_options(args: argparse.Namespace) -> dict:
+    """Return the keyword options `queries.optimize` takes for --method (COA's gap and time, LRM's)."""
     if args.method == "lrm":
-        options = {
+        return {
             "solver": args.solver,
             "max_time": args.max_time,
             "refine_max_time": args.max_time,
             "p_identity_max_time": args.max_time,
         }
-    started = time.perf_counter()
-    strategy = queries.optimize(W, args.method, **options)
-    seconds = time.perf_counter() - started
-    relation = args.neighbouring
-    expected = queries.expected_error(
-        W, strategy, args.epsilon, args.delta, args.calibration, neighbouring=relation
-    )
-    identity = queries.expected_error(
-        W,
-        queries.optimize(W, "identity", noise=strategy.noise),
-        args.epsilon,
-        args.delta,
-        args.calibration,
-        neighbouring=relation,
-    )
+    if args.method.startswith("coa"):
+        return {"gap_tol": args.gap_tol, "max_time": args.max_time}
+    return {}
+
+
+def _empirical_errors(queries, W, x, strategy, args: argparse.Namespace) -> list[float]:
+    """Return the squared error of --repeats private releases of W x (the noise from --noise-seed)."""
     rng = np.random.default_rng(args.noise_seed) if args.noise_seed is not None else None
     truth = W @ x
-    errors = [
+    return [
         float(
             np.sum(
                 (
@@ -211,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
                         args.delta,
                         rng,
                         args.calibration,
-                        neighbouring=relation,
+                        neighbouring=args.neighbouring,
                     ).values
                     - truth
                 )
@@ -220,7 +228,11 @@ def run(args: argparse.Namespace) -> int:
         )
         for _ in range(args.repeats)
     ]
-    m = args.m
+
+
+def _print_report(args, W, x, strategy, seconds, expected, identity, errors) -> None:
+    """Print the run's settings, the strategy, the time, the expected and the empirical error."""
+    m, relation = args.m, args.neighbouring
     print(
         f"workload: {args.workload}  m={m}  n={args.n}  method: {args.method}  "
         f"epsilon={args.epsilon:g}  delta={args.delta:g} ({args.calibration}, {relation} neighbours)"
@@ -248,4 +260,34 @@ def run(args: argparse.Namespace) -> int:
         f"empirical error: {np.mean(errors):.6g} total, {np.mean(errors) / m:.6g} per query "
         f"(mean of {len(errors)} releases, standard error {stderr:.3g})"
     )
+
+
+def run(args: argparse.Namespace) -> int:
+    """Optimize the strategy, release the answers --repeats times, print errors and time; return 0."""
+    from dp import queries  # why lazy: dp.queries loads SciPy's solvers, only when the command runs
+
+    _check_args(args)
+    # dense W (m x n) with its products, and strategy matrices of up to n x n and m x m (Gram, inverse, factors)
+    m, n = args.m, args.n
+    refuse_unless_fits(f"-m {m} -n {n}", 8.0 * (3 * m * n + 4 * n * n + 2 * m * m))
+    extra = {"s": args.s} if args.workload == "related" and args.s is not None else {}
+    W = queries.make_workload(args.workload, args.m, args.n, random_state=args.seed, **extra)
+    x = _histogram(args)
+    started = time.perf_counter()
+    strategy = queries.optimize(W, args.method, **_solver_options(args))
+    seconds = time.perf_counter() - started
+    relation = args.neighbouring
+    expected = queries.expected_error(
+        W, strategy, args.epsilon, args.delta, args.calibration, neighbouring=relation
+    )
+    identity = queries.expected_error(
+        W,
+        queries.optimize(W, "identity", noise=strategy.noise),
+        args.epsilon,
+        args.delta,
+        args.calibration,
+        neighbouring=relation,
+    )
+    errors = _empirical_errors(queries, W, x, strategy, args)
+    _print_report(args, W, x, strategy, seconds, expected, identity, errors)
     return 0

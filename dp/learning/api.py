@@ -134,7 +134,7 @@ def minimize_private(
     Neighbouring data sets differ in one record (replace-one); n, d and every argument are public.
     Rows are scaled to L2 norm <= data_norm (R) and per-record loss gradients clipped to `clip`
     (default: dp.learning.defaults.default_clip: R for the Gaussian methods' L2 clipping,
-    max(R, 0.35 sqrt(d) R) for the Laplace methods' L1 clipping); both bounds, not the data, set
+    max(R, 0.3 sqrt(d) R) for the Laplace methods' L1 clipping); both bounds, not the data, set
     every step size, momentum, stage plan and noise scale (dp.learning.problems). data_norm=None warns (dp.PrivacyLeakWarning) and takes R = 1.
     gram_bound: a bound G <= R^2 on lambda_max(X'X/n) that the caller knows without looking at the
     data, or has released privately and charged (dp.learning.defaults.private_gram_bound): the
@@ -168,7 +168,7 @@ def minimize_private(
     method = plan.method if method is None else method
     if method not in ALL_METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {sorted(ALL_METHODS)}")
-    builder, noise, needs = ALL_METHODS[method]
+    _, noise, _ = ALL_METHODS[method]
     clip = default_clip(noise, n_features, data_norm) if clip is None else clip
     if not (isinstance(beta, numbers.Real) and 0 < beta <= 1):
         raise ValueError(f"beta must lie in (0, 1], got {beta!r}")
@@ -182,12 +182,25 @@ def minimize_private(
         data_norm=data_norm,
         gram_bound=gram_bound,
     )
+    settings = _run_settings(
+        problem, method, plan, epsilon, delta, n_iter, beta, batch_size, accountant, random_state
+    )
+    every = None if history_every is None else _check_int(history_every, "history_every")
+    return _run(settings, every)
+
+
+def _run_settings(
+    problem, method, plan, epsilon, delta, n_iter, beta, batch_size, accountant, random_state
+) -> RunSettings:
+    """Return the settings of one run: the batch size and T (given, or the defaults), the noise
+    source and the budget it charges."""
+    _, noise, needs = ALL_METHODS[method]
     batch_size = _batch_size(method, needs, batch_size, problem.n)
     if n_iter is None:  # full gradients: the plan's T; samples: one pass over the data, ceil(n / m)
         n_iter = plan.n_iter if batch_size == problem.n else math.ceil(problem.n / batch_size)
     n_iter = _check_int(n_iter, "n_iter")
     bits = as_random_bits(random_state)
-    settings = RunSettings(
+    return RunSettings(
         problem=problem,
         epsilon=epsilon,
         delta=delta,
@@ -200,12 +213,17 @@ def minimize_private(
         budget=run_budget(accountant, epsilon, delta),
         method=method,
     )
+
+
+def _run(settings: RunSettings, history_every: int | None) -> PrivateMinimizeResult:
+    """Return the result of the method in `settings`: its stages charged, then run from x = 0."""
+    builder = ALL_METHODS[settings.method][0]
     stages, batches, cost = builder(settings)
-    every = None if history_every is None else _check_int(history_every, "history_every")
-    trajectory = run_stages(problem, stages, batches, np.zeros(problem.d), every)
+    problem = settings.problem
+    trajectory = run_stages(problem, stages, batches, np.zeros(problem.d), history_every)
     return PrivateMinimizeResult(
         x=trajectory.x,
-        method=method,
+        method=settings.method,
         n_iter=trajectory.n_iter,
         privacy_spent=cost,
         noise_scales=[s.stream.noise_scale for s in stages],

@@ -55,7 +55,7 @@ def public_bounds(clip, data_norm, stacklevel: int = 2) -> tuple[float | None, f
     return (None if clip is None else check_positive(clip, "clip")), data_norm
 
 
-L1_CLIP_FRACTION = 0.35  # the Laplace methods' default C, in units of the largest L1 norm sqrt(d) R
+L1_CLIP_FRACTION = 0.3  # the Laplace methods' default C, in units of the largest L1 norm sqrt(d) R
 
 
 def default_clip(noise: str, d: int, data_norm: float) -> float:
@@ -65,14 +65,12 @@ def default_clip(noise: str, d: int, data_norm: float) -> float:
     is clipped. Laplace (L1): a gradient's L1 norm reaches sqrt(d) R, and C = R (the old default)
     scaled every gradient of a spread-out row by up to 1 / sqrt(d), so that the noise-free fixed
     point moved: on digits 0-vs-rest (d = 65) it was the majority classifier at every T, while
-    C = sqrt(d) R (no clipping) reaches 0.99. C = max(R, 0.35 sqrt(d) R): a dense row of norm R
+    C = sqrt(d) R (no clipping) reaches 0.99. C = max(R, 0.3 sqrt(d) R): a dense row of norm R
     has L1 norm about sqrt(2 / pi) sqrt(d) R = 0.8 sqrt(d) R (Gaussian-like coordinates), so at
-    the start (|slope| = 1/2) its gradient's is about 0.4 sqrt(d) R and is clipped little, with
-    the noise 0.35 of the unclipped one's. Tighter clips cut the gradients of the rows the model
-    gets wrong (|slope| -> 1), the minority class's under imbalance, and move the fixed point to
-    the majority. Measured (held out, 40 splits, eps 0.5 / 1 / 4, with the gram-bound steps):
-    digits 0-vs-rest max-norm 0.5: 0.894 / 0.909 / 0.946, 0.35: 0.901 / 0.908 / 0.962, 0.25:
-    0.903 / 0.902 / 0.959 (its held-out AUC is the highest, its threshold the majority's).
+    the start (|slope| = 1/2) its gradient's is about 0.4 sqrt(d) R and is clipped a little, with
+    the noise 0.3 of the unclipped one's. Much tighter clips cut the gradients of the rows the
+    model gets wrong (|slope| -> 1), the minority class's under imbalance, and move the fixed point
+    to the majority. Chosen with the row scale ROW_SCALE_OF_MEAN (docs/privacy.md, "Defaults").
     """
     if noise == "gaussian":
         return float(data_norm)
@@ -139,6 +137,9 @@ def default_reg(n: int, d: int, epsilon: float) -> float:
     return min(1e-2, max(3e-3, math.sqrt(d) / (n * epsilon)))
 
 
+NOISE_RULE_DIVISOR = 9.0  # default_plan's T: accumulated noise <= clip / this
+
+
 def default_plan(
     n: int,
     d: int,
@@ -155,9 +156,10 @@ def default_plan(
     Method: DP-MAG (Alg. 5; its Gaussian variant when delta > 0), the accelerated method. T: the
     smallest of three counts, all public:
     - noise: the largest count (at least 1) whose accumulated noise, sqrt(T) release_noise_norm(T)
-      (T releases adding up like a random walk), stays below clip / 6, a sixth of the largest
+      (T releases adding up like a random walk), stays below clip / 9, a ninth of the largest
       mean gradient. The noise of each release grows with T (T / epsilon for Laplace), so at
-      small n epsilon few steps win;
+      small n epsilon few steps win (clip / 6 gave digits 0-vs-rest max-norm at eps 0.5 T = 2
+      and a per-split spread of 0.04, one split in ten at 0.78; clip / 9 gives T = 1, spread 0.017);
     - conditioning: ceil(sqrt(d)), Nesterov's sqrt(kappa) steps for the condition that the public
       bound itself implies: the step is 1 / L with L from R^2, while rows of norm R spread over d
       directions give a typical curvature R^2 / d, so kappa ~ d along them. More steps than that
@@ -168,7 +170,7 @@ def default_plan(
       or R^2, the bound on lambda_max(X'X/n) the steps use): within it
       DP-MAG is Nesterov's method at the step min((4.43), 1/L); further stages split epsilon again.
     Breast cancer (n = 398 training rows, d = 31 with the intercept column) gets T = 1 at
-    epsilon 0.5, 2 at 1, 5 at 4 (benchmarks/bench_dp_learning.py --sections defaults).
+    epsilon 0.5, 1 at 1, 4 at 4 (benchmarks/bench_dp_learning.py --sections defaults).
     """
     method = "dp-mag-gauss" if delta > 0 else "dp-mag"
     gram = data_norm**2 if gram_bound is None else min(gram_bound, data_norm**2)
@@ -179,7 +181,7 @@ def default_plan(
     while (
         n_iter < min(first_stage, math.ceil(math.sqrt(d)))
         and math.sqrt(n_iter + 1) * release_noise_norm(n, d, epsilon, delta, n_iter + 1, clip)
-        <= clip / 6
+        <= clip / NOISE_RULE_DIVISOR
     ):
         n_iter += 1
     return Plan(method, n_iter)
@@ -187,39 +189,49 @@ def default_plan(
 
 SCALE_FRACTION = 0.1  # the share of epsilon PrivateLogisticRegression spends on the row scale
 SMALLEST_SCALE = 1.0 / 64  # in units of R: a floor for a noisy mean near or below zero
+ROW_SCALE_OF_MEAN = 0.7  # s is this fraction of the noisy mean row norm (public constant)
 
 
 def private_row_scale(X, data_norm: float, epsilon: float, budget, bits) -> float:
-    """Return a private row scale s in [R / 64, R]: the noisy mean row norm.
+    """Return a private row scale s in [R / 64, R]: 0.7 times the noisy mean row norm.
 
     Rows are first projected onto the ball of radius R (public), so each norm lies in [0, R] and
     the mean of the n norms moves by at most R / n when one record is replaced (n is public under
     replace-one): Laplace noise of scale R / (n epsilon) (dp.laplace_mechanism, exact, charged to
-    `budget` first) makes it epsilon-DP, and s is post-processing. epsilon = inf returns the exact
-    mean (the non-private limit, nothing charged).
+    `budget` first) makes it epsilon-DP, and s = min(R, max(ROW_SCALE_OF_MEAN * noisy mean,
+    R / 64)) is post-processing with public constants. epsilon = inf uses the exact mean (the
+    non-private limit, nothing charged).
 
-    Why: every step size rests on the public bound L = curvature R^2 + 2 lambda. Rows much shorter
-    than R (scaled by the largest row norm, say) make that bound loose and the steps short: breast
-    cancer scaled so held 0.68 at epsilon 1 with T = 3 steps. Dividing the rows by s and projecting
-    them onto the unit ball makes the bound fit the data as it does for rows of norm about R (0.93
-    there), at the cost of SCALE_FRACTION of epsilon; rows longer than s are projected (clipped).
-    The noisy mean itself, not the mean plus a margin of noise scales: clipping the rows above
-    the mean costs less than shrinking every row (held out, 40 splits, with the gram-bound steps:
-    breast cancer max-norm at epsilon 0.5 0.877 with two noise scales added, 0.914 without).
+    Why: every step size and noise scale rests on the bound of the rows the runs see (the unit
+    ball after division by s): the noise is calibrated for rows at the bound, the gradient signal
+    grows with the rows' norms. Rows much shorter than R (scaled by the largest row norm, say)
+    make the public bound loose: breast cancer so scaled held 0.68 at epsilon 1 with s = R.
+    Dividing by a fraction of the mean norm puts most rows on the unit sphere (those longer than s
+    are projected: their direction is kept, their length clipped), so that the signal uses the
+    bound the noise pays for. The fit's coef = w / s: on a row longer than s the decision is
+    steeper than on the projected row the run saw, which under noisy, early-stopped weights
+    (shrunk towards 0 while the intercept has converged) is where most of the gain on digits
+    comes from. At epsilon = inf on rows of equal norm coef is therefore 1 / 0.7 times the exact
+    fit's (scale_fraction=0 keeps s = R and the exact fit). With the L1 clip 0.3 sqrt(d) R and the
+    noise rule C / 9 of default_plan, against the mean itself, 0.35 and C / 6 (held out, 40
+    splits, eps 0.5 / 1 / 4): digits 0-vs-rest max-norm 0.901 / 0.908 / 0.962 -> 0.908 / 0.923 /
+    0.980; breast cancer max-norm 0.919 / 0.921 / 0.943 -> 0.927 / 0.933 / 0.945
+    (docs/privacy.md, "Defaults", for every cell and the checks on other splits and digits).
     """
     norms = np.linalg.norm(clip_rows(np.asarray(X, dtype=np.float64), data_norm)[0], axis=1)
     mean = float(norms.mean())
-    if math.isinf(epsilon):
-        return min(data_norm, max(mean, SMALLEST_SCALE * data_norm))
-    released = laplace_mechanism(
-        np.array([mean]),
-        data_norm / norms.size,
-        epsilon,
-        random_state=bits,
-        budget=budget,
-        label="learning: mean row norm (laplace)",
-    )
-    return min(data_norm, max(float(released.values[0]), SMALLEST_SCALE * data_norm))
+    if not math.isinf(epsilon):
+        mean = float(
+            laplace_mechanism(
+                np.array([mean]),
+                data_norm / norms.size,
+                epsilon,
+                random_state=bits,
+                budget=budget,
+                label="learning: mean row norm (laplace)",
+            ).values[0]
+        )
+    return min(data_norm, max(ROW_SCALE_OF_MEAN * mean, SMALLEST_SCALE * data_norm))
 
 
 GRAM_FRACTION = 0.05  # the share of epsilon PrivateLogisticRegression spends on the gram bound

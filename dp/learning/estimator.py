@@ -63,6 +63,24 @@ def uses_full_gradients(method, batch_size) -> bool:
     return needs == "no" or (needs == "optional" and batch_size is None)
 
 
+def _private_design(X, epsilon, data_norm, fit_intercept, scale_fraction, full, budget, bits):
+    """Return (design, b, its row bound, s, G or None, the epsilon left for the runs): the private
+    row scale s and, for full-gradient runs, the private gram bound G, each charged to `budget`
+    (fit_logistic's docstring says what each costs); scale_fraction = 0 releases neither."""
+    run_epsilon, row_scale, gram = epsilon, data_norm, None
+    gram_epsilon = GRAM_FRACTION * epsilon if scale_fraction > 0 and full else 0.0
+    if scale_fraction > 0:
+        scale_epsilon = scale_fraction * epsilon
+        row_scale = private_row_scale(X, data_norm, scale_epsilon, budget, bits)
+        run_epsilon = epsilon if math.isinf(epsilon) else epsilon - scale_epsilon - gram_epsilon
+    design, constant, bound = design_matrix(X, row_scale, data_norm, fit_intercept)
+    if gram_epsilon > 0:
+        # a public floor: the intercept column b alone gives lambda_max >= b^2
+        floor = max(INTERCEPT_COLUMN**2 if fit_intercept else 0.0, bound**2 / design.shape[1])
+        gram = private_gram_bound(design, bound, floor, gram_epsilon, budget, bits)
+    return design, constant, bound, row_scale, gram, run_epsilon
+
+
 def fit_logistic(
     X,
     targets,
@@ -82,7 +100,7 @@ def fit_logistic(
     The privacy of the whole fit, for replace-one neighbours (n, d, the bound R = data_norm and
     every argument public): the budget (`accountant`, or a fresh one of (epsilon, delta)) is
     checked for all of (epsilon, delta) before anything is released; then scale_fraction of
-    epsilon buys the private row scale s (dp.learning.defaults.private_row_scale, a noisy mean
+    epsilon buys the private row scale s (dp.learning.defaults.private_row_scale, 0.7 of a noisy mean
     row norm, sensitivity R / n), GRAM_FRACTION of epsilon buys, on the rows so scaled (a
     function of the data and the released s), the private bound G on their largest curvature
     lambda_max(D'D/n) (dp.learning.defaults.private_gram_bound, sensitivity bound^2 / n) that
@@ -106,19 +124,11 @@ def fit_logistic(
         budget.check(epsilon, delta)  # every part fits, or none is released
     first_charge = len(budget.ledger) if budget is not None else 0
     bits = as_random_bits(random_state, stacklevel=4)  # one source for every release
-    run_epsilon, row_scale, gram = epsilon, data_norm, None
     # the steps of the sampled methods follow their noise ((4.21), (4.59)) more than L: no G for them
     full = uses_full_gradients(run_options.get("method"), run_options.get("batch_size"))
-    gram_epsilon = GRAM_FRACTION * epsilon if scale_fraction > 0 and full else 0.0
-    if scale_fraction > 0:
-        scale_epsilon = scale_fraction * epsilon
-        row_scale = private_row_scale(X, data_norm, scale_epsilon, budget, bits)
-        run_epsilon = epsilon if math.isinf(epsilon) else epsilon - scale_epsilon - gram_epsilon
-    design, constant, bound = design_matrix(X, row_scale, data_norm, fit_intercept)
-    if gram_epsilon > 0:
-        # a public floor: the intercept column b alone gives lambda_max >= b^2
-        floor = max(INTERCEPT_COLUMN**2 if fit_intercept else 0.0, bound**2 / design.shape[1])
-        gram = private_gram_bound(design, bound, floor, gram_epsilon, budget, bits)
+    design, constant, bound, row_scale, gram, run_epsilon = _private_design(
+        X, epsilon, data_norm, fit_intercept, scale_fraction, full, budget, bits
+    )
     results = [
         minimize_private(
             design,
@@ -164,8 +174,8 @@ class PrivateLogisticRegression(SharedRandomState, ClassifierMixin, BaseEstimato
 
     Rows are projected onto the ball of the public radius R = data_norm, then divided by a row
     scale s and projected onto the unit ball: s is private (scale_fraction of epsilon buys a
-    noisy mean row norm, dp.learning.defaults.private_row_scale), so that the step sizes fit rows
-    much shorter than R; scale_fraction=0 takes s = R. fit_intercept=True (the default, as
+    noisy mean row norm, s is 0.7 of it: dp.learning.defaults.private_row_scale), so that the
+    step sizes fit rows much shorter than R; scale_fraction=0 takes s = R. fit_intercept=True (the default, as
     scikit-learn's and diffprivlib's) appends the public constant b = 1/2 to every scaled row
     (dp.learning.defaults.with_intercept_column says why): the privacy analysis is unchanged but
     for the row bound sqrt(1 + b^2) = 1.118, which then sets the default clip, the smoothness
