@@ -12,6 +12,11 @@ from __future__ import annotations
 
 import numpy as np
 
+# Above this share of x's rows in some subset the row-by-row passes save little and cost their
+# loops: ml-100k-like's subsets touch 92 % of the rows (its default fit was no faster with them),
+# long-tail-like's 71 %, book-like's 41 %. Either way the bits are the same.
+TOUCHED_MAX_SHARE = 0.8
+
 
 class TouchedRows:
     """Sorted touched rows of every subset, with per-shard cuts (rows[k][cuts[k][p]:cuts[k][p+1]])."""
@@ -43,9 +48,14 @@ class TouchedRows:
 
 
 def touched_rows(problem, bounds: np.ndarray) -> TouchedRows | None:
-    """Return the problem's TouchedRows over `bounds`, or None when it does not tell them."""
+    """Return the problem's TouchedRows over `bounds`; None when it does not tell them or they are
+    nearly all (more than TOUCHED_MAX_SHARE of the rows in some subset)."""
     rows_of = getattr(problem, "subset_rows", None)
     if rows_of is None:
         return None
     width = problem.row_width
-    return TouchedRows([rows_of(k) for k in range(problem.arranged.n_subsets)], width, bounds)
+    touched = TouchedRows([rows_of(k) for k in range(problem.arranged.n_subsets)], width, bounds)
+    n_rows = int(bounds[-1]) // width
+    if any(rows.size > TOUCHED_MAX_SHARE * n_rows for rows in touched.rows):
+        return None
+    return touched

@@ -2,13 +2,14 @@
 
 import numpy as np
 import pytest
+from helpers import block_least_squares, least_squares_cover
 
 import partition
 from hamsi import exchange, kernels
 from hamsi.data.synth import make_ratings
 from hamsi.exchange import LocalExchange
 from hamsi.optimizer import minimize_hamsi
-from hamsi.problems import MatrixFactorization
+from hamsi.problems import MatrixFactorization, SparseLeastSquares
 from hamsi.touched import TouchedRows, touched_rows
 
 KERNEL_SETS = (kernels._PARALLEL, kernels._ONE_THREAD)
@@ -148,3 +149,19 @@ def test_the_engine_gives_the_iterates_of_full_passes_bit_for_bit(
     objectives = [row.objective for row in touched.trace.rows]
     assert objectives == [row.objective for row in full.trace.rows]
     assert touched.fallbacks == full.fallbacks
+
+
+def test_a_problem_that_does_not_tell_its_rows_runs_full_passes():
+    A, b = block_least_squares()
+    problem = SparseLeastSquares(A, b)
+    cover = least_squares_cover(A)
+    problem.arrange(cover)
+    assert touched_rows(problem, problem.shard_bounds(cover)) is None
+    result = minimize_hamsi(problem, cover, max_cycles=12, random_state=0, threads=1)
+    assert np.all(np.isfinite(result.x)) and result.pairs_accepted > 5
+
+
+def test_subsets_touching_nearly_every_row_run_full_passes():
+    dense = make_ratings(users=20, items=30, ratings=500, seed=1)
+    problem, _, bounds = arranged_problem(dense, blocks=2)
+    assert touched_rows(problem, bounds) is None
