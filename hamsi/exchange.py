@@ -18,6 +18,8 @@ from typing import Protocol
 import numpy as np
 
 from hamsi import kernels
+from hamsi.memory5_kernels import MEMORY
+from hamsi.touched import touched_rows
 from hamsi.trace import PhaseTimes
 
 
@@ -118,6 +120,12 @@ class LocalExchange:
         )
         self._saved: dict[str, np.ndarray] = {}
         self.k = kernels.vector_kernels(n)  # created under the run's numba thread count
+        # the rows each subset's gradient can be nonzero on (None: every entry); g is zero off
+        # the rows of the gradient it holds (`_holds`), so only those are cleared before the next
+        self.touched = touched_rows(problem, bounds)
+        self._holds: int | None = None
+        self._store_slot: int | None = None  # a pair store_pair left for the step to write
+        self._five = memory == MEMORY
 
     def clock(self) -> float:
         return self.phases.total
@@ -126,30 +134,33 @@ class LocalExchange:
         if request.vote:
             return Reductions(stopped=True)
         start = time.perf_counter()
-        self.k.sharded_fill_zero(self.g, self.bounds)
+        self._store_now()
+        self._clear_gradient()
         self.problem.add_subset_gradient(self.x, self.g, request.subset)
+        self._holds = request.subset
         middle = time.perf_counter()
         out = self._out
-        self.k.sharded_iteration_partials(
-            self.x,
-            self.x_start,
-            self.g,
-            self.g_start,
-            self.S,
-            self.Y,
-            self.s_new,
-            self.y_new,
-            self.bounds,
-            request.pair,
-            request.wtg,
-            request.gram,
-            request.norms,
-            out.pair,
-            out.new_pair_g,
-            out.gram,
-            out.wtg,
-            out.norms,
-        )
+        if not self._touched_partials(request):
+            self.k.sharded_iteration_partials(
+                self.x,
+                self.x_start,
+                self.g,
+                self.g_start,
+                self.S,
+                self.Y,
+                self.s_new,
+                self.y_new,
+                self.bounds,
+                request.pair,
+                request.wtg,
+                request.gram,
+                request.norms,
+                out.pair,
+                out.new_pair_g,
+                out.gram,
+                out.wtg,
+                out.norms,
+            )
         self.phases.gradient += middle - start
         seconds = time.perf_counter() - middle
         if (
@@ -166,9 +177,52 @@ class LocalExchange:
             norms=out.norms if request.norms else None,
         )
 
+    def _clear_gradient(self) -> None:
+        """Set g to zero: on the rows of the gradient it holds, or everywhere (hamsi.touched)."""
+        if self.touched is None or self._holds is None:
+            self.k.sharded_fill_zero(self.g, self.bounds)
+            return
+        t = self.touched
+        self.k.sharded_touched_zero(
+            self.g, self.bounds, t.rows[self._holds], t.cuts[self._holds], t.width
+        )
+
+    def _touched_partials(self, request: Request) -> bool:
+        """Write an iteration's W^T g and norms over the touched rows only; False when it cannot.
+
+        Iterations without a pair (with M = 5 when W^T g is wanted); the sums keep their bits
+        (hamsi.touched_kernels).
+        """
+        if self.touched is None or request.pair or (request.wtg and not self._five):
+            return False
+        if request.wtg or request.norms:
+            t, out = self.touched, self._out
+            self.k.sharded_touched_partials(
+                self.x,
+                self.g,
+                self.S,
+                self.Y,
+                self.bounds,
+                t.rows[request.subset],
+                t.cuts[request.subset],
+                t.width,
+                request.wtg,
+                request.norms,
+                out.wtg,
+                out.norms,
+            )
+        return True
+
     def store_pair(self, slot: int) -> None:
-        self.k.sharded_copy_row(self.s_new, self.S, slot, self.bounds)
-        self.k.sharded_copy_row(self.y_new, self.Y, slot, self.bounds)
+        # written by the step that follows, in its pass over the memory rows (same bits)
+        self._store_slot = slot
+
+    def _store_now(self) -> None:
+        """Write a pair store_pair left for the step (before anything else reads S, Y)."""
+        if self._store_slot is not None:
+            self.k.sharded_copy_row(self.s_new, self.S, self._store_slot, self.bounds)
+            self.k.sharded_copy_row(self.y_new, self.Y, self._store_slot, self.bounds)
+            self._store_slot = None
 
     def remember_start(self) -> None:
         self.k.sharded_copy(self.x, self.x_start, self.bounds)
@@ -176,11 +230,37 @@ class LocalExchange:
 
     def step(self, coef, sigma: float, inv_beta: float) -> None:
         if coef is None:
-            self.k.sharded_gradient_step(self.x, self.g, inv_beta, self.bounds)
+            self._store_now()
+            self._gradient_step(inv_beta)
+        elif self._store_slot is not None:  # the pair's row is written in the step's pass
+            slot, self._store_slot = self._store_slot, None
+            self.k.sharded_store_pair_and_step(
+                self.x,
+                self.g,
+                self.S,
+                self.Y,
+                self.s_new,
+                self.y_new,
+                slot,
+                coef,
+                sigma,
+                inv_beta,
+                self.bounds,
+            )
         else:
             self.k.sharded_lbfgs_step(
                 self.x, self.g, self.S, self.Y, coef, sigma, inv_beta, self.bounds
             )
+
+    def _gradient_step(self, inv_beta: float) -> None:
+        """x -= inv_beta g: on the rows g's subset touches when known (x - inv_beta 0.0 == x)."""
+        if self.touched is None or self._holds is None:
+            self.k.sharded_gradient_step(self.x, self.g, inv_beta, self.bounds)
+            return
+        t = self.touched
+        self.k.sharded_touched_gradient_step(
+            self.x, self.g, inv_beta, self.bounds, t.rows[self._holds], t.cuts[self._holds], t.width
+        )
 
     def evaluate(self) -> Evaluation:
         clock = self.clock()

@@ -69,6 +69,7 @@ from hamsi.shard_kernels import (
     shard_norm_partials,
     shard_pair_partials,
     shard_store_pair,
+    shard_store_pair_and_step,
     shard_wtg_partials,
     sum_partials_in_order,
 )
@@ -80,6 +81,13 @@ from hamsi.sharded_kernels import (
     sharded_gradient_step,
     sharded_iteration_partials,
     sharded_lbfgs_step,
+    sharded_store_pair_and_step,
+)
+from hamsi.touched_kernels import (
+    sharded_touched_gradient_step,
+    sharded_touched_partials,
+    sharded_touched_zero,
+    touched_shard_partials,
 )
 from partition.jit import cached_njit
 
@@ -109,6 +117,7 @@ __all__ = [
     "shard_norm_partials",
     "shard_pair_partials",
     "shard_store_pair",
+    "shard_store_pair_and_step",
     "shard_wtg_partials",
     "sharded_copy",
     "sharded_copy_row",
@@ -116,7 +125,12 @@ __all__ = [
     "sharded_gradient_step",
     "sharded_iteration_partials",
     "sharded_lbfgs_step",
+    "sharded_store_pair_and_step",
+    "sharded_touched_gradient_step",
+    "sharded_touched_partials",
+    "sharded_touched_zero",
     "sum_partials_in_order",
+    "touched_shard_partials",
     "vector_kernels",
     "warm_up",
     "weighted_row_norms",
@@ -150,6 +164,10 @@ VECTOR_KERNELS = (
     "sharded_fill_zero",
     "sharded_gradient_step",
     "sharded_lbfgs_step",
+    "sharded_store_pair_and_step",
+    "sharded_touched_partials",
+    "sharded_touched_zero",
+    "sharded_touched_gradient_step",
 )
 # Below this many parameters the vector kernels' fork-join costs more than it saves: their
 # one-thread twins run, and a small fit never compiles the parallel ones. On 2 threads (ns per
@@ -260,6 +278,10 @@ def _warm_gradient_and_step(k) -> None:
     )
     S, Y = memory_rows(1, 8)
     k.sharded_lbfgs_step(x, g, S, Y, np.zeros(2), 1.0, 1.0, np.array([0, 4, 8], dtype=np.int64))
+    new = np.zeros((1, 8))
+    k.sharded_store_pair_and_step(
+        x, g, S, Y, new, new.copy(), 0, np.zeros(2), 1.0, 1.0, np.array([0, 4, 8], dtype=np.int64)
+    )
     lbfgs.warm_up()
 
 
@@ -301,6 +323,13 @@ def _warm_errors_and_vectors(k) -> None:
     k.sharded_gradient_step(x, g, 1.0, bounds)
     k.sharded_copy(x, g, bounds)
     k.sharded_fill_zero(g, bounds)
+    rows, cuts = np.arange(2, dtype=np.int64), np.array([0, 1, 2], dtype=np.int64)
+    five = memory_rows(5, 8)
+    k.sharded_touched_partials(
+        x, g, *five, bounds, rows, cuts, 4, True, True, np.zeros((2, 10)), np.zeros((2, 2))
+    )
+    k.sharded_touched_zero(g, bounds, rows, cuts, 4)
+    k.sharded_touched_gradient_step(x, g, 1.0, bounds, rows, cuts, 4)
 
 
 def _start_compile_helper(k):

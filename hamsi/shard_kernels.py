@@ -134,6 +134,26 @@ def shard_lbfgs_step(x, g, S, Y, coef, sigma, inv_beta):
 
 
 @cached_njit(nogil=True)
+def shard_store_pair_and_step(x, g, S, Y, s_new, y_new, slot, coef, sigma, inv_beta):
+    """Write row 0 of s_new, y_new into memory row `slot` (Alg. 3, l. 17), then shard_lbfgs_step.
+
+    One pass where store and step took two: the step reads every memory row at each entry
+    anyway, and storing a row alone (a stride of 2M doubles) moves as many cache lines. Each
+    entry's direction is formed after its new pair is written, so the bits are those of the two.
+    """
+    M = S.shape[0]
+    for i in range(x.shape[0]):
+        S[slot, i] = s_new[0, i]
+        Y[slot, i] = y_new[0, i]
+        d = sigma * g[i]
+        for j in range(M):
+            d += coef[j] * S[j, i]
+        for j in range(M):
+            d += coef[M + j] * Y[j, i]
+        x[i] -= inv_beta * d
+
+
+@cached_njit(nogil=True)
 def shard_gradient_step(x, g, inv_beta):
     """Apply x -= inv_beta * g on the shard (mb-GD, and HAMSI before the memory is full)."""
     for i in range(x.shape[0]):

@@ -12,7 +12,12 @@ from __future__ import annotations
 
 from numba import prange
 
-from hamsi.shard_kernels import shard_gradient_step, shard_iteration_partials, shard_lbfgs_step
+from hamsi.shard_kernels import (
+    shard_gradient_step,
+    shard_iteration_partials,
+    shard_lbfgs_step,
+    shard_store_pair_and_step,
+)
 from partition.jit import cached_njit
 
 # numba hands each thread a contiguous run of the prange, and x is U_0..U_{B-1} then V_0..V_{B-1}:
@@ -101,6 +106,28 @@ def sharded_lbfgs_step(x, g, S, Y, coef, sigma, inv_beta, bounds):
         lo = bounds[p]
         hi = bounds[p + 1]
         shard_lbfgs_step(x[lo:hi], g[lo:hi], S[:, lo:hi], Y[:, lo:hi], coef, sigma, inv_beta)
+
+
+@cached_njit(parallel=True, nogil=True)
+def sharded_store_pair_and_step(x, g, S, Y, s_new, y_new, slot, coef, sigma, inv_beta, bounds):
+    """Store the new pair in row `slot` and apply the L-BFGS step (shard_store_pair_and_step), shards in parallel."""
+    n_shards = bounds.shape[0] - 1
+    for q in prange(n_shards):
+        p = interleaved(q, n_shards)
+        lo = bounds[p]
+        hi = bounds[p + 1]
+        shard_store_pair_and_step(
+            x[lo:hi],
+            g[lo:hi],
+            S[:, lo:hi],
+            Y[:, lo:hi],
+            s_new[:, lo:hi],
+            y_new[:, lo:hi],
+            slot,
+            coef,
+            sigma,
+            inv_beta,
+        )
 
 
 @cached_njit(parallel=True, nogil=True)

@@ -188,6 +188,25 @@ class MatrixFactorization(PartiallySeparableProblem):
         )
         return (np.concatenate(row_biases) if row_biases else np.zeros(m)), col_bias
 
+    @property
+    def row_width(self) -> int:
+        """Return the entries of one row of x (a user's row of U or an item's of V): w."""
+        return self.width
+
+    def subset_rows(self, subset: int) -> np.ndarray:
+        """Return the rows of x (users a, then items m + b) subset's ratings touch, ascending.
+
+        The subset's gradient is zero on every other row (the penalty is per rating).
+        """
+        layout = self.arranged
+        take = np.concatenate(
+            [np.arange(lo, hi) for lo, hi in zip(layout.starts[subset], layout.ends[subset])]
+            or [np.zeros(0, dtype=np.int64)]
+        )
+        users = np.unique(self.rows[take]).astype(np.int64)
+        items = np.unique(self.cols[take]).astype(np.int64) + self.shape[0]
+        return np.concatenate([users, items])
+
     def add_subset_gradient(self, x: np.ndarray, g: np.ndarray, subset: int) -> None:
         """Add the gradient of subset `subset`'s blocks into g, in parallel when they are disjoint."""
         layout = self.arranged
