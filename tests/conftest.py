@@ -6,6 +6,43 @@ from helpers import largest_rows, real_cluster, sparse_id_frame
 
 from hamsi.data import Ratings
 
+# Modules run in one process, never beside another test, when .ci/run spreads the fast tier over
+# pytest-xdist workers: they start Dask workers or other processes, listen on loopback sockets, or
+# bound a run's wall time tightly enough that a neighbour's CPU use could break the bound. A test
+# elsewhere with such a bound carries `@pytest.mark.alone` itself.
+ALONE_MODULES = frozenset(
+    {
+        "test_bench_hosts",
+        "test_checkpoint_validation",
+        "test_cluster",
+        "test_cluster_cli",
+        "test_cluster_coloring",
+        "test_cluster_data",
+        "test_cluster_engine",
+        "test_cluster_faults",
+        "test_cluster_file_pieces",
+        "test_cluster_kept",
+        "test_cluster_links",
+        "test_cluster_routing",
+        "test_cluster_search",
+        "test_cluster_units",
+        "test_cold_start",
+        "test_demo_cli",
+        "test_engine",
+        "test_names_cluster",
+        "test_recommender_dask",
+        "test_search",
+        "test_security",
+    }
+)
+
+
+def pytest_collection_modifyitems(items):
+    """Mark every test of ALONE_MODULES `alone` (`-m alone` / `-m "not alone"` split the fast tier)."""
+    for item in items:
+        if item.path.stem in ALONE_MODULES:
+            item.add_marker(pytest.mark.alone)
+
 
 @pytest.fixture
 def tiny_ratings():

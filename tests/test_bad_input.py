@@ -188,6 +188,7 @@ def test_damaged_compressed_csv_in_glasso_and_dp_learn(
 
 
 # ------------------------------------------------------------------ sizes declared by files and flags
+@pytest.mark.alone  # a wall-time bound
 @pytest.mark.parametrize(
     "header,says",
     [
@@ -230,6 +231,7 @@ def test_absurd_factorize_flags(folder, tmp_path, capsys, extra, names):
     assert not out.exists()
 
 
+@pytest.mark.alone  # a wall-time bound
 @pytest.mark.parametrize(
     "argv,names",
     [
@@ -413,6 +415,7 @@ def write_zero_member(archive: zipfile.ZipFile, name: str, shape: tuple, compres
             left -= min(left, len(chunk))
 
 
+@pytest.mark.alone  # a wall-time bound
 def test_zip_bomb_model_is_refused_quickly_without_allocating(folder, tmp_path, capsys):
     """A 120 MB all-zero user_factors deflated to about 120 KB (a bomb of a few MB once took gigabytes)."""
     path = tmp_path / "bomb.npz"

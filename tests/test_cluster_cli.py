@@ -8,12 +8,18 @@ import sys
 import time
 
 import pytest
-from helpers import free_port
+from helpers import free_port, real_cluster
 
 from hamsi.data.synth import make_ratings
 from hamsi.data.writers import write_ratings
 
 pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture(scope="module")
+def dask_cluster(tmp_path_factory):
+    """One `dask scheduler` + two `dask worker` processes for the module's tests that leave them running."""
+    yield from real_cluster(tmp_path_factory.mktemp("cluster"), 2)
 
 
 def test_factorize_on_an_existing_cluster(dask_cluster, tmp_path):

@@ -24,6 +24,7 @@ def distinct_pairs(ratings):
     return np.unique(ratings.rows.astype(np.int64) * ratings.shape[1] + ratings.cols).size
 
 
+@pytest.mark.alone  # a wall-time bound
 def test_ml_1m_like_has_exactly_the_published_count_quickly():
     start = time.perf_counter()
     ratings = make_ratings("ml-1m-like", seed=0)

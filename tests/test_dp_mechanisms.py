@@ -76,6 +76,7 @@ def test_seeded_draws_repeat_and_secure_default_differs():
     assert RandomBits(None).secure and not RandomBits(0).secure
 
 
+@pytest.mark.alone  # a wall-time bound
 @pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
 def test_noising_a_200_upper_triangle_is_fast(mechanism):
     values = np.random.default_rng(0).random(200 * 201 // 2) / 100
