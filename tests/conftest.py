@@ -23,6 +23,7 @@ ALONE_MODULES = frozenset(
         "test_cluster_file_pieces",
         "test_cluster_kept",
         "test_cluster_links",
+        "test_cluster_recovery",
         "test_cluster_routing",
         "test_cluster_search",
         "test_cluster_units",

@@ -1,63 +1,33 @@
 """The bad-input corpus: every case exits 2 (1 for a diverged fit) with one line naming the
-file, flag or value, writes nothing, overwrites nothing, and ends in bounded time.
-
-Every file is generated here: truncated and corrupt compressed rating files in every reader, HAMSI
-headers declaring huge matrices, model files with missing or malformed entries and a zip bomb,
-absurd flags, devices, a full disk. CLI cases run in process through main() (argparse errors
-raise SystemExit, caught here); a few run in a subprocess to check the real exit code and stderr.
+file, flag or value, writes nothing, and ends in bounded time (model files: test_bad_model_files;
+outputs: test_bad_outputs). Every file is generated here: damaged compressed rating files in every
+reader, headers declaring huge matrices, absurd flags, devices, a full disk; CLI cases run in
+process through main(), a few in a subprocess for the real exit code and stderr.
 """
 
 from __future__ import annotations
 
-import bz2
-import errno
-import gzip
-import json
-import lzma
-import os
 import subprocess
 import sys
 import time
-import tracemalloc
-import zipfile
 
 import numpy as np
 import pytest
+from bad_input_corpus import (
+    COMPRESSORS,
+    assert_one_line,
+    damaged,
+    fail_midway,
+    model_contents,
+    refused,
+    write_corpus,
+)
 
 from hamsi.cli import main
 from hamsi.data.synth import make_ratings
 from hamsi.data.writers import write_ratings
 
 pytestmark = pytest.mark.timeout(120)
-
-COMPRESSORS = {".gz": gzip.compress, ".bz2": bz2.compress, ".xz": lzma.compress}
-
-
-def run(argv, capsys):
-    """Return (exit code, stdout, stderr) of the CLI run in process."""
-    try:
-        code = main([str(arg) for arg in argv])
-    except SystemExit as stop:
-        code = stop.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line(err: str, *names) -> str:
-    """Assert stderr is one line without a traceback that names every one of `names`; return it."""
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert "Traceback" not in err
-    for name in names:
-        assert str(name) in lines[0], (name, lines[0])
-    return lines[0]
-
-
-def refused(argv, capsys, *names, code=2) -> str:
-    """Run argv, assert it exits `code` with one line naming `names`; return the line."""
-    got, _, err = run(argv, capsys)
-    assert got == code, err
-    return assert_one_line(err, *names)
 
 
 @pytest.fixture(scope="module")
@@ -67,58 +37,7 @@ def ratings():
 
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory, ratings):
-    """Rating files in every format, a numeric CSV, a labelled CSV and a fitted model."""
-    folder = tmp_path_factory.mktemp("bad")
-    for name in ("u.data", "ratings.dat", "ratings.csv", "matrix.txt"):
-        write_ratings(ratings, folder / name)
-    rows = [
-        f"{ratings.user_ids[r]},{ratings.item_ids[c]},{v:g}"
-        for r, c, v in zip(ratings.rows, ratings.cols, ratings.values)
-    ]
-    (folder / "plain.csv").write_text("user,item,rating\n" + "\n".join(rows) + "\n")
-    (folder / "plain.tsv").write_text("\n".join(row.replace(",", "\t") for row in rows) + "\n")
-    X = np.random.default_rng(0).standard_normal((60, 4))
-    np.savetxt(folder / "numeric.csv", X, delimiter=",")
-    labelled = np.column_stack([X, (X[:, 0] > 0).astype(float)])
-    np.savetxt(folder / "labelled.csv", labelled, delimiter=",")
-    assert (
-        main(
-            [
-                "factorize",
-                str(folder / "u.data"),
-                "--workers",
-                "0",
-                "--rank",
-                "2",
-                "--blocks",
-                "2",
-                "--threads",
-                "1",
-                "--max-cycles",
-                "3",
-                "--out",
-                str(folder / "model.npz"),
-                "-q",
-            ]
-        )
-        == 0
-    )
-    return folder
-
-
-def damaged(folder, tmp_path, name: str, suffix: str, damage: str):
-    """Write folder/name compressed with `suffix`, then cut in half or with a flipped byte; return the path."""
-    packed = COMPRESSORS[suffix]((folder / name).read_bytes())
-    if damage == "truncated":
-        packed = packed[: len(packed) // 2]
-    else:
-        middle = bytearray(packed)
-        for k in range(len(middle) // 3, len(middle) // 3 + 8):
-            middle[k] ^= 0xA5
-        packed = bytes(middle)
-    path = tmp_path / f"{name}{suffix}"
-    path.write_bytes(packed)
-    return path
+    return write_corpus(tmp_path_factory.mktemp("bad"), ratings)
 
 
 # ------------------------------------------------------------------ damaged compressed files
@@ -323,152 +242,6 @@ def test_a_binary_file_without_newlines_is_refused(tmp_path, capsys):
     refused(["data", "info", path], capsys, f"{path}:1", "line longer than")
 
 
-# ------------------------------------------------------------------ model files
-def model_contents(folder) -> dict:
-    with np.load(folder / "model.npz", allow_pickle=False) as npz:
-        return {name: npz[name] for name in npz.files}
-
-
-def malformed(contents: dict, name: str):
-    contents = dict(contents)
-    if name == "missing user_ids":
-        del contents["user_ids"]
-    elif name == "missing item_factors":
-        del contents["item_factors"]
-    elif name == "missing seen_indptr":
-        del contents["seen_indptr"]
-    elif name == "missing params":
-        del contents["params"]
-    elif name == "user_factors shape":
-        contents["user_factors"] = contents["user_factors"][:, :1].copy()
-    elif name == "item_factors NaN":
-        contents["item_factors"] = contents["item_factors"].copy()
-        contents["item_factors"][0, 0] = np.nan
-    elif name == "user_bias strings":
-        contents["user_bias"] = contents["user_bias"].astype(str)
-    elif name == "params not JSON":
-        contents["params"] = np.array("{rank: 2")
-    elif (
-        name == "rank not an integer"
-    ):  # the fitted rank_ sizes the arrays (params' rank may be "auto")
-        fitted = json.loads(str(contents["fitted"]))
-        contents["fitted"] = np.array(json.dumps(dict(fitted, rank_="two")))
-    elif name == "user_ids repeated":
-        contents["user_ids"] = np.zeros_like(contents["user_ids"])
-    elif name == "seen_items out of range":
-        contents["seen_items"] = contents["seen_items"] + 10_000
-    elif name == "format_version text":
-        contents["format_version"] = np.array("one")
-    elif name == "global_mean_ missing":
-        fitted = json.loads(str(contents["fitted"]))
-        del fitted["global_mean_"]
-        contents["fitted"] = np.array(json.dumps(fitted))
-    return contents
-
-
-MALFORMED = {
-    "missing user_ids": "'user_ids'",
-    "missing item_factors": "'item_factors'",
-    "missing seen_indptr": "'seen_indptr'",
-    "missing params": "'params'",
-    "user_factors shape": "'user_factors'",
-    "item_factors NaN": "'item_factors'",
-    "user_bias strings": "'user_bias'",
-    "params not JSON": "'params'",
-    "rank not an integer": "'rank_'",
-    "user_ids repeated": "'user_ids'",
-    "seen_items out of range": "'seen_items'",
-    "format_version text": "'format_version'",
-    "global_mean_ missing": "'global_mean_'",
-}
-
-
-@pytest.mark.parametrize("case", sorted(MALFORMED))
-def test_malformed_model_is_refused_naming_the_entry(folder, tmp_path, capsys, case):
-    path = tmp_path / "model.npz"
-    np.savez(path, **malformed(model_contents(folder), case))
-    line = refused(["recommend", path, "--user", "1"], capsys, path, MALFORMED[case])
-    assert "rank" in line or "malformed" in line
-
-
-def test_object_array_in_a_model_is_refused(folder, tmp_path, capsys):
-    path = tmp_path / "model.npz"
-    contents = model_contents(folder)
-    contents["user_ids"] = np.array(
-        [1, "a", None] + [0] * (contents["user_ids"].size - 3), dtype=object
-    )
-    np.savez(path, **contents)  # saving objects pickles them; loading must not
-    refused(["recommend", path, "--user", "1"], capsys, path, "'user_ids'", "Python objects")
-
-
-def write_zero_member(archive: zipfile.ZipFile, name: str, shape: tuple, compression: int) -> None:
-    """Add name.npy: an npy header declaring float64 `shape` and that many zero bytes, streamed."""
-    header = {"descr": "<f8", "fortran_order": False, "shape": shape}
-    info = zipfile.ZipInfo(f"{name}.npy")
-    info.compress_type = compression
-    with archive.open(info, "w", force_zip64=True) as member:
-        np.lib.format.write_array_header_1_0(member, header)
-        chunk = bytes(1 << 22)
-        left = int(np.prod(shape)) * 8
-        while left:
-            member.write(chunk[: min(left, len(chunk))])
-            left -= min(left, len(chunk))
-
-
-@pytest.mark.alone  # a wall-time bound
-def test_zip_bomb_model_is_refused_quickly_without_allocating(folder, tmp_path, capsys):
-    """A 120 MB all-zero user_factors deflated to about 120 KB (a bomb of a few MB once took gigabytes)."""
-    path = tmp_path / "bomb.npz"
-    contents = model_contents(folder)
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, value in contents.items():
-            if name != "user_factors":
-                with archive.open(f"{name}.npy", "w") as member:
-                    np.lib.format.write_array(member, value, allow_pickle=False)
-        write_zero_member(archive, "user_factors", (7_500_000, 2), zipfile.ZIP_DEFLATED)
-    assert path.stat().st_size < 2_000_000
-    tracemalloc.start()
-    started = time.perf_counter()
-    refused(["recommend", path, "--user", "1"], capsys, path, "'user_factors'", "zip bomb")
-    seconds = time.perf_counter() - started
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
-    assert seconds < 5 and peak < 20_000_000
-
-
-def test_stored_member_shorter_than_its_header_declares(folder, tmp_path, capsys):
-    path = tmp_path / "short.npz"
-    contents = model_contents(folder)
-    with zipfile.ZipFile(path, "w") as archive:
-        for name, value in contents.items():
-            with archive.open(f"{name}.npy", "w") as member:
-                if name == "user_factors":  # a header claiming 10^9 x 2 over 16 bytes of data
-                    np.lib.format.write_array_header_1_0(
-                        member, {"descr": "<f8", "fortran_order": False, "shape": (10**9, 2)}
-                    )
-                    member.write(bytes(16))
-                else:
-                    np.lib.format.write_array(member, value, allow_pickle=False)
-    refused(["recommend", path, "--user", "1"], capsys, path, "'user_factors'", "(1000000000, 2)")
-
-
-def test_consistent_model_larger_than_memory_is_refused(folder, tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr("hamsi.limits.available_bytes", lambda: 1000)
-    refused(
-        ["recommend", folder / "model.npz", "--user", "1"],
-        capsys,
-        folder / "model.npz",
-        "needs about",
-    )
-
-
-def test_valid_model_still_recommends(folder, capsys):
-    code, out, err = run(
-        ["recommend", folder / "model.npz", "--user", "1", "-n", "3", "--json"], capsys
-    )
-    assert code == 0 and len(json.loads(out)["items"]) == 3
-
-
 # ------------------------------------------------------------------ non-finite values: detected, nothing written
 def test_huge_rating_is_refused_and_writes_nothing(folder, tmp_path, capsys):
     data = tmp_path / "u.data"
@@ -531,122 +304,6 @@ def test_glasso_non_finite_estimate_exits_1_and_writes_nothing(folder, tmp_path,
         code=1,
     )
     assert out.read_bytes() == b"old" and not graph.exists()
-
-
-# ------------------------------------------------------------------ outputs: exact paths, replaced as a set
-def test_partition_plot_without_extension_writes_exactly_that_path(folder, tmp_path, capsys):
-    target = tmp_path / "picture"
-    code, out, err = run(
-        ["partition", folder / "u.data", "--partitioner", "strata", "-B", "2", "--plot", target],
-        capsys,
-    )
-    assert code == 0 and f"picture written to {target}\n" in out
-    assert target.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["picture"]
-
-
-@pytest.mark.parametrize(
-    "target,says",
-    [
-        ("{tmp}", "is a directory"),
-        ("{tmp}/p.xyz", "unknown picture format"),
-        ("{tmp}/missing/p.png", "cannot write there"),
-    ],
-)
-def test_partition_plot_refuses_directories_and_unknown_formats(
-    folder, tmp_path, capsys, target, says
-):
-    target = target.format(tmp=tmp_path)
-    refused(
-        ["partition", folder / "u.data", "--partitioner", "strata", "-B", "2", "--plot", target],
-        capsys,
-        f"--plot {target}",
-        says,
-    )
-    assert not list(tmp_path.glob("*.png"))
-
-
-def fail_midway(write_part):
-    """Return a writer that writes some bytes with write_part(target) and then hits a full disk."""
-
-    def writer(*args, **kwargs):
-        write_part(args, kwargs)
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-
-    return writer
-
-
-def test_partition_plot_on_a_full_disk_keeps_the_old_picture(folder, tmp_path, capsys, monkeypatch):
-    from matplotlib.figure import Figure
-
-    def write_part(args, kwargs):
-        with open(args[1], "wb") as handle:
-            handle.write(b"\x89PNG half")
-
-    monkeypatch.setattr(Figure, "savefig", fail_midway(write_part))
-    target = tmp_path / "p.png"
-    target.write_bytes(b"old picture")
-    refused(
-        ["partition", folder / "u.data", "--partitioner", "strata", "-B", "2", "--plot", target],
-        capsys,
-        f"--plot {target}",
-        "No space left on device",
-    )
-    assert target.read_bytes() == b"old picture" and sorted(p.name for p in tmp_path.iterdir()) == [
-        "p.png"
-    ]
-
-
-def test_factorize_replaces_its_outputs_as_a_set(folder, tmp_path, capsys, monkeypatch):
-    """The trace is written first; --out then fails on a full disk: the old trace must survive."""
-
-    def write_part(args, kwargs):
-        args[0].write(b"PK half")
-
-    monkeypatch.setattr(np, "savez", fail_midway(write_part))
-    trace, out, plot = tmp_path / "trace.csv", tmp_path / "model.npz", tmp_path / "run.png"
-    for path in (trace, out, plot):
-        path.write_bytes(b"old " + path.name.encode())
-    refused(
-        [
-            "factorize",
-            folder / "u.data",
-            "--workers",
-            "0",
-            "-q",
-            "--rank",
-            "2",
-            "--threads",
-            "1",
-            "--max-cycles",
-            "2",
-            "--trace",
-            trace,
-            "--out",
-            out,
-            "--plot",
-            plot,
-        ],
-        capsys,
-        f"--out {out}",
-        "No space left on device",
-    )
-    for path in (trace, out, plot):
-        assert path.read_bytes() == b"old " + path.name.encode()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.npz", "run.png", "trace.csv"]
-
-
-def test_data_convert_keeps_real_timestamps(folder, tmp_path, capsys):
-    source = tmp_path / "u.data"
-    lines = [line.split("\t") for line in (folder / "u.data").read_text().splitlines()]
-    times = [str(978300760 + 37 * k * k) for k in range(len(lines))]
-    source.write_text("".join(f"{u}\t{i}\t{r}\t{t}\n" for (u, i, r, _), t in zip(lines, times)))
-    target = tmp_path / "ratings.csv"
-    code, _, err = run(["data", "convert", source, target], capsys)
-    assert code == 0 and err == ""
-    written = [line.split(",") for line in target.read_text().splitlines()[1:]]
-    assert [row[3] for row in written] == times
-    assert [row[:2] for row in written] == [[u, i] for u, i, _, _ in lines]
 
 
 # ------------------------------------------------------------------ for real: exit codes and stderr of the process
