@@ -10,6 +10,8 @@ import partition
 from cluster.connect import connect
 from cluster.driver import fit_distributed
 from hamsi.data.synth import make_ratings
+from hamsi.optimizer import minimize_hamsi
+from hamsi.problems import MatrixFactorization
 
 pytestmark = pytest.mark.cluster
 
@@ -20,6 +22,14 @@ RANK = 10
 def ratings():
     """943 x 1682 with 20,000 ratings (MovieLens-100K's shape, a fifth of its ratings)."""
     return make_ratings(users=943, items=1682, ratings=20_000, seed=1)
+
+
+def in_process(ratings, partition, max_cycles, random_state, **dask_options):
+    """Return the in-process run of fit_distributed's `rank`, cover and seed (its Dask options dropped)."""
+    problem = MatrixFactorization(ratings, RANK)
+    return minimize_hamsi(
+        problem, partition, random_state=random_state, threads=2, max_cycles=max_cycles
+    )
 
 
 @pytest.mark.parametrize("kill_in_chunk,owned", [(0, None), (1, None), (1, True)])
@@ -36,8 +46,8 @@ def test_killed_worker_is_replaced_by_the_survivors(ratings, kill_in_chunk, owne
         shared_memory=None if owned is None else False,
         owned_v=owned,
     )
+    undisturbed = in_process(ratings, **options)
     with connect(n_workers=2, quiet=True) as dask_client:
-        undisturbed = fit_distributed(ratings, client=dask_client, **options)
         pids = dask_client.run(os.getpid)
 
         killed = []
@@ -53,11 +63,12 @@ def test_killed_worker_is_replaced_by_the_survivors(ratings, kill_in_chunk, owne
             ratings, client=dask_client, on_chunk=kill_second_worker, **options
         )
     assert recovered.recoveries, "the kill was not noticed"
-    assert recovered.owned_v is undisturbed.owned_v is bool(owned)
+    assert recovered.owned_v is bool(owned)
     assert recovered.reason == "epoch_limit" and recovered.n_cycles == 6
-    final, reference = recovered.trace.rows[-1][3], undisturbed.trace.rows[-1][3]
+    final, reference = recovered.trace.rows[-1].train_rmse, undisturbed.trace.rows[-1].train_rmse
     assert abs(final - reference) <= 0.01 * reference
-    # shards are the unit of the reductions, so the survivors reproduce the same iterates
+    # shards are the unit of the reductions, so the survivors reproduce the undisturbed iterates
+    # (the in-process ones: an undisturbed Dask run gives them bit for bit, tests/test_cluster.py)
     assert np.array_equal(recovered.x, undisturbed.x)
 
 
@@ -87,8 +98,8 @@ def test_a_worker_killed_mid_chunk_is_rerun_from_the_chunk_start_files(ratings):
 
         MailboxExchange.iterate = iterate
 
+    undisturbed = in_process(ratings, **options)
     with connect(n_workers=2, quiet=True) as dask_client:
-        undisturbed = fit_distributed(ratings, client=dask_client, **options)
         armed = []
 
         def arm_second_worker(info):
