@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import threading
 import time
 
@@ -33,6 +34,7 @@ from cluster.errors import PeerLost, StartTimeout
 from cluster.links import Links, addressed_frames, frame_nbytes
 
 HANDLER = "hamsi_mail"
+ABORT_POLL = 0.05  # seconds between a waiting post's checks for an abort of its run
 STALL_TICK = 0.05  # seconds between the stall clock's ticks
 # A gap of more than STALL_GAP s between two ticks, during which the process used less than
 # STALL_CPU of it plus STALL_CPU_SLACK s in CPU time, was a stop: a thread holding the GIL uses
@@ -199,7 +201,7 @@ class Mailbox:
         posted = self.post(run, step, peers, message)
         sent = time.perf_counter()
         received = self.collect(run, step, peers, timeout)
-        self.wait_posted(posted, peers, timeout)
+        self.wait_posted(posted, peers, timeout, run)
         return received, sent - start, time.perf_counter() - sent, nbytes
 
     def forget(self, run: str):
@@ -250,15 +252,26 @@ class Mailbox:
 
         return asyncio.run_coroutine_threadsafe(post_all(), self.loop)
 
-    def wait_posted(self, future, peers: list[str], timeout: float):
-        """Return when a post finished; raise PeerLost when a write failed or stalled for `timeout` s.
+    def wait_posted(self, future, peers: list[str], timeout: float, run: str | None = None):
+        """Return when a post finished; raise PeerLost when a write failed, stalled for `timeout` s,
+        or the driver aborted `run`.
 
-        A peer that died is also noticed by the driver (the scheduler drops it), which aborts the
-        run on the survivors. The comms of a failed post are closed.
+        A peer that died is noticed by the driver (the scheduler drops it), which aborts the run
+        on the survivors; the abort must end this wait too, since a comm to a dead peer keeps
+        retrying its connect for Dask's connect timeout (30 s by default) while the task holds
+        the worker's thread. The comms of a failed post are closed.
         """
+        deadline = time.monotonic() + timeout
         try:
-            future.result(timeout)
-        except Exception as exc:  # OSError, CommClosedError, TimeoutError
+            while not future.done():
+                if run is not None and run in self._aborted:
+                    raise PeerLost(f"run {run} aborted by the driver")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"not written within {timeout:g} s")
+                concurrent.futures.wait([future], timeout=min(left, ABORT_POLL))
+            future.result()
+        except Exception as exc:  # OSError, CommClosedError, TimeoutError, PeerLost (aborted)
             future.cancel()
             for addr in peers:
                 comm = self._comms.pop(addr, None)
@@ -269,7 +282,7 @@ class Mailbox:
     def send(self, run: str, step, peers: list[str], payload, timeout: float):
         """Post `payload` to every peer and wait until it is written (see `post`)."""
         if peers:
-            self.wait_posted(self.post(run, step, peers, payload), peers, timeout)
+            self.wait_posted(self.post(run, step, peers, payload), peers, timeout, run)
 
     async def close(self):
         """Close every comm this mailbox opened and drop what it holds (plugin teardown)."""

@@ -209,6 +209,27 @@ def test_mailbox_start_barrier_names_the_missing_peer_and_late_mail_is_dropped(m
     assert box._messages == {}
 
 
+def test_an_abort_ends_a_post_still_connecting_to_a_dead_peer():
+    """A connect to a dead peer retries for Dask's connect timeout (30 s): the driver's abort ends
+    the wait at once, so the task frees its worker's thread for the rerun of the chunk."""
+    import concurrent.futures
+    import threading
+
+    from cluster.errors import PeerLost
+    from cluster.mailbox import Mailbox
+
+    box = Mailbox("tcp://127.0.0.1:1", loop=None)
+    still_connecting = concurrent.futures.Future()
+    threading.Timer(0.2, box.abort, args=("run-a",)).start()
+    started = time.monotonic()
+    with pytest.raises(PeerLost, match="aborted"):
+        box.wait_posted(still_connecting, ["tcp://127.0.0.1:2"], 60.0, "run-a")
+    assert time.monotonic() - started < 5.0
+    assert still_connecting.cancelled()
+    with pytest.raises(PeerLost, match="TimeoutError"):  # without an abort: the timeout still holds
+        box.wait_posted(concurrent.futures.Future(), ["tcp://127.0.0.1:2"], 0.2, "run-b")
+
+
 def test_scheduler_address_without_port_is_refused_in_one_line():
     from cluster.connect import scheduler_address
     from cluster.errors import ClusterError
