@@ -105,3 +105,15 @@ def gathered(monkeypatch):
 
     monkeypatch.setattr(Client, "_gather", spy)
     return seen
+
+
+@pytest.fixture(scope="module")
+def corpus_dir(tmp_path_factory):
+    """The bad-input tests' corpus: rating files in every format, numeric CSVs and a fitted model."""
+    # why lazy: only the bad-input modules use the corpus (and its fit)
+    from bad_input_corpus import write_corpus
+
+    from hamsi.data.synth import make_ratings
+
+    ratings = make_ratings(users=30, items=40, ratings=400, rank=3, seed=2)
+    return write_corpus(tmp_path_factory.mktemp("bad"), ratings)

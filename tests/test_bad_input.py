@@ -20,7 +20,6 @@ from bad_input_corpus import (
     fail_midway,
     model_contents,
     refused,
-    write_corpus,
 )
 
 from hamsi.cli import main
@@ -28,16 +27,6 @@ from hamsi.data.synth import make_ratings
 from hamsi.data.writers import write_ratings
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(scope="module")
-def ratings():
-    return make_ratings(users=30, items=40, ratings=400, rank=3, seed=2)
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory, ratings):
-    return write_corpus(tmp_path_factory.mktemp("bad"), ratings)
 
 
 # ------------------------------------------------------------------ damaged compressed files
@@ -49,8 +38,10 @@ DAMAGES = [(suffix, "truncated") for suffix in COMPRESSORS] + [
 
 @pytest.mark.parametrize("name", READER_FILES)
 @pytest.mark.parametrize("suffix,damage", DAMAGES)
-def test_damaged_compressed_file_in_every_reader(folder, tmp_path, capsys, name, suffix, damage):
-    path = damaged(folder, tmp_path, name, suffix, damage)
+def test_damaged_compressed_file_in_every_reader(
+    corpus_dir, tmp_path, capsys, name, suffix, damage
+):
+    path = damaged(corpus_dir, tmp_path, name, suffix, damage)
     line = refused(["data", "info", path], capsys, path)
     if damage == "truncated":  # a corrupt block may also decode to garbage that the parser names
         assert "truncated" in line
@@ -80,8 +71,10 @@ def test_damaged_parquet_file(tmp_path, capsys, damage):
     ],
 )
 @pytest.mark.parametrize("suffix", list(COMPRESSORS))
-def test_truncated_file_in_every_command_leaves_outputs(folder, tmp_path, capsys, command, suffix):
-    path = damaged(folder, tmp_path, "u.data", suffix, "truncated")
+def test_truncated_file_in_every_command_leaves_outputs(
+    corpus_dir, tmp_path, capsys, command, suffix
+):
+    path = damaged(corpus_dir, tmp_path, "u.data", suffix, "truncated")
     out = tmp_path / "old.dat"
     out.write_text("old contents\n")
     refused([part.format(data=path, out=out) for part in command], capsys, path, "truncated")
@@ -97,10 +90,10 @@ def test_truncated_file_in_every_command_leaves_outputs(folder, tmp_path, capsys
 )
 @pytest.mark.parametrize("suffix,damage", DAMAGES)
 def test_damaged_compressed_csv_in_glasso_and_dp_learn(
-    folder, tmp_path, capsys, command, suffix, damage
+    corpus_dir, tmp_path, capsys, command, suffix, damage
 ):
     source = "numeric.csv" if command[0] == "glasso" else "labelled.csv"
-    path = damaged(folder, tmp_path, source, suffix, damage)
+    path = damaged(corpus_dir, tmp_path, source, suffix, damage)
     out = tmp_path / "precision.npy"
     refused([part.format(data=path, out=out) for part in command], capsys, path)
     assert not out.exists()
@@ -140,10 +133,10 @@ def test_hamsi_header_declaring_a_huge_matrix(tmp_path, capsys, monkeypatch, hea
         (["--no-shared-memory"], ["--shared-memory", "--workers 0"]),
     ],
 )
-def test_absurd_factorize_flags(folder, tmp_path, capsys, extra, names):
+def test_absurd_factorize_flags(corpus_dir, tmp_path, capsys, extra, names):
     out = tmp_path / "model.npz"
     refused(
-        ["factorize", folder / "u.data", "--workers", "0", "-q", "--out", out] + extra,
+        ["factorize", corpus_dir / "u.data", "--workers", "0", "-q", "--out", out] + extra,
         capsys,
         *names,
     )
@@ -177,14 +170,26 @@ def test_absurd_factorize_flags(folder, tmp_path, capsys, extra, names):
         (["queries", "--noise-seed", "-3"], ["--noise-seed", "-3"]),
         (["queries", "--seed", "-1"], ["--seed", "-1"]),
         (
-            ["partition", "{folder}/u.data", "--partitioner", "color-b", "-B", "2", "--seed", "-1"],
+            [
+                "partition",
+                "{corpus_dir}/u.data",
+                "--partitioner",
+                "color-b",
+                "-B",
+                "2",
+                "--seed",
+                "-1",
+            ],
             ["--seed", "-1"],
         ),
-        (["glasso", "{folder}/numeric.csv", "--alpha", "0.1", "--seed", "-1"], ["--seed", "-1"]),
+        (
+            ["glasso", "{corpus_dir}/numeric.csv", "--alpha", "0.1", "--seed", "-1"],
+            ["--seed", "-1"],
+        ),
         (
             [
                 "dp-learn",
-                "{folder}/labelled.csv",
+                "{corpus_dir}/labelled.csv",
                 "--target",
                 "5",
                 "--epsilon",
@@ -197,7 +202,7 @@ def test_absurd_factorize_flags(folder, tmp_path, capsys, extra, names):
         (
             [
                 "dp-learn",
-                "{folder}/labelled.csv",
+                "{corpus_dir}/labelled.csv",
                 "--target",
                 "5",
                 "--epsilon",
@@ -208,15 +213,15 @@ def test_absurd_factorize_flags(folder, tmp_path, capsys, extra, names):
             ["--seed", "-1"],
         ),
         (
-            ["recommend", "{folder}/model.npz", "--user", "1000000000000000000000000000000"],
+            ["recommend", "{corpus_dir}/model.npz", "--user", "1000000000000000000000000000000"],
             ["--user 1000000000000000000000000000000"],
         ),
-        (["recommend", "{folder}/model.npz", "--user", "10^30"], ["--user", "'10^30'"]),
+        (["recommend", "{corpus_dir}/model.npz", "--user", "10^30"], ["--user", "'10^30'"]),
     ],
 )
-def test_absurd_sizes_are_refused_before_starting(folder, tmp_path, capsys, argv, names):
+def test_absurd_sizes_are_refused_before_starting(corpus_dir, tmp_path, capsys, argv, names):
     out = tmp_path / "synthetic.csv"
-    argv = [part.format(folder=folder) for part in argv] + (
+    argv = [part.format(corpus_dir=corpus_dir) for part in argv] + (
         ["--out", out] if argv[:2] == ["data", "synth"] else []
     )
     started = time.perf_counter()
@@ -243,22 +248,22 @@ def test_a_binary_file_without_newlines_is_refused(tmp_path, capsys):
 
 
 # ------------------------------------------------------------------ non-finite values: detected, nothing written
-def test_huge_rating_is_refused_and_writes_nothing(folder, tmp_path, capsys):
+def test_huge_rating_is_refused_and_writes_nothing(corpus_dir, tmp_path, capsys):
     data = tmp_path / "u.data"
-    data.write_text("1\t1\t1e308\t0\n" + (folder / "u.data").read_text())
+    data.write_text("1\t1\t1e308\t0\n" + (corpus_dir / "u.data").read_text())
     out = tmp_path / "model.npz"
     out.write_bytes(b"old model")
     refused(["factorize", data, "--workers", "0", "-q", "--out", out], capsys, data, "1e+308")
     assert out.read_bytes() == b"old model"
 
 
-def test_huge_init_scale_diverges_with_exit_1_and_writes_nothing(folder, tmp_path, capsys):
+def test_huge_init_scale_diverges_with_exit_1_and_writes_nothing(corpus_dir, tmp_path, capsys):
     out, trace = tmp_path / "model.npz", tmp_path / "trace.csv"
     out.write_bytes(b"old model")
     refused(
         [
             "factorize",
-            folder / "u.data",
+            corpus_dir / "u.data",
             "--workers",
             "0",
             "-q",
@@ -289,9 +294,9 @@ def test_write_model_refuses_non_finite_factors(tmp_path):
     assert not list(tmp_path.iterdir())
 
 
-def test_glasso_non_finite_estimate_exits_1_and_writes_nothing(folder, tmp_path, capsys):
+def test_glasso_non_finite_estimate_exits_1_and_writes_nothing(corpus_dir, tmp_path, capsys):
     data = tmp_path / "big.csv"
-    X = np.loadtxt(folder / "numeric.csv", delimiter=",")
+    X = np.loadtxt(corpus_dir / "numeric.csv", delimiter=",")
     X[0, 0] = 1e300
     np.savetxt(data, X, delimiter=",")
     out, graph = tmp_path / "precision.npy", tmp_path / "graph.png"
@@ -311,19 +316,19 @@ def test_glasso_non_finite_estimate_exits_1_and_writes_nothing(folder, tmp_path,
     "argv,names",
     [
         (["data", "info", "/dev/zero"], ["/dev/zero"]),
-        (["factorize", "--workers", "0", "--seed", "-1", "{folder}/u.data"], ["--seed"]),
+        (["factorize", "--workers", "0", "--seed", "-1", "{corpus_dir}/u.data"], ["--seed"]),
         (["recommend", "{tmp}/bomb.npz", "--user", "1"], ["bomb.npz", "'user_factors'"]),
         (["factorize", "--workers", "0", "{tmp}/u.data.gz"], ["u.data.gz", "truncated"]),
     ],
 )
-def test_subprocess_exit_code_and_one_line(folder, tmp_path, argv, names):
-    damaged(folder, tmp_path, "u.data", ".gz", "truncated")
-    contents = model_contents(folder)
+def test_subprocess_exit_code_and_one_line(corpus_dir, tmp_path, argv, names):
+    damaged(corpus_dir, tmp_path, "u.data", ".gz", "truncated")
+    contents = model_contents(corpus_dir)
     contents["user_factors"] = np.zeros(
         (10**6, 2)
     )  # stored: consistent sizes, wrong shape for 30 users
     np.savez(tmp_path / "bomb.npz", **contents)
-    argv = [part.format(folder=folder, tmp=tmp_path) for part in argv]
+    argv = [part.format(corpus_dir=corpus_dir, tmp=tmp_path) for part in argv]
     done = subprocess.run(
         [sys.executable, "-m", "hamsi", *argv], capture_output=True, text=True, timeout=90
     )
@@ -349,11 +354,11 @@ def test_subprocess_exit_code_and_one_line(folder, tmp_path, argv, names):
             ],
             ["--out {target}"],
         ),
-        (["data", "convert", "{folder}/u.data", "{target}"], ["output {target}"]),
+        (["data", "convert", "{corpus_dir}/u.data", "{target}"], ["output {target}"]),
     ],
 )
 def test_rating_writers_on_a_full_disk_name_the_output(
-    folder, tmp_path, capsys, monkeypatch, command, names
+    corpus_dir, tmp_path, capsys, monkeypatch, command, names
 ):
     def write_part(args, kwargs):
         args[1].write(b"1,2,")
@@ -361,7 +366,7 @@ def test_rating_writers_on_a_full_disk_name_the_output(
     monkeypatch.setattr("hamsi.data.writers._write_text", fail_midway(write_part))
     target = tmp_path / "ratings.csv"
     target.write_text("old ratings\n")
-    argv = [part.format(folder=folder, target=target) for part in command]
+    argv = [part.format(corpus_dir=corpus_dir, target=target) for part in command]
     refused(
         argv, capsys, *[name.format(target=target) for name in names], "No space left on device"
     )
@@ -370,7 +375,7 @@ def test_rating_writers_on_a_full_disk_name_the_output(
     ]
 
 
-def test_dp_learn_plot_on_a_full_disk_names_the_flag(folder, tmp_path, capsys, monkeypatch):
+def test_dp_learn_plot_on_a_full_disk_names_the_flag(corpus_dir, tmp_path, capsys, monkeypatch):
     from matplotlib.figure import Figure
 
     def write_part(args, kwargs):
@@ -381,7 +386,7 @@ def test_dp_learn_plot_on_a_full_disk_names_the_flag(folder, tmp_path, capsys, m
     refused(
         [
             "dp-learn",
-            folder / "labelled.csv",
+            corpus_dir / "labelled.csv",
             "--target",
             "5",
             "--epsilon",

@@ -9,21 +9,9 @@ import zipfile
 
 import numpy as np
 import pytest
-from bad_input_corpus import model_contents, refused, run, write_corpus
-
-from hamsi.data.synth import make_ratings
+from bad_input_corpus import model_contents, refused, run
 
 pytestmark = pytest.mark.timeout(120)
-
-
-@pytest.fixture(scope="module")
-def ratings():
-    return make_ratings(users=30, items=40, ratings=400, rank=3, seed=2)
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory, ratings):
-    return write_corpus(tmp_path_factory.mktemp("bad"), ratings)
 
 
 MALFORMED = {
@@ -81,16 +69,16 @@ def malformed(contents: dict, name: str):
 
 
 @pytest.mark.parametrize("case", sorted(MALFORMED))
-def test_malformed_model_is_refused_naming_the_entry(folder, tmp_path, capsys, case):
+def test_malformed_model_is_refused_naming_the_entry(corpus_dir, tmp_path, capsys, case):
     path = tmp_path / "model.npz"
-    np.savez(path, **malformed(model_contents(folder), case))
+    np.savez(path, **malformed(model_contents(corpus_dir), case))
     line = refused(["recommend", path, "--user", "1"], capsys, path, MALFORMED[case])
     assert "rank" in line or "malformed" in line
 
 
-def test_object_array_in_a_model_is_refused(folder, tmp_path, capsys):
+def test_object_array_in_a_model_is_refused(corpus_dir, tmp_path, capsys):
     path = tmp_path / "model.npz"
-    contents = model_contents(folder)
+    contents = model_contents(corpus_dir)
     contents["user_ids"] = np.array(
         [1, "a", None] + [0] * (contents["user_ids"].size - 3), dtype=object
     )
@@ -113,10 +101,10 @@ def write_zero_member(archive: zipfile.ZipFile, name: str, shape: tuple, compres
 
 
 @pytest.mark.alone  # a wall-time bound
-def test_zip_bomb_model_is_refused_quickly_without_allocating(folder, tmp_path, capsys):
+def test_zip_bomb_model_is_refused_quickly_without_allocating(corpus_dir, tmp_path, capsys):
     """A 120 MB all-zero user_factors deflated to about 120 KB (a bomb of a few MB once took gigabytes)."""
     path = tmp_path / "bomb.npz"
-    contents = model_contents(folder)
+    contents = model_contents(corpus_dir)
     with zipfile.ZipFile(path, "w") as archive:
         for name, value in contents.items():
             if name != "user_factors":
@@ -133,9 +121,9 @@ def test_zip_bomb_model_is_refused_quickly_without_allocating(folder, tmp_path, 
     assert seconds < 5 and peak < 20_000_000
 
 
-def test_stored_member_shorter_than_its_header_declares(folder, tmp_path, capsys):
+def test_stored_member_shorter_than_its_header_declares(corpus_dir, tmp_path, capsys):
     path = tmp_path / "short.npz"
-    contents = model_contents(folder)
+    contents = model_contents(corpus_dir)
     with zipfile.ZipFile(path, "w") as archive:
         for name, value in contents.items():
             with archive.open(f"{name}.npy", "w") as member:
@@ -149,18 +137,18 @@ def test_stored_member_shorter_than_its_header_declares(folder, tmp_path, capsys
     refused(["recommend", path, "--user", "1"], capsys, path, "'user_factors'", "(1000000000, 2)")
 
 
-def test_consistent_model_larger_than_memory_is_refused(folder, tmp_path, capsys, monkeypatch):
+def test_consistent_model_larger_than_memory_is_refused(corpus_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("hamsi.limits.available_bytes", lambda: 1000)
     refused(
-        ["recommend", folder / "model.npz", "--user", "1"],
+        ["recommend", corpus_dir / "model.npz", "--user", "1"],
         capsys,
-        folder / "model.npz",
+        corpus_dir / "model.npz",
         "needs about",
     )
 
 
-def test_valid_model_still_recommends(folder, capsys):
+def test_valid_model_still_recommends(corpus_dir, capsys):
     code, out, err = run(
-        ["recommend", folder / "model.npz", "--user", "1", "-n", "3", "--json"], capsys
+        ["recommend", corpus_dir / "model.npz", "--user", "1", "-n", "3", "--json"], capsys
     )
     assert code == 0 and len(json.loads(out)["items"]) == 3

@@ -8,28 +8,24 @@ from bad_input_corpus import (
     fail_midway,
     refused,
     run,
-    write_corpus,
 )
-
-from hamsi.data.synth import make_ratings
 
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture(scope="module")
-def ratings():
-    return make_ratings(users=30, items=40, ratings=400, rank=3, seed=2)
-
-
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory, ratings):
-    return write_corpus(tmp_path_factory.mktemp("bad"), ratings)
-
-
-def test_partition_plot_without_extension_writes_exactly_that_path(folder, tmp_path, capsys):
+def test_partition_plot_without_extension_writes_exactly_that_path(corpus_dir, tmp_path, capsys):
     target = tmp_path / "picture"
     code, out, err = run(
-        ["partition", folder / "u.data", "--partitioner", "strata", "-B", "2", "--plot", target],
+        [
+            "partition",
+            corpus_dir / "u.data",
+            "--partitioner",
+            "strata",
+            "-B",
+            "2",
+            "--plot",
+            target,
+        ],
         capsys,
     )
     assert code == 0 and f"picture written to {target}\n" in out
@@ -46,11 +42,20 @@ def test_partition_plot_without_extension_writes_exactly_that_path(folder, tmp_p
     ],
 )
 def test_partition_plot_refuses_directories_and_unknown_formats(
-    folder, tmp_path, capsys, target, says
+    corpus_dir, tmp_path, capsys, target, says
 ):
     target = target.format(tmp=tmp_path)
     refused(
-        ["partition", folder / "u.data", "--partitioner", "strata", "-B", "2", "--plot", target],
+        [
+            "partition",
+            corpus_dir / "u.data",
+            "--partitioner",
+            "strata",
+            "-B",
+            "2",
+            "--plot",
+            target,
+        ],
         capsys,
         f"--plot {target}",
         says,
@@ -58,7 +63,9 @@ def test_partition_plot_refuses_directories_and_unknown_formats(
     assert not list(tmp_path.glob("*.png"))
 
 
-def test_partition_plot_on_a_full_disk_keeps_the_old_picture(folder, tmp_path, capsys, monkeypatch):
+def test_partition_plot_on_a_full_disk_keeps_the_old_picture(
+    corpus_dir, tmp_path, capsys, monkeypatch
+):
     from matplotlib.figure import Figure
 
     def write_part(args, kwargs):
@@ -69,7 +76,16 @@ def test_partition_plot_on_a_full_disk_keeps_the_old_picture(folder, tmp_path, c
     target = tmp_path / "p.png"
     target.write_bytes(b"old picture")
     refused(
-        ["partition", folder / "u.data", "--partitioner", "strata", "-B", "2", "--plot", target],
+        [
+            "partition",
+            corpus_dir / "u.data",
+            "--partitioner",
+            "strata",
+            "-B",
+            "2",
+            "--plot",
+            target,
+        ],
         capsys,
         f"--plot {target}",
         "No space left on device",
@@ -79,7 +95,7 @@ def test_partition_plot_on_a_full_disk_keeps_the_old_picture(folder, tmp_path, c
     ]
 
 
-def test_factorize_replaces_its_outputs_as_a_set(folder, tmp_path, capsys, monkeypatch):
+def test_factorize_replaces_its_outputs_as_a_set(corpus_dir, tmp_path, capsys, monkeypatch):
     """The trace is written first; --out then fails on a full disk: the old trace must survive."""
 
     def write_part(args, kwargs):
@@ -92,7 +108,7 @@ def test_factorize_replaces_its_outputs_as_a_set(folder, tmp_path, capsys, monke
     refused(
         [
             "factorize",
-            folder / "u.data",
+            corpus_dir / "u.data",
             "--workers",
             "0",
             "-q",
@@ -118,9 +134,9 @@ def test_factorize_replaces_its_outputs_as_a_set(folder, tmp_path, capsys, monke
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.npz", "run.png", "trace.csv"]
 
 
-def test_data_convert_keeps_real_timestamps(folder, tmp_path, capsys):
+def test_data_convert_keeps_real_timestamps(corpus_dir, tmp_path, capsys):
     source = tmp_path / "u.data"
-    lines = [line.split("\t") for line in (folder / "u.data").read_text().splitlines()]
+    lines = [line.split("\t") for line in (corpus_dir / "u.data").read_text().splitlines()]
     times = [str(978300760 + 37 * k * k) for k in range(len(lines))]
     source.write_text("".join(f"{u}\t{i}\t{r}\t{t}\n" for (u, i, r, _), t in zip(lines, times)))
     target = tmp_path / "ratings.csv"
