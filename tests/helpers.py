@@ -212,6 +212,18 @@ class ConnectionFlood:
     def __exit__(self, *exc):
         self.stop()
 
+    def wait_opened(self, count: int, timeout: float) -> None:
+        """Return once `count` connections were made (the flood is in force); fail after `timeout` s."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        while self.opened < count:
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"the flood made {self.opened} of {count} connections in {timeout} s"
+                )
+            time.sleep(0.05)
+
     def stop(self):
         self._stop.set()
         self._thread.join(30)

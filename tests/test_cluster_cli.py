@@ -161,6 +161,10 @@ def test_ctrl_c_prints_one_line_exits_130_and_stops_the_workers(tmp_path):
             "2",
             "--max-cycles",
             "1000000",
+            "--reg",  # every value given: no search, whose refit could end before the signal lands
+            "7.9",
+            "--reg-weighting",
+            "uniform",
         ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -192,7 +192,8 @@ def test_a_hello_has_one_deadline_for_the_whole_exchange(pair, monkeypatch):
 def test_idle_and_slow_drip_connections_keep_no_peer_out(pair):
     a, b = pair
     with ConnectionFlood([a.address[1], b.address[1]], idle=200, drip=64, every=0.3) as flood:
-        time.sleep(1.0)  # the flood holds every hello slot
+        # the flood is in force (it holds every hello slot) before the peers connect
+        flood.wait_opened(2 * (200 + 64), 120)
         for run in ("r1", "r2", "r3"):
             errors = []
 

@@ -1,7 +1,6 @@
 """Synthetic generator, writers (atomic, every format) and the embedded sample."""
 
 import os
-import time
 
 import numpy as np
 import pytest
@@ -24,14 +23,11 @@ def distinct_pairs(ratings):
     return np.unique(ratings.rows.astype(np.int64) * ratings.shape[1] + ratings.cols).size
 
 
-@pytest.mark.alone  # a wall-time bound
-def test_ml_1m_like_has_exactly_the_published_count_quickly():
-    start = time.perf_counter()
+def test_ml_1m_like_has_exactly_the_published_count():
+    # its time and memory: benchmarks/bench_data.py
     ratings = make_ratings("ml-1m-like", seed=0)
-    elapsed = time.perf_counter() - start
     assert ratings.shape == (6040, 3706)
     assert ratings.nnz == 1_000_209 == distinct_pairs(ratings)
-    assert elapsed < 10.0, f"ml-1m-like took {elapsed:.1f} s"
 
 
 def test_ml_100k_like_looks_like_movielens():
