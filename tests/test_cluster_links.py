@@ -186,7 +186,8 @@ def test_a_hello_has_one_deadline_for_the_whole_exchange(pair, monkeypatch):
                     pass
         except OSError:  # reset by the listener
             pass
-    assert 0.9 < time.monotonic() - start < 2.0
+    # closed at the 1 s deadline, long before 10 s of bytes that each came in time (slack for load)
+    assert 0.9 < time.monotonic() - start < 5.0
 
 
 def test_idle_and_slow_drip_connections_keep_no_peer_out(pair):
