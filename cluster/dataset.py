@@ -22,8 +22,8 @@ by a task on a worker: cluster.sources), goes to its row shards without ever pas
            from these counts the client knows where every piece goes. Each shard is allocated
            at its final size on its host, then the partitions are cut by row shard a window at a
            time and every piece is copied into its place: subset k, then position, the order in
-           which `MatrixFactorization.arrange` stores block (p, k) in process (cluster.routing).
-           Duplicate pairs are found there (a pair lives in one block).
+           which `MatrixFactorization.arrange` stores block (p, k) in process (cluster.route_pass,
+           cluster.routing). Duplicate pairs are found there (a pair lives in one block).
 6. stats   per-user sums reduced as hamsi.data.moments does in process: the mean and spread the
            defaults and the bias offset read; the bias start by sweeps whose item sums are the
            shards' partials added in shard order (`ridge_bias_sweeps`' reduction).
@@ -41,33 +41,26 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-from distributed import wait
 
 from cluster.coloring import COLOR_SCHEMES, ShardedCover, color_shards, hogwild_shards
 from cluster.indexing import (
-    cut_by_shard,
     distinct_ids,
     ids_only,
     merge_counts,
     merge_distinct,
     pair_counts,
-    piece_of_shard,
     rows_of_pair,
-    shard_block_counts,
     shard_summary,
     squared_deviations,
     test_pairs,
 )
 from cluster.kept import KeptRatings
 from cluster.placement import assign_shards, v_homes
-from cluster.routing import (
-    DuplicatePair,
-    PiecePlaces,
-    empty_shard,
-    fill_shard,
-    finish_shard,
-    release_freed_memory,
+from cluster.route_pass import (  # noqa: F401 (ROUTE_WINDOW re-exported: callers import it from here)
+    ROUTE_WINDOW,
+    route_shards,
 )
+from cluster.routing import DuplicatePair, release_freed_memory
 from cluster.sharded import GridCover, ShardedFactorization, grid_bounds
 from cluster.sources import (  # noqa: F401 (some re-exported: callers import them from here)
     FILE_KINDS,
@@ -90,8 +83,6 @@ from partition.registry import DEFAULT_SUBSETS
 SCHEMES = ("strata", "strata-b") + COLOR_SCHEMES + ("hogwild",)
 # ids merged per task when reducing the partitions' distinct ids and counts (a tree on the workers)
 MERGE_FANIN = 8
-# partitions cut per window of the routing, per worker (cluster.routing: at most two windows in flight)
-ROUTE_WINDOW = 2
 
 
 @dataclass(eq=False)
@@ -348,82 +339,6 @@ def _color_subsets(n_subsets, n_ratings: int) -> int:
     if n_subsets > n_ratings:
         raise InputError(f"subsets={n_subsets} is larger than the number of ratings ({n_ratings})")
     return int(n_subsets)
-
-
-def route_shards(
-    client, readers: list, where: dict, cover, owner: dict, user_ids, item_ids
-) -> list:
-    """Return futures of the row shards' ShardRatings, built on their hosts (module step 5, cluster.routing).
-
-    A pass counts every partition's ratings per (shard, subset); then the partitions are cut a
-    window at a time and each piece is copied into its place in its shard. A window is submitted
-    once the one before the last is in its shards: a worker holds the pieces of two windows at most.
-    """
-    rb, cb = cover.row_bounds, cover.col_bounds
-    places = PiecePlaces.of(
-        client.gather(
-            over_partitions(
-                client, readers, shard_block_counts, row_bounds=rb, col_bounds=cb, **where
-            )
-        )
-    )
-    pinned = dict(allow_other_workers=True, pure=False)
-    shards = [
-        client.submit(
-            empty_shard,
-            p,
-            rb[p],
-            rb[p + 1],
-            places.subset_cuts[p],
-            int(places.test_starts[-1, p]),
-            workers=[owner[p]],
-            **pinned,
-        )
-        for p in range(rb.size - 1)
-    ]
-    window = ROUTE_WINDOW * len(set(owner.values()))
-    earlier = []
-    for first in range(0, len(readers), window):
-        batch = range(first, min(first + window, len(readers)))
-        cuts = over_partitions(
-            client, [readers[f] for f in batch], cut_by_shard, row_bounds=rb, **where
-        )
-        for f, cut in zip(batch, cuts):
-            for p, shard in enumerate(shards):
-                train, test = (
-                    places.train_starts[f : f + 2, p],
-                    places.test_starts[f : f + 2, p],
-                )
-                if train[1] == train[0] and test[1] == test[0]:
-                    continue
-                piece = client.submit(piece_of_shard, cut, p, pure=False)
-                shards[p] = client.submit(
-                    fill_shard,
-                    shard,
-                    piece,
-                    places.subset_starts[f, p],
-                    int(train[0]),
-                    int(test[0]),
-                    cb,
-                    workers=[owner[p]],
-                    **pinned,
-                )
-        with client.as_current():  # distributed.wait asks for the current client
-            wait(earlier)
-        earlier = list(shards)
-    return [
-        client.submit(
-            finish_shard,
-            shards[p],
-            user_ids,
-            item_ids,
-            places.train_starts[:, p],
-            places.test_starts[:, p],
-            workers=[owner[p]],
-            **pinned,
-        )
-        for p in range(rb.size - 1)
-    ]
 
 
 def _duplicate_message(client, source, readers: list, labels: list, pair: DuplicatePair) -> str:
