@@ -91,13 +91,39 @@ def color_shards(
 
     `shards`: futures of the row shards' ShardRatings in position order (routed as one subset).
     """
-
     balanced = scheme == "color-b"
     n_shards, n_items = len(shards), int(shape[1])
     here = [dict(workers=[owner[p]], allow_other_workers=True, pure=False) for p in range(n_shards)]
     states, n_colors, rounds, conflicts = speculative_coloring(
         client, shards, here, col_bounds, n_items, balanced, seed
     )
+    color_sizes, units, subset_of_unit = _packed_units(client, states, here, n_colors, n_subsets)
+    found, merged, counts = _component_blocks(
+        client, shards, here, units, subset_of_unit, n_subsets, n_items
+    )
+    arranged = _arranged(client, shards, here, found, merged)
+    cover = ShardedCover(
+        scheme,
+        tuple(shape),
+        np.asarray(row_bounds, dtype=np.int64),
+        np.asarray(col_bounds, dtype=np.int64),
+        int(n_subsets),
+        int(n_colors),
+        color_sizes,
+        np.array([[counts[k][p] for k in range(n_subsets)] for p in range(n_shards)]),
+        rounds,
+        conflicts,
+        info={"colors_per_subset": np.bincount(subset_of_unit, minlength=n_subsets).tolist()},
+    )
+    return arranged, cover
+
+
+def _packed_units(client, states: list, here: list, n_colors: int, n_subsets: int) -> tuple:
+    """Return (the color sizes, futures of the shards' unit counts, each unit's subset) (module step 2).
+
+    here: each shard's task placement (its host). The color sizes are summed on the client, split
+    into units and packed into K subsets as partition.color decides in process.
+    """
     per_shard = client.gather(
         [client.submit(color_counts, s, n_colors, pure=False) for s in states]
     )
@@ -108,12 +134,23 @@ def color_shards(
     before = np.cumsum([np.zeros(n_colors, np.int64)] + per_shard[:-1], axis=0)
     units = [
         client.submit(unit_counts, states[p], color_sizes, parts, before[p], n_units, **here[p])
-        for p in range(n_shards)
+        for p in range(len(here))
     ]
     unit_sizes = np.sum(
         client.gather([client.submit(item_of, u, 1, pure=False) for u in units]), axis=0
     )
-    subset_of_unit = pack_first_fit(unit_sizes, n_subsets)
+    return color_sizes, units, pack_first_fit(unit_sizes, n_subsets)
+
+
+def _component_blocks(
+    client, shards: list, here: list, units: list, subset_of_unit, n_subsets: int, n_items: int
+) -> tuple:
+    """Return futures of (each shard's components, each subset's merged blocks), and the block sizes.
+
+    Module step 3: every shard finds its components per subset; K merge tasks join the pieces
+    that share an item and pack them into B blocks (partition.kernels.component_blocks' rule).
+    """
+    n_shards = len(shards)
     found = [
         client.submit(
             components,
@@ -138,28 +175,20 @@ def color_shards(
         for k in range(n_subsets)
     ]
     counts = client.gather([client.submit(item_of, m, 1, pure=False) for m in merged])
-    arranged = [
+    return found, merged, counts
+
+
+def _arranged(client, shards: list, here: list, found: list, merged: list) -> list:
+    """Return futures of the shards reordered to (subset, block, position): module step 4."""
+    n_shards = len(shards)
+    return [
         client.submit(
             arrange,
             shards[p],
             found[p],
             n_shards,
-            *[client.submit(_block_of, merged[k], p, pure=False) for k in range(n_subsets)],
+            *[client.submit(_block_of, merged[k], p, pure=False) for k in range(len(merged))],
             **here[p],
         )
         for p in range(n_shards)
     ]
-    cover = ShardedCover(
-        scheme,
-        tuple(shape),
-        np.asarray(row_bounds, dtype=np.int64),
-        np.asarray(col_bounds, dtype=np.int64),
-        int(n_subsets),
-        int(n_colors),
-        color_sizes,
-        np.array([[counts[k][p] for k in range(n_subsets)] for p in range(n_shards)]),
-        rounds,
-        conflicts,
-        info={"colors_per_subset": np.bincount(subset_of_unit, minlength=n_subsets).tolist()},
-    )
-    return arranged, cover

@@ -58,7 +58,6 @@ def connect(
     (distributed.comm.tls.*), as distributed itself does.
     """
     # why lazy: distributed is heavy; `import cluster` and constructing the estimator need none of it
-    from distributed import Client, LocalCluster
     from distributed.security import Security
 
     if client is not None:
@@ -66,21 +65,58 @@ def connect(
         return
     security = Security() if security is None else security
     if scheduler is not None:
-        scheduler = check_scheduler(scheduler, timeout, security)
-        try:
-            opened = Client(scheduler, timeout=timeout, set_as_default=False, security=security)
-        except (OSError, TimeoutError) as exc:
-            raise ClusterError(
-                f"cannot reach the Dask scheduler at {scheduler} within {timeout:g} s "
-                f"({type(exc).__name__}: {exc}); is `dask scheduler` running there?"
-            ) from exc
-        quiet_interrupted_gathers(opened.loop)
-        try:
-            yield opened
-        finally:
-            opened.close()
+        yield from _scheduler_client(scheduler, timeout, security)
         return
     n_workers = default_workers() if n_workers is None else int(n_workers)
+    yield from _local_client(n_workers, threads_per_worker, memory_limit, quiet, security)
+
+
+def _scheduler_client(scheduler: str, timeout: float, security):
+    """Yield a Client of the scheduler at `scheduler` once it answers as one (check_scheduler); close it after."""
+    # why lazy: distributed is heavy; `import cluster` and constructing the estimator need none of it
+    from distributed import Client
+
+    scheduler = check_scheduler(scheduler, timeout, security)
+    try:
+        opened = Client(scheduler, timeout=timeout, set_as_default=False, security=security)
+    except (OSError, TimeoutError) as exc:
+        raise ClusterError(
+            f"cannot reach the Dask scheduler at {scheduler} within {timeout:g} s "
+            f"({type(exc).__name__}: {exc}); is `dask scheduler` running there?"
+        ) from exc
+    quiet_interrupted_gathers(opened.loop)
+    try:
+        yield opened
+    finally:
+        opened.close()
+
+
+def _local_client(n_workers: int, threads_per_worker: int, memory_limit, quiet: bool, security):
+    """Yield a Client of a new LocalCluster (_local_cluster); close both after, the workers' logs silenced."""
+    # why lazy: distributed is heavy; `import cluster` and constructing the estimator need none of it
+    from distributed import Client
+
+    local = _local_cluster(n_workers, threads_per_worker, memory_limit, security)
+    try:
+        opened = Client(local, set_as_default=False, security=security)
+        for loop in {id(opened.loop): opened.loop, id(local.loop): local.loop}.values():
+            quiet_interrupted_gathers(loop)
+        try:
+            if not quiet:
+                _announce_local_cluster(opened, n_workers, threads_per_worker)
+            yield opened
+        finally:
+            quiet_worker_logs(opened)
+            opened.close()
+    finally:
+        local.close()
+
+
+def _local_cluster(n_workers: int, threads_per_worker: int, memory_limit, security):
+    """Return a new LocalCluster: n_workers worker processes on loopback; ClusterError when it cannot start."""
+    # why lazy: distributed is heavy; `import cluster` and constructing the estimator need none of it
+    from distributed import LocalCluster
+
     if n_workers < 1:
         raise ClusterError(f"n_workers must be >= 1, got {n_workers}")
     # Worker processes (not threads): the numba kernels release the GIL, but the exchange
@@ -91,7 +127,7 @@ def connect(
         raise ClusterError(MAIN_GUARD_HINT)
     try:
         with workers_ignore_sigint(), dask.config.set(LOCAL_WORKER_CONFIG):
-            local = LocalCluster(
+            return LocalCluster(
                 n_workers=n_workers,
                 threads_per_worker=int(threads_per_worker),
                 processes=True,
@@ -106,31 +142,23 @@ def connect(
         raise ClusterError(
             f"the local Dask cluster did not start ({exc}). {MAIN_GUARD_HINT}"
         ) from exc
-    try:
-        opened = Client(local, set_as_default=False, security=security)
-        for loop in {id(opened.loop): opened.loop, id(local.loop): local.loop}.values():
-            quiet_interrupted_gathers(loop)
-        try:
-            if not quiet:
-                print(
-                    f"hamsi: local Dask cluster, {n_workers} workers x {threads_per_worker} threads; "
-                    f"dashboard {opened.dashboard_link}",
-                    file=sys.stderr,
-                )
-                cores = default_workers()
-                if n_workers * int(threads_per_worker) > cores:
-                    # every inner iteration waits for all workers: one that waits for a core stalls them all
-                    print(
-                        f"hamsi: warning: {n_workers} workers x {threads_per_worker} threads on {cores} cores; "
-                        f"each inner iteration waits for the slowest worker, so expect it to be slow",
-                        file=sys.stderr,
-                    )
-            yield opened
-        finally:
-            quiet_worker_logs(opened)
-            opened.close()
-    finally:
-        local.close()
+
+
+def _announce_local_cluster(opened, n_workers: int, threads_per_worker: int) -> None:
+    """Print the new cluster's size and dashboard to stderr, and a warning when it has more threads than cores."""
+    print(
+        f"hamsi: local Dask cluster, {n_workers} workers x {threads_per_worker} threads; "
+        f"dashboard {opened.dashboard_link}",
+        file=sys.stderr,
+    )
+    cores = default_workers()
+    if n_workers * int(threads_per_worker) > cores:
+        # every inner iteration waits for all workers: one that waits for a core stalls them all
+        print(
+            f"hamsi: warning: {n_workers} workers x {threads_per_worker} threads on {cores} cores; "
+            f"each inner iteration waits for the slowest worker, so expect it to be slow",
+            file=sys.stderr,
+        )
 
 
 def quiet_interrupted_gathers(loop) -> None:

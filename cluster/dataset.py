@@ -22,8 +22,8 @@ by a task on a worker: cluster.sources), goes to its row shards without ever pas
            from these counts the client knows where every piece goes. Each shard is allocated
            at its final size on its host, then the partitions are cut by row shard a window at a
            time and every piece is copied into its place: subset k, then position, the order in
-           which `MatrixFactorization.arrange` stores block (p, k) in process (cluster.routing).
-           Duplicate pairs are found there (a pair lives in one block).
+           which `MatrixFactorization.arrange` stores block (p, k) in process (cluster.route_pass,
+           cluster.routing). Duplicate pairs are found there (a pair lives in one block).
 6. stats   per-user sums reduced as hamsi.data.moments does in process: the mean and spread the
            defaults and the bias offset read; the bias start by sweeps whose item sums are the
            shards' partials added in shard order (`ridge_bias_sweeps`' reduction).
@@ -41,33 +41,26 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-from distributed import wait
 
 from cluster.coloring import COLOR_SCHEMES, ShardedCover, color_shards, hogwild_shards
 from cluster.indexing import (
-    cut_by_shard,
     distinct_ids,
     ids_only,
     merge_counts,
     merge_distinct,
     pair_counts,
-    piece_of_shard,
     rows_of_pair,
-    shard_block_counts,
     shard_summary,
     squared_deviations,
     test_pairs,
 )
 from cluster.kept import KeptRatings
 from cluster.placement import assign_shards, v_homes
-from cluster.routing import (
-    DuplicatePair,
-    PiecePlaces,
-    empty_shard,
-    fill_shard,
-    finish_shard,
-    release_freed_memory,
+from cluster.route_pass import (  # noqa: F401 (ROUTE_WINDOW re-exported: callers import it from here)
+    ROUTE_WINDOW,
+    route_shards,
 )
+from cluster.routing import DuplicatePair, release_freed_memory
 from cluster.sharded import GridCover, ShardedFactorization, grid_bounds
 from cluster.sources import (  # noqa: F401 (some re-exported: callers import them from here)
     FILE_KINDS,
@@ -90,8 +83,6 @@ from partition.registry import DEFAULT_SUBSETS
 SCHEMES = ("strata", "strata-b") + COLOR_SCHEMES + ("hogwild",)
 # ids merged per task when reducing the partitions' distinct ids and counts (a tree on the workers)
 MERGE_FANIN = 8
-# partitions cut per window of the routing, per worker (cluster.routing: at most two windows in flight)
-ROUTE_WINDOW = 2
 
 
 @dataclass(eq=False)
@@ -202,6 +193,56 @@ def load_worker_ratings(
     workers that read them (WorkerRatings.test; cluster.kept scores them); the validation split
     is then drawn from the other pairs. scheme and heldout_fraction: deprecated names.
     """
+    scheme, heldout_fraction = _current_keywords(
+        scheme, partitioner, heldout_fraction, validation_fraction
+    )
+    source, test_fraction, test_seed = _test_split_of(source, test_fraction, test_seed)
+    readers, labels = partition_readers(source, columns)
+    split = (heldout_fraction, seed, test_fraction, test_seed)
+    counted = _ids_and_counts(client, source, readers, split)
+    n_blocks = min(int(n_blocks), min(counted.shape))
+    if scheme not in ("strata", "strata-b"):
+        n_subsets = _color_subsets(n_subsets, counted.n_ratings)
+    plan = _shard_plan(client, workers, scheme, counted, n_blocks)
+    color = dict(scheme=scheme, n_subsets=n_subsets, seed=0 if seed is None else seed)
+    placed = _placed_shards(client, source, (readers, labels), counted, plan, color)
+    return _worker_ratings(client, labels, readers, counted, plan, placed)
+
+
+@dataclass(frozen=True)
+class _Counted:
+    """What the id and count passes found (module steps 2 and 4), and the split later passes apply."""
+
+    user_ids: np.ndarray
+    item_ids: np.ndarray
+    where: dict  # the split's rules: the ids' future, the fractions and seeds of the hashes
+    row_counts: np.ndarray
+    col_counts: np.ndarray
+    n_test: int
+    n_test_pairs: int
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (int(self.user_ids.size), int(self.item_ids.size))
+
+    @property
+    def n_ratings(self) -> int:
+        return int(self.row_counts.sum())
+
+
+@dataclass(frozen=True)
+class _ShardPlan:
+    """The cover the ratings are routed by, its bounds, and each row shard's size and host."""
+
+    routed: GridCover
+    row_bounds: np.ndarray
+    col_bounds: np.ndarray
+    sizes: list  # training ratings per row shard
+    owner: dict  # row shard -> worker
+
+
+def _current_keywords(scheme, partitioner, heldout_fraction, validation_fraction) -> tuple:
+    """Return (partitioner, validation fraction) from the current or deprecated names; check the former."""
     scheme = renamed_keyword("load_worker_ratings", "scheme", scheme, "partitioner", partitioner)
     heldout_fraction = renamed_keyword(
         "load_worker_ratings",
@@ -210,83 +251,121 @@ def load_worker_ratings(
         "validation_fraction",
         validation_fraction,
     )
-    source, test_fraction, test_seed = _test_split_of(source, test_fraction, test_seed)
     if scheme not in SCHEMES:
         raise InputError(
             f"ratings on the workers need partitioner {', '.join(SCHEMES)}; got {scheme!r}"
         )
-    readers, labels = partition_readers(source, columns)
+    return scheme, heldout_fraction
+
+
+def _ids_and_counts(client, source, readers: list, split: tuple) -> _Counted:
+    """Return the sorted distinct ids, the split's rules and the training counts (module steps 2, 4).
+
+    split: (validation fraction, seed, test fraction, test seed). InputError when the source holds
+    no ratings, or every rating was held out.
+    """
     distinct = _tree(client, merge_distinct, over_partitions(client, readers, distinct_ids))
     n_read, users, items = client.gather(distinct)
     if n_read == 0:
         raise InputError(f"{_name(source)} holds no ratings")
     shape = (int(users.size), int(items.size))
+    fraction, seed, test_fraction, test_seed = split
     where = dict(
         ids=client.submit(ids_only, distinct, pure=False),
-        fraction=float(heldout_fraction),
+        fraction=float(fraction),
         seed=seed,
         test_fraction=float(test_fraction),
         test_seed=test_seed,
     )
+    counts = over_partitions(client, readers, pair_counts, shape=shape, **where)
     row_counts, col_counts, n_test, n_test_pairs = client.gather(
-        _tree(
-            client,
-            merge_counts,
-            over_partitions(client, readers, pair_counts, shape=shape, **where),
-        )
+        _tree(client, merge_counts, counts)
     )
-    n_ratings = int(row_counts.sum())
-    if n_ratings == 0:
+    if int(row_counts.sum()) == 0:
         raise InputError(
             f"{_name(source)}: every rating was held out; lower the validation (or test) fraction"
         )
-    n_blocks = min(int(n_blocks), min(shape))
-    if scheme not in ("strata", "strata-b"):
-        n_subsets = _color_subsets(n_subsets, n_ratings)
-    routed, rb, cb = _routing_cover(scheme, shape, row_counts, col_counts, n_blocks)
-    cumulative = np.concatenate([[0], np.cumsum(row_counts)])
+    return _Counted(users, items, where, row_counts, col_counts, int(n_test), int(n_test_pairs))
+
+
+def _shard_plan(client, workers, scheme: str, counted: _Counted, n_blocks: int) -> _ShardPlan:
+    """Return the routing cover, its bounds, the row shards' sizes and their hosts (cluster.placement)."""
+    routed, rb, cb = _routing_cover(
+        scheme, counted.shape, counted.row_counts, counted.col_counts, n_blocks
+    )
+    cumulative = np.concatenate([[0], np.cumsum(counted.row_counts)])
     sizes = [int(cumulative[rb[p + 1]] - cumulative[rb[p]]) for p in range(n_blocks)]
     owner = assign_shards(n_blocks, list(workers or client.scheduler_info()["workers"]), sizes)
+    return _ShardPlan(routed, rb, cb, sizes, owner)
+
+
+def _placed_shards(
+    client, source, partitions: tuple, counted: _Counted, plan: _ShardPlan, color: dict
+) -> tuple:
+    """Return (the shards' futures, the cover, the shards' summaries): routed, then colored or split.
+
+    partitions: (readers, labels). color: the scheme, K and seed of a COLOR/-B or HOGWILD cover.
+    A repeated (user, item) pair is an InputError naming both of its rows.
+    """
+    readers, labels = partitions
     try:
-        shards, cover = route_shards(client, readers, where, routed, owner, users, items), routed
-        if scheme not in ("strata", "strata-b"):
-            shards, cover = _cover_on_workers(
-                client,
-                shards,
-                owner,
-                (shape, rb, cb, sizes),
-                scheme=scheme,
-                n_subsets=n_subsets,
-                seed=0 if seed is None else seed,
-            )
-        summaries = client.gather(client.map(shard_summary, shards, col_bounds=cb, pure=False))
+        shards = route_shards(
+            client,
+            readers,
+            counted.where,
+            plan.routed,
+            plan.owner,
+            counted.user_ids,
+            counted.item_ids,
+        )
+        cover = plan.routed
+        if color["scheme"] not in ("strata", "strata-b"):
+            grid = (counted.shape, plan.row_bounds, plan.col_bounds, plan.sizes)
+            shards, cover = _cover_on_workers(client, shards, plan.owner, grid, **color)
+        summaries = client.gather(
+            client.map(shard_summary, shards, col_bounds=plan.col_bounds, pure=False)
+        )
     except DuplicatePair as pair:
         raise InputError(_duplicate_message(client, source, readers, labels, pair)) from None
     client.run(release_freed_memory)
+    return shards, cover, summaries
+
+
+def _mean_and_spread(client, shards: list, summaries: list, n_ratings: int) -> tuple[float, float]:
+    """Return the ratings' mean and spread, reduced as hamsi.data.moments does (module step 6)."""
     mean = mean_of(np.concatenate([s[0] for s in summaries]), n_ratings)
     squares = client.gather(client.map(squared_deviations, shards, mean=mean, pure=False))
-    spread = float(np.sqrt(mean_of(np.concatenate(squares), n_ratings)))
+    return mean, float(np.sqrt(mean_of(np.concatenate(squares), n_ratings)))
+
+
+def _worker_ratings(
+    client, labels: list, readers: list, counted: _Counted, plan: _ShardPlan, placed: tuple
+) -> WorkerRatings:
+    """Return the WorkerRatings of the placed shards, with their moments and the test pairs' futures."""
+    shards, cover, summaries = placed
+    n_ratings, row_counts, col_counts = counted.n_ratings, counted.row_counts, counted.col_counts
+    mean, spread = _mean_and_spread(client, shards, summaries, n_ratings)
     return WorkerRatings(
         client=client,
         labels=labels,
-        user_ids=users,
-        item_ids=items,
+        user_ids=counted.user_ids,
+        item_ids=counted.item_ids,
         row_counts=row_counts,
         col_counts=col_counts,
-        n_test=int(n_test),
+        n_test=counted.n_test,
         cover=cover,
-        owner=owner,
-        sizes=sizes,
+        owner=plan.owner,
+        sizes=plan.sizes,
         shards=shards,
-        homes=v_homes([s[3] for s in summaries], cb.size - 1),
+        homes=v_homes([s[3] for s in summaries], plan.col_bounds.size - 1),
         mean=mean,
         rating_min=min(s[1] for s in summaries),
         rating_max=max(s[2] for s in summaries),
         statistics=RatingStatistics(
             n_ratings, spread, int(max(row_counts.max(), col_counts.max()))
         ),
-        test=_test_pairs(client, readers, where),
-        n_test_pairs=int(n_test_pairs),
+        test=_test_pairs(client, readers, counted.where),
+        n_test_pairs=counted.n_test_pairs,
     )
 
 
@@ -348,82 +427,6 @@ def _color_subsets(n_subsets, n_ratings: int) -> int:
     if n_subsets > n_ratings:
         raise InputError(f"subsets={n_subsets} is larger than the number of ratings ({n_ratings})")
     return int(n_subsets)
-
-
-def route_shards(
-    client, readers: list, where: dict, cover, owner: dict, user_ids, item_ids
-) -> list:
-    """Return futures of the row shards' ShardRatings, built on their hosts (module step 5, cluster.routing).
-
-    A pass counts every partition's ratings per (shard, subset); then the partitions are cut a
-    window at a time and each piece is copied into its place in its shard. A window is submitted
-    once the one before the last is in its shards: a worker holds the pieces of two windows at most.
-    """
-    rb, cb = cover.row_bounds, cover.col_bounds
-    places = PiecePlaces.of(
-        client.gather(
-            over_partitions(
-                client, readers, shard_block_counts, row_bounds=rb, col_bounds=cb, **where
-            )
-        )
-    )
-    pinned = dict(allow_other_workers=True, pure=False)
-    shards = [
-        client.submit(
-            empty_shard,
-            p,
-            rb[p],
-            rb[p + 1],
-            places.subset_cuts[p],
-            int(places.test_starts[-1, p]),
-            workers=[owner[p]],
-            **pinned,
-        )
-        for p in range(rb.size - 1)
-    ]
-    window = ROUTE_WINDOW * len(set(owner.values()))
-    earlier = []
-    for first in range(0, len(readers), window):
-        batch = range(first, min(first + window, len(readers)))
-        cuts = over_partitions(
-            client, [readers[f] for f in batch], cut_by_shard, row_bounds=rb, **where
-        )
-        for f, cut in zip(batch, cuts):
-            for p, shard in enumerate(shards):
-                train, test = (
-                    places.train_starts[f : f + 2, p],
-                    places.test_starts[f : f + 2, p],
-                )
-                if train[1] == train[0] and test[1] == test[0]:
-                    continue
-                piece = client.submit(piece_of_shard, cut, p, pure=False)
-                shards[p] = client.submit(
-                    fill_shard,
-                    shard,
-                    piece,
-                    places.subset_starts[f, p],
-                    int(train[0]),
-                    int(test[0]),
-                    cb,
-                    workers=[owner[p]],
-                    **pinned,
-                )
-        with client.as_current():  # distributed.wait asks for the current client
-            wait(earlier)
-        earlier = list(shards)
-    return [
-        client.submit(
-            finish_shard,
-            shards[p],
-            user_ids,
-            item_ids,
-            places.train_starts[:, p],
-            places.test_starts[:, p],
-            workers=[owner[p]],
-            **pinned,
-        )
-        for p in range(rb.size - 1)
-    ]
 
 
 def _duplicate_message(client, source, readers: list, labels: list, pair: DuplicatePair) -> str:

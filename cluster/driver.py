@@ -72,37 +72,8 @@ def minimize_hamsi(
         reporting_cluster_losses(dask_client),
     ):
         workers = worker_addresses(dask_client, minimum=dask.n_workers or 1)
-        run = DistributedRun(
-            problem,
-            partition,
-            dask_client,
-            workers,
-            heldout=validation,
-            backup=dask.backup,
-            peer_timeout=dask.peer_timeout,
-            quiet=dask.quiet,
-            memory=memory,
-            shared_memory=dask.shared_memory,
-            owned_v=dask.owned_v,
-        )
-        stepper, stop = stepper_and_stop_rules(
-            problem,
-            run.layout_k,
-            method=options.method,
-            schedule=options.schedule,
-            memory=memory,
-            eta=options.step_eta,
-            gamma=options.gamma,
-            eta_gd=options.eta_gd,
-            safeguard=options.safeguard,
-            random_state=options.random_state,
-            max_cycles=options.max_cycles,
-            max_time=options.max_time,
-            tol=options.tol,
-            target=options.target,
-            patience=options.patience,
-            has_validation=validation is not None,
-        )
+        run = _distributed_run(problem, partition, dask_client, workers, dask, validation, memory)
+        stepper, stop = _stepper_and_stop(problem, run.layout_k, options, memory, validation)
         run.fingerprint_extra = {
             "method": options.method,
             "schedule": options.schedule,
@@ -110,18 +81,64 @@ def minimize_hamsi(
         }
         # a failed or interrupted fit leaves no snapshots on the workers (cluster.snapshot)
         with discarded_on_failure(dask_client, run.recovery.snapshot_token):
-            return run.optimize(
-                stepper,
-                stop,
-                x0=x0,
-                random_state=options.random_state,
-                chunk_cycles=dask.chunk_cycles,
-                checkpoint=dask.checkpoint,
-                checkpoint_every=dask.checkpoint_every,
-                resume=dask.resume,
-                callback=callback,
-                on_chunk=dask.on_chunk,
-            )
+            return _optimized(run, stepper, stop, x0, options.random_state, dask, callback)
+
+
+def _distributed_run(
+    problem, partition, dask_client, workers, dask: DaskOptions, validation, memory
+):
+    """Return the DistributedRun of `problem` on `partition` over `workers`, as `dask` places it."""
+    return DistributedRun(
+        problem,
+        partition,
+        dask_client,
+        workers,
+        heldout=validation,
+        backup=dask.backup,
+        peer_timeout=dask.peer_timeout,
+        quiet=dask.quiet,
+        memory=memory,
+        shared_memory=dask.shared_memory,
+        owned_v=dask.owned_v,
+    )
+
+
+def _stepper_and_stop(problem, layout_k: int, options: EngineOptions, memory: int, validation):
+    """Return (stepper, stop rules) of `options`: hamsi.optimizer's, so both engines decide alike."""
+    return stepper_and_stop_rules(
+        problem,
+        layout_k,
+        method=options.method,
+        schedule=options.schedule,
+        memory=memory,
+        eta=options.step_eta,
+        gamma=options.gamma,
+        eta_gd=options.eta_gd,
+        safeguard=options.safeguard,
+        random_state=options.random_state,
+        max_cycles=options.max_cycles,
+        max_time=options.max_time,
+        tol=options.tol,
+        target=options.target,
+        patience=options.patience,
+        has_validation=validation is not None,
+    )
+
+
+def _optimized(run: DistributedRun, stepper, stop, x0, random_state, dask: DaskOptions, callback):
+    """Return the OptimizeResult of `run` from x0 (or the seeded start), chunked and saved as `dask` says."""
+    return run.optimize(
+        stepper,
+        stop,
+        x0=x0,
+        random_state=random_state,
+        chunk_cycles=dask.chunk_cycles,
+        checkpoint=dask.checkpoint,
+        checkpoint_every=dask.checkpoint_every,
+        resume=dask.resume,
+        callback=callback,
+        on_chunk=dask.on_chunk,
+    )
 
 
 def fit_distributed(
@@ -164,14 +181,11 @@ def fit_distributed(
     user_ids[a]). scheme and heldout_fraction are deprecated names of partitioner and
     validation_fraction (FutureWarning).
     """
-    partitioner = renamed_keyword("fit_distributed", "scheme", scheme, "partitioner", partitioner)
-    validation_fraction = renamed_keyword(
-        "fit_distributed",
-        "heldout_fraction",
-        heldout_fraction,
-        "validation_fraction",
-        validation_fraction,
+    partitioner, validation_fraction = _current_names(
+        scheme, partitioner, heldout_fraction, validation_fraction
     )
+    model = dict(rank=rank, reg=reg, biases=biases)
+    run = dict(method=method, random_state=random_state, quiet=quiet, safeguard=safeguard) | options
     with connect(
         client=client,
         scheduler=scheduler,
@@ -181,53 +195,64 @@ def fit_distributed(
         security=security,
     ) as dask_client:
         workers = worker_addresses(dask_client, minimum=n_workers or 1)
+        cover = dict(partitioner=partitioner, n_blocks=blocks or len(workers), n_subsets=subsets)
         if is_distributed_source(ratings):
-            if partition is not None:
-                raise ValueError(
-                    "ratings on the workers take partitioner= (strata, strata-b, color, color-b or "
-                    "hogwild), not a partition"
-                )
-            data = load_worker_ratings(
-                dask_client,
-                ratings,
-                columns=columns,
-                partitioner=partitioner,
-                n_blocks=blocks or len(workers),
-                n_subsets=subsets,
-                validation_fraction=validation_fraction,
-                seed=random_state,
-                workers=workers,
-            )
-            result = minimize_hamsi(
-                data.problem(rank, reg=reg, biases=biases),
-                data.cover,
-                client=dask_client,
-                method=method,
-                random_state=random_state,
-                quiet=quiet,
-                safeguard=safeguard,
-                validation=data if data.n_test else None,
-                **options,
-            )
-            result.user_ids, result.item_ids = data.user_ids, data.item_ids
-            return result
-        if partition is None:
-            # the estimator's convention: partition seed 0 when random_state is None
-            partition = partitions.make(
-                partitioner,
-                ratings,
-                blocks=blocks or len(workers),
-                subsets=subsets,
-                seed=0 if random_state is None else random_state,
-            )
-        problem = MatrixFactorization(ratings, rank, reg=reg, biases=biases)
-        return minimize_hamsi(
-            problem,
-            partition,
-            client=dask_client,
-            method=method,
-            random_state=random_state,
-            quiet=quiet,
-            safeguard=safeguard,
-            **options,
+            read = dict(columns=columns, validation_fraction=validation_fraction, workers=workers)
+            return _fit_worker_ratings(dask_client, ratings, partition, cover | read, model, run)
+        return _fit_in_memory(dask_client, ratings, partition, cover, model, run)
+
+
+def _current_names(scheme, partitioner, heldout_fraction, validation_fraction) -> tuple:
+    """Return (partitioner, validation_fraction) from the current or the deprecated keywords."""
+    partitioner = renamed_keyword("fit_distributed", "scheme", scheme, "partitioner", partitioner)
+    validation_fraction = renamed_keyword(
+        "fit_distributed",
+        "heldout_fraction",
+        heldout_fraction,
+        "validation_fraction",
+        validation_fraction,
+    )
+    return partitioner, validation_fraction
+
+
+def _fit_worker_ratings(dask_client, ratings, partition, read: dict, model: dict, run: dict):
+    """Return the OptimizeResult of a fit on ratings read by the workers (cluster.dataset), with their ids.
+
+    read: load_worker_ratings' keywords but the seed (run's random_state); model: rank, reg and
+    biases; run: minimize_hamsi's keywords.
+    """
+    if partition is not None:
+        raise ValueError(
+            "ratings on the workers take partitioner= (strata, strata-b, color, color-b or "
+            "hogwild), not a partition"
         )
+    data = load_worker_ratings(dask_client, ratings, seed=run["random_state"], **read)
+    result = minimize_hamsi(
+        data.problem(**model),
+        data.cover,
+        client=dask_client,
+        validation=data if data.n_test else None,
+        **run,
+    )
+    result.user_ids, result.item_ids = data.user_ids, data.item_ids
+    return result
+
+
+def _fit_in_memory(dask_client, ratings, partition, cover: dict, model: dict, run: dict):
+    """Return the OptimizeResult of a fit on in-memory ratings, on `partition` or one made by `cover`.
+
+    cover: the partitioner, blocks and subsets of partition.make; model: rank, reg and biases;
+    run: minimize_hamsi's keywords.
+    """
+    if partition is None:
+        # the estimator's convention: partition seed 0 when random_state is None
+        seed = run["random_state"]
+        partition = partitions.make(
+            cover["partitioner"],
+            ratings,
+            blocks=cover["n_blocks"],
+            subsets=cover["n_subsets"],
+            seed=0 if seed is None else seed,
+        )
+    problem = MatrixFactorization(ratings, **model)
+    return minimize_hamsi(problem, partition, client=dask_client, **run)

@@ -15,6 +15,7 @@ import secrets
 import sys
 import time
 import uuid
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 
 import numpy as np
@@ -184,14 +185,9 @@ class DistributedRun:
         on_chunk,
     ):
         """Run chunks until a stop rule fires; return the OptimizeResult (see finish_result)."""
-        trace, phases, worker_phases, worker_bytes = Trace(), PhaseTimes(), {}, {}
-        state = self._start(stepper, stop, x0, random_state, resume, trace)
-        self.placement.place(self.workers)
-        self.origin = state
-        self.placement.scatter_start(state, random_state)
-        reason, message = None, ""
-        if state.stop.max_epochs is not None and state.cycles_done >= state.stop.max_epochs:
-            reason, message = "epoch_limit", f"reached max_cycles = {state.stop.max_epochs}"
+        tally = _Tally()
+        state = self._begin(stepper, stop, x0, random_state, resume, tally.trace)
+        reason, message = _limit_at_start(state)
         wall_start = time.perf_counter()
         for chunk_index in itertools.count():
             if reason is not None:
@@ -203,53 +199,48 @@ class DistributedRun:
                 range(state.cycles_done + 1, last + 1), chunk_index, on_chunk
             )
             lead = summaries[self.used[0]]
-            for row in lead.records:
-                trace.append(*row)
-                if callback is not None:
-                    callback(trace.rows[-1].record())
-            _add_phases(phases, worker_phases, summaries)
-            for addr, summary in summaries.items():
-                worker_bytes[addr] = worker_bytes.get(addr, 0) + summary.bytes_sent
+            tally.add(summaries, lead, callback)
             reason, message = lead.reason, lead.message
-            state = RunState(
-                None,
-                lead.stepper,
-                lead.stop,
-                max(s.time_used for s in summaries.values()),
-                lead.cycles_done,
-                started=True,
-            )
-            if (
-                checkpoint
-                and checkpoint_every
-                and (state.cycles_done % checkpoint_every == 0 or reason is not None)
-            ):
-                self._save(checkpoint, trace, state)
+            state = _state_after(lead, summaries)
+            if _checkpoint_due(checkpoint, checkpoint_every, state.cycles_done, reason):
+                self._save(checkpoint, tally.trace, state)
         x = self.layout.join(*self._gather(with_memory=False))["x"]
         wall = time.perf_counter() - wall_start
         self.release()
-        result = finish_result(
+        return self._result(x, reason, message, state, tally, wall)
+
+    def _begin(self, stepper, stop, x0, random_state, resume, trace) -> RunState:
+        """Return the first chunk's RunState (see _start), the shards placed and that start scattered."""
+        state = self._start(stepper, stop, x0, random_state, resume, trace)
+        self.placement.place(self.workers)
+        self.origin = state
+        self.placement.scatter_start(state, random_state)
+        return state
+
+    def _result(self, x, reason, message, state: RunState, tally: _Tally, wall: float):
+        """Return the OptimizeResult of the run (finish_result), with where and how it ran."""
+        phases = tally.phases
+        return finish_result(
             x,
             reason,
             message,
-            trace,
+            tally.trace,
             phases,
             state.stepper,
             state.stop,
             state.cycles_done,
             shard_bounds=self.bounds,
             exchange_time=phases.exchange + phases.wait,
-            worker_phases=worker_phases,
+            worker_phases=tally.worker_phases,
             wall_time=wall,
             workers=list(self.used),
             shard_owner=dict(self.placement.owner),
             recoveries=list(self.recovery.recoveries),
             shared_memory=self.shared_used,
             owned_v=self.owned_used,
-            worker_bytes_sent=worker_bytes,
+            worker_bytes_sent=tally.worker_bytes,
             time=max(state.time_used, phases.total),
         )
-        return result
 
     def _save(self, directory, trace, state: RunState) -> None:
         """Write a checkpoint of the whole state (factors, memory, decisions, trace) to `directory`."""
@@ -356,6 +347,54 @@ def chunk_end(cycles_done: int, stop, checkpoint, checkpoint_every, chunk_cycles
     if checkpoint and checkpoint_every:
         last = min(last, (cycles_done // checkpoint_every + 1) * checkpoint_every)
     return last
+
+
+@dataclass
+class _Tally:
+    """What the chunks reported, summed over the run: the lead's trace and phases, every worker's own."""
+
+    trace: Trace = field(default_factory=Trace)
+    phases: PhaseTimes = field(default_factory=PhaseTimes)
+    worker_phases: dict = field(default_factory=dict)  # {worker: its phases' seconds}
+    worker_bytes: dict = field(default_factory=dict)  # {worker: bytes it sent its peers}
+
+    def add(self, summaries: dict[str, ChunkSummary], lead: ChunkSummary, callback) -> None:
+        """Append the lead's cycle records to the trace (each to `callback`); add phases and bytes."""
+        for row in lead.records:
+            self.trace.append(*row)
+            if callback is not None:
+                callback(self.trace.rows[-1].record())
+        _add_phases(self.phases, self.worker_phases, summaries)
+        for addr, summary in summaries.items():
+            self.worker_bytes[addr] = self.worker_bytes.get(addr, 0) + summary.bytes_sent
+
+
+def _limit_at_start(state: RunState) -> tuple[str | None, str]:
+    """Return (reason, message) of a run that starts at max_cycles (a resumed one), else (None, "")."""
+    if state.stop.max_epochs is not None and state.cycles_done >= state.stop.max_epochs:
+        return "epoch_limit", f"reached max_cycles = {state.stop.max_epochs}"
+    return None, ""
+
+
+def _state_after(lead: ChunkSummary, summaries: dict[str, ChunkSummary]) -> RunState:
+    """Return the RunState after a chunk: the lead's stepper, stop rules and cycles; the slowest worker's time."""
+    return RunState(
+        None,
+        lead.stepper,
+        lead.stop,
+        max(s.time_used for s in summaries.values()),
+        lead.cycles_done,
+        started=True,
+    )
+
+
+def _checkpoint_due(checkpoint, checkpoint_every, cycles_done: int, reason) -> bool:
+    """Return True when a chunk ending at cycles_done writes a checkpoint: every checkpoint_every, and the last."""
+    return bool(
+        checkpoint
+        and checkpoint_every
+        and (cycles_done % checkpoint_every == 0 or reason is not None)
+    )
 
 
 def _add_phases(phases, worker_phases: dict, summaries: dict[str, ChunkSummary]) -> None:

@@ -267,64 +267,102 @@ def low_rank_decomposition(
     converges instead of stalling); revive=False is Alg. 1 as printed. threads: those of Alg. 2's
     fused projected step (default all cores; BLAS has its own). W is trusted (optimize checks it).
     """
-    W, start, phases = (
-        np.asarray(W, dtype=np.float64),
-        time.perf_counter(),
-        dict.fromkeys((*PHASES, PROJECTION), 0.0),
-    )
+    W = np.asarray(W, dtype=np.float64)
+    start, phases = time.perf_counter(), dict.fromkeys((*PHASES, PROJECTION), 0.0)
     rank = default_rank(W) if rank is None else check_rank(rank)
     gamma = check_positive(gamma, "gamma")
     max_inner, beta_period = _schedule(revive, max_inner, beta_period)
     L, beta = _alm_start(W, rank, init, beta0, random_state)
     multiplier = np.zeros_like(W)
     history: list[ALMIterate] = []
-    n_inner, status = 0, "iteration limit"
+    n_inner, status, inner_solve = 0, "iteration limit", (max_inner, inner_tol, threads)
     for outer in range(1, max_outer + 1):
-        clock = [time.perf_counter()]
-        W_plus = beta * W + multiplier
-        B = update_B(W_plus, L, beta)
-        clock.append(time.perf_counter())
-        L, inner, projecting = nesterov_projected_gradient(
-            beta * (B.T @ B), B.T @ W_plus, L, max_inner, inner_tol, threads
-        )
-        clock.append(time.perf_counter())
+        revive_now = revive and outer % beta_period == 0
+        B, L, gap, inner, clock = _alm_step(W, multiplier, L, beta, inner_solve, revive_now, phases)
         n_inner += inner
-        phases[PROJECTION] += projecting
-        gap = W - B @ L
-        if revive and outer % beta_period == 0:
-            L = revive_dead_rows(L, gap)
-            gap = W - B @ L
-        residual = float(np.linalg.norm(gap))
-        if not math.isfinite(residual):
-            raise DecompositionDiverged(
-                f"Alg. 1 diverged at outer iteration {outer} (beta = {beta:g})"
-            )
-        history.append(
-            ALMIterate(
-                outer,
-                beta,
-                residual,
-                float(np.einsum("ij,ij->", B, B)),
-                column_sensitivity(L, "laplace"),
-                inner,
-                time.perf_counter() - start,
-            )
-        )
+        residual = _finite_residual(gap, outer, beta)
+        history.append(_iterate(outer, beta, residual, B, L, inner, start))
         if residual <= gamma:
             status = "converged"
             break
-        if outer % beta_period == 0:
-            beta *= 2.0
-        multiplier += beta * gap
-        clock.append(time.perf_counter())
-        for phase, seconds in zip(PHASES, np.diff(clock).tolist()):
-            phases[phase] += seconds
-        if beta > beta_max:
-            status = "beta limit"
+        beta = _next_penalty(beta, outer, beta_period, multiplier, gap)
+        _add_phase_seconds(phases, [*clock, time.perf_counter()])
+        stopped = _limit_reached(beta, beta_max, max_time, start)
+        if stopped is not None:
+            status = stopped
             break
-        if max_time is not None and time.perf_counter() - start > max_time:
-            status = "time limit"
-            break
+    return _decomposition(
+        B, L, gamma, residual, status, outer, beta, n_inner, start, history, phases
+    )
+
+
+def _alm_step(W, multiplier, L, beta: float, inner_solve: tuple, revive_rows: bool, phases: dict):
+    """Return (B, L, W - B L, Alg. 2 steps, clock) of one outer iteration of Alg. 1 before its tests.
+
+    B by Eq. (9), then L by at most max_inner steps of Alg. 2 from the current L (inner_solve:
+    max_inner, inner_tol, threads); with revive_rows, the rows the projection zeroed are revived
+    (revive_dead_rows). clock: the times before, between and after the two updates; the projected
+    step's seconds are added to phases.
+    """
+    clock = [time.perf_counter()]
+    W_plus = beta * W + multiplier
+    B = update_B(W_plus, L, beta)
+    clock.append(time.perf_counter())
+    max_inner, inner_tol, threads = inner_solve
+    L, inner, projecting = nesterov_projected_gradient(
+        beta * (B.T @ B), B.T @ W_plus, L, max_inner, inner_tol, threads
+    )
+    clock.append(time.perf_counter())
+    phases[PROJECTION] += projecting
+    gap = W - B @ L
+    if revive_rows:
+        L = revive_dead_rows(L, gap)
+        gap = W - B @ L
+    return B, L, gap, inner, clock
+
+
+def _finite_residual(gap: np.ndarray, outer: int, beta: float) -> float:
+    """Return tau = ||W - B L||_F (Alg. 1, line 7); raise DecompositionDiverged when it is NaN or inf."""
+    residual = float(np.linalg.norm(gap))
+    if not math.isfinite(residual):
+        raise DecompositionDiverged(f"Alg. 1 diverged at outer iteration {outer} (beta = {beta:g})")
+    return residual
+
+
+def _iterate(outer: int, beta: float, residual: float, B, L, inner: int, start: float):
+    """Return the ALMIterate of this outer iteration: Phi(B, L) and Delta(B, L) beside tau and beta."""
+    scale, sensitivity = float(np.einsum("ij,ij->", B, B)), column_sensitivity(L, "laplace")
+    return ALMIterate(outer, beta, residual, scale, sensitivity, inner, time.perf_counter() - start)
+
+
+def _next_penalty(beta: float, outer: int, beta_period: int, multiplier, gap) -> float:
+    """Return the next beta (doubled every beta_period outer iterations, Alg. 1 lines 10-11).
+
+    The multiplier pi is updated in place: pi += beta (W - B L), with the new beta.
+    """
+    if outer % beta_period == 0:
+        beta *= 2.0
+    multiplier += beta * gap
+    return beta
+
+
+def _add_phase_seconds(phases: dict, clock: list) -> None:
+    """Add the seconds between consecutive clock times to PHASES (B update, L update, the rest)."""
+    for phase, seconds in zip(PHASES, np.diff(clock).tolist()):
+        phases[phase] += seconds
+
+
+def _limit_reached(beta: float, beta_max: float, max_time: float | None, start: float):
+    """Return "beta limit" or "time limit" when that limit of Alg. 1 is passed, else None."""
+    if beta > beta_max:
+        return "beta limit"
+    if max_time is not None and time.perf_counter() - start > max_time:
+        return "time limit"
+    return None
+
+
+def _decomposition(B, L, gamma, residual, status, outer, beta, n_inner, start, history, phases):
+    """Return the LowRankDecomposition of the last iterate, its stop message and seconds since `start`."""
     return LowRankDecomposition(
         B=B,
         L=L,
