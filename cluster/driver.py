@@ -184,6 +184,11 @@ def fit_distributed(
     partitioner, validation_fraction = _current_names(
         scheme, partitioner, heldout_fraction, validation_fraction
     )
+    if partition is not None and is_distributed_source(ratings):  # before any cluster starts
+        raise ValueError(
+            "ratings on the workers take partitioner= (strata, strata-b, color, color-b or "
+            "hogwild), not a partition"
+        )
     model = dict(rank=rank, reg=reg, biases=biases)
     run = dict(method=method, random_state=random_state, quiet=quiet, safeguard=safeguard) | options
     with connect(
@@ -198,7 +203,7 @@ def fit_distributed(
         cover = dict(partitioner=partitioner, n_blocks=blocks or len(workers), n_subsets=subsets)
         if is_distributed_source(ratings):
             read = dict(columns=columns, validation_fraction=validation_fraction, workers=workers)
-            return _fit_worker_ratings(dask_client, ratings, partition, cover | read, model, run)
+            return _fit_worker_ratings(dask_client, ratings, cover | read, model, run)
         return _fit_in_memory(dask_client, ratings, partition, cover, model, run)
 
 
@@ -215,17 +220,12 @@ def _current_names(scheme, partitioner, heldout_fraction, validation_fraction) -
     return partitioner, validation_fraction
 
 
-def _fit_worker_ratings(dask_client, ratings, partition, read: dict, model: dict, run: dict):
+def _fit_worker_ratings(dask_client, ratings, read: dict, model: dict, run: dict):
     """Return the OptimizeResult of a fit on ratings read by the workers (cluster.dataset), with their ids.
 
     read: load_worker_ratings' keywords but the seed (run's random_state); model: rank, reg and
     biases; run: minimize_hamsi's keywords.
     """
-    if partition is not None:
-        raise ValueError(
-            "ratings on the workers take partitioner= (strata, strata-b, color, color-b or "
-            "hogwild), not a partition"
-        )
     data = load_worker_ratings(dask_client, ratings, seed=run["random_state"], **read)
     result = minimize_hamsi(
         data.problem(**model),

@@ -240,6 +240,25 @@ def test_scheduler_address_without_port_is_refused_in_one_line():
             scheduler_address(bad)
 
 
+def test_a_partition_with_ratings_on_the_workers_is_refused_before_any_cluster(
+    tmp_path, monkeypatch
+):
+    from cluster import driver
+
+    def no_cluster(**kwargs):
+        raise AssertionError("connect() was called")
+
+    monkeypatch.setattr(driver, "connect", no_cluster)
+    ratings = make_ratings(users=20, items=15, ratings=100, seed=0)
+    with pytest.raises(ValueError, match="not a partition"):
+        driver.fit_distributed(
+            str(tmp_path / "part-*.parquet"),  # a glob: read by the workers
+            rank=2,
+            partition=partition.make("strata", ratings, blocks=2),
+            scheduler="tcp://127.0.0.1:9",
+        )
+
+
 def test_a_port_that_is_not_a_dask_scheduler_fails_in_seconds_naming_it():
     """A plain TCP server that accepts and stays silent: distributed's client would wait forever."""
     import socket

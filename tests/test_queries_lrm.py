@@ -72,6 +72,8 @@ def test_decomposition_reports_why_it_stopped():
         ({"rank": 2.5}, "rank"),
         ({"gamma": -1.0}, "gamma"),
         ({"beta0": np.inf}, "beta0"),
+        ({"max_outer": 0}, "max_outer must be a positive integer"),
+        ({"max_outer": 2.0}, "max_outer"),
     ],
 )
 def test_decomposition_rejects_bad_parameters(kwargs, match):

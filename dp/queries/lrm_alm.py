@@ -271,6 +271,7 @@ def low_rank_decomposition(
     start, phases = time.perf_counter(), dict.fromkeys((*PHASES, PROJECTION), 0.0)
     rank = default_rank(W) if rank is None else check_rank(rank)
     gamma = check_positive(gamma, "gamma")
+    max_outer = check_count(max_outer, "max_outer")
     max_inner, beta_period = _schedule(revive, max_inner, beta_period)
     L, beta = _alm_start(W, rank, init, beta0, random_state)
     multiplier = np.zeros_like(W)
@@ -406,6 +407,11 @@ def check_positive(value, name: str) -> float:
 
 
 def check_rank(rank) -> int:
-    if isinstance(rank, bool) or not isinstance(rank, (int, np.integer)) or rank < 1:
-        raise ValueError(f"rank must be a positive integer, got {rank!r}")
-    return int(rank)
+    return check_count(rank, "rank")
+
+
+def check_count(value, name: str) -> int:
+    """Return `value` as an int; ValueError naming `name` unless it is an integer >= 1."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
