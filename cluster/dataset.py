@@ -193,9 +193,13 @@ def load_worker_ratings(
     workers that read them (WorkerRatings.test; cluster.kept scores them); the validation split
     is then drawn from the other pairs. scheme and heldout_fraction: deprecated names.
     """
-    scheme, heldout_fraction = _current_keywords(
-        scheme, partitioner, heldout_fraction, validation_fraction
+    scheme, heldout_fraction = current_keywords(
+        "load_worker_ratings", scheme, partitioner, heldout_fraction, validation_fraction
     )
+    if scheme not in SCHEMES:
+        raise InputError(
+            f"ratings on the workers need partitioner {', '.join(SCHEMES)}; got {scheme!r}"
+        )
     source, test_fraction, test_seed = _test_split_of(source, test_fraction, test_seed)
     readers, labels = partition_readers(source, columns)
     split = (heldout_fraction, seed, test_fraction, test_seed)
@@ -241,21 +245,14 @@ class _ShardPlan:
     owner: dict  # row shard -> worker
 
 
-def _current_keywords(scheme, partitioner, heldout_fraction, validation_fraction) -> tuple:
-    """Return (partitioner, validation fraction) from the current or deprecated names; check the former."""
-    scheme = renamed_keyword("load_worker_ratings", "scheme", scheme, "partitioner", partitioner)
-    heldout_fraction = renamed_keyword(
-        "load_worker_ratings",
-        "heldout_fraction",
-        heldout_fraction,
-        "validation_fraction",
-        validation_fraction,
+def current_keywords(function: str, scheme, partitioner, heldout_fraction, validation_fraction):
+    """Return (partitioner, validation_fraction) of `function`'s call: the current keywords, or the
+    deprecated scheme / heldout_fraction with a FutureWarning (hamsi.parameters.renamed_keyword)."""
+    partitioner = renamed_keyword(function, "scheme", scheme, "partitioner", partitioner)
+    validation_fraction = renamed_keyword(
+        function, "heldout_fraction", heldout_fraction, "validation_fraction", validation_fraction
     )
-    if scheme not in SCHEMES:
-        raise InputError(
-            f"ratings on the workers need partitioner {', '.join(SCHEMES)}; got {scheme!r}"
-        )
-    return scheme, heldout_fraction
+    return partitioner, validation_fraction
 
 
 def _ids_and_counts(client, source, readers: list, split: tuple) -> _Counted:

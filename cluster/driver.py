@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import partition as partitions
 from cluster.connect import connect, worker_addresses
-from cluster.dataset import is_distributed_source, load_worker_ratings
+from cluster.dataset import current_keywords, is_distributed_source, load_worker_ratings
 from cluster.options import DaskOptions, grouped
 from cluster.recovery import cluster_lost, reporting_cluster_losses
 from cluster.run import DistributedRun
@@ -181,8 +181,8 @@ def fit_distributed(
     user_ids[a]). scheme and heldout_fraction are deprecated names of partitioner and
     validation_fraction (FutureWarning).
     """
-    partitioner, validation_fraction = _current_names(
-        scheme, partitioner, heldout_fraction, validation_fraction
+    partitioner, validation_fraction = current_keywords(
+        "fit_distributed", scheme, partitioner, heldout_fraction, validation_fraction
     )
     if partition is not None and is_distributed_source(ratings):  # before any cluster starts
         raise ValueError(
@@ -205,19 +205,6 @@ def fit_distributed(
             read = dict(columns=columns, validation_fraction=validation_fraction, workers=workers)
             return _fit_worker_ratings(dask_client, ratings, cover | read, model, run)
         return _fit_in_memory(dask_client, ratings, partition, cover, model, run)
-
-
-def _current_names(scheme, partitioner, heldout_fraction, validation_fraction) -> tuple:
-    """Return (partitioner, validation_fraction) from the current or the deprecated keywords."""
-    partitioner = renamed_keyword("fit_distributed", "scheme", scheme, "partitioner", partitioner)
-    validation_fraction = renamed_keyword(
-        "fit_distributed",
-        "heldout_fraction",
-        heldout_fraction,
-        "validation_fraction",
-        validation_fraction,
-    )
-    return partitioner, validation_fraction
 
 
 def _fit_worker_ratings(dask_client, ratings, read: dict, model: dict, run: dict):
