@@ -7,6 +7,7 @@ import contextlib
 from cluster.connect import connect, worker_addresses
 from cluster.options import DaskOptions
 from cluster.search import DaskTrialRunner
+from hamsi.engine import warm_trial_kernels
 from hamsi.recommender import DEFAULT_COLUMNS
 
 
@@ -44,6 +45,10 @@ class DaskEngine:
             callback=callback,
             x0=x0,
         )
+
+    def warm_up_trials(self, base_params: dict) -> None:
+        """Compile the trials' kernels on every worker at once (each worker runs trials)."""
+        self.client.run(warm_trial_kernels, base_params)
 
     def trial_runner(self, estimator_class, base_params: dict, fit_part, validation):
         """Return run_rung: a rung's trials as Dask tasks, each in process on a worker (cluster.search)."""

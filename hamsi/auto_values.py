@@ -86,11 +86,14 @@ class AutoValues:
         unsearched values. Returns a fitted trial model instead when max_time leaves no time for
         the refit (or for a whole first rung), after saying so in one warning.
         """
-        self._fallback = None
+        self._fallback, self._compile_seconds = None, 0.0
         if sample is None:
             self._choose_unsearched()
             return None
         trials_class = self._in_process_class()
+        compiling = time.perf_counter()
+        engine.warm_up_trials(self._trial_params())
+        self._compile_seconds = time.perf_counter() - compiling
         runner = engine.trial_runner(
             trials_class, self._trial_params(), sample.fit_part, sample.validation
         )
@@ -99,8 +102,9 @@ class AutoValues:
         max_cycles = 100 if limit is None else max(1, int(limit))
         deadline = None
         if self.max_time is not None:
-            spent = time.perf_counter() - started
-            deadline = time.time() - spent + search.SEARCH_TIME_SHARE * float(self.max_time)
+            deadline = (
+                time.time() - self._spent(started) + search.SEARCH_TIME_SHARE * float(self.max_time)
+            )
         rungs = search.rung_cycles(search.MIN_CYCLES, max_cycles, search.HALVING_FACTOR, len(grid))
         self._say(
             f"search: {len(grid)} candidates on {sample.fit_nnz:,} ratings, validation "
@@ -148,7 +152,7 @@ class AutoValues:
         row = found.results["chosen"].index(True)
         per_cycle = found.results["seconds"][row] / max(1, found.results["cycles_run"][row])
         needed = per_cycle * found.cycles * sample.train_nnz / max(1, sample.fit_nnz)
-        return time.perf_counter() - started + needed > float(self.max_time)
+        return self._spent(started) + needed > float(self.max_time)
 
     def _refit_cut(self, result) -> bool:
         """True when max_time stopped the refit before the chosen cycles and a searched model exists."""
@@ -236,8 +240,16 @@ class AutoValues:
         if self.max_time is None:
             return None
         # the engine's max_time counts optimization only; a fifth is left for the evaluations
-        spent = time.perf_counter() - started
-        return max(0.8 * (float(self.max_time) - spent), 1e-3)
+        return max(0.8 * (float(self.max_time) - self._spent(started)), 1e-3)
+
+    def _spent(self, started: float) -> float:
+        """Return the seconds of max_time spent since `started`: all but compiling the trials' kernels.
+
+        A new install's first search compiles them (numba; on Dask in every worker, ~3 s on an idle
+        machine, 40 s seen under load): work the second fit does not redo, like the optimizer's
+        own warm-up (hamsi.optimizer), so it does not eat the budget.
+        """
+        return time.perf_counter() - started - self._compile_seconds
 
     @staticmethod
     def _refit_message(cycles: int) -> str:

@@ -35,6 +35,9 @@ class Engine(Protocol):
     ):
         """Return the OptimizeResult of `options.method` on `problem` over `cover`."""
 
+    def warm_up_trials(self, base_params: dict) -> None:
+        """Compile (or load from numba's cache) what the search's trials run, where they run."""
+
     def trial_runner(self, estimator_class, base_params: dict, fit_part, validation):
         """Return run_rung(trials) -> outcomes for hamsi.search.choose_by_validation."""
 
@@ -90,15 +93,21 @@ class InProcessEngine:
     def load(self, source, **_):
         raise TypeError("the in-process engine keeps no data elsewhere: fit reads it into memory")
 
+    def warm_up_trials(self, base_params: dict) -> None:
+        warm_trial_kernels(base_params)
+
     def trial_runner(self, estimator_class, base_params: dict, fit_part, validation):
         """Return run_rung: a rung's trials side by side in this process (hamsi.trials.LocalTrials)."""
         # why lazy: the trials load the optimizer (numba's kernels), only when a search runs
         from hamsi.trials import LocalTrials
 
-        strata = str(base_params.get("partitioner", "")).lower().startswith("strata")
-        # compile before the search's clock starts; the trials run the one-thread twins
-        kernels.warm_up(0, also=warm_up_strata if strata else None)
         return LocalTrials(estimator_class, base_params, fit_part, validation, self.threads)
+
+
+def warm_trial_kernels(base_params: dict) -> None:
+    """Compile (or load) the kernels a search trial runs: the one-thread vector twins, the partitioner's."""
+    strata = str(base_params.get("partitioner", "")).lower().startswith("strata")
+    kernels.warm_up(0, also=warm_up_strata if strata else None)
 
 
 @contextlib.contextmanager

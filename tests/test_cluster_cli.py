@@ -170,6 +170,7 @@ def test_ctrl_c_prints_one_line_exits_130_and_stops_the_workers(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        env=dict(os.environ, PYTHONFAULTHANDLER="1"),  # SIGABRT prints every thread's stack
     )
     try:
         seen = []
@@ -184,7 +185,12 @@ def test_ctrl_c_prints_one_line_exits_130_and_stops_the_workers(tmp_path):
             ).stdout.split()
         ]
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole process group
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:  # say where it stayed: the stacks faulthandler prints
+            os.kill(proc.pid, signal.SIGABRT)
+            _, err = proc.communicate(timeout=30)
+            pytest.fail(f"still running 120 s after SIGINT; its stderr ends:\n{err[-6000:]}")
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -361,6 +361,25 @@ def test_a_budget_too_small_to_search_says_so_and_keeps_a_validated_model(rating
     )
 
 
+def test_compiling_the_trials_kernels_does_not_eat_max_time(ratings, monkeypatch):
+    """A new install's first search compiles its kernels (40 s seen on busy Dask workers)."""
+    from hamsi import kernels
+
+    compile_now, calls = kernels.warm_up, []
+
+    def cold_first_compile(*args, **kwargs):
+        compile_now(*args, **kwargs)
+        if not calls:
+            time.sleep(3.0)  # longer than the search's share of max_time
+        calls.append(args)
+
+    monkeypatch.setattr(kernels, "warm_up", cold_first_compile)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "ended the search before any candidate finished"
+        model = MatrixFactorizer(**FAST, max_time=2.0).fit(ratings)
+    assert any(model.search_results_["chosen"]) and all(model.search_results_["complete"])
+
+
 def test_max_time_bounds_the_whole_fit(ratings):
     big = make_ratings("ml-100k-like", seed=1)
     MatrixFactorizer(threads=2, max_cycles=2, search=False, random_state=0).fit(big)  # warm-up
