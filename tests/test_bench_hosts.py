@@ -134,6 +134,8 @@ def test_ctrl_c_removes_namespaces_and_processes():
         env=env(),
         cwd=ROOT,
         start_new_session=True,
+        # as in a terminal: a background job's children start with SIGINT ignored
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     prefix = f"hb{proc.pid}-"
     try:

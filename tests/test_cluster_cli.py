@@ -171,6 +171,9 @@ def test_ctrl_c_prints_one_line_exits_130_and_stops_the_workers(tmp_path):
         text=True,
         start_new_session=True,
         env=dict(os.environ, PYTHONFAULTHANDLER="1"),  # SIGABRT prints every thread's stack
+        # as in a terminal: a shell's background job (a CI runner's `&`) starts with SIGINT ignored,
+        # which the child would inherit, and Python then never raises KeyboardInterrupt
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         seen = []
