@@ -21,6 +21,8 @@ from hamsi.parameters import with_new_names
 
 LOGGER = logging.getLogger("hamsi")
 AUTO = "auto"
+# A compile this long before the search is said on its first line (loading cached kernels: ~0.1 s)
+COMPILE_NOTE_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -109,7 +111,7 @@ class AutoValues:
         self._say(
             f"search: {len(grid)} candidates on {sample.fit_nnz:,} ratings, validation "
             f"{sample.validation_nnz:,}{sample.note}; rungs of "
-            f"{', '.join(str(c) for _, c in rungs)} cycles"
+            f"{', '.join(str(c) for _, c in rungs)} cycles{self._compiled_note()}"
         )
         found = search.choose_by_validation(
             grid,
@@ -241,6 +243,14 @@ class AutoValues:
             return None
         # the engine's max_time counts optimization only; a fifth is left for the evaluations
         return max(0.8 * (float(self.max_time) - self._spent(started)), 1e-3)
+
+    def _compiled_note(self) -> str:
+        """Return what the search line says of a long compile before it (a new install's first search)."""
+        if self._compile_seconds < COMPILE_NOTE_SECONDS:
+            return ""
+        return (
+            f"; its kernels took {self._compile_seconds:.1f} s to compile (not counted in max_time)"
+        )
 
     def _spent(self, started: float) -> float:
         """Return the seconds of max_time spent since `started`: all but compiling the trials' kernels.

@@ -1,5 +1,6 @@
 """hamsi.search and MatrixFactorizer's `auto` hyper-parameters: chosen by validation cut from train."""
 
+import re
 import time
 import warnings
 
@@ -361,7 +362,7 @@ def test_a_budget_too_small_to_search_says_so_and_keeps_a_validated_model(rating
     )
 
 
-def test_compiling_the_trials_kernels_does_not_eat_max_time(ratings, monkeypatch):
+def test_compiling_the_trials_kernels_does_not_eat_max_time(ratings, monkeypatch, capsys):
     """A new install's first search compiles its kernels (40 s seen on busy Dask workers)."""
     from hamsi import kernels
 
@@ -376,8 +377,12 @@ def test_compiling_the_trials_kernels_does_not_eat_max_time(ratings, monkeypatch
     monkeypatch.setattr(kernels, "warm_up", cold_first_compile)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "ended the search before any candidate finished"
-        model = MatrixFactorizer(**FAST, max_time=2.0).fit(ratings)
+        model = MatrixFactorizer(**FAST, max_time=2.0, verbose=1).fit(ratings)
     assert any(model.search_results_["chosen"]) and all(model.search_results_["complete"])
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("search: 8 candidates") and re.search(
+        r"its kernels took 3\.\d s to compile \(not counted in max_time\)$", first
+    )
 
 
 def test_max_time_bounds_the_whole_fit(ratings):
