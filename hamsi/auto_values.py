@@ -21,7 +21,7 @@ from hamsi.parameters import with_new_names
 
 LOGGER = logging.getLogger("hamsi")
 AUTO = "auto"
-# A compile this long before the search is said on its first line (loading cached kernels: ~0.1 s)
+# A compile this long before the search is said on its first line (loading cached kernels is far shorter)
 COMPILE_NOTE_SECONDS = 1.0
 
 
@@ -255,8 +255,8 @@ class AutoValues:
     def _spent(self, started: float) -> float:
         """Return the seconds of max_time spent since `started`: all but compiling the trials' kernels.
 
-        A new install's first search compiles them (numba; on Dask in every worker, ~3 s on an idle
-        machine, 40 s seen under load): work the second fit does not redo, like the optimizer's
+        A new install's first search compiles them (numba; on Dask in every worker; figures in
+        docs/accuracy.md): work the second fit does not redo, like the optimizer's
         own warm-up (hamsi.optimizer), so it does not eat the budget.
         """
         return time.perf_counter() - started - self._compile_seconds

@@ -363,7 +363,7 @@ def test_a_budget_too_small_to_search_says_so_and_keeps_a_validated_model(rating
 
 
 def test_compiling_the_trials_kernels_does_not_eat_max_time(ratings, monkeypatch, capsys):
-    """A new install's first search compiles its kernels (40 s seen on busy Dask workers)."""
+    """A new install's first search compiles its kernels (on Dask, in every worker) before any trial."""
     from hamsi import kernels
 
     compile_now, calls = kernels.warm_up, []
