@@ -13,19 +13,24 @@ from bad_input_corpus import (
 pytestmark = pytest.mark.timeout(120)
 
 
+def plot_partition(corpus_dir, target) -> list:
+    """Return the arguments of `hamsi partition` on the corpus' u.data with STRATA, B = 2, --plot target."""
+    return [
+        "partition",
+        corpus_dir / "u.data",
+        "--partitioner",
+        "strata",
+        "-B",
+        "2",
+        "--plot",
+        target,
+    ]
+
+
 def test_partition_plot_without_extension_writes_exactly_that_path(corpus_dir, tmp_path, capsys):
     target = tmp_path / "picture"
     code, out, err = run(
-        [
-            "partition",
-            corpus_dir / "u.data",
-            "--partitioner",
-            "strata",
-            "-B",
-            "2",
-            "--plot",
-            target,
-        ],
+        plot_partition(corpus_dir, target),
         capsys,
     )
     assert code == 0 and f"picture written to {target}\n" in out
@@ -46,16 +51,7 @@ def test_partition_plot_refuses_directories_and_unknown_formats(
 ):
     target = target.format(tmp=tmp_path)
     refused(
-        [
-            "partition",
-            corpus_dir / "u.data",
-            "--partitioner",
-            "strata",
-            "-B",
-            "2",
-            "--plot",
-            target,
-        ],
+        plot_partition(corpus_dir, target),
         capsys,
         f"--plot {target}",
         says,
@@ -76,16 +72,7 @@ def test_partition_plot_on_a_full_disk_keeps_the_old_picture(
     target = tmp_path / "p.png"
     target.write_bytes(b"old picture")
     refused(
-        [
-            "partition",
-            corpus_dir / "u.data",
-            "--partitioner",
-            "strata",
-            "-B",
-            "2",
-            "--plot",
-            target,
-        ],
+        plot_partition(corpus_dir, target),
         capsys,
         f"--plot {target}",
         "No space left on device",
