@@ -53,7 +53,10 @@ def main() -> None:
         print(f"{label} ({size} values), median of {args.repeats}:")
         for name, times in seconds.items():
             median = float(np.median(times))
-            print(f"  {name:20s} {median * 1e3:9.2f} ms  {median / size * 1e6:7.3f} us per value")
+            print(
+                f"  {name:20s} {median * 1e3:9.2f} ms  {median / size * 1e6:7.3f} us per value"
+                f"  (range {min(times) * 1e3:.2f}-{max(times) * 1e3:.2f} ms)"
+            )
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
 
 
