@@ -17,7 +17,8 @@ removed at the end, after an error, Ctrl-C, SIGTERM or SIGHUP.
 
 Each point runs ml-100k-like, rank 50, STRATA-B with B = H on the message path
 (shared_memory=False), V replicated and V owned (cluster.work.FactorWork / OwnedFactorWork),
-at each rate twice: `--epochs` and 2 x `--epochs` cycles, each one chunk. Printed per path and rate:
+at each rate `--repeats` times (3) a pair of runs of `--epochs` and 2 x `--epochs` cycles, each one
+chunk; the figures are medians over the pairs. Printed per path and rate:
 - bytes per inner iteration that the workers sent each other, from the veth counters (the
   kernel's per-device rx/tx bytes, /sys/class/net/<veth>/statistics, read with `ip -s -j link`):
   on the bridge, what the worker ports received minus what the scheduler's port sent out (the
@@ -319,6 +320,28 @@ def one_run(client, names, ratings, part, args, epochs: int, owned: bool, local)
     }
 
 
+def median_row(rate: str, owned: bool, pairs: list) -> dict:
+    """Return the printed row of `pairs` of (short, long) runs: per inner iteration, medians over the pairs.
+
+    Each pair's long minus short run leaves out what a run does once; a one-off transfer that
+    lands in one run of a pair only (Dask moving a task's data between workers on a busy machine:
+    1.3 % of the bytes once, at 2 hosts and 2 cycles) moves that pair, not the median.
+    """
+    per_pair = {"wire": [], "frames": [], "model": []}
+    for short, long in pairs:
+        inner = long["nit"] - short["nit"]
+        for key, values in per_pair.items():
+            values.append((long[key] - short[key]) / inner)
+    return {
+        "rate": rate,
+        "path": "owned" if owned else "replicated",
+        **{key: float(np.median(values)) for key, values in per_pair.items()},
+        "wire_range": (min(per_pair["wire"]), max(per_pair["wire"])),
+        "ms": float(np.median([long["ms"] for _, long in pairs])),
+        "same": all(short["same"] and long["same"] for short, long in pairs),
+    }
+
+
 def inside(args) -> int:
     """Run the points from the scheduler's namespace and print them (the client's side)."""
     names = Names(args.inside, args.hosts)
@@ -344,24 +367,20 @@ def inside(args) -> int:
         for rate in args.rates:
             set_rate(names, rate)
             for owned in (False, True):
-                short, long = (
-                    one_run(client, names, ratings, part, args, e, owned, local[e]) for e in lengths
-                )
-                inner = long["nit"] - short["nit"]
-                rows.append(
-                    {
-                        "rate": rate,
-                        "path": "owned" if owned else "replicated",
-                        **{k: (long[k] - short[k]) / inner for k in ("wire", "frames", "model")},
-                        "ms": long["ms"],
-                        "same": short["same"] and long["same"],
-                    }
-                )
+                pairs = [
+                    [
+                        one_run(client, names, ratings, part, args, e, owned, local[e])
+                        for e in lengths
+                    ]
+                    for _ in range(args.repeats)
+                ]
+                rows.append(median_row(rate, owned, pairs))
     print(
         f"{args.hosts} emulated hosts (namespaces {names.prefix}*, a bridge, veths, "
         f"198.18.0.0/24), one dask worker each; {args.dataset} ({ratings.nnz} ratings, "
         f"{ratings.shape[1]} items), rank {args.rank}, STRATA-B B = {args.hosts}, "
-        f"shared_memory=False, {lengths[0]} and {lengths[1]} cycles (one chunk each); "
+        f"shared_memory=False, {lengths[0]} and {lengths[1]} cycles (one chunk each), "
+        f"{args.repeats} alternating pairs (medians); "
         f"load average {load[0]:.1f} before, {os.getloadavg()[0]:.1f} after, {os.cpu_count()} cores"
     )
     print(
@@ -378,6 +397,11 @@ def inside(args) -> int:
             f"{r['rate']:>8s} {r['path']:>10s} | {r['wire'] / 1e6:9.4f} {r['model'] / 1e6:9.4f} "
             f"{r['wire'] / r['model']:10.4f} {r['frames'] / 1e6:9.4f} | {r['ms']:7.1f} | "
             f"{str(r['same']):>7s}"
+        )
+    for r in rows:
+        low, high = r["wire_range"]
+        print(
+            f"{r['rate']:>8s} {r['path']:>10s}: wire per pair {low / 1e6:.4f}-{high / 1e6:.4f} MB"
         )
     worst = max(abs(r["wire"] / r["model"] - 1) for r in rows)
     print(f"largest |wire / model - 1|: {100 * worst:.2f} %")
@@ -398,14 +422,18 @@ def main(argv=None) -> int:
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--rates", nargs="+", default=["none", "1gbit", "100mbit"])
     parser.add_argument("--epochs", type=int, default=4, help="cycles of the short run (long: 2x)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="alternating (short, long) pairs per point"
+    )
     parser.add_argument("--rank", type=int, default=50)
     parser.add_argument("--dataset", default="ml-100k-like")
     parser.add_argument("--inside", help=argparse.SUPPRESS)  # the client's side: our prefix
     args = parser.parse_args(argv)
     try:
-        if not 2 <= args.hosts <= 200 or args.epochs < 2:
+        if not 2 <= args.hosts <= 200 or args.epochs < 2 or args.repeats < 1:
             raise ValueError(
-                f"--hosts {args.hosts} --epochs {args.epochs}: hosts 2..200, epochs >= 2"
+                f"--hosts {args.hosts} --epochs {args.epochs} --repeats {args.repeats}: "
+                "hosts 2..200, epochs >= 2, repeats >= 1"
             )
         for rate in args.rates:
             if rate != "none":
@@ -440,6 +468,8 @@ def main(argv=None) -> int:
             argv += [
                 "--epochs",
                 str(args.epochs),
+                "--repeats",
+                str(args.repeats),
                 "--rank",
                 str(args.rank),
                 "--dataset",

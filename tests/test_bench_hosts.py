@@ -66,12 +66,39 @@ def test_not_root_prints_one_line_and_exits_0(bench_hosts, monkeypatch, capsys):
 
 @pytest.mark.parametrize(
     "argv, named",
-    [(["--rates", "none", "10xbit"], "'10xbit'"), (["--hosts", "1"], "--hosts 1")],
+    [
+        (["--rates", "none", "10xbit"], "'10xbit'"),
+        (["--hosts", "1"], "--hosts 1"),
+        (["--repeats", "0"], "--repeats 0"),
+    ],
 )
 def test_bad_arguments_are_one_line_and_exit_2(bench_hosts, capsys, argv, named):
     assert bench_hosts.main(argv) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0].startswith("bench_hosts: ") and named in err[0]
+
+
+def test_a_one_off_transfer_in_one_pair_moves_no_printed_figure(bench_hosts):
+    """Medians over the pairs: a pair whose short run carried 70 kB more is outvoted."""
+
+    def run(nit, wire, same=True):
+        return {
+            "nit": nit,
+            "wire": wire,
+            "frames": wire - 10.0,
+            "model": wire - 20.0,
+            "ms": 5.0,
+            "same": same,
+        }
+
+    clean = [run(8, 1000.0 + 8 * 1.0e5), run(16, 1000.0 + 16 * 1.0e5)]
+    late = [run(8, 71000.0 + 8 * 1.0e5), run(16, 1000.0 + 16 * 1.0e5)]
+    row = bench_hosts.median_row("none", True, [clean, late, clean])
+    assert row["wire"] == 1.0e5 and row["path"] == "owned" and row["same"]
+    assert row["wire_range"] == (1.0e5 - 70000.0 / 8, 1.0e5)
+    assert not bench_hosts.median_row("none", False, [clean, [clean[0], run(16, 0.0, False)]])[
+        "same"
+    ]
 
 
 @pytest.mark.slow
@@ -87,6 +114,8 @@ def test_two_emulated_hosts_bytes_match_the_model_and_iterates_are_bitwise():
             "2",
             "--epochs",
             "2",
+            "--repeats",
+            "3",
             "--rates",
             "none",
             "100mbit",
