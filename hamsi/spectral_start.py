@@ -6,7 +6,7 @@ matrix-completion literature starts from the top singular vectors of the observe
 instead (Keshavan, Montanari & Oh 2010; Jain, Netrapalli & Sanghavi 2013; the review of Chi, Lu
 & Chen 2019, sec. 5.1); from there the best cycles came after 20-50 (docs/accuracy.md).
 
-``spectral_factors(shards, n_items, rank, col_weight, rng, on_shards, reduce) -> (dU, dV)``:
+``spectral_factors(on_shards, reduce, shape, rank, col_weight, rng) -> (dU, dV)``:
 
 1. The top-`rank` singular triplets (p_k, sigma_k, q_k) of R, the residuals
    e = v - mu - b_a - c_b of the bias start on the ratings and 0 elsewhere: randomized subspace
@@ -29,8 +29,7 @@ shard order (`hamsi.data.moments.sum_in_order`). In process the shards are the p
 Dask the functions run on the shards' hosts and the rest (QR, SVD of l x n, the scales) in the
 client, so both engines start from the same bits. The dense steps run on one BLAS thread: their
 bits then do not depend on the machine's core count, and the search's trials, which start side by
-side on threads, do not oversubscribe the cores (at load 5, with OpenBLAS's own threads, the starts
-took 43 % of a default fit's CPU on ml-100k-like).
+side on threads, do not oversubscribe the cores.
 """
 
 from __future__ import annotations
