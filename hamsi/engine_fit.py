@@ -169,6 +169,8 @@ class EngineFit:
             memory=self.memory,
             eta=float(auto_eta if self.eta in (AUTO, None) else self.eta),
         )
+        if picked.get("cycles") == 0:  # no cycle beat the biases fit on validation: it is the model
+            chosen.update(init_factors="random")
         if self.init_scale != AUTO:  # a chosen start is the reference's kind: N(0, s^2), biases 0
             chosen.update(
                 init_scale=float(self.init_scale), init_biases=False, init_factors="random"

@@ -132,3 +132,49 @@ def test_the_defaults_start_spectral_and_an_unknown_start_is_refused():
     )
     with pytest.raises(ValueError, match="init_factors must be one of"):
         problem_of("svd")
+
+
+def noise_ratings(seed=0):
+    """Ratings with biases and noise, nothing low-rank: a rank-8 spectral start only fits noise."""
+    rng = np.random.default_rng(seed)
+    m, n = 50, 40
+    rows, cols = np.nonzero(rng.random((m, n)) < 0.5)
+    values = 3.0 + rng.normal(0, 0.5, m)[rows] + rng.normal(0, 0.5, n)[cols]
+    values = values + rng.normal(0, 1.0, rows.size)
+    return Ratings(rows, cols, values, shape=(m, n))
+
+
+def test_a_trial_keeps_the_biases_fit_when_it_beats_the_spectral_start_on_validation():
+    from hamsi import MatrixFactorizer, search
+    from hamsi.stepper import engine_rngs
+    from hamsi.trials import TrialRun
+
+    fit_part, validation = search.validation_split(noise_ratings(), seed=0)
+    base = dict(MatrixFactorizer(blocks=2, threads=1, random_state=0).get_params())
+    params = {"rank": 8, "reg_weighting": "uniform", "reg": 1e-3, "reg_damping": 0.0}
+    trial = TrialRun(MatrixFactorizer, base, params, fit_part, validation)
+    problem, exchange = trial.problem, trial.run.exchange
+    biases = problem.initial_point(engine_rngs(0)[0], "random")
+    spectral_rmse = problem.heldout_error(exchange.x, exchange.heldout)
+    biases_rmse = problem.heldout_error(biases, exchange.heldout)
+    assert biases_rmse < spectral_rmse  # the case this guards
+    outcome = trial.outcome(0)
+    assert outcome["validation_rmse"] == biases_rmse and outcome["best_epoch"] == 0
+    # the run itself goes on from the spectral start; the trial's model is the kept biases fit
+    assert np.array_equal(exchange.x, problem.initial_point(engine_rngs(0)[0]))
+    exchange.restore("best")
+    assert np.array_equal(exchange.x, biases)
+
+
+def test_a_refit_of_zero_cycles_is_the_biases_fit():
+    from hamsi import MatrixFactorizer
+    from hamsi.training import InMemoryRatings
+
+    model = MatrixFactorizer(rank=3, reg=1.0, reg_weighting="uniform", blocks=2, random_state=0)
+    model.validate_params()
+    model._choose_unsearched()
+    data = InMemoryRatings(noise_ratings())
+    model.partition_ = model._partition(data.ratings, 1)
+    assert model._problem_and_options(data, None)[0].init_factors == "spectral"
+    model._chosen["cycles"] = 0
+    assert model._problem_and_options(data, None)[0].init_factors == "random"

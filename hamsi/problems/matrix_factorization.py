@@ -155,14 +155,16 @@ class MatrixFactorization(PartiallySeparableProblem):
             np.int64
         )
 
-    def initial_point(self, rng: np.random.Generator) -> np.ndarray:
+    def initial_point(
+        self, rng: np.random.Generator, init_factors: str | None = None
+    ) -> np.ndarray:
         """Return x with N(0, init_scale^2) factors, U row-major then V; biases 0 or fitted.
 
         init_scale 1 is the reference's start; rating data fits better from a small one. With
         init_biases the biases start at their penalized least-squares fit (`ridge_biases`); with
         init_factors="spectral" the factors then add the objective's minimizers along the top
         singular directions of what the biases leave (`hamsi.spectral_start`, drawing its test
-        matrix from `rng` after the factors' normals).
+        matrix from `rng` after the factors' normals). `init_factors` overrides the problem's.
         """
         x = np.zeros(self.n_params)
         U, V = self.factors(x)
@@ -172,7 +174,7 @@ class MatrixFactorization(PartiallySeparableProblem):
             x *= self.init_scale
         if self.init_biases:
             U[:, self.rank], V[:, self.rank] = self.ridge_biases()
-        if self.init_factors == "spectral":
+        if (init_factors or self.init_factors) == "spectral":
             dU, dV = self.spectral_factors(x, rng)
             U[:, : self.rank] += dU
             V[:, : self.rank] += dV
