@@ -20,7 +20,12 @@ instead (Keshavan, Montanari & Oh 2010; Jain, Netrapalli & Sanghavi 2013; the re
    A_k = sum_a w_a p_ak^2, B_k = sum_b w_b q_bk^2 (w the objective's weights of |U_a|^2 and
    |V_b|^2: reg, or reg (n + d) when count-weighted), c_k = 2 sqrt(A_k B_k). With the uniform
    penalty c_k = 2 reg: soft-thresholding, as the nuclear norm's proximal step.
-3. (dU, dV) = those U_k and V_k, which the caller adds to its small random start (a direction
+3. The scales of step 2 ignore how the directions overlap on the ratings; on sparse data at a
+   high rank their sum overshot (long-tail-like, rank 50: validation RMSE 0.92 at the start
+   against the biases' 0.88). All of them are multiplied by the t in [0, 1] minimizing F along
+   their sum, x = sum_k s_k z_k: t = (x . e - sum_k c_k s_k / 2) / |x|^2 (1 when the directions
+   do not overlap, as on a fully observed matrix), so F at the start is at most the biases'.
+4. (dU, dV) = those U_k and V_k, which the caller adds to its small random start (a direction
    with s_k = 0 keeps that start rather than the saddle).
 
 The ratings are row shards (`ResidualShard`); `on_shards(function, *args)` returns
@@ -63,6 +68,12 @@ class ResidualShard:
         """Return R_p^T @ left_p (n_items x l) for left_p this shard's rows of the m x l `left`."""
         return np.asarray(self.matrix.T @ self._rows(left))
 
+    def line_sums(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
+        """Return [x . e, |x|^2] over this shard for x_ab = left_a . right_b on its ratings."""
+        coo = self.matrix.tocoo()
+        x = np.einsum("ik,ik->i", self._rows(left)[coo.row], right[coo.col])
+        return np.array([x @ coo.data, x @ x])
+
     def direction_sums(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
         """Return [z_k . e, |z_k|^2, sum_a w_a p_ak^2] over this shard, stacked (3k,)."""
         coo = self.matrix.tocoo()
@@ -98,7 +109,7 @@ def top_singular(on_shards, reduce, shape, rank: int, omega: np.ndarray):
 
 
 def spectral_factors(on_shards, reduce, shape, rank: int, col_weight, rng):
-    """Return (dU m x rank, dV n x rank): the scaled top directions of R (module steps 1-3)."""
+    """Return (dU m x rank, dV n x rank): the scaled top directions of R (module steps 1-4)."""
     m, n = shape
     width = min(rank + OVERSAMPLING, m, n)
     dU, dV = np.zeros((m, rank)), np.zeros((n, rank))
@@ -116,6 +127,11 @@ def spectral_factors(on_shards, reduce, shape, rank: int, col_weight, rng):
     scale = np.zeros(k)
     seen = squares > 0
     scale[seen] = np.maximum((along[seen] - penalty[seen] / 2.0) / squares[seen], 0.0)
+    # the scales were fitted one direction at a time; where the directions overlap on the
+    # ratings (sparse rows, a high rank) their sum overshoots: an exact line search along it
+    fit, size = reduce(on_shards(ResidualShard.line_sums, left * scale, right))
+    step = (fit - penalty @ scale / 2.0) / size if size > 0 else 0.0
+    scale *= min(max(step, 0.0), 1.0)
     both = (row_side > 0) & (col_side > 0)  # else one side is unpenalized: split evenly
     balance = np.ones(k)
     balance[both] = (col_side[both] / row_side[both]) ** 0.25
