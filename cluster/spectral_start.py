@@ -1,10 +1,10 @@
 """The spectral start (hamsi.spectral_start) of ratings kept on the workers.
 
 Each row shard's `ResidualShard` is built on the shard's host from its ratings and the bias
-start; the products with R and R^T run there (`on_shards`), and what they return, m x l and
-n x l numbers, comes to the client, which adds the n x l ones in shard order (`sum_in_order`) and
-does the QR factorizations, the SVD and the scales as in process: the same bits as
-MatrixFactorization.initial_point, and O(users + items) numbers in the client.
+start; the products with R and R^T run there (`WorkerShards`), the n x l ones are added in shard
+order by one task on a worker (`summed_in_order`), and the m x l ones and the sums come to the
+client, which does the QR factorizations, the SVD and the scales as in process: the same bits as
+MatrixFactorization.initial_point, and O((users + items) x rank) numbers in the client.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from cluster.routing import ShardRatings
-from hamsi.data.moments import sum_in_order
 from hamsi.problems.matrix_factorization import penalty_weights
-from hamsi.spectral_start import ResidualShard, spectral_factors
+from hamsi.spectral_start import ResidualShard, spectral_factors, summed_in_order
 
 
 def _residual_shard(
@@ -55,12 +54,31 @@ def worker_spectral_factors(client, ratings, problem, row_bias, col_bias, rng):
         for p in range(len(ratings.shards))
     ]
 
-    def on_shards(function, *args):
-        sent = [client.scatter(arg, broadcast=True, hash=False) for arg in args]
-        return client.gather(
-            [client.submit(function, shard, *sent, pure=False) for shard in shards]
-        )
-
     return spectral_factors(
-        on_shards, sum_in_order, problem.shape, problem.rank, problem.col_norm_weight, rng
+        WorkerShards(client, shards), problem.shape, problem.rank, problem.col_norm_weight, rng
     )
+
+
+class WorkerShards:
+    """ResidualShard futures on their hosts, read as hamsi.spectral_start.LocalShards reads its own."""
+
+    def __init__(self, client, futures):
+        self.client, self.futures = client, futures
+
+    def _submit(self, function, args) -> list:
+        sent = [self.client.scatter(arg, broadcast=True, hash=False) for arg in args]
+        return [self.client.submit(function, shard, *sent, pure=False) for shard in self.futures]
+
+    def gather(self, function, *args) -> list:
+        """Return [function(shard, *args) for every shard] in shard order, computed on the hosts."""
+        return self.client.gather(self._submit(function, args))
+
+    def reduce(self, function, *args):
+        """Return the shards' flattened results added in shard order, by one task on a worker."""
+        parts = self._submit(function, args)
+        return self.client.submit(_summed, *parts, pure=False).result()
+
+
+def _summed(*parts):
+    """Return summed_in_order(parts) (a task)."""
+    return summed_in_order(parts)

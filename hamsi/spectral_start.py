@@ -6,7 +6,7 @@ matrix-completion literature starts from the top singular vectors of the observe
 instead (Keshavan, Montanari & Oh 2010; Jain, Netrapalli & Sanghavi 2013; the review of Chi, Lu
 & Chen 2019, sec. 5.1); from there the best cycles came after 20-50 (docs/accuracy.md).
 
-``spectral_factors(on_shards, reduce, shape, rank, col_weight, rng) -> (dU, dV)``:
+``spectral_factors(shards, shape, rank, col_weight, rng) -> (dU, dV)``:
 
 1. The top-`rank` singular triplets (p_k, sigma_k, q_k) of R, the residuals
    e = v - mu - b_a - c_b of the bias start on the ratings and 0 elsewhere: randomized subspace
@@ -28,10 +28,11 @@ instead (Keshavan, Montanari & Oh 2010; Jain, Netrapalli & Sanghavi 2013; the re
 4. (dU, dV) = those U_k and V_k, which the caller adds to its small random start (a direction
    with s_k = 0 keeps that start rather than the saddle).
 
-The ratings are row shards (`ResidualShard`); `on_shards(function, *args)` returns
-[function(shard, *args) for every shard] in shard order, and `reduce` adds per-shard arrays in
-shard order (`hamsi.data.moments.sum_in_order`). In process the shards are the problem's own; on
-Dask the functions run on the shards' hosts and the rest (QR, SVD of l x n, the scales) in the
+The ratings are row shards (`ResidualShard`), reached through `shards.gather(function, *args)`,
+[function(shard, *args) for every shard] in shard order, and `shards.reduce(function, *args)`,
+their flattened results added in shard order (`summed_in_order`). In process (`LocalShards`) the
+shards are the problem's own; on Dask (cluster.spectral_start) the functions run on the shards'
+hosts, the sums on a worker, and the rest (QR, SVD of n x l, the scales) in the
 client, so both engines start from the same bits. The dense steps run on one BLAS thread: their
 bits then do not depend on the machine's core count, and the search's trials, which start side by
 side on threads, do not oversubscribe the cores.
@@ -42,6 +43,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
+
+from hamsi.data.moments import sum_in_order
 
 POWER_ITERATIONS = 2
 OVERSAMPLING = 10
@@ -83,12 +86,27 @@ class ResidualShard:
         )
 
 
-def in_process(shards):
-    """Return on_shards for shards held in this process: [function(shard, *args) for each]."""
-    return lambda function, *args: [function(shard, *args) for shard in shards]
+def summed_in_order(parts) -> np.ndarray:
+    """Return the flattened `parts` added one after the other (`sum_in_order`): both engines' reduction."""
+    return sum_in_order([np.ravel(part) for part in parts])
 
 
-def top_singular(on_shards, reduce, shape, rank: int, omega: np.ndarray):
+class LocalShards:
+    """ResidualShards held in this process (what `spectral_factors` reads them through)."""
+
+    def __init__(self, shards):
+        self.shards = list(shards)
+
+    def gather(self, function, *args) -> list:
+        """Return [function(shard, *args) for every shard], in shard order."""
+        return [function(shard, *args) for shard in self.shards]
+
+    def reduce(self, function, *args) -> np.ndarray:
+        """Return the shards' flattened function(shard, *args) added in shard order."""
+        return summed_in_order(self.gather(function, *args))
+
+
+def top_singular(shards, shape, rank: int, omega: np.ndarray):
     """Return (P m x k, sigma k, Q n x k), R's top k = min(rank, m, n) singular triplets (Alg. 4.4).
 
     `omega` is the n x l Gaussian test matrix, l = min(rank + OVERSAMPLING, m, n).
@@ -97,18 +115,18 @@ def top_singular(on_shards, reduce, shape, rank: int, omega: np.ndarray):
     k = min(rank, m, n)
 
     def transpose_product(left):
-        return reduce([part.ravel() for part in on_shards(ResidualShard.transpose_times, left)])
+        return shards.reduce(ResidualShard.transpose_times, left)
 
-    basis = np.linalg.qr(np.vstack(on_shards(ResidualShard.times, omega)))[0]
+    basis = np.linalg.qr(np.vstack(shards.gather(ResidualShard.times, omega)))[0]
     for _ in range(POWER_ITERATIONS):
         across = np.linalg.qr(transpose_product(basis).reshape(n, -1))[0]
-        basis = np.linalg.qr(np.vstack(on_shards(ResidualShard.times, across)))[0]
+        basis = np.linalg.qr(np.vstack(shards.gather(ResidualShard.times, across)))[0]
     # R^T basis = (basis^T R)^T = Ub S Vb^T, so R ~ (basis Vb) S Ub^T
     ub, sigma, vbt = np.linalg.svd(transpose_product(basis).reshape(n, -1), full_matrices=False)
     return basis @ vbt.T[:, :k], sigma[:k], ub[:, :k]
 
 
-def spectral_factors(on_shards, reduce, shape, rank: int, col_weight, rng):
+def spectral_factors(shards, shape, rank: int, col_weight, rng):
     """Return (dU m x rank, dV n x rank): the scaled top directions of R (module steps 1-4)."""
     m, n = shape
     width = min(rank + OVERSAMPLING, m, n)
@@ -116,11 +134,9 @@ def spectral_factors(on_shards, reduce, shape, rank: int, col_weight, rng):
     if width == 0:
         return dU, dV
     with threadpool_limits(1, user_api="blas"):
-        left, _, right = top_singular(
-            on_shards, reduce, shape, rank, rng.standard_normal((n, width))
-        )
+        left, _, right = top_singular(shards, shape, rank, rng.standard_normal((n, width)))
     k = left.shape[1]
-    sums = reduce(on_shards(ResidualShard.direction_sums, left, right))
+    sums = shards.reduce(ResidualShard.direction_sums, left, right)
     along, squares, row_side = sums[:k], sums[k : 2 * k], sums[2 * k :]
     col_side = np.asarray(col_weight, dtype=np.float64) @ right**2
     penalty = 2.0 * np.sqrt(row_side * col_side)
@@ -129,7 +145,7 @@ def spectral_factors(on_shards, reduce, shape, rank: int, col_weight, rng):
     scale[seen] = np.maximum((along[seen] - penalty[seen] / 2.0) / squares[seen], 0.0)
     # the scales were fitted one direction at a time; where the directions overlap on the
     # ratings (sparse rows, a high rank) their sum overshoots: an exact line search along it
-    fit, size = reduce(on_shards(ResidualShard.line_sums, left * scale, right))
+    fit, size = shards.reduce(ResidualShard.line_sums, left * scale, right)
     step = (fit - penalty @ scale / 2.0) / size if size > 0 else 0.0
     scale *= min(max(step, 0.0), 1.0)
     both = (row_side > 0) & (col_side > 0)  # else one side is unpenalized: split evenly

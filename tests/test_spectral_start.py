@@ -4,10 +4,9 @@ import numpy as np
 import pytest
 
 from hamsi import defaults
-from hamsi.data.moments import sum_in_order
 from hamsi.data.ratings import Ratings
 from hamsi.problems.matrix_factorization import MatrixFactorization
-from hamsi.spectral_start import ResidualShard, in_process, spectral_factors, top_singular
+from hamsi.spectral_start import LocalShards, ResidualShard, spectral_factors, top_singular
 
 
 def shards_of(matrix, mask, cuts, row_weight):
@@ -34,7 +33,7 @@ def test_the_top_singular_triplets_are_numpys():
     matrix = planted()
     shards = shards_of(matrix, np.ones(matrix.shape, bool), [13, 27], np.ones(40))
     omega = np.random.default_rng(1).standard_normal((30, 13))
-    left, sigma, right = top_singular(in_process(shards), sum_in_order, matrix.shape, 3, omega)
+    left, sigma, right = top_singular(LocalShards(shards), matrix.shape, 3, omega)
     p, s, qt = np.linalg.svd(matrix)
     assert np.allclose(sigma, s[:3], rtol=1e-9)
     # the same subspaces: every principal angle's cosine is 1
@@ -48,7 +47,7 @@ def test_fully_observed_the_uniform_penalty_soft_thresholds_the_singular_values(
     matrix = np.random.default_rng(2).standard_normal((12, 9))
     shards = shards_of(matrix, np.ones(matrix.shape, bool), [5], np.full(12, reg))
     dU, dV = spectral_factors(
-        in_process(shards), sum_in_order, matrix.shape, 4, np.full(9, reg), np.random.default_rng(3)
+        LocalShards(shards), matrix.shape, 4, np.full(9, reg), np.random.default_rng(3)
     )
     p, s, qt = np.linalg.svd(matrix)
     shrunk = np.maximum(s[:4] - reg, 0.0)
@@ -63,8 +62,7 @@ def test_the_split_of_the_rows_changes_only_rounding():
     weights = np.full(40, 0.7)
     results = [
         spectral_factors(
-            in_process(shards_of(matrix, mask, cuts, weights)),
-            sum_in_order,
+            LocalShards(shards_of(matrix, mask, cuts, weights)),
             matrix.shape,
             5,
             np.full(30, 0.7),
@@ -81,8 +79,7 @@ def test_more_rank_than_rows_fills_what_there_is():
     matrix = planted(m=6, n=30, rank=2)
     shards = shards_of(matrix, np.ones(matrix.shape, bool), [], np.full(6, 0.1))
     dU, dV = spectral_factors(
-        in_process(shards),
-        sum_in_order,
+        LocalShards(shards),
         matrix.shape,
         10,
         np.full(30, 0.1),

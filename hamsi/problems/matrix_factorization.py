@@ -30,7 +30,7 @@ from hamsi.problems.base import (
     equal_bounds,
     no_shared_entries,
 )
-from hamsi.spectral_start import ResidualShard, in_process, spectral_factors
+from hamsi.spectral_start import LocalShards, ResidualShard, spectral_factors
 
 HELDOUT_CHUNKS = 64
 REG_WEIGHTINGS = ("uniform", "count")
@@ -232,7 +232,7 @@ class MatrixFactorization(PartiallySeparableProblem):
                 )
             )
         return spectral_factors(
-            in_process(shards), sum_in_order, self.shape, self.rank, self.col_norm_weight, rng
+            LocalShards(shards), self.shape, self.rank, self.col_norm_weight, rng
         )
 
     @property
