@@ -74,7 +74,7 @@ class WorkerShards:
         return self.client.gather(self._submit(function, args))
 
     def reduce(self, function, *args):
-        """Return the shards' flattened results added in shard order, by one task on a worker."""
+        """Return the shards' results added in shard order, by one task on a worker."""
         parts = self._submit(function, args)
         return self.client.submit(_summed, *parts, pure=False).result()
 

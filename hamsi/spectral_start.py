@@ -30,7 +30,7 @@ instead (Keshavan, Montanari & Oh 2010; Jain, Netrapalli & Sanghavi 2013; the re
 
 The ratings are row shards (`ResidualShard`), reached through `shards.gather(function, *args)`,
 [function(shard, *args) for every shard] in shard order, and `shards.reduce(function, *args)`,
-their flattened results added in shard order (`summed_in_order`). In process (`LocalShards`) the
+their results added in shard order (`summed_in_order`). In process (`LocalShards`) the
 shards are the problem's own; on Dask (cluster.spectral_start) the functions run on the shards'
 hosts, the sums on a worker, and the rest (QR, SVD of n x l, the scales) in the
 client, so both engines start from the same bits. The dense steps run on one BLAS thread: their
@@ -78,17 +78,17 @@ class ResidualShard:
         return np.array([x @ coo.data, x @ x])
 
     def direction_sums(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-        """Return [z_k . e, |z_k|^2, sum_a w_a p_ak^2] over this shard, stacked (3k,)."""
+        """Return [z_k . e, |z_k|^2, sum_a w_a p_ak^2] over this shard, as rows of a 3 x k array."""
         coo = self.matrix.tocoo()
         z = self._rows(left)[coo.row] * right[coo.col]
-        return np.concatenate(
+        return np.stack(
             [z.T @ coo.data, np.einsum("ik,ik->k", z, z), self.row_weight @ self._rows(left) ** 2]
         )
 
 
 def summed_in_order(parts) -> np.ndarray:
-    """Return the flattened `parts` added one after the other (`sum_in_order`): both engines' reduction."""
-    return sum_in_order([np.ravel(part) for part in parts])
+    """Return `parts` (arrays of one shape) added one after the other (`sum_in_order`): both engines' reduction."""
+    return sum_in_order([np.ravel(part) for part in parts]).reshape(np.shape(parts[0]))
 
 
 class LocalShards:
@@ -102,7 +102,7 @@ class LocalShards:
         return [function(shard, *args) for shard in self.shards]
 
     def reduce(self, function, *args) -> np.ndarray:
-        """Return the shards' flattened function(shard, *args) added in shard order."""
+        """Return the shards' function(shard, *args) added in shard order."""
         return summed_in_order(self.gather(function, *args))
 
 
@@ -136,8 +136,7 @@ def spectral_factors(shards, shape, rank: int, col_weight, rng):
     with threadpool_limits(1, user_api="blas"):
         left, _, right = top_singular(shards, shape, rank, rng.standard_normal((n, width)))
     k = left.shape[1]
-    sums = shards.reduce(ResidualShard.direction_sums, left, right)
-    along, squares, row_side = sums[:k], sums[k : 2 * k], sums[2 * k :]
+    along, squares, row_side = shards.reduce(ResidualShard.direction_sums, left, right)
     col_side = np.asarray(col_weight, dtype=np.float64) @ right**2
     penalty = 2.0 * np.sqrt(row_side * col_side)
     scale = np.zeros(k)
