@@ -149,6 +149,7 @@ class WorkerRatings:
         reg_damping: float = 0.0,
         init_scale: float = 1.0,
         init_biases: bool = False,
+        init_factors: str = "random",
         clip_heldout: bool = True,
     ) -> ShardedFactorization:
         """Return the MatrixFactorization of these ratings with the data on the workers (same keywords)."""
@@ -161,6 +162,7 @@ class WorkerRatings:
             reg_damping=reg_damping,
             init_scale=init_scale,
             init_biases=init_biases,
+            init_factors=init_factors,
             clip_heldout=clip_heldout,
         )
 

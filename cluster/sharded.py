@@ -18,10 +18,12 @@ from cluster.placement import ShardData, set_v_homes, touched_items
 from cluster.plan import FactorConfig
 from cluster.routing import ShardRatings
 from cluster.shard import CommonState, ShardState
+from cluster.spectral_start import worker_spectral_factors
 from hamsi.data.moments import sum_in_order
 from hamsi.problems.matrix_factorization import (
     BiasShard,
     bias_weight,
+    check_init_factors,
     check_penalty,
     heldout_range,
     penalty_weights,
@@ -89,41 +91,46 @@ def _shard_data(
     return out
 
 
-def _normals(init_rng, skip: int, count: int) -> np.ndarray:
-    """Return normals skip..skip+count-1 of the engine's init stream (drawn in chunks: the same numbers)."""
+def skipped_stream(init_rng, skip: int):
+    """Return a copy of the engine's init stream after its first `skip` normals (drawn in chunks: the same numbers)."""
     rng = copy.deepcopy(init_rng)  # the stream's start, whoever else draws from the same object
     while skip > 0:
         step = min(skip, DRAW_CHUNK)
         rng.standard_normal(step)
         skip -= step
-    return rng.standard_normal(count)
+    return rng
 
 
-def _factor_rows(init_rng, skip, n_rows, start: StartSpec, bias):
-    """Return n_rows x width start rows: N(0, 1) times init_scale (as `initial_point`), the bias column set."""
+def _factor_rows(init_rng, skip, n_rows, start: StartSpec, bias, spectral=None):
+    """Return n_rows x width start rows: N(0, 1) times init_scale plus the spectral start's rows (as `initial_point`), the bias column set."""
     out = np.zeros((n_rows, start.width))
-    out[:, : start.rank] = _normals(init_rng, skip, n_rows * start.rank).reshape(n_rows, start.rank)
+    normals = skipped_stream(init_rng, skip).standard_normal(n_rows * start.rank)
+    out[:, : start.rank] = normals.reshape(n_rows, start.rank)
     if start.init_scale != 1.0:
         out *= start.init_scale
     if bias is not None:
         out[:, start.rank] = bias
+    if spectral is not None:
+        out[:, : start.rank] += spectral
     return out
 
 
 def _shard_start(
-    shard: int, lo: int, hi: int, start: StartSpec, row_bias, memory: int
+    shard: int, lo: int, hi: int, start: StartSpec, row_bias, memory: int, spectral=None
 ) -> ShardState:
     """Return row shard `shard`'s start state: U_p from the init stream, zero memory rows."""
-    U = _factor_rows(start.init_rng, lo * start.rank, hi - lo, start, row_bias)
+    U = _factor_rows(start.init_rng, lo * start.rank, hi - lo, start, row_bias, spectral)
     size = U.size
     return ShardState(
         shard, U, np.zeros((memory, size)), np.zeros((memory, size)), np.zeros(size), np.zeros(size)
     )
 
 
-def _common_start(start: StartSpec, col_bias, memory: int) -> CommonState:
+def _common_start(start: StartSpec, col_bias, memory: int, spectral=None) -> CommonState:
     """Return the replicated start: V from the init stream (after all of U's normals), zero memory rows."""
-    V = _factor_rows(start.init_rng, start.shape[0] * start.rank, start.shape[1], start, col_bias)
+    V = _factor_rows(
+        start.init_rng, start.shape[0] * start.rank, start.shape[1], start, col_bias, spectral
+    )
     size = V.size
     return CommonState(
         V,
@@ -201,9 +208,11 @@ class ShardedFactorization:
         init_scale,
         init_biases,
         reg_damping: float = 0.0,
+        init_factors: str = "random",
         clip_heldout: bool = True,
     ):
         check_penalty(reg_weighting, reg_damping)
+        check_init_factors(init_factors)
         self.ratings = ratings
         self.shape = ratings.shape
         self.rank, self.reg, self.biases = int(rank), float(reg), bool(biases)
@@ -213,6 +222,7 @@ class ShardedFactorization:
             float(init_scale),
         )
         self.init_biases = bool(init_biases) and self.biases
+        self.init_factors = init_factors
         self.width = self.rank + (1 if self.biases else 0)
         self.n_functions = ratings.n_ratings
         self.n_params = (self.shape[0] + self.shape[1]) * self.width
@@ -329,6 +339,7 @@ class WorkerLayout(FactorLayout):
         )
         row_bias, col_bias = self._biases(client)
         rb = self.row_bounds
+        dU, dV = self._spectral(client, start, row_bias, col_bias)
         states = {
             p: client.submit(
                 _shard_start,
@@ -338,6 +349,7 @@ class WorkerLayout(FactorLayout):
                 start,
                 None if row_bias is None else row_bias[p],
                 memory,
+                None if dU is None else dU[rb[p] : rb[p + 1]],
                 workers=[owner[p]],
                 allow_other_workers=False,
                 pure=False,
@@ -350,6 +362,7 @@ class WorkerLayout(FactorLayout):
                 start,
                 col_bias,
                 memory,
+                dV,
                 workers=[a],
                 allow_other_workers=False,
                 pure=False,
@@ -357,6 +370,15 @@ class WorkerLayout(FactorLayout):
             for a in used
         }
         return states, commons
+
+    def _spectral(self, client, start: StartSpec, row_bias, col_bias):
+        """Return (dU, dV) of the spectral start (cluster.spectral_start), or (None, None)."""
+        problem = self.problem
+        if problem.init_factors != "spectral":
+            return None, None
+        m, n = problem.shape
+        rng = skipped_stream(start.init_rng, (m + n) * problem.rank)
+        return worker_spectral_factors(client, self.ratings, problem, row_bias, col_bias, rng)
 
     def _biases(self, client):
         """Return (per-shard user bias futures, item bias future) of the bias start, or (None, None)."""

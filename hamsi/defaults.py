@@ -58,7 +58,15 @@ GAMMA_DEFAULT = 0.51
 MEMORY_DEFAULT = 5
 PATIENCE_DEFAULT = 60
 VALIDATION_FRACTION = 0.05
-PROBLEM_KEYS = ("reg", "biases", "reg_weighting", "reg_damping", "init_scale", "init_biases")
+PROBLEM_KEYS = (
+    "reg",
+    "biases",
+    "reg_weighting",
+    "reg_damping",
+    "init_scale",
+    "init_biases",
+    "init_factors",
+)
 OPTIMIZER_KEYS = ("eta", "eta_gd", "gamma", "memory")
 
 
@@ -100,6 +108,7 @@ def choose_hyperparameters(
         "biases": True,
         "init_scale": float(np.sqrt(INIT_SPREAD * scale / np.sqrt(rank))),
         "init_biases": True,
+        "init_factors": "spectral",
         "eta": HAMSI_ETA_COUNT_WEIGHTED if reg_weighting == "count" else HAMSI_ETA_DEFAULT,
         "eta_gd": gradient_eta(
             stats, reg, reg_weighting, max(1, int(subsets)), GAMMA_DEFAULT, reg_damping

@@ -169,8 +169,12 @@ class EngineFit:
             memory=self.memory,
             eta=float(auto_eta if self.eta in (AUTO, None) else self.eta),
         )
+        if picked.get("cycles") == 0:  # no cycle beat the biases fit on validation: it is the model
+            chosen.update(init_factors="random")
         if self.init_scale != AUTO:  # a chosen start is the reference's kind: N(0, s^2), biases 0
-            chosen.update(init_scale=float(self.init_scale), init_biases=False)
+            chosen.update(
+                init_scale=float(self.init_scale), init_biases=False, init_factors="random"
+            )
         self.rank_, self.reg_weighting_ = int(picked["rank"]), picked["reg_weighting"]
         self.reg_damping_ = float(chosen["reg_damping"])
         self.reg_, self.eta_, self.eta_gd_, self.init_scale_ = (

@@ -274,9 +274,10 @@ class LocalExchange:
         )
         return Evaluation(train, objective, heldout, clock, seconds)
 
-    def save(self, name: str) -> None:
+    def save(self, name: str, x: np.ndarray | None = None) -> None:
+        """Keep a copy of the iterate (or of `x`, a point of the same shape) under `name`."""
         kept = self._saved.setdefault(name, np.empty_like(self.x))
-        self.k.sharded_copy(self.x, kept, self.bounds)
+        self.k.sharded_copy(self.x if x is None else x, kept, self.bounds)
 
     def restore(self, name: str) -> None:
         self.k.sharded_copy(self._saved[name], self.x, self.bounds)

@@ -49,7 +49,8 @@ def test_trace_test_rmse_is_the_score_of_the_served_predictions(ratings):
     model = MatrixFactorizer(
         rank=3, blocks=2, biases=True, reg=0.0, eta=0.2, threads=1, max_cycles=20, random_state=0
     ).fit(train, validation=validation)
-    assert model.best_cycle_ == len(model.trace_) - 1  # the last cycle's factors are the model's
+    # no patience: the last cycle's factors are the model's, whichever cycle validated best
+    assert model.result_.n_cycles == len(model.trace_) - 1 == 20
     unclipped = model.predict(validation, clip=False)
     assert np.any(
         (unclipped < model.rating_min_) | (unclipped > model.rating_max_)

@@ -140,8 +140,9 @@ def test_search_results_list_every_trial(ratings):
     small = [(c["rank"], c["reg_weighting"], c["reg"]) for c in grid if c["rank"] == 10]
     assert first[: len(small)] == small and len(first) == len(small) + len(small) // 2
     assert {rank for rank, _, _ in first[len(small) :]} == {50}
-    # then the halving of the whole grid: 4 of them (two per rank) to 40 cycles
-    assert results["rung"].count(1) == 4 and set(results["rung"]) == {0, 1}
+    # then the halving of the whole grid: 4 of them (two per rank) to 20 cycles, 2 to 40
+    assert [c for r, c in zip(results["rung"], results["cycles"]) if r] == [20] * 4 + [40] * 2
+    assert results["rung"].count(1) == 4 and set(results["rung"]) == {0, 1, 2}
     assert sum(results["chosen"]) == 1
     chosen = results["chosen"].index(True)
     assert (results["rank"][chosen], results["reg"][chosen]) == (model.rank_, model.reg_)
@@ -419,8 +420,9 @@ def test_a_wide_rating_scale_is_fitted_as_stars_and_scaled_back(ratings, tmp_pat
         rtol=1e-6,
     )
     assert model.rating_min_ == -10.0 and model.rating_max_ == 10.0
-    row = model.trace_.rows[-1]
-    assert row.train_rmse == pytest.approx(model.rmse(wide), rel=1e-6)  # the trace in rating units
+    row = model.trace_.rows[-1]  # the trace in rating units (of the predictions before clipping)
+    unclipped = np.sqrt(np.mean((model.predict(wide, clip=False) - wide.values) ** 2))
+    assert row.train_rmse == pytest.approx(unclipped, rel=1e-6)
     model.save(tmp_path / "wide.npz")
     loaded = MatrixFactorizer.load(tmp_path / "wide.npz")
     np.testing.assert_array_equal(loaded.predict(wide), model.predict(wide))

@@ -30,9 +30,11 @@ from hamsi.problems.base import (
     equal_bounds,
     no_shared_entries,
 )
+from hamsi.spectral_start import LocalShards, ResidualShard, spectral_factors
 
 HELDOUT_CHUNKS = 64
 REG_WEIGHTINGS = ("uniform", "count")
+INIT_FACTORS = ("random", "spectral")
 BIAS_SWEEPS = 10
 
 
@@ -50,9 +52,11 @@ class MatrixFactorization(PartiallySeparableProblem):
         reg_damping: float = 0.0,
         init_scale: float = 1.0,
         init_biases: bool = False,
+        init_factors: str = "random",
         clip_heldout: bool = True,
     ):
         check_penalty(reg_weighting, reg_damping)
+        check_init_factors(init_factors)
         self.shape = (int(ratings.shape[0]), int(ratings.shape[1]))
         self.rank = int(rank)
         self.reg = float(reg)
@@ -61,6 +65,7 @@ class MatrixFactorization(PartiallySeparableProblem):
         self.reg_damping = float(reg_damping)
         self.init_scale = float(init_scale)
         self.init_biases = bool(init_biases) and self.biases
+        self.init_factors = init_factors
         self.width = self.rank + (1 if self.biases else 0)
         self.rows = np.ascontiguousarray(ratings.rows, dtype=np.int32)
         self.cols = np.ascontiguousarray(ratings.cols, dtype=np.int32)
@@ -150,11 +155,16 @@ class MatrixFactorization(PartiallySeparableProblem):
             np.int64
         )
 
-    def initial_point(self, rng: np.random.Generator) -> np.ndarray:
+    def initial_point(
+        self, rng: np.random.Generator, init_factors: str | None = None
+    ) -> np.ndarray:
         """Return x with N(0, init_scale^2) factors, U row-major then V; biases 0 or fitted.
 
         init_scale 1 is the reference's start; rating data fits better from a small one. With
-        init_biases the biases start at their penalized least-squares fit (`ridge_biases`).
+        init_biases the biases start at their penalized least-squares fit (`ridge_biases`); with
+        init_factors="spectral" the factors then add the objective's minimizers along the top
+        singular directions of what the biases leave (`hamsi.spectral_start`, drawing its test
+        matrix from `rng` after the factors' normals). `init_factors` overrides the problem's.
         """
         x = np.zeros(self.n_params)
         U, V = self.factors(x)
@@ -164,7 +174,21 @@ class MatrixFactorization(PartiallySeparableProblem):
             x *= self.init_scale
         if self.init_biases:
             U[:, self.rank], V[:, self.rank] = self.ridge_biases()
+        if (init_factors or self.init_factors) == "spectral":
+            dU, dV = self.spectral_factors(x, rng)
+            U[:, : self.rank] += dU
+            V[:, : self.rank] += dV
         return x
+
+    def _row_shards(self):
+        """Yield (shard, row_lo, row_hi, positions of its ratings in the caller's order) per row shard of `arrange`."""
+        rows = self._source[0]
+        shard_of_row = np.repeat(np.arange(self._row_bounds.size - 1), np.diff(self._row_bounds))
+        order = np.argsort(shard_of_row[rows], kind="stable")
+        cuts = np.searchsorted(shard_of_row[rows][order], np.arange(self._row_bounds.size))
+        for p in range(self._row_bounds.size - 1):
+            lo, hi = int(self._row_bounds[p]), int(self._row_bounds[p + 1])
+            yield p, lo, hi, order[cuts[p] : cuts[p + 1]]
 
     def ridge_biases(self, sweeps: int = BIAS_SWEEPS) -> tuple[np.ndarray, np.ndarray]:
         """Return (user, item) biases minimizing F with the factors at 0 (`ridge_bias_sweeps`).
@@ -174,19 +198,42 @@ class MatrixFactorization(PartiallySeparableProblem):
         """
         m, n = self.shape
         rows, cols, vals = self._source
-        shard_of_row = np.repeat(np.arange(self._row_bounds.size - 1), np.diff(self._row_bounds))
-        order = np.argsort(shard_of_row[rows], kind="stable")
-        cuts = np.searchsorted(shard_of_row[rows][order], np.arange(self._row_bounds.size))
-        shards = []
-        for p in range(self._row_bounds.size - 1):
-            take = order[cuts[p] : cuts[p + 1]]
-            lo, hi = int(self._row_bounds[p]), int(self._row_bounds[p + 1])
-            shards.append(BiasShard(rows[take] - lo, cols[take], vals[take] - self.offset, hi - lo))
+        shards = [
+            BiasShard(rows[take] - lo, cols[take], vals[take] - self.offset, hi - lo)
+            for _, lo, hi, take in self._row_shards()
+        ]
         col_counts = np.bincount(cols, minlength=n).astype(np.float64)
         row_biases, col_bias = ridge_bias_sweeps(
             shards, col_counts, self.reg, self.reg_weighting, sweeps, sum_in_order, self.reg_damping
         )
         return (np.concatenate(row_biases) if row_biases else np.zeros(m)), col_bias
+
+    def spectral_factors(self, x: np.ndarray, rng: np.random.Generator):
+        """Return (dU, dV) of the spectral start from x's biases (`spectral_start.spectral_factors`).
+
+        Row shard by row shard (those of `arrange`), as the Dask data path forms them on the hosts.
+        """
+        U, V = self.factors(x)
+        rows, cols, vals = self._source
+        shards = []
+        for _, lo, hi, take in self._row_shards():
+            residual = vals[take] - self.offset
+            if self.biases:
+                residual = residual - U[rows[take], self.rank] - V[cols[take], self.rank]
+            shards.append(
+                ResidualShard(
+                    lo,
+                    rows[take] - lo,
+                    cols[take],
+                    residual,
+                    hi - lo,
+                    self.shape[1],
+                    self.row_norm_weight[lo:hi],
+                )
+            )
+        return spectral_factors(
+            LocalShards(shards), self.shape, self.rank, self.col_norm_weight, rng
+        )
 
     @property
     def row_width(self) -> int:
@@ -314,6 +361,12 @@ def check_penalty(reg_weighting: str, reg_damping: float) -> None:
             f"reg_damping={reg_damping!r} applies to reg_weighting='count' only; "
             f"got reg_weighting={reg_weighting!r}"
         )
+
+
+def check_init_factors(init_factors: str) -> None:
+    """Raise ValueError unless init_factors names a start of `initial_point` (INIT_FACTORS)."""
+    if init_factors not in INIT_FACTORS:
+        raise ValueError(f"init_factors must be one of {INIT_FACTORS}; got {init_factors!r}")
 
 
 def penalty_weights(
