@@ -194,6 +194,7 @@ def test_color_b_fit_on_the_workers_gives_the_in_memory_iterates_on_its_cover(
         reg_damping=problem.reg_damping,
         init_scale=problem.init_scale,
         init_biases=problem.init_biases,
+        init_factors=problem.init_factors,
     )
     assert memory.offset == problem.offset
     from_memory = solve(DaskEngine(client), memory, part, options)
