@@ -13,7 +13,12 @@ import numpy as np
 
 from cluster.routing import ShardRatings
 from hamsi.problems.matrix_factorization import penalty_weights
-from hamsi.spectral_start import ResidualShard, spectral_factors, summed_in_order
+from hamsi.spectral_start import (
+    ResidualShard,
+    on_one_thread,
+    spectral_factors,
+    summed_in_order,
+)
 
 
 def _residual_shard(
@@ -67,7 +72,10 @@ class WorkerShards:
 
     def _submit(self, function, args) -> list:
         sent = [self.client.scatter(arg, broadcast=True, hash=False) for arg in args]
-        return [self.client.submit(function, shard, *sent, pure=False) for shard in self.futures]
+        return [
+            self.client.submit(on_one_thread, function, shard, *sent, pure=False)
+            for shard in self.futures
+        ]
 
     def gather(self, function, *args) -> list:
         """Return [function(shard, *args) for every shard] in shard order, computed on the hosts."""

@@ -33,9 +33,9 @@ The ratings are row shards (`ResidualShard`), reached through `shards.gather(fun
 their results added in shard order (`summed_in_order`). In process (`LocalShards`) the
 shards are the problem's own; on Dask (cluster.spectral_start) the functions run on the shards'
 hosts, the sums on a worker, and the rest (QR, SVD of n x l, the scales) in the
-client, so both engines start from the same bits. The dense steps run on one BLAS thread: their
-bits then do not depend on the machine's core count, and the search's trials, which start side by
-side on threads, do not oversubscribe the cores.
+client, so both engines start from the same bits. Every step runs on one BLAS thread (on Dask the
+shards' functions too, `on_one_thread`): the bits then do not depend on a machine's core count,
+and the search's trials, which start side by side on threads, do not oversubscribe the cores.
 """
 
 from __future__ import annotations
@@ -86,6 +86,12 @@ class ResidualShard:
         )
 
 
+def on_one_thread(function, *args):
+    """Return function(*args) run on one BLAS thread (a shard's function on a Dask worker)."""
+    with threadpool_limits(1, user_api="blas"):
+        return function(*args)
+
+
 def summed_in_order(parts) -> np.ndarray:
     """Return `parts` (arrays of one shape) added one after the other (`sum_in_order`): both engines' reduction."""
     return sum_in_order([np.ravel(part) for part in parts]).reshape(np.shape(parts[0]))
@@ -128,13 +134,17 @@ def top_singular(shards, shape, rank: int, omega: np.ndarray):
 
 def spectral_factors(shards, shape, rank: int, col_weight, rng):
     """Return (dU m x rank, dV n x rank): the scaled top directions of R (module steps 1-4)."""
+    with threadpool_limits(1, user_api="blas"):
+        return _spectral_factors(shards, shape, rank, col_weight, rng)
+
+
+def _spectral_factors(shards, shape, rank: int, col_weight, rng):
     m, n = shape
     width = min(rank + OVERSAMPLING, m, n)
     dU, dV = np.zeros((m, rank)), np.zeros((n, rank))
     if width == 0:
         return dU, dV
-    with threadpool_limits(1, user_api="blas"):
-        left, _, right = top_singular(shards, shape, rank, rng.standard_normal((n, width)))
+    left, _, right = top_singular(shards, shape, rank, rng.standard_normal((n, width)))
     k = left.shape[1]
     along, squares, row_side = shards.reduce(ResidualShard.direction_sums, left, right)
     col_side = np.asarray(col_weight, dtype=np.float64) @ right**2
