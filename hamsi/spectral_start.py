@@ -48,6 +48,7 @@ from hamsi.data.moments import sum_in_order
 
 POWER_ITERATIONS = 2
 OVERSAMPLING = 10
+LINE_CHUNK = 8192  # ratings per piece of the line search's |x|^2
 
 
 class ResidualShard:
@@ -57,6 +58,11 @@ class ResidualShard:
         self.row_lo, self.n_rows = int(row_lo), int(n_rows)
         self.matrix = sp.csr_matrix(
             (np.asarray(residual, dtype=np.float64), (rows, cols)), shape=(self.n_rows, n_items)
+        )
+        # the rated pattern (1 where R has an entry): |z_k|^2 = p_k^2 . (pattern @ q_k^2)
+        self.pattern = sp.csr_matrix(
+            (np.ones(self.matrix.nnz), self.matrix.indices, self.matrix.indptr),
+            shape=self.matrix.shape,
         )
         self.row_weight = np.asarray(row_weight, dtype=np.float64)
 
@@ -72,17 +78,34 @@ class ResidualShard:
         return np.asarray(self.matrix.T @ self._rows(left))
 
     def line_sums(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-        """Return [x . e, |x|^2] over this shard for x_ab = left_a . right_b on its ratings."""
-        coo = self.matrix.tocoo()
-        x = np.einsum("ik,ik->i", self._rows(left)[coo.row], right[coo.col])
-        return np.array([x @ coo.data, x @ x])
+        """Return [x . e, |x|^2] over this shard for x_ab = left_a . right_b on its ratings.
+
+        x . e = sum_a left_a . (R @ right)_a; |x|^2 from x on LINE_CHUNK ratings at a time, so
+        no (ratings x k) array is formed.
+        """
+        rows = self._rows(left)
+        fit = float(np.einsum("ik,ik->", rows, self.times(right)))
+        pattern = self.pattern
+        row_of = np.repeat(np.arange(self.n_rows), np.diff(pattern.indptr))
+        size = 0.0
+        for lo in range(0, pattern.nnz, LINE_CHUNK):
+            hi = min(lo + LINE_CHUNK, pattern.nnz)
+            x = np.einsum("ik,ik->i", rows[row_of[lo:hi]], right[pattern.indices[lo:hi]])
+            size += float(x @ x)
+        return np.array([fit, size])
 
     def direction_sums(self, left: np.ndarray, right: np.ndarray) -> np.ndarray:
-        """Return [z_k . e, |z_k|^2, sum_a w_a p_ak^2] over this shard, as rows of a 3 x k array."""
-        coo = self.matrix.tocoo()
-        z = self._rows(left)[coo.row] * right[coo.col]
+        """Return [z_k . e, |z_k|^2, sum_a w_a p_ak^2] over this shard, as rows of a 3 x k array.
+
+        z_k = p_ak q_bk on the ratings: z_k . e = p_k . (R @ q_k), |z_k|^2 = p_k^2 . (pattern @ q_k^2).
+        """
+        rows = self._rows(left)
         return np.stack(
-            [z.T @ coo.data, np.einsum("ik,ik->k", z, z), self.row_weight @ self._rows(left) ** 2]
+            [
+                np.einsum("ik,ik->k", rows, self.times(right)),
+                np.einsum("ik,ik->k", rows**2, np.asarray(self.pattern @ right**2)),
+                self.row_weight @ rows**2,
+            ]
         )
 
 

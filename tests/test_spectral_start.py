@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from hamsi import defaults
+from hamsi import defaults, spectral_start
 from hamsi.data.ratings import Ratings
 from hamsi.problems.matrix_factorization import MatrixFactorization
 from hamsi.spectral_start import LocalShards, ResidualShard, spectral_factors, top_singular
@@ -75,6 +75,24 @@ def test_the_split_of_the_rows_changes_only_rounding():
     assert np.abs(results[0][0]).max() > 0.1  # a real start, not zeros
 
 
+@pytest.mark.parametrize("chunk", [spectral_start.LINE_CHUNK, 7])
+def test_a_shards_sums_are_those_over_its_ratings(monkeypatch, chunk):
+    """direction_sums and line_sums, formed from R's products and the rated pattern, against the ratings one by one."""
+    monkeypatch.setattr(spectral_start, "LINE_CHUNK", chunk)
+    rng = np.random.default_rng(8)
+    matrix, mask = planted(noise=0.5), rng.random((40, 30)) < 0.3
+    weights = rng.random(40)
+    shard = shards_of(matrix, mask, [11], weights)[1]  # rows 11..39
+    left, right = rng.standard_normal((40, 4)), rng.standard_normal((30, 4))
+    rows, cols = np.nonzero(mask[11:])
+    e, p, q = matrix[11:][rows, cols], left[11:][rows], right[cols]
+    z = p * q  # z_k on the ratings
+    expected = np.stack([z.T @ e, (z * z).sum(axis=0), weights[11:] @ left[11:] ** 2])
+    assert np.allclose(shard.direction_sums(left, right), expected, rtol=1e-12)
+    x = z.sum(axis=1)
+    assert np.allclose(shard.line_sums(left, right), [x @ e, x @ x], rtol=1e-12)
+
+
 def test_more_rank_than_rows_fills_what_there_is():
     matrix = planted(m=6, n=30, rank=2)
     shards = shards_of(matrix, np.ones(matrix.shape, bool), [], np.full(6, 0.1))
@@ -117,6 +135,22 @@ def test_the_problem_starts_lower_and_adds_to_the_random_start():
     assert np.array_equal(U0[:, 3], U1[:, 3]) and np.array_equal(V0[:, 3], V1[:, 3])
     dU, dV = problem.spectral_factors(random_start, np.random.default_rng(0))
     assert np.abs(dU).max() > 0.1 and np.abs(dV).max() > 0.1
+
+
+def test_the_bias_fit_is_computed_once_per_row_shards_and_handed_out_as_copies(monkeypatch):
+    problem = problem_of("spectral")
+    fits = []
+    original = problem._ridge_biases
+    monkeypatch.setattr(
+        problem, "_ridge_biases", lambda sweeps: fits.append(sweeps) or original(sweeps)
+    )
+    first = problem.ridge_biases()
+    first[0][:] = 99.0  # a caller's change does not reach the kept fit
+    second = problem.ridge_biases()
+    assert len(fits) == 1 and not np.any(second[0] == 99.0)
+    assert np.array_equal(second[1], first[1])
+    problem.ridge_biases(sweeps=3)
+    assert len(fits) == 2  # another fit, another key
 
 
 def test_the_defaults_start_spectral_and_an_unknown_start_is_refused():
