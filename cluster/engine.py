@@ -46,8 +46,8 @@ class DaskEngine:
             x0=x0,
         )
 
-    def warm_up_trials(self, base_params: dict) -> None:
-        """Compile the trials' kernels on every worker at once (each worker runs trials)."""
+    def warm_up_trials(self, base_params: dict, n_params: int = 0) -> None:
+        """Compile the trials' kernels on every worker at once (each worker runs trials on one thread)."""
         self.client.run(warm_trial_kernels, base_params)
 
     def trial_runner(self, estimator_class, base_params: dict, fit_part, validation):

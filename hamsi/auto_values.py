@@ -93,13 +93,13 @@ class AutoValues:
             self._choose_unsearched()
             return None
         trials_class = self._in_process_class()
+        grid = search.candidate_grid(self._fixed(), sample.spread)
         compiling = time.perf_counter()
-        engine.warm_up_trials(self._trial_params())
+        engine.warm_up_trials(self._trial_params(), self._largest_trial(sample, grid))
         self._compile_seconds = time.perf_counter() - compiling
         runner = engine.trial_runner(
             trials_class, self._trial_params(), sample.fit_part, sample.validation
         )
-        grid = search.candidate_grid(self._fixed(), sample.spread)
         limit = self._param("max_cycles")
         max_cycles = 100 if limit is None else max(1, int(limit))
         deadline = None
@@ -146,6 +146,14 @@ class AutoValues:
             )
             return runner.fitted(found.candidate)
         return None
+
+    def _largest_trial(self, sample, grid) -> int:
+        """Return the parameters of the grid's largest trial on `sample` (0 when its shape is on the workers)."""
+        shape = getattr(sample.fit_part, "shape", None)
+        if shape is None:
+            return 0
+        width = max(int(params["rank"]) for params in grid) + (1 if self.biases else 0)
+        return (int(shape[0]) + int(shape[1])) * width
 
     def _no_time_to_refit(self, found, sample, started: float) -> bool:
         """True when max_time is left too short for the refit, at the winner trial's speed per cycle."""

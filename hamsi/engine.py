@@ -35,8 +35,11 @@ class Engine(Protocol):
     ):
         """Return the OptimizeResult of `options.method` on `problem` over `cover`."""
 
-    def warm_up_trials(self, base_params: dict) -> None:
-        """Compile (or load from numba's cache) what the search's trials run, where they run."""
+    def warm_up_trials(self, base_params: dict, n_params: int = 0) -> None:
+        """Compile (or load from numba's cache) what the search's trials run, where they run.
+
+        n_params: the largest trial's parameters (0: unknown), for the kernels of its size.
+        """
 
     def trial_runner(self, estimator_class, base_params: dict, fit_part, validation):
         """Return run_rung(trials) -> outcomes for hamsi.search.choose_by_validation."""
@@ -93,8 +96,14 @@ class InProcessEngine:
     def load(self, source, **_):
         raise TypeError("the in-process engine keeps no data elsewhere: fit reads it into memory")
 
-    def warm_up_trials(self, base_params: dict) -> None:
+    def warm_up_trials(self, base_params: dict, n_params: int = 0) -> None:
         warm_trial_kernels(base_params)
+        if self.threads > 1 and n_params >= kernels.PARALLEL_VECTOR_MIN:
+            # a trial left alone in its rung runs on every thread (hamsi.trials.LocalTrials)
+            from hamsi.optimizer import numba_threads  # why lazy: as in start
+
+            with numba_threads(self.threads):
+                kernels.warm_up(n_params)
 
     def trial_runner(self, estimator_class, base_params: dict, fit_part, validation):
         """Return run_rung: a rung's trials side by side in this process (hamsi.trials.LocalTrials)."""

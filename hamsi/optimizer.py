@@ -175,6 +175,20 @@ class InProcessRun:
             self.reason, self.message = "epoch_limit", f"reached max_cycles = {max_cycles}"
         return self
 
+    def use_threads(self, threads: int) -> None:
+        """Run the next cycles on `threads` numba threads: the vector kernels for that count, warmed first.
+
+        Same bits on any count (every reduction is per shard, in shard order): a search trial
+        left alone in its rung takes the cores the others freed (hamsi.trials.LocalTrials).
+        """
+        if threads == self.threads:
+            return
+        self.threads = threads
+        with numba_threads(threads):
+            disjoint = bool(np.all(getattr(self.layout, "disjoint", True)))
+            kernels.warm_up(self.problem.n_params, disjoint=disjoint)
+            self.exchange.k = kernels.vector_kernels(self.problem.n_params)
+
     def finish(self):
         """Return the OptimizeResult: the best-validation iterate when the stop rules keep it."""
         if self.stop.keeps_best and self.stop.best_epoch is not None:

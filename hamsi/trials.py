@@ -12,6 +12,7 @@ MLSys 2020). A TrialRun runs in the process that holds it: this one, or a Dask w
 from __future__ import annotations
 
 import math
+import threading
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -62,18 +63,26 @@ class TrialRun:
             run.stop.best_heldout = rmse
             exchange.save("best", biases)
 
-    def advance(self, cycles: int, deadline: float | None = None) -> dict:
+    def advance(self, cycles: int, deadline: float | None = None, threads=None) -> dict:
         """Run the trial to `cycles` cycles, or until time.time() `deadline`; return its outcome.
 
         outcome: validation_rmse (NaN when the run diverged), best_epoch, cycles (run so far),
         complete (it reached `cycles` or a stop rule ended it: its score is that of `cycles`
-        cycles), seconds (wall, all rungs).
+        cycles), seconds (wall, all rungs). threads: None, or a function returning the numba
+        threads for the next cycle (asked before each; the bits do not depend on it).
         """
         started = time.perf_counter()
         monotonic = None if deadline is None else time.monotonic() + (deadline - time.time())
+        run = self.run
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a trial's overfitting or divergence is its score
-            self.run.advance(int(cycles), deadline=monotonic)
+            if threads is None:
+                run.advance(int(cycles), deadline=monotonic)
+            while threads is not None and run.epoch < cycles:
+                run.use_threads(threads())
+                run.advance(run.epoch + 1, deadline=monotonic)  # one run's cycles, bit for bit
+                if run.reason not in (None, "epoch_limit"):
+                    break  # a stop rule, or the deadline
         self.seconds += time.perf_counter() - started
         return self.outcome(cycles)
 
@@ -135,6 +144,9 @@ def fitted_trial(run: TrialRun, keep_seen: bool = True):
 class LocalTrials:
     """run_rung of hamsi.search in this process: `workers` trials side by side, one numba thread each.
 
+    When fewer trials than workers are left in a rung, they share the free threads from their
+    next cycle on (a rung's last trial gets them all).
+
     A trial's kernels release the GIL, so `workers` trials at a time, each on one thread, beat
     one trial at a time on all of them (the fork-join of every short parallel kernel goes). The
     thread count changes no bits (every reduction is per shard, in shard order). Runs are kept
@@ -150,19 +162,39 @@ class LocalTrials:
         self.base_params = dict(base_params, threads=1)
         self.workers = max(1, int(workers))
         self.runs: dict = {}
+        self._unfinished = 0  # trials of the rung not yet ended (queued or running)
+        self._lock = threading.Lock()
+
+    def _threads(self) -> int:
+        """Return the numba threads of a trial's next cycle: the workers shared by the rung's unfinished trials."""
+        with self._lock:
+            return max(1, self.workers // max(1, min(self.workers, self._unfinished)))
 
     def _advance(self, trial) -> dict:
-        run = self.runs.get(trial.candidate)
-        if run is None and trial.candidate and search.past(trial.deadline):
-            return not_started()  # candidate 0 always starts: the fallback of a cut search
-        if run is None:
-            run = self.runs[trial.candidate] = TrialRun(
-                self.estimator_class, self.base_params, trial.params, self.fit_part, self.validation
-            )
-        return run.advance(trial.cycles, trial.deadline)
+        try:
+            run = self.runs.get(trial.candidate)
+            if run is None and trial.candidate and search.past(trial.deadline):
+                return not_started()  # candidate 0 always starts: the fallback of a cut search
+            if run is None:
+                run = self.runs[trial.candidate] = TrialRun(
+                    self.estimator_class,
+                    self.base_params,
+                    trial.params,
+                    self.fit_part,
+                    self.validation,
+                )
+            return run.advance(trial.cycles, trial.deadline, threads=self._threads)
+        finally:
+            with self._lock:
+                self._unfinished -= 1
 
     def __call__(self, trials, report) -> list[dict]:
-        """Return the outcomes of `trials` in their order, calling report(trial, outcome) as each ends."""
+        """Return the outcomes of `trials` in their order, calling report(trial, outcome) as each ends.
+
+        A trial runs on one numba thread while the rung has at least `workers` unfinished trials;
+        the last ones share the workers the others freed (a finalist running on alone gets them all).
+        """
+        self._unfinished = len(trials)
         if self.workers == 1 or len(trials) == 1:
             outcomes = []
             for trial in trials:

@@ -64,6 +64,45 @@ def test_trials_side_by_side_on_threads_give_the_table_of_one_at_a_time(ratings,
     )
 
 
+def test_a_trial_that_changes_threads_between_cycles_runs_the_cycles_of_one_thread(
+    ratings, monkeypatch
+):
+    """A rung's last trial takes the freed threads from its next cycle on (LocalTrials): same bits."""
+    from hamsi import kernels
+    from hamsi.trials import TrialRun
+
+    monkeypatch.setattr(
+        kernels, "PARALLEL_VECTOR_MIN", 0
+    )  # the parallel kernels, on this small set
+    fit_part, validation = search.validation_split(ratings, seed=0)
+    base = dict(FAST, threads=1, verbose=0)
+    params = dict(rank=3, reg_weighting="count", reg=0.1, reg_damping=20.0)
+    one = TrialRun(MatrixFactorizer, base, params, fit_part, validation)
+    changing = TrialRun(MatrixFactorizer, base, params, fit_part, validation)
+    counts = iter([1, 2, 2, 1, 2, 1, 1, 2, 2])
+    used = []
+
+    def threads():
+        used.append(next(counts))
+        return used[-1]
+
+    expected = without_seconds(one.advance(9))
+    assert without_seconds(changing.advance(9, threads=threads)) == expected
+    assert len(used) == changing.run.epoch == 9 and changing.run.threads == 2
+    assert changing.run.exchange.k is kernels._PARALLEL
+    np.testing.assert_array_equal(changing.run.exchange.x, one.run.exchange.x)
+    np.testing.assert_array_equal(changing.fitted().user_factors_, one.fitted().user_factors_)
+
+
+def test_the_last_trials_of_a_rung_share_the_free_threads():
+    from hamsi.trials import LocalTrials
+
+    trials = LocalTrials(MatrixFactorizer, {}, None, None, workers=4)
+    for unfinished, threads in ((6, 1), (4, 1), (3, 1), (2, 2), (1, 4), (0, 4)):
+        trials._unfinished = unfinished
+        assert trials._threads() == threads
+
+
 def test_an_explicit_hyper_parameter_is_never_searched(ratings):
     model = MatrixFactorizer(rank=3, **FAST).fit(ratings)
     assert set(model.search_results_["rank"]) == {3} and model.rank_ == 3
