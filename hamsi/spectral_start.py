@@ -44,8 +44,6 @@ import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
 
-from hamsi.data.moments import sum_in_order
-
 POWER_ITERATIONS = 2
 OVERSAMPLING = 10
 LINE_CHUNK = 8192  # ratings per piece of the line search's |x|^2
@@ -116,8 +114,14 @@ def on_one_thread(function, *args):
 
 
 def summed_in_order(parts) -> np.ndarray:
-    """Return `parts` (arrays of one shape) added one after the other (`sum_in_order`): both engines' reduction."""
-    return sum_in_order([np.ravel(part) for part in parts]).reshape(np.shape(parts[0]))
+    """Return `parts` (arrays of one shape) added one after the other from zero: both engines' reduction.
+
+    The bits of `sum_in_order` (elementwise IEEE sums in the same order), without stacking the parts.
+    """
+    total = np.zeros(np.shape(parts[0]))
+    for part in parts:
+        total += part
+    return total
 
 
 class LocalShards:
