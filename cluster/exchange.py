@@ -31,8 +31,10 @@ import time
 
 import numpy as np
 
+from cluster.errors import PeerLost
 from cluster.links import MAX_ARRAYS, FrameLimit
 from cluster.messages import MAX_SENDER_BYTES, Message
+from cluster.run_state import ABORTED
 from cluster.shared import SharedReplica, find, path_of, remove_stale
 from cluster.snapshot import write_own
 from hamsi import kernels, loop
@@ -232,7 +234,9 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
     chunk's cycles, stepping `states` and `common` in place (no working copy: the returned states
     are the inputs). What the driver reruns the chunk from if a worker dies is on disk: with
     plan.snapshot set, the inputs are written to this worker's snapshot files first
-    (cluster.snapshot.write_own).
+    (cluster.snapshot.write_own). A chunk the driver aborts (Ctrl-C, a failure elsewhere)
+    returns {"reason": ABORTED, "worker"} instead of raising: the driver says what happened, and
+    a task error would be logged by the worker first. The driver never reads it (summarize refuses it).
     """
     # why lazy: distributed loads only on the workers that run the mailbox
     from distributed import get_worker
@@ -277,6 +281,12 @@ def run_chunk(plan, datas: list, states: list, common) -> dict:
                 exchange.restore("best")
         if replica is not None:
             replica.copy_out(common)
+    except PeerLost:
+        if not box.aborted(plan.run_id):
+            raise
+        # the driver stopped the chunk (Ctrl-C, or a failure elsewhere) and says so itself: an
+        # error here would be logged by the worker ("Compute Failed") before the driver's line
+        return {"reason": ABORTED, "worker": me}
     finally:
         box.forget(plan.run_id)
         if replica is not None:

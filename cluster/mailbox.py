@@ -134,6 +134,11 @@ class Mailbox:
         if self.links is not None:
             self.links.abort(run)
 
+    def aborted(self, run: str) -> bool:
+        """True when the driver aborted `run` (until `forget`)."""
+        with self._cond:
+            return run in self._aborted
+
     def _wait(self, run: str, keys: list, timeout: float, on_timeout) -> list:
         deadline = time.monotonic() + timeout
         with self._cond:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cluster.errors import PeerLost
+
 
 @dataclass
 class RunState:
@@ -57,8 +59,14 @@ class ChunkSummary:
         return state.decisions()
 
 
+# The reason of a chunk task the driver aborted (cluster.exchange.run_chunk): it holds no state
+ABORTED = "aborted by the driver"
+
+
 def summarize(result: dict) -> ChunkSummary:
     """Return the ChunkSummary of a chunk task's result (a task on the worker that ran the chunk)."""
+    if result["reason"] == ABORTED:  # the driver never reads an aborted chunk; refuse if it did
+        raise PeerLost(f"the chunk on {result['worker']} was aborted by the driver")
     common = result["common"]
     return ChunkSummary(
         records=result["records"],

@@ -367,6 +367,54 @@ def test_a_stopped_worker_does_not_count_against_max_time(ratings):
     assert wall > pause + max_time
 
 
+def test_a_chunk_the_driver_aborts_ends_without_a_task_error_and_is_never_read(ratings):
+    """Ctrl-C aborts the chunk on every worker: their tasks return, so no worker logs "Compute Failed".
+
+    The abort here comes from outside the driver, which then finds the chunk finished: the aborted
+    results are refused (summarize) and the chunk is rerun, to the undisturbed factors.
+    """
+    import threading
+
+    from cluster.mailbox import abort_run
+
+    part = partition.make("strata-b", ratings, blocks=2, seed=1)
+    options = dict(rank=RANK, partition=part, random_state=1, max_cycles=300, chunk_cycles=150)
+    with connect(n_workers=2, quiet=True) as client:
+        ended = []
+
+        def abort_in_the_rounds(info):
+            if ended:
+                return
+            futures, run = dict(info["futures"]), info["futures"]
+            run_id = next(iter(run.values())).key.rsplit("-", 1)[0].removeprefix("hamsi-chunk-")
+
+            def abort():
+                deadline = time.monotonic() + 60
+                while not all(client.run(_links_open).values()):
+                    assert time.monotonic() < deadline, "the chunk's rounds never began"
+                    time.sleep(0.02)
+                client.run(abort_run, run_id)
+                while any(f.status == "pending" for f in futures.values()):
+                    assert time.monotonic() < deadline + 60, "the aborted tasks did not end"
+                    time.sleep(0.02)
+                ended.extend(
+                    (f.status, f.result()["reason"] if f.status == "finished" else None)
+                    for f in futures.values()
+                )
+
+            ended.append(threading.Thread(target=abort, daemon=True))
+            ended[0].start()
+
+        got = fit_distributed(
+            ratings, client=client, shared_memory=False, on_chunk=abort_in_the_rounds, **options
+        )
+        ended[0].join(60)
+        undisturbed = fit_distributed(ratings, client=client, shared_memory=False, **options)
+    assert ended[1:] == [("finished", "aborted by the driver")] * 2
+    assert len(got.recoveries) == 1 and "aborted by the driver" in got.recoveries[0]["error"]
+    np.testing.assert_array_equal(got.x, undisturbed.x)
+
+
 INTERRUPTED_GATHER = """
 import os, signal, sys, threading, time
 from cluster.connect import connect
