@@ -105,15 +105,15 @@ def test_a_one_off_transfer_in_one_pair_moves_no_printed_figure(bench_hosts):
 @pytest.mark.cluster
 @needs_netns
 def test_two_emulated_hosts_bytes_match_the_model_and_iterates_are_bitwise():
-    """Wire bytes within 1 % of the model, every run bitwise in process, tbf slows the rounds, nothing left."""
+    """Wire bytes within 3 % of the model, every run bitwise in process, tbf slows the rounds, nothing left."""
     proc = subprocess.run(
         [
             sys.executable,
             str(SCRIPT),
             "--hosts",
             "2",
-            "--epochs",
-            "2",
+            "--epochs",  # 8 cycles between a pair's runs: a one-off transfer of ~100 kB in one
+            "8",  # of them moved 2 cycles' per-iteration bytes by 1.3-1.5 % (on a busy and on a quiet machine)
             "--repeats",
             "3",
             "--rates",
@@ -139,7 +139,10 @@ def test_two_emulated_hosts_bytes_match_the_model_and_iterates_are_bitwise():
     assert set(rows) == {(r, p) for r in ("none", "100mbit") for p in ("replicated", "owned")}
     for (rate, path), (wire, model, _ratio, frames, _ms, same) in rows.items():
         assert same == "True", (rate, path)
-        assert abs(float(wire) / float(model) - 1) <= 0.01, (rate, path, wire, model)
+        # the veth counters also count TCP/IP headers and ACKs, whose number follows the kernel's
+        # segment coalescing and delayed ACKs (timing): owned V at 2 hosts read 1.3278 MB on a busy
+        # machine and 1.3656-1.3681 on a quiet one, against the model's 1.3456
+        assert abs(float(wire) / float(model) - 1) <= 0.03, (rate, path, wire, model)
         # headers come on top of the frames; wire is a difference of two runs' counters, which
         # moves it by about 0.1 % (an owned-V run at 2 hosts once read 1.3455 MB against 1.3468)
         assert float(wire) >= 0.995 * float(frames), (rate, path, wire, frames)
