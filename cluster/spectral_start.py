@@ -2,7 +2,7 @@
 
 Each row shard's `ResidualShard` is built on the shard's host from its ratings and the bias
 start; the products with R and R^T run there (`WorkerShards`), the n x l ones are added in shard
-order by one task on a worker (`summed_in_order`), and the m x l ones and the sums come to the
+order by one task on a worker (`sum_in_order`), and the m x l ones and the sums come to the
 client, which does the QR factorizations, the SVD and the scales as in process: the same bits as
 MatrixFactorization.initial_point, and O((users + items) x rank) numbers in the client.
 """
@@ -12,12 +12,12 @@ from __future__ import annotations
 import numpy as np
 
 from cluster.routing import ShardRatings
+from hamsi.data.moments import sum_in_order
 from hamsi.problems.matrix_factorization import penalty_weights
 from hamsi.spectral_start import (
     ResidualShard,
     on_one_thread,
     spectral_factors,
-    summed_in_order,
 )
 
 
@@ -88,5 +88,5 @@ class WorkerShards:
 
 
 def _summed(*parts):
-    """Return summed_in_order(parts) (a task)."""
-    return summed_in_order(parts)
+    """Return sum_in_order(parts) (a task)."""
+    return sum_in_order(parts)

@@ -30,7 +30,7 @@ instead (Keshavan, Montanari & Oh 2010; Jain, Netrapalli & Sanghavi 2013; the re
 
 The ratings are row shards (`ResidualShard`), reached through `shards.gather(function, *args)`,
 [function(shard, *args) for every shard] in shard order, and `shards.reduce(function, *args)`,
-their results added in shard order (`summed_in_order`). In process (`LocalShards`) the
+their results added in shard order (`hamsi.data.moments.sum_in_order`). In process (`LocalShards`) the
 shards are the problem's own; on Dask (cluster.spectral_start) the functions run on the shards'
 hosts, the sums on a worker, and the rest (QR, SVD of n x l, the scales) in the
 client, so both engines start from the same bits. Every step runs on one BLAS thread (on Dask the
@@ -43,6 +43,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 from threadpoolctl import threadpool_limits
+
+from hamsi.data.moments import sum_in_order
 
 POWER_ITERATIONS = 2
 OVERSAMPLING = 10
@@ -113,17 +115,6 @@ def on_one_thread(function, *args):
         return function(*args)
 
 
-def summed_in_order(parts) -> np.ndarray:
-    """Return `parts` (arrays of one shape) added one after the other from zero: both engines' reduction.
-
-    The bits of `sum_in_order` (elementwise IEEE sums in the same order), without stacking the parts.
-    """
-    total = np.zeros(np.shape(parts[0]))
-    for part in parts:
-        total += part
-    return total
-
-
 class LocalShards:
     """ResidualShards held in this process (what `spectral_factors` reads them through)."""
 
@@ -136,7 +127,7 @@ class LocalShards:
 
     def reduce(self, function, *args) -> np.ndarray:
         """Return the shards' function(shard, *args) added in shard order."""
-        return summed_in_order(self.gather(function, *args))
+        return sum_in_order(self.gather(function, *args))
 
 
 def top_singular(shards, shape, rank: int, omega: np.ndarray):

@@ -78,11 +78,12 @@ class TrialRun:
             warnings.simplefilter("ignore")  # a trial's overfitting or divergence is its score
             if threads is None:
                 run.advance(int(cycles), deadline=monotonic)
-            while threads is not None and run.epoch < cycles:
-                run.use_threads(threads())
-                run.advance(run.epoch + 1, deadline=monotonic)  # one run's cycles, bit for bit
-                if run.reason not in (None, "epoch_limit"):
-                    break  # a stop rule, or the deadline
+            else:
+                while run.epoch < cycles:
+                    run.use_threads(threads())
+                    run.advance(run.epoch + 1, deadline=monotonic)  # one run's cycles, bit for bit
+                    if run.reason not in (None, "epoch_limit"):
+                        break  # a stop rule, or the deadline
         self.seconds += time.perf_counter() - started
         return self.outcome(cycles)
 
@@ -168,7 +169,7 @@ class LocalTrials:
     def _threads(self) -> int:
         """Return the numba threads of a trial's next cycle: the workers shared by the rung's unfinished trials."""
         with self._lock:
-            return max(1, self.workers // max(1, min(self.workers, self._unfinished)))
+            return max(1, self.workers // max(1, self._unfinished))
 
     def _advance(self, trial) -> dict:
         try:

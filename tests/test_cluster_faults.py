@@ -385,8 +385,9 @@ def test_a_chunk_the_driver_aborts_ends_without_a_task_error_and_is_never_read(r
         def abort_in_the_rounds(info):
             if ended:
                 return
-            futures, run = dict(info["futures"]), info["futures"]
-            run_id = next(iter(run.values())).key.rsplit("-", 1)[0].removeprefix("hamsi-chunk-")
+            futures = dict(info["futures"])
+            key = next(iter(futures.values())).key  # hamsi-chunk-<run>-<worker index>
+            run_id = key.rsplit("-", 1)[0].removeprefix("hamsi-chunk-")
 
             def abort():
                 deadline = time.monotonic() + 60

@@ -137,15 +137,16 @@ def test_the_problem_starts_lower_and_adds_to_the_random_start():
     assert np.abs(dU).max() > 0.1 and np.abs(dV).max() > 0.1
 
 
-def test_the_shards_sums_are_sum_in_orders_bits():
+def test_sum_in_order_has_the_engines_reduction_bits_on_any_shape():
+    from hamsi import kernels
     from hamsi.data.moments import sum_in_order
-    from hamsi.spectral_start import summed_in_order
 
     rng = np.random.default_rng(9)
     parts = [rng.standard_normal((7, 5)) * 10.0 ** rng.integers(-8, 8, (7, 5)) for _ in range(4)]
     parts[1][0, 0], parts[0][0, 1], parts[1][0, 1] = -0.0, -0.0, -0.0
-    expected = sum_in_order([part.ravel() for part in parts]).reshape(7, 5)
-    assert summed_in_order(parts).tobytes() == expected.tobytes()
+    expected = np.empty(35)
+    kernels.sum_partials_in_order(np.stack([part.ravel() for part in parts]), expected)
+    assert sum_in_order(parts).tobytes() == expected.reshape(7, 5).tobytes()
 
 
 def test_the_bias_fit_is_computed_once_per_row_shards_and_handed_out_as_copies(monkeypatch):

@@ -63,16 +63,12 @@ def squared_deviation_sums(
 
 
 def sum_in_order(partials) -> np.ndarray:
-    """Return partials[0] + partials[1] + ... added one after the other (shard order).
+    """Return partials[0] + partials[1] + ... added one after the other from zero (shard order).
 
-    The engine's own reduction (kernels.sum_partials_in_order), on a list of equal-length vectors.
+    The engine's own reduction (the bits of kernels.sum_partials_in_order: elementwise IEEE sums
+    in the same order), on a list of arrays of one shape, added in place without stacking them.
     """
-    # why lazy: numba's kernels load only when partial sums are added (hamsi.data stays light)
-    from hamsi import kernels
-
-    stacked = np.ascontiguousarray(
-        np.stack([np.asarray(part, dtype=np.float64) for part in partials])
-    )
-    total = np.empty(stacked.shape[1])
-    kernels.sum_partials_in_order(stacked, total)
+    total = np.zeros(np.shape(partials[0]))
+    for part in partials:
+        total += part
     return total
