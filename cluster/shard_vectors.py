@@ -71,7 +71,7 @@ class ShardVectors:
         self.y_new = np.zeros((1, x.size)) if y_new is None else y_new
 
     def store_pair(self, slot: int) -> None:
-        self.S[slot], self.Y[slot] = self.s_new[0], self.y_new[0]
+        kernels.shard_copy_pair(self.s_new, self.y_new, self.S, self.Y, slot)
 
     def remember_start(self) -> None:
         self.x_start[:], self.g_start[:] = self.x, self.g

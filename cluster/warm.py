@@ -56,6 +56,7 @@ def warm_up(width: int = 3, memory: int = 2) -> bool:
             np.zeros(2),
         )
         kernels.shard_store_pair(x, x, x, x, new, new, 0)
+        kernels.shard_copy_pair(new, new, *rows, 0)
         kernels.shard_lbfgs_step(x.copy(), x, *rows, np.zeros(2 * memory), 1.0, 1.0)
     kernels.shard_gradient_step(flat.copy(), flat, 1.0)
     kernels.sum_partials_in_order(np.ones((2, 3)), np.zeros(3))

@@ -220,8 +220,9 @@ class LocalExchange:
     def _store_now(self) -> None:
         """Write a pair store_pair left for the step (before anything else reads S, Y)."""
         if self._store_slot is not None:
-            self.k.sharded_copy_row(self.s_new, self.S, self._store_slot, self.bounds)
-            self.k.sharded_copy_row(self.y_new, self.Y, self._store_slot, self.bounds)
+            self.k.sharded_copy_pair(
+                self.s_new, self.y_new, self.S, self.Y, self._store_slot, self.bounds
+            )
             self._store_slot = None
 
     def remember_start(self) -> None:

@@ -62,6 +62,7 @@ from hamsi.mf_kernels import (
 from hamsi.shard_kernels import (
     as_memory_rows,
     memory_rows,
+    shard_copy_pair,
     shard_gradient_step,
     shard_gram_partials,
     shard_iteration_partials,
@@ -76,7 +77,7 @@ from hamsi.shard_kernels import (
 from hamsi.sharded_kernels import (
     interleaved,
     sharded_copy,
-    sharded_copy_row,
+    sharded_copy_pair,
     sharded_fill_zero,
     sharded_gradient_step,
     sharded_iteration_partials,
@@ -110,6 +111,7 @@ __all__ = [
     "predict_one",
     "regularizer_in_order",
     "row_shard_norms",
+    "shard_copy_pair",
     "shard_gradient_step",
     "shard_gram_partials",
     "shard_iteration_partials",
@@ -120,7 +122,7 @@ __all__ = [
     "shard_store_pair_and_step",
     "shard_wtg_partials",
     "sharded_copy",
-    "sharded_copy_row",
+    "sharded_copy_pair",
     "sharded_fill_zero",
     "sharded_gradient_step",
     "sharded_iteration_partials",
@@ -159,7 +161,7 @@ def _one_thread_twin(kernel):
 # (numba compiles a prange body with noalias arguments), so they are always the parallel ones.
 VECTOR_KERNELS = (
     "sharded_iteration_partials",
-    "sharded_copy_row",
+    "sharded_copy_pair",
     "sharded_copy",
     "sharded_fill_zero",
     "sharded_gradient_step",
@@ -319,7 +321,7 @@ def _warm_errors_and_vectors(k) -> None:
         np.zeros((2, 2)),
         np.zeros((2, 2)),
     )
-    k.sharded_copy_row(new, S, 0, bounds)
+    k.sharded_copy_pair(new, new, S, Y, 0, bounds)
     k.sharded_gradient_step(x, g, 1.0, bounds)
     k.sharded_copy(x, g, bounds)
     k.sharded_fill_zero(g, bounds)

@@ -117,6 +117,18 @@ def shard_store_pair(x, x_start, g, g_start, S, Y, slot):
 
 
 @cached_njit(nogil=True)
+def shard_copy_pair(s_new, y_new, S, Y, slot):
+    """Copy row 0 of s_new, y_new into memory row `slot` of S, Y (Alg. 3, l. 17) in one pass.
+
+    In memory_rows' layout an entry's S and Y values share cache lines, so a row stored alone
+    moves as many lines as the whole memory: both rows in one pass halve that.
+    """
+    for i in range(S.shape[1]):
+        S[slot, i] = s_new[0, i]
+        Y[slot, i] = y_new[0, i]
+
+
+@cached_njit(nogil=True)
 def shard_lbfgs_step(x, g, S, Y, coef, sigma, inv_beta):
     """Apply x -= inv_beta * (sigma g + W (N W^T g)) on the shard (thesis Alg. 3, line 13).
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from numba import prange
 
 from hamsi.shard_kernels import (
+    shard_copy_pair,
     shard_gradient_step,
     shard_iteration_partials,
     shard_lbfgs_step,
@@ -88,13 +89,14 @@ def sharded_iteration_partials(
 
 
 @cached_njit(parallel=True, nogil=True)
-def sharded_copy_row(src, dst, slot, bounds):
-    """Copy src (one row) into row `slot` of dst shard by shard in parallel (storing an accepted pair)."""
+def sharded_copy_pair(s_new, y_new, S, Y, slot, bounds):
+    """Store the accepted pair (shard_copy_pair) in memory row `slot`, shards in parallel."""
     n_shards = bounds.shape[0] - 1
     for q in prange(n_shards):
         p = interleaved(q, n_shards)
-        for i in range(bounds[p], bounds[p + 1]):
-            dst[slot, i] = src[0, i]
+        lo = bounds[p]
+        hi = bounds[p + 1]
+        shard_copy_pair(s_new[:, lo:hi], y_new[:, lo:hi], S[:, lo:hi], Y[:, lo:hi], slot)
 
 
 @cached_njit(parallel=True, nogil=True)

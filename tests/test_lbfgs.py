@@ -134,8 +134,7 @@ def test_pair_products_and_store():
         out["pair"], np.concatenate([[s @ y, y @ y], S @ y, Y @ y]), rtol=1e-12
     )
     np.testing.assert_allclose(out["new_pair_g"], [s @ g, y @ g], rtol=1e-12)
-    kernels.sharded_copy_row(out["s_new"], S, 1, bounds)  # the engine's store_pair (hamsi.exchange)
-    kernels.sharded_copy_row(out["y_new"], Y, 1, bounds)
+    kernels.sharded_copy_pair(out["s_new"], out["y_new"], S, Y, 1, bounds)  # hamsi.exchange's store
     np.testing.assert_array_equal(S[1], s)
     np.testing.assert_array_equal(Y[1], y)
 

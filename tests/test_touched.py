@@ -113,8 +113,7 @@ def test_storing_a_pair_in_the_step_is_store_then_step_bit_for_bit(k):
     s_new, y_new = rng.standard_normal((1, x.size)), rng.standard_normal((1, x.size))
     coef = rng.standard_normal(10)
     x2, S2, Y2 = x.copy(), S.copy(), Y.copy()
-    k.sharded_copy_row(s_new, S, 3, bounds)
-    k.sharded_copy_row(y_new, Y, 3, bounds)
+    k.sharded_copy_pair(s_new, y_new, S, Y, 3, bounds)
     k.sharded_lbfgs_step(x, g, S, Y, coef, 0.8, 0.3, bounds)
     k.sharded_store_pair_and_step(x2, g, S2, Y2, s_new, y_new, 3, coef, 0.8, 0.3, bounds)
     assert x2.tobytes() == x.tobytes()
@@ -123,8 +122,7 @@ def test_storing_a_pair_in_the_step_is_store_then_step_bit_for_bit(k):
 
 def store_at_once(self, slot):
     """LocalExchange.store_pair as it was: both rows copied when the pair is accepted."""
-    self.k.sharded_copy_row(self.s_new, self.S, slot, self.bounds)
-    self.k.sharded_copy_row(self.y_new, self.Y, slot, self.bounds)
+    self.k.sharded_copy_pair(self.s_new, self.y_new, self.S, self.Y, slot, self.bounds)
 
 
 @pytest.mark.parametrize("memory,safeguard", [(5, True), (5, False), (3, True)])
