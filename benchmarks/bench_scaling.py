@@ -21,7 +21,7 @@ One run prints:
    per cycle and speed-up (of the median constants, and paired: the median of each repeat's
    own), for today's replicated V and for owned V; the spread over the repeats; the anchors.
 
-    python benchmarks/bench_scaling.py [--epochs 20] [--repeats 3] [--point-repeats 2]
+    python benchmarks/bench_scaling.py [--epochs 20] [--repeats 5] [--point-repeats 2]
                                        [--workers 1 2 4 8] [--skip-goal | --goal-only] [--skip-points]
                                        [--block-data long-tail-like ml-20m-like] [--constant-repeats 11]
 """
@@ -51,7 +51,7 @@ from hamsi.data.synth import make_ratings
 from hamsi.optimizer import minimize_hamsi
 from hamsi.problems import MatrixFactorization
 
-GOAL = 1.7
+GOAL = 1.75  # on the median of the alternating runs (the best run is the edge of the spread)
 
 
 def ms_per_inner(trace) -> float:
@@ -237,8 +237,8 @@ def print_goal(goal: dict, args) -> None:
         f"{', '.join(f'{t:.1f}' for t in two)})"
     )
     print(
-        f"  speed-up: best {best:.2f}x, median {median:.2f}x (goal >= {GOAL}: "
-        f"{'met' if min(best, median) >= GOAL else 'NOT met'}); 2 workers' lead, last run: compute "
+        f"  speed-up: best {best:.2f}x, median {median:.2f}x (goal: median >= {GOAL}: "
+        f"{'met' if median >= GOAL else 'NOT met'}); 2 workers' lead, last run: compute "
         f"{s['compute']:.2f} / exchange {s['exchange']:.2f} / wait {s['wait']:.2f} ms"
     )
     print(
@@ -357,7 +357,7 @@ def main(argv=None):
     )
     parser.add_argument("--rank", type=int, default=50)
     parser.add_argument(
-        "--repeats", type=int, default=3, help="alternating runs of the 1 -> 2 goal"
+        "--repeats", type=int, default=5, help="alternating runs of the 1 -> 2 goal"
     )
     parser.add_argument("--point-repeats", type=int, default=2, help="runs per measured point")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
