@@ -9,7 +9,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from hamsi.memory5_kernels import MEMORY, pair_iteration_m5, wtg_norms_m5
+from hamsi.memory5_kernels import (
+    MEMORY,
+    lbfgs_step_m5,
+    pair_iteration_m5,
+    store_pair_and_step_m5,
+    wtg_norms_m5,
+)
 from partition.jit import cached_njit
 
 
@@ -133,8 +139,18 @@ def shard_lbfgs_step(x, g, S, Y, coef, sigma, inv_beta):
     """Apply x -= inv_beta * (sigma g + W (N W^T g)) on the shard (thesis Alg. 3, line 13).
 
     coef (2M) is N W^T g with W's scaling folded in (from LBFGSMemory.coefficients): the step
-    direction is sigma g[i] + sum_j coef[j] S[j, i] + sum_j coef[M + j] Y[j, i].
+    direction is sigma g[i] + sum_j coef[j] S[j, i] + sum_j coef[M + j] Y[j, i]. With M = 5,
+    `hamsi.memory5_kernels.lbfgs_step_m5` (same bits).
     """
+    if S.shape[0] == MEMORY:
+        lbfgs_step_m5(x, g, S, Y, coef, sigma, inv_beta)
+    else:
+        _any_memory_step(x, g, S, Y, coef, sigma, inv_beta)
+
+
+@cached_njit(nogil=True)
+def _any_memory_step(x, g, S, Y, coef, sigma, inv_beta):
+    """shard_lbfgs_step for any M (a loop over the memory rows)."""
     M = S.shape[0]
     for i in range(x.shape[0]):
         d = sigma * g[i]
@@ -152,7 +168,17 @@ def shard_store_pair_and_step(x, g, S, Y, s_new, y_new, slot, coef, sigma, inv_b
     One pass where store and step took two: the step reads every memory row at each entry
     anyway, and storing a row alone (a stride of 2M doubles) moves as many cache lines. Each
     entry's direction is formed after its new pair is written, so the bits are those of the two.
+    With M = 5, `hamsi.memory5_kernels.store_pair_and_step_m5` (same bits).
     """
+    if S.shape[0] == MEMORY:
+        store_pair_and_step_m5(x, g, S, Y, s_new, y_new, slot, coef, sigma, inv_beta)
+    else:
+        _any_memory_store_and_step(x, g, S, Y, s_new, y_new, slot, coef, sigma, inv_beta)
+
+
+@cached_njit(nogil=True)
+def _any_memory_store_and_step(x, g, S, Y, s_new, y_new, slot, coef, sigma, inv_beta):
+    """shard_store_pair_and_step for any M (a loop over the memory rows)."""
     M = S.shape[0]
     for i in range(x.shape[0]):
         S[slot, i] = s_new[0, i]

@@ -392,6 +392,33 @@ def test_the_hot_kernels_predict_as_predict_one_bit_for_bit(rank, biases):
     assert np.array_equal(gU, want_U) and np.array_equal(gV, want_V)
 
 
+@pytest.mark.parametrize("store", [False, True])
+def test_the_memory5_step_is_the_general_one_bit_for_bit(store):
+    """At M = 5 the step (and the step that stores a pair) has the general loop's bits."""
+    rng = np.random.default_rng(6)
+    n, M = 1001, 5
+    x, g = rng.standard_normal(n), rng.standard_normal(n)
+    coef = rng.standard_normal(2 * M)
+    new_rows = rng.standard_normal((1, n)), rng.standard_normal((1, n))
+    results = []
+    for step, store_and_step in (
+        (kernels.shard_lbfgs_step, kernels.shard_store_pair_and_step),
+        (shard_kernels._any_memory_step, shard_kernels._any_memory_store_and_step),
+    ):
+        S, Y = kernels.memory_rows(M, n)
+        S[:], Y[:] = np.sin(np.arange(M * n)).reshape(M, n), np.cos(np.arange(M * n)).reshape(M, n)
+        out = x.copy()
+        if store:
+            store_and_step(out, g, S, Y, *new_rows, 2, coef, 0.7, 0.3)
+        else:
+            step(out, g, S, Y, coef, 0.7, 0.3)
+        results.append((out, S.copy(), Y.copy()))
+    (fast, S5, Y5), (general, S_any, Y_any) = results
+    assert fast.tobytes() == general.tobytes()
+    assert S5.tobytes() == S_any.tobytes() and Y5.tobytes() == Y_any.tobytes()
+    assert not np.array_equal(fast, x)
+
+
 @pytest.mark.parametrize(
     "wants",
     [
