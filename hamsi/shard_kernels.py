@@ -13,6 +13,7 @@ from hamsi.memory5_kernels import (
     MEMORY,
     lbfgs_step_m5,
     pair_iteration_m5,
+    pair_wtg_m5,
     store_pair_and_step_m5,
     wtg_norms_m5,
 )
@@ -235,7 +236,7 @@ def shard_iteration_partials(
     shard_wtg_partials(g, s_new, y_new); want_gram = shard_gram_partials; want_wtg =
     shard_wtg_partials(g, S, Y); want_norms = shard_norm_partials. The memory rows S, Y dominate
     the traffic (2M doubles per entry), so a pair iteration reads them once instead of three times.
-    With M = 5, an iteration without a pair and a pair iteration wanting every partial run
+    With M = 5, an iteration without a pair and a pair iteration wanting W^T g run
     `hamsi.memory5_kernels` (same bits).
     """
     five = S.shape[0] == MEMORY
@@ -245,6 +246,8 @@ def shard_iteration_partials(
         pair_iteration_m5(
             x, x_start, g, g_start, S, Y, s_new, y_new, pair, new_pair_g, gram, wtg, norms
         )
+    elif five and want_pair and want_wtg and not (want_gram or want_norms):
+        pair_wtg_m5(x, x_start, g, g_start, S, Y, s_new, y_new, pair, new_pair_g, wtg)
     else:
         _fused_partials(
             x,

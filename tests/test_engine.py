@@ -427,6 +427,8 @@ def test_the_memory5_step_is_the_general_one_bit_for_bit(store):
         (True, True, True, True),
         (True, True, False, True),
         (True, False, True, False),
+        (True, True, True, False),
+        (True, False, True, True),
     ],
 )
 def test_the_memory5_partials_are_the_general_ones_bit_for_bit(wants):
