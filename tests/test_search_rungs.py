@@ -97,9 +97,9 @@ def test_a_deadline_reaches_every_trial_and_no_rung_starts_after_it(monkeypatch)
     grid = [{"rank": 1, "reg_weighting": "uniform", "reg": float(g)} for g in range(4)]
     seen = []
 
-    def run_rung(trials, report):
+    def run_rung(trials, report):  # every curve still falling: none is cut as unable to win
         seen.extend(t.deadline for t in trials)
-        return [outcome(1.0 + t.candidate, t) for t in trials]
+        return [outcome(1.0 + t.candidate / t.cycles, t) for t in trials]
 
     found = search.choose_by_validation(
         grid, run_rung, min_cycles=1, max_cycles=4, deadline=time.time() + 60
@@ -156,3 +156,49 @@ def test_a_diverging_candidate_is_never_chosen():
 
     found = search.choose_by_validation(grid, run_rung, min_cycles=1, max_cycles=3, factor=2)
     assert found.params == grid[1]
+
+
+def test_a_candidate_whose_curve_cannot_reach_the_leader_is_not_promoted():
+    # four penalties x ranks 10 and 50 (candidate 2 g + 1 is rank 50); rungs of 10, 20, 40, 100
+    grid = [{"rank": r, "reg": float(g)} for g in range(4) for r in (10, 50)]
+    # rank 10's first penalty keeps falling; rank 50's has flattened behind it at 40 cycles:
+    # 0.95 -> 0.94 over its last 20 cycles reaches 0.94 - 0.01 * 60 / 20 = 0.91 at 100, behind 0.90
+    curves = {0: {10: 0.97, 20: 0.93, 40: 0.90, 100: 0.88}, 1: {10: 0.96, 20: 0.95, 40: 0.94}}
+    ran = []
+
+    def run_rung(trials, report):
+        ran.append([(t.candidate, t.cycles) for t in trials])
+        flat = {c: 1.0 + 0.01 * c for c in (10, 20, 40, 100)}
+        return [outcome(curves.get(t.candidate, flat)[t.cycles], t) for t in trials]
+
+    found = search.choose_by_validation(grid, run_rung, min_cycles=10, max_cycles=100)
+    assert (1, 40) in ran[-2] and ran[-1] == [(0, 100)]
+    assert found.candidate == 0 and found.cycles == 100
+    # still falling at 0.04 per 20 cycles it could win (0.92 - 0.04 * 3 = 0.80): it goes on, and wins
+    curves[1] = {10: 0.98, 20: 0.96, 40: 0.92, 100: 0.87}
+    ran.clear()
+    found = search.choose_by_validation(grid, run_rung, min_cycles=10, max_cycles=100)
+    assert sorted(ran[-1]) == [(0, 100), (1, 100)] and found.candidate == 1
+    # flat already at 20 cycles: the leader, left alone, runs the whole budget at once
+    curves[1] = {10: 0.96, 20: 0.959}
+    ran.clear()
+    found = search.choose_by_validation(grid, run_rung, min_cycles=10, max_cycles=100)
+    assert ran[-1] == [(0, 100)] and (0, 40) not in ran[-2] and found.cycles == 100
+
+
+def test_can_still_win_keeps_the_leader_and_a_single_rung():
+    rows = [
+        {"candidate": 0, "rung": 0, "cycles": 10, "complete": True, "validation_rmse": 0.95},
+        {"candidate": 1, "rung": 0, "cycles": 10, "complete": True, "validation_rmse": 0.99},
+    ]
+    scores = {0: (0.95,), 1: (0.99,)}
+    assert search.can_still_win(rows, 0, scores, 100)
+    assert search.can_still_win(rows, 1, scores, 100)  # one rung: no slope to continue
+    rows.append(
+        {"candidate": 1, "rung": 1, "cycles": 20, "complete": True, "validation_rmse": 0.99}
+    )
+    rows.append(
+        {"candidate": 0, "rung": 1, "cycles": 20, "complete": True, "validation_rmse": 0.95}
+    )
+    assert not search.can_still_win(rows, 1, scores, 100)  # flat behind the leader
+    assert search.can_still_win(rows, 0, scores, 100)  # the leader, flat too
