@@ -5,8 +5,8 @@ allocates on the heap: LLVM then loads and stores every accumulator at every ent
 the sums live in local variables, and the same terms are added to each sum in the same index
 order, so the bits are those of the general kernel (tests/test_engine.py). The iterations
 without a pair (two of a cycle's three at K = 2) want W^T g and the norms (`wtg_norms_m5`); the
-pair iteration with the safeguard wants every partial (`pair_iteration_m5`), without it the pair
-and W^T g (`pair_wtg_m5`: flags inside one loop cost the safeguard's 20 % at 134k entries). Each took about
+pair iteration wants every partial with the safeguard and the pair and W^T g without it
+(`pair_iteration_m5` either way: forming gram and norms too costs less than the general kernel). Each took about
 half the general kernel's time per entry (docs/benchmarks.md). The step (`lbfgs_step_m5`,
 `store_pair_and_step_m5`) takes about three quarters of the general one's, with its ten terms
 written out in the general kernel's order (S rows, then Y rows).
@@ -119,52 +119,6 @@ def pair_iteration_m5(
     _write10(wtg, 0, w0, w1, w2, w3, w4, z0, z1, z2, z3, z4)
     norms[0] = gg
     norms[1] = xx
-
-
-@cached_njit(nogil=True)
-def pair_wtg_m5(x, x_start, g, g_start, S, Y, s_new, y_new, pair, new_pair_g, wtg):
-    """pair_iteration_m5 without gram and norms (the pair iteration without the safeguard)."""
-    sy = yy = sg = yg = 0.0
-    p0 = p1 = p2 = p3 = p4 = q0 = q1 = q2 = q3 = q4 = 0.0  # S_j.y, Y_j.y
-    w0 = w1 = w2 = w3 = w4 = z0 = z1 = z2 = z3 = z4 = 0.0  # S_j.g, Y_j.g
-    for i in range(x.shape[0]):
-        gi = g[i]
-        s = x[i] - x_start[i]
-        y = gi - g_start[i]
-        s_new[0, i] = s
-        y_new[0, i] = y
-        sy += s * y
-        yy += y * y
-        sg += s * gi
-        yg += y * gi
-        m0, m1, m2, m3, m4 = S[0, i], S[1, i], S[2, i], S[3, i], S[4, i]
-        n0, n1, n2, n3, n4 = Y[0, i], Y[1, i], Y[2, i], Y[3, i], Y[4, i]
-        p0 += m0 * y
-        p1 += m1 * y
-        p2 += m2 * y
-        p3 += m3 * y
-        p4 += m4 * y
-        q0 += n0 * y
-        q1 += n1 * y
-        q2 += n2 * y
-        q3 += n3 * y
-        q4 += n4 * y
-        w0 += m0 * gi
-        w1 += m1 * gi
-        w2 += m2 * gi
-        w3 += m3 * gi
-        w4 += m4 * gi
-        z0 += n0 * gi
-        z1 += n1 * gi
-        z2 += n2 * gi
-        z3 += n3 * gi
-        z4 += n4 * gi
-    pair[0] = sy
-    pair[1] = yy
-    _write10(pair, 2, p0, p1, p2, p3, p4, q0, q1, q2, q3, q4)
-    new_pair_g[0] = sg
-    new_pair_g[1] = yg
-    _write10(wtg, 0, w0, w1, w2, w3, w4, z0, z1, z2, z3, z4)
 
 
 @cached_njit(nogil=True)

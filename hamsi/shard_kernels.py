@@ -13,7 +13,6 @@ from hamsi.memory5_kernels import (
     MEMORY,
     lbfgs_step_m5,
     pair_iteration_m5,
-    pair_wtg_m5,
     store_pair_and_step_m5,
     wtg_norms_m5,
 )
@@ -242,12 +241,22 @@ def shard_iteration_partials(
     five = S.shape[0] == MEMORY
     if five and want_wtg and not (want_pair or want_gram):
         wtg_norms_m5(x, g, S, Y, wtg, norms, want_norms)
-    elif five and want_pair and want_gram and want_wtg and want_norms:
+    elif five and want_pair and want_wtg:  # gram and norms are formed either way
         pair_iteration_m5(
-            x, x_start, g, g_start, S, Y, s_new, y_new, pair, new_pair_g, gram, wtg, norms
+            x,
+            x_start,
+            g,
+            g_start,
+            S,
+            Y,
+            s_new,
+            y_new,
+            pair,
+            new_pair_g,
+            gram if want_gram else np.empty(2 * MEMORY + 1),
+            wtg,
+            norms if want_norms else np.empty(2),
         )
-    elif five and want_pair and want_wtg and not (want_gram or want_norms):
-        pair_wtg_m5(x, x_start, g, g_start, S, Y, s_new, y_new, pair, new_pair_g, wtg)
     else:
         _fused_partials(
             x,
