@@ -5,11 +5,11 @@ allocates on the heap: LLVM then loads and stores every accumulator at every ent
 the sums live in local variables, and the same terms are added to each sum in the same index
 order, so the bits are those of the general kernel (tests/test_engine.py). The iterations
 without a pair (two of a cycle's three at K = 2) want W^T g and the norms (`wtg_norms_m5`); the
-pair iteration wants every partial with the safeguard and the pair and W^T g without it
-(`pair_iteration_m5` either way: forming gram and norms too costs less than the general kernel). Each took about
-half the general kernel's time per entry (docs/benchmarks.md). The step (`lbfgs_step_m5`,
-`store_pair_and_step_m5`) takes about three quarters of the general one's, with its ten terms
-written out in the general kernel's order (S rows, then Y rows).
+pair iteration wants every partial with the safeguard, the pair and W^T g without it
+(`pair_iteration_m5` either way: forming gram and norms as well costs less than the general
+kernel). Each took about half the general kernel's time per entry (docs/benchmarks.md). The
+step (`lbfgs_step_m5`, `store_pair_and_step_m5`) takes about three quarters of the general
+one's, with its ten terms written out in the general kernel's order (S rows, then Y rows).
 """
 
 from __future__ import annotations
