@@ -179,7 +179,7 @@ def can_still_win(rows: list[dict], candidate: int, scores: dict, max_cycles: in
     (every one recorded from the spectral start does) falls less than that, so a candidate whose
     reach is no better than the leader's score now, which can only fall, would not win: it is
     not promoted. The leader, and a candidate with a single finished rung, always are. On 17
-    preset splits this never cut a winner and cut joke-like's rank-50 finalist at 40 of its 70-80
+    preset splits this never cut a winner, and cut joke-like's running rank-50 finalists at 40
     cycles (docs/accuracy.md).
     """
     leader = min(scores, key=lambda c: (scores[c], c))
