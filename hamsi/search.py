@@ -248,7 +248,7 @@ def choose_by_validation(
         # the halving counts the whole grid: a screened-out candidate counts as cut at rung 0
         schedule = rung_cycles(min_cycles, max_cycles, factor, len(grid))[1:]
         groups = [row.get(group_by) for row in grid]
-        decided, cut = _later_rungs(rungs, finished, decided, groups, schedule)
+        decided, cut = _later_rungs(rungs, finished, decided, groups, schedule, max_cycles)
     return _result(grid, decided, rungs.rows, max_cycles, cut)
 
 
@@ -297,12 +297,13 @@ def first_rung(rungs: _Rungs, cycles: int, screen_by: str | None, factor: int) -
     return outcomes
 
 
-def _later_rungs(rungs: _Rungs, finished: dict, decided, groups: list, schedule: list):
+def _later_rungs(
+    rungs: _Rungs, finished: dict, decided, groups: list, schedule: list, max_cycles: int
+):
     """Run the rungs after the first; return (decided winner and row, cut by the deadline).
 
     A rung promotes `survivors`, less those whose curve cannot reach the leader (can_still_win).
     """
-    max_cycles = schedule[-1][1] if schedule else 0
     alive, scores = list(finished), {c: _score(o) for c, o in finished.items()}
     for rung, (kept, cycles) in enumerate(schedule, start=1):
         if len(alive) == 1:
