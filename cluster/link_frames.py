@@ -2,20 +2,22 @@
 
 A frame is FRAME (magic, number of arrays), one DESCRIPTOR per array (dtype from a whitelist,
 shape), then the arrays' raw bytes (cluster.messages.to_arrays / from_arrays give the typed
-Message). An array is written from its own memory and read into a fresh one (a large array with
-no copy in between; small parts through one buffer, so a small frame costs one recv, not one per
-array); FrameReader and FrameWriter do it piece by piece on non-blocking sockets.
+Message). A large array is written from its own memory and read into a fresh one (no copy in
+between); the small parts travel through one buffer each way, so a small frame costs one send and
+one recv, not one per array. FrameReader and FrameWriter do it piece by piece on non-blocking
+sockets.
 """
 
 from __future__ import annotations
 
+import array
 import math
 import struct
 from dataclasses import dataclass
 
 import numpy as np
 
-from cluster.messages import from_arrays, to_arrays
+from cluster.messages import from_arrays, to_parts
 
 # A frame: FRAME (magic, number of arrays), then one DESCRIPTOR per array, then the raw bytes.
 FRAME = struct.Struct("!4sI")
@@ -28,7 +30,9 @@ DTYPES: dict[int, np.dtype] = {
     4: np.dtype(np.uint8),
 }
 CODES = {dtype: code for code, dtype in DTYPES.items()}
+INT64, FLOAT64, UINT8 = np.dtype(np.int64), np.dtype(np.float64), np.dtype(np.uint8)
 MAX_ARRAYS = 1 << 16
+SMALL_ARRAY = 1 << 12  # bytes: a smaller array is copied into the frame's first buffer
 
 
 @dataclass(frozen=True)
@@ -44,17 +48,41 @@ class FrameRefused(ValueError):
 
 
 def encode(message) -> list:
-    """Return the frame of a Message as buffers: frame header + descriptors, then each array's bytes."""
-    arrays = [np.ascontiguousarray(a) for a in to_arrays(message)]
-    parts = [FRAME.pack(FRAME_MAGIC, len(arrays))]
-    for a in arrays:
-        if a.dtype not in CODES or a.ndim > 2:
+    """Return the frame of a Message as buffers (the bytes of cluster.messages.to_arrays' arrays).
+
+    The header, the descriptors, the three small arrays that open every message (skeleton,
+    scalars, sender) and the data arrays before the first of SMALL_ARRAY bytes or more are one
+    bytes object, built without a numpy array (a message of partials is one buffer, one write);
+    a large array is sent from its own memory.
+    """
+    skeleton, scalars, sender, data = to_parts(message)
+    values = b"".join([_float64_bytes(p) for p in scalars])
+    data = [np.ascontiguousarray(a) for a in data]
+    head = [
+        FRAME.pack(FRAME_MAGIC, 3 + len(data)),
+        DESCRIPTOR.pack(CODES[INT64], 1, len(skeleton), 0),
+        DESCRIPTOR.pack(CODES[FLOAT64], 1, len(values) // FLOAT64.itemsize, 0),
+        DESCRIPTOR.pack(CODES[UINT8], 1, len(sender), 0),
+    ]
+    for a in data:
+        code = CODES.get(a.dtype)
+        if code is None or a.ndim > 2:
             raise TypeError(
                 f"links carry 0-2 dimensional arrays of {sorted(map(str, CODES))}, not {a.dtype} x {a.ndim}"
             )
-        shape = tuple(a.shape) + (0,) * (2 - a.ndim)
-        parts.append(DESCRIPTOR.pack(CODES[a.dtype], a.ndim, *shape))
-    return [b"".join(parts), *(a for a in arrays if a.nbytes)]
+        head.append(DESCRIPTOR.pack(code, a.ndim, *a.shape, *(0,) * (2 - a.ndim)))
+    head += [array.array("q", skeleton).tobytes(), values, sender]
+    large = next((i for i, a in enumerate(data) if a.nbytes >= SMALL_ARRAY), len(data))
+    head += [a.tobytes() for a in data[:large]]
+    return [b"".join(head), *(a for a in data[large:] if a.nbytes)]
+
+
+def _float64_bytes(piece) -> bytes:
+    """Return a piece of the scalars (an array or a tuple of floats) as float64 bytes, in C order."""
+    if isinstance(piece, tuple):
+        return array.array("d", piece).tobytes()
+    piece = np.asarray(piece)
+    return (piece if piece.dtype == FLOAT64 else piece.astype(FLOAT64)).tobytes()
 
 
 def addressed_frames(message, peers: list[str]) -> dict:
@@ -149,19 +177,15 @@ class FrameReader:
         size = DESCRIPTOR.size * self._count
         if len(held) < size:
             return False
-        layout = [
-            self._checked(*DESCRIPTOR.unpack_from(held, DESCRIPTOR.size * i))
-            for i in range(self._count)
-        ]
+        layout = [self._checked(*d) for d in DESCRIPTOR.iter_unpack(held[:size])]
         total = sum(nbytes for _, _, nbytes in layout)
         self.stage = "body"
         if len(held) >= size + total:  # the whole frame is in: one copy, the arrays its views
             body, offset = held[size : size + total], 0
             del held[: size + total]
             for dtype, shape, nbytes in layout:
-                self.arrays.append(
-                    np.frombuffer(body, dtype, nbytes // dtype.itemsize, offset).reshape(shape)
-                )
+                a = np.frombuffer(body, dtype, nbytes // dtype.itemsize, offset)
+                self.arrays.append(a if len(shape) == 1 else a.reshape(shape))
                 offset += nbytes
             self.done = True
             return True

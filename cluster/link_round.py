@@ -1,15 +1,15 @@
 """One all-to-all round over a run's direct links: every peer's frame sent and theirs read at once.
 
 Every frame is first written as far as the socket takes it and every link read as far as its
-bytes are in (small frames: no select at all); a single `selectors` loop then moves the rest,
+bytes are in (small frames: no wait at all); a single `select.poll` loop then moves the rest,
 on the links that still have something to move (no deadlock when both sides write at once, and
-no polling: the thread blocks in select while it waits). Each link's FrameReader lives as long
+no busy waiting: the thread blocks in poll while it waits). Each link's FrameReader lives as long
 as the run, so bytes of a peer's next frame read early wait there for the next round.
 """
 
 from __future__ import annotations
 
-import selectors
+import select
 import time
 
 from cluster.errors import PeerLost
@@ -68,33 +68,41 @@ def _move(peer, sock, writer, reader) -> None:
 
 
 def _select_rest(links, readers, outbound, pending, wake, check_aborted, run, timeout) -> float:
-    """Move the frames still unwritten or unread in a selectors loop; return the seconds waiting with all written."""
+    """Move the frames still unwritten or unread in a poll loop; return the seconds waiting with all written.
+
+    One `select.poll` per round: registering is bookkeeping in this process, and each wait is one
+    system call (a selector would add one to create it and one per registration).
+    """
     waited = 0.0
     deadline = time.monotonic() + timeout
-    with selectors.DefaultSelector() as selector:
-        selector.register(wake, selectors.EVENT_READ, None)
-        for p, writer in outbound.items():
-            wanted = (selectors.EVENT_READ if p in pending else 0) | (
-                0 if writer.done else selectors.EVENT_WRITE
-            )
-            if wanted:
-                selector.register(links[p], wanted, p)
-        while pending or any(not o.done for o in outbound.values()):
-            check_aborted(run)
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise PeerLost(f"no message from {sorted(pending)} within {timeout:g} s")
-            start = time.perf_counter()
-            events = selector.select(left)
-            if all(o.done for o in outbound.values()):
-                waited += time.perf_counter() - start
-            for key, mask in events:
-                _serve_link(key.data, mask, wake, links, readers, outbound, pending, selector)
+    poller = select.poll()
+    poller.register(wake, select.POLLIN)
+    peer_of = {wake.fileno(): None}
+    for p, writer in outbound.items():
+        wanted = (select.POLLIN if p in pending else 0) | (0 if writer.done else select.POLLOUT)
+        if wanted:
+            peer_of[links[p].fileno()] = p
+            poller.register(links[p], wanted)
+    while pending or any(not o.done for o in outbound.values()):
+        check_aborted(run)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise PeerLost(f"no message from {sorted(pending)} within {timeout:g} s")
+        start = time.perf_counter()
+        events = poller.poll(left * 1000.0)
+        if all(o.done for o in outbound.values()):
+            waited += time.perf_counter() - start
+        for fd, event in events:
+            _serve_link(peer_of[fd], event, wake, links, readers, outbound, pending, poller)
     return waited
 
 
-def _serve_link(peer, mask, wake, links, readers, outbound, pending, selector) -> None:
-    """Move what the selector reported for one link (or drain the wake-up socket, peer None)."""
+def _serve_link(peer, event, wake, links, readers, outbound, pending, poller) -> None:
+    """Move what poll reported for one link (or drain the wake-up socket, peer None).
+
+    A hang-up or an error counts as readable and writable, as in `selectors`: the move then
+    raises PeerLost with the socket's own error.
+    """
     if peer is None:  # the wake-up socket
         try:
             wake.recv(4096)
@@ -105,15 +113,15 @@ def _serve_link(peer, mask, wake, links, readers, outbound, pending, selector) -
     _move(
         peer,
         sock,
-        outbound[peer] if mask & selectors.EVENT_WRITE else None,
-        readers[peer] if mask & selectors.EVENT_READ and peer in pending else None,
+        outbound[peer] if event & ~select.POLLIN else None,
+        readers[peer] if event & ~select.POLLOUT and peer in pending else None,
     )
     if readers[peer].done:
         pending.discard(peer)
-    events = (selectors.EVENT_READ if peer in pending else 0) | (
-        0 if outbound[peer].done else selectors.EVENT_WRITE
+    wanted = (select.POLLIN if peer in pending else 0) | (
+        0 if outbound[peer].done else select.POLLOUT
     )
-    if events:
-        selector.modify(sock, events, peer)
+    if wanted:
+        poller.modify(sock, wanted)
     else:
-        selector.unregister(sock)
+        poller.unregister(sock)

@@ -5,8 +5,8 @@ worker's event loop, which serializes and writes it; the peer's loop reads, dese
 wakes the peer's task thread) cost ~4 ms for 330 KiB on loopback, more than half of an inner
 iteration. Here the task threads talk to each other directly: one plain TCP connection per pair
 of workers, opened at a chunk's start and closed at its end, with TCP_NODELAY. One round sends
-every peer our frame and reads theirs in a single `selectors` loop (no deadlock when both sides
-write at once, and no polling: the thread blocks in select while it waits). Each worker listens
+every peer our frame and reads theirs in a single `select.poll` loop (no deadlock when both sides
+write at once, and no busy waiting: the thread blocks in poll while it waits). Each worker listens
 on the host of its Dask address only, so links also work between hosts; only plain tcp://
 clusters use them (a tls:// cluster keeps its encrypted comms: the mailbox's).
 

@@ -91,8 +91,9 @@ WHERE_RANGE, WHERE_INDEX = 0, 1
 MAX_SENDER_BYTES = 1024
 
 
-def to_arrays(message: Message) -> list[np.ndarray]:
-    """Return the arrays that encode `message` (see from_arrays for the layout)."""
+def to_parts(message: Message) -> tuple[list, list, bytes, list]:
+    """Return the layout of `message` (see from_arrays): (the skeleton's integers, the scalars'
+    pieces in order (arrays or tuples of floats), the sender's UTF-8 bytes, the data arrays)."""
     skeleton = [
         message.step,
         int(bool(message.vote)),
@@ -101,7 +102,7 @@ def to_arrays(message: Message) -> list[np.ndarray]:
         len(message.evaluation),
         len(message.items),
     ]
-    scalars: list = [np.array([float(message.clock), float(message.stalled)])]
+    scalars: list = [(float(message.clock), float(message.stalled))]
     data: list[np.ndarray] = []
     for part in message.gradient:
         if isinstance(part.where, tuple):
@@ -114,17 +115,23 @@ def to_arrays(message: Message) -> list[np.ndarray]:
         present = [getattr(partials, name) for name in PARTIAL_FIELDS]
         skeleton += [partials.shard, sum(1 << i for i, a in enumerate(present) if a is not None)]
         skeleton += [np.size(a) for a in present if a is not None]
-        scalars += [np.ravel(a) for a in present if a is not None]
+        scalars += [a for a in present if a is not None]
     for part in message.evaluation:
         skeleton += [part.key, len(part.sse)]
-        scalars.append(np.array([float(part.norm), float(part.test), *map(float, part.sse)]))
+        scalars.append((float(part.norm), float(part.test), *map(float, part.sse)))
     for item in message.items:
         _put_optional(item, ITEM_FIELDS, skeleton, data)
-    sender = np.frombuffer(message.sender.encode(), dtype=np.uint8)
+    return skeleton, scalars, message.sender.encode(), data
+
+
+def to_arrays(message: Message) -> list[np.ndarray]:
+    """Return the arrays that encode `message` (to_parts as arrays; see from_arrays for the layout)."""
+    skeleton, scalars, sender, data = to_parts(message)
+    values = np.concatenate([np.ravel(np.asarray(p, dtype=np.float64)) for p in scalars])
     return [
         np.array(skeleton, dtype=np.int64),
-        np.concatenate(scalars).astype(np.float64, copy=False),
-        sender,
+        values,
+        np.frombuffer(sender, dtype=np.uint8),
         *data,
     ]
 

@@ -126,6 +126,13 @@ def test_a_closed_peer_fails_the_round_at_once_naming_it(pair):
     round_fails_within(a, b, "127.0.0.1:2")
 
 
+def test_a_peer_closing_while_we_wait_fails_the_round_at_once_naming_it(pair):
+    a, b = pair
+    open_both(a, b, "r")
+    threading.Timer(0.3, b.close, args=("r",)).start()
+    round_fails_within(a, b, "127.0.0.1:2 failed")
+
+
 def test_a_silent_peer_times_out_naming_it(pair):
     a, b = pair
     open_both(a, b, "r")
@@ -366,3 +373,59 @@ def test_partials_with_a_negative_length_are_refused():
     skeleton[-1] = -1  # the norms' length
     with pytest.raises(MalformedMessage, match="negative length"):
         from_arrays([skeleton, *arrays[1:]])
+
+
+def test_a_frame_is_its_arrays_bytes_and_a_small_one_is_one_buffer():
+    """encode writes to_arrays' arrays (header, descriptors, raw bytes) without building them."""
+    import struct
+
+    from cluster.link_frames import SMALL_ARRAY, FrameReader
+
+    rng = np.random.default_rng(5)
+    large = rng.standard_normal(SMALL_ARRAY // 8 + 1)
+    message = Message(
+        4,
+        "tcp://127.0.0.1:7",
+        clock=1.25,
+        gradient=[GradientPart(1, np.array([5, 1], dtype=np.int32), rng.standard_normal((2, 3)))],
+        shards=[
+            ShardPartials(0, gram=rng.standard_normal((3, 2)).T, norms=np.arange(2)),
+            ShardPartials(1, wtg=rng.standard_normal(10).astype(np.float32)),
+        ],
+        evaluation=[EvaluationPart(2, [3.0, 4.0], 0.5, 6.0)],
+        items=[ItemShard(3, x=large, g=rng.standard_normal(4)), ItemShard(4, g=large[::-1])],
+    )
+    arrays = [np.ascontiguousarray(a) for a in to_arrays(message)]
+    codes = {
+        np.dtype(np.float64): 1,
+        np.dtype(np.int64): 2,
+        np.dtype(np.int32): 3,
+        np.dtype(np.uint8): 4,
+    }
+    expected = struct.pack("!4sI", b"HMSF", len(arrays)) + b"".join(
+        struct.pack("!BBQQ", codes[a.dtype], a.ndim, *(a.shape + (0,) * (2 - a.ndim)))
+        for a in arrays
+    )
+    expected += b"".join(a.tobytes() for a in arrays)
+    frame = encode(message)
+    assert b"".join(memoryview(b).cast("B").tobytes() for b in frame) == expected
+    assert len(frame) == 1 + 3  # small parts in one buffer; the two large arrays, then g after x
+    assert len(encode(Message(1, "a", shards=message.shards))) == 1
+    left, right = socket.socketpair()
+    try:
+        left.sendmsg(frame)
+        reader = FrameReader(LIMIT)
+        while not reader.done:
+            reader.feed(right)
+        got = reader.value()
+    finally:
+        left.close()
+        right.close()
+    np.testing.assert_array_equal(got.shards[0].gram, message.shards[0].gram.ravel())
+    np.testing.assert_array_equal(got.shards[1].wtg, message.shards[1].wtg)
+    np.testing.assert_array_equal(got.items[1].g, large[::-1])
+    assert (got.clock, got.evaluation[0].sse, got.gradient[0].where.dtype) == (
+        1.25,
+        [3.0, 4.0],
+        np.int32,
+    )
