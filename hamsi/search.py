@@ -265,6 +265,10 @@ class _Rungs:
     def past(self) -> bool:
         return past(self.deadline)
 
+    def has_time_for(self, seconds: float) -> bool:
+        """True when `seconds` from now end before the deadline (always without one)."""
+        return self.deadline is None or time.time() + seconds <= self.deadline
+
     def run(self, candidates: list, cycles: int, rung: int) -> dict:
         """Run `candidates` to `cycles` as rung `rung`; return {candidate: outcome}."""
         trials = [Trial(c, self.grid[c], cycles, rung, self.deadline) for c in candidates]
@@ -280,7 +284,10 @@ def first_rung(rungs: _Rungs, cycles: int, screen_by: str | None, factor: int) -
     candidate with another value runs only when its other settings (its penalty) are among the
     best 1/factor of the first wave's. On six preset splits this chose the winner of the full
     rung with 36 % fewer trial cycles (docs/accuracy.md): the penalties rank alike at every rank,
-    and a rank-50 cycle costs 2.7 rank-10 ones. A first wave cut by the deadline ends the rung.
+    and a rank-50 cycle costs 2.7 rank-10 ones. A first wave cut by the deadline ends the rung,
+    and so does a deadline too near for the second wave to finish (`_second_wave_seconds`): a
+    trial that cannot finish its rung is never compared, and its start alone (a rank-50 spectral
+    start on 96k items: 2-3 s) would run past the deadline.
     """
     grid = rungs.grid
     values = [row.get(screen_by) for row in grid] if screen_by else [None] * len(grid)
@@ -293,8 +300,21 @@ def first_rung(rungs: _Rungs, cycles: int, screen_by: str | None, factor: int) -
     ranked = sorted(first, key=lambda c: (_score(outcomes[c]), c))
     best = {_setting(grid[c], screen_by) for c in ranked[: math.ceil(len(first) / factor)]}
     second = [c for c in rest if _setting(grid[c], screen_by) in best]
+    if second and not rungs.has_time_for(
+        _second_wave_seconds([outcomes[c] for c in first], [values[c] for c in second], smallest)
+    ):
+        return outcomes
     outcomes.update(rungs.run(second, cycles, 0))
     return outcomes
+
+
+def _second_wave_seconds(first: list[dict], values: list, smallest) -> float:
+    """Return the expected wall of a second-wave trial's rung 0: the first wave's longest trial
+    (its start and cycles), times the ratio of the widths, max(values) + 1 over smallest + 1
+    (a trial's start and cycles cost about its width: rank 50 against 10 took 4.4-4.7x the
+    wall on book-like and long-tail-like, 2.0-2.6x on ml-100k-like and joke-like)."""
+    longest = max(float(o["seconds"]) for o in first)
+    return longest * (max(values) + 1) / (smallest + 1)
 
 
 def _later_rungs(

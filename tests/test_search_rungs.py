@@ -113,6 +113,27 @@ def test_a_deadline_reaches_every_trial_and_no_rung_starts_after_it(monkeypatch)
     assert found.params == grid[0] and found.cycles == 4  # still improving: the whole budget
 
 
+def test_the_second_wave_starts_only_when_it_can_finish_before_the_deadline():
+    """A rank-50 trial's start alone can outlast the budget: the wave runs only if it fits."""
+    grid = [{"rank": r, "reg": float(g)} for g in range(4) for r in (10, 50)]
+    waves = []
+
+    def run_rung(trials, report):
+        waves.append([t.candidate for t in trials])
+        results = [outcome(1.0 + 0.1 * t.params["reg"], t) for t in trials]
+        for result in results:
+            result["seconds"] = 1.0  # each first-wave trial: 1 s; a rank-50 one: 51 / 11 s
+        return results
+
+    for left, wave_runs in ((3.0, False), (6.0, True)):
+        waves.clear()
+        found = search.choose_by_validation(
+            grid, run_rung, min_cycles=5, max_cycles=5, deadline=time.time() + left
+        )
+        assert waves[0] == [0, 2, 4, 6] and ([1, 3] in waves) == wave_runs, (left, waves)
+        assert found.searched and (wave_runs or found.params["rank"] == 10)
+
+
 def test_a_cut_trial_never_wins_and_a_cut_rung_is_not_compared():
     grid = [{"rank": 1, "reg_weighting": "uniform", "reg": float(g)} for g in range(6)]
 
