@@ -282,12 +282,17 @@ def first_rung(rungs: _Rungs, cycles: int, screen_by: str | None, factor: int) -
 
     The candidates with the smallest grid[i][screen_by] (the cheapest rank) run first; a
     candidate with another value runs only when its other settings (its penalty) are among the
-    best 1/factor of the first wave's. On six preset splits this chose the winner of the full
-    rung with 36 % fewer trial cycles (docs/accuracy.md): the penalties rank alike at every rank,
-    and a rank-50 cycle costs 2.7 rank-10 ones. A first wave cut by the deadline ends the rung,
-    and so does a deadline too near for the second wave to finish (`_second_wave_seconds`): a
-    trial that cannot finish its rung is never compared, and its start alone (a rank-50 spectral
-    start on 96k items: 2-3 s) would run past the deadline.
+    best 1/factor of the first wave's and their first-wave trial improved on its start. On six
+    preset splits the screen chose the winner of the full rung with 36 % fewer trial cycles
+    (docs/accuracy.md): the penalties rank alike at every rank, and a rank-50 cycle costs 2.7
+    rank-10 ones. Under a penalty that keeps every rank-10 cycle from beating the start the
+    factors do not help: of 17 recorded preset splits this happened on book-like seeds 0 and 1
+    (the uniform penalty), whose rank-50 trial never left cycle 0 either.
+
+    A first wave cut by the deadline ends the rung, and so does a deadline too near for the
+    second wave to finish (`_second_wave_seconds`): a trial that cannot finish its rung is never
+    compared, and its start alone (a rank-50 spectral start on 96k items: 2-3 s) would run past
+    the deadline.
     """
     grid = rungs.grid
     values = [row.get(screen_by) for row in grid] if screen_by else [None] * len(grid)
@@ -298,9 +303,13 @@ def first_rung(rungs: _Rungs, cycles: int, screen_by: str | None, factor: int) -
     if not rest or len(_finished(outcomes)) < len(first) or rungs.past():
         return outcomes
     ranked = sorted(first, key=lambda c: (_score(outcomes[c]), c))
-    best = {_setting(grid[c], screen_by) for c in ranked[: math.ceil(len(first) / factor)]}
+    best = {
+        _setting(grid[c], screen_by)
+        for c in ranked[: math.ceil(len(first) / factor)]
+        if outcomes[c]["best_epoch"] > 0
+    }
     second = [c for c in rest if _setting(grid[c], screen_by) in best]
-    if second and not rungs.has_time_for(
+    if not second or not rungs.has_time_for(
         _second_wave_seconds([outcomes[c] for c in first], [values[c] for c in second], smallest)
     ):
         return outcomes

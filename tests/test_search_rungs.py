@@ -113,6 +113,23 @@ def test_a_deadline_reaches_every_trial_and_no_rung_starts_after_it(monkeypatch)
     assert found.params == grid[0] and found.cycles == 4  # still improving: the whole budget
 
 
+def test_a_penalty_that_never_beat_its_start_at_rank_10_is_not_tried_at_rank_50():
+    grid = [{"rank": r, "reg": float(g)} for g in range(4) for r in (10, 50)]
+    waves = []
+
+    def run_rung(trials, report):
+        waves.append([t.candidate for t in trials])
+        # rank 10's order of the penalties: 3, 1, 0, 2; penalty 1 never left its start
+        rmse = {3: 1.0, 1: 1.1, 0: 1.2, 2: 1.3}
+        return [
+            outcome(rmse[t.params["reg"]], t, best=0 if t.params["reg"] == 1 else None)
+            for t in trials
+        ]
+
+    search.choose_by_validation(grid, run_rung, min_cycles=5, max_cycles=5)
+    assert waves == [[0, 2, 4, 6], [7]]  # rank 50 of penalty 3 only
+
+
 def test_the_second_wave_starts_only_when_it_can_finish_before_the_deadline():
     """A rank-50 trial's start alone can outlast the budget: the wave runs only if it fits."""
     grid = [{"rank": r, "reg": float(g)} for g in range(4) for r in (10, 50)]
