@@ -139,12 +139,19 @@ def test_two_emulated_hosts_bytes_match_the_model_and_iterates_are_bitwise():
     assert set(rows) == {(r, p) for r in ("none", "100mbit") for p in ("replicated", "owned")}
     for (rate, path), (wire, model, _ratio, frames, _ms, same) in rows.items():
         assert same == "True", (rate, path)
+        # what the engine wrote is the model's bytes plus the partials and the frames' own bytes
+        # (0.1 %): this part has no timing in it
+        assert 1.0 <= float(frames) / float(model) <= 1.01, (rate, path, frames, model)
         # the veth counters also count TCP/IP headers and ACKs, whose number follows the kernel's
-        # segment coalescing and delayed ACKs (timing): owned V at 2 hosts read 1.3278 MB on a busy
-        # machine and 1.3656-1.3681 on a quiet one, against the model's 1.3456
-        assert abs(float(wire) / float(model) - 1) <= 0.03, (rate, path, wire, model)
-        # headers come on top of the frames; wire is a difference of two runs' counters, which
-        # moves it by about 0.1 % (an owned-V run at 2 hosts once read 1.3455 MB against 1.3468)
+        # segment coalescing and delayed ACKs (timing), and wire is a difference of two runs'
+        # counters. Under tbf the segments are regular (100 Mbit/s: 1.3497-1.3502 MB for owned V
+        # against the model's 1.3456); unlimited, owned V at 2 hosts read 1.3485-1.3743 MB on a
+        # quiet machine (medians of 3 pairs; single pairs 1.3380-1.3872), 1.3278 on a busy one
+        # and 1.3997 once in the whole suite run in one process
+        tolerance = 0.03 if rate != "none" else 0.06
+        assert abs(float(wire) / float(model) - 1) <= tolerance, (rate, path, wire, model)
+        # headers come on top of the frames (an owned-V run at 2 hosts once read 1.3455 MB
+        # against 1.3468 frames: the two runs' difference moves by about 0.1 %)
         assert float(wire) >= 0.995 * float(frames), (rate, path, wire, frames)
     # at 100 Mbit/s a worker's half of the replicated bytes takes at least that long to arrive
     wire, ms = float(rows["100mbit", "replicated"][0]), float(rows["100mbit", "replicated"][4])
