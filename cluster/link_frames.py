@@ -115,9 +115,11 @@ class FrameReader:
     """
 
     CHUNK = 1 << 16
+    LAYOUTS, LAYOUT_ARRAYS = 16, 16  # checked layouts kept per link, of frames of at most 16 arrays
 
     def __init__(self, limit: FrameLimit):
         self.limit = limit
+        self._layouts: dict[bytes, tuple[list, int]] = {}
         self._held = bytearray()  # bytes read and not yet consumed
         self._scratch = memoryview(bytearray(self.CHUNK))
         self.next()
@@ -177,22 +179,47 @@ class FrameReader:
         size = DESCRIPTOR.size * self._count
         if len(held) < size:
             return False
-        layout = [self._checked(*d) for d in DESCRIPTOR.iter_unpack(held[:size])]
-        total = sum(nbytes for _, _, nbytes in layout)
+        layout, total = self._layout(bytes(held[:size]))
         self.stage = "body"
         if len(held) >= size + total:  # the whole frame is in: one copy, the arrays its views
-            body, offset = held[size : size + total], 0
+            body = held[size : size + total]
             del held[: size + total]
-            for dtype, shape, nbytes in layout:
-                a = np.frombuffer(body, dtype, nbytes // dtype.itemsize, offset)
-                self.arrays.append(a if len(shape) == 1 else a.reshape(shape))
-                offset += nbytes
+            self.arrays = [
+                np.frombuffer(body, dtype, count, offset)
+                if shape is None
+                else np.frombuffer(body, dtype, count, offset).reshape(shape)
+                for dtype, shape, count, offset in layout
+            ]
             self.done = True
             return True
         del held[:size]
-        self.arrays = [np.empty(shape, dtype) for dtype, shape, _ in layout]
+        self.arrays = [
+            np.empty(count if shape is None else shape, dtype) for dtype, shape, count, _ in layout
+        ]
         self._body = [a.data.cast("B") for a in self.arrays if a.nbytes]
         return True
+
+    def _layout(self, descriptors: bytes) -> tuple[list, int]:
+        """Return ([(dtype, shape or None when 1-D, items, offset)], bytes) of a frame's descriptors.
+
+        Every declared array is checked (`_checked`) the first time; a link sends the same
+        descriptors round after round (a message of partials has one layout), so the checked
+        layouts of the last few distinct small ones are kept (a few kilobytes per link at most).
+        """
+        known = self._layouts.get(descriptors)
+        if known is not None:
+            return known
+        layout, offset = [], 0
+        for code, ndim, rows, cols in DESCRIPTOR.iter_unpack(descriptors):
+            dtype, shape, nbytes = self._checked(code, ndim, rows, cols)
+            count = nbytes // dtype.itemsize
+            layout.append((dtype, None if len(shape) == 1 else shape, count, offset))
+            offset += nbytes
+        if len(layout) <= self.LAYOUT_ARRAYS:
+            if len(self._layouts) >= self.LAYOUTS:
+                self._layouts.clear()
+            self._layouts[descriptors] = layout, offset
+        return layout, offset
 
     def _fill(self) -> bool:
         """Copy held bytes into the next array still to fill (or finish the frame)."""

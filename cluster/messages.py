@@ -150,23 +150,38 @@ class MalformedMessage(ValueError):
 def from_arrays(arrays: list[np.ndarray]) -> Message:
     """Return the Message that to_arrays encoded; MalformedMessage when the arrays do not fit the layout."""
     _check_layout(arrays)
-    cursor = _Cursor(arrays[0].reshape(-1).tolist())
-    values = _Values(arrays[1].reshape(-1))
-    data = iter(arrays[3:])
-    step, vote, n_gradient, n_shards, n_evaluation, n_items = cursor.take(6, "header")
-    clock, stalled = values.take(2, "clock and stall")
-    message = Message(
-        step, _sender(arrays[2]), vote=bool(vote), clock=float(clock), stalled=float(stalled)
+    return from_parts(
+        arrays[0].reshape(-1).tolist(), arrays[1].reshape(-1), arrays[2].tobytes(), arrays[3:]
     )
+
+
+def from_parts(skeleton: list, values: np.ndarray, sender: bytes, data: list) -> Message:
+    """Return the Message of to_parts' layout: the skeleton's integers, the scalars as one float64
+    array (the partials come back as views of it), the sender's UTF-8 bytes and the data arrays.
+
+    MalformedMessage when they do not fit: a count, length or mask that runs past the skeleton,
+    the values or the data, or entries left over. Partials-only messages, every peer's every
+    inner iteration, take the short path of plain list and slice arithmetic.
+    """
+    if len(skeleton) < 6 or values.size < 2:
+        raise MalformedMessage("the message ends before its header")
+    step, vote, n_gradient, n_shards, n_evaluation, n_items = skeleton[:6]
+    message = Message(
+        step, _sender(sender), vote=bool(vote), clock=float(values[0]), stalled=float(values[1])
+    )
+    cursor, at = _Cursor(skeleton, 6), 2
+    data = iter(data)
     for _ in range(n_gradient):
         message.gradient.append(_take_gradient_part(cursor, data))
     for _ in range(n_shards):
-        message.shards.append(_take_partials(cursor, values))
+        partials, at = _take_partials(cursor, values, at)
+        message.shards.append(partials)
     for _ in range(n_evaluation):
-        message.evaluation.append(_take_evaluation_part(cursor, values))
+        part, at = _take_evaluation_part(cursor, values, at)
+        message.evaluation.append(part)
     for _ in range(n_items):
         message.items.append(_take_optional(ItemShard, ITEM_FIELDS, "item shard", cursor, data))
-    if cursor.left() or next(data, None) is not None or values.left():
+    if cursor.left() or next(data, None) is not None or at != values.size:
         raise MalformedMessage("the message has more entries than its counts say")
     return message
 
@@ -174,8 +189,8 @@ def from_arrays(arrays: list[np.ndarray]) -> Message:
 class _Cursor:
     """The skeleton's integers, taken in order."""
 
-    def __init__(self, entries: list):
-        self.entries, self.at = entries, 0
+    def __init__(self, entries: list, at: int = 0):
+        self.entries, self.at = entries, at
 
     def take(self, n: int, what: str) -> list:
         if n < 0 or self.at + n > len(self.entries):
@@ -185,22 +200,6 @@ class _Cursor:
 
     def left(self) -> bool:
         return self.at < len(self.entries)
-
-
-class _Values:
-    """The float64 values of a message, taken in order (the partials as views)."""
-
-    def __init__(self, values: np.ndarray):
-        self.values, self.at = values, 0
-
-    def take(self, n: int, what: str) -> np.ndarray:
-        if n < 0 or self.at + n > self.values.size:
-            raise MalformedMessage(f"the message ends before its {what}")
-        self.at += n
-        return self.values[self.at - n : self.at]
-
-    def left(self) -> bool:
-        return self.at < self.values.size
 
 
 def _check_layout(arrays: list[np.ndarray]) -> None:
@@ -216,10 +215,10 @@ def _check_layout(arrays: list[np.ndarray]) -> None:
         )
 
 
-def _sender(raw: np.ndarray) -> str:
+def _sender(raw: bytes) -> str:
     """Return the sender's address from its UTF-8 bytes."""
     try:
-        return raw.tobytes().decode()
+        return raw.decode()
     except UnicodeDecodeError as exc:
         raise MalformedMessage(f"the sender is not UTF-8: {exc}") from None
 
@@ -251,22 +250,35 @@ _PARTIAL_NAMES = [
 ]
 
 
-def _take_partials(cursor: _Cursor, values: _Values) -> ShardPartials:
-    """Return a ShardPartials: its shard, field mask and lengths from the skeleton, its values from the scalars."""
-    shard, mask = cursor.take(2, "shard")
+def _take_partials(cursor: _Cursor, values: np.ndarray, at: int) -> tuple[ShardPartials, int]:
+    """Return (a ShardPartials, the values' next offset): its shard, field mask and lengths from
+    the skeleton, its values as views of the scalars from offset `at` (every peer's every inner
+    iteration decodes two of these: list arithmetic, no call per field)."""
+    entries, i = cursor.entries, cursor.at
+    if i + 2 > len(entries):
+        raise MalformedMessage("the message ends before its shard")
+    shard, mask = entries[i], entries[i + 1]
     names = _PARTIAL_NAMES[mask % len(_PARTIAL_NAMES)]
-    sizes = cursor.take(len(names), "partial lengths")
-    if any(k < 0 for k in sizes):
+    cursor.at = j = i + 2 + len(names)
+    if j > len(entries):
+        raise MalformedMessage("the message ends before its partial lengths")
+    sizes = entries[i + 2 : j]
+    if names and min(sizes) < 0:
         raise MalformedMessage(f"shard {shard}'s partials have a negative length")
-    block = values.take(sum(sizes), "partials")
-    out, at = ShardPartials(shard), 0
+    if at + sum(sizes) > values.size:
+        raise MalformedMessage("the message ends before its partials")
+    out = ShardPartials(shard)
     for name, k in zip(names, sizes):
-        setattr(out, name, block[at : at + k])
+        setattr(out, name, values[at : at + k])
         at += k
-    return out
+    return out, at
 
 
-def _take_evaluation_part(cursor: _Cursor, values: _Values) -> EvaluationPart:
+def _take_evaluation_part(
+    cursor: _Cursor, values: np.ndarray, at: int
+) -> tuple[EvaluationPart, int]:
     key, n_sse = cursor.take(2, "evaluation")
-    norm, test = values.take(2, "evaluation sums").tolist()
-    return EvaluationPart(key, values.take(n_sse, "sse").tolist(), norm, test)
+    if n_sse < 0 or at + 2 + n_sse > values.size:
+        raise MalformedMessage("the message ends before its evaluation sums")
+    norm, test, *sse = values[at : at + 2 + n_sse].tolist()
+    return EvaluationPart(key, sse, norm, test), at + 2 + n_sse

@@ -375,6 +375,74 @@ def test_partials_with_a_negative_length_are_refused():
         from_arrays([skeleton, *arrays[1:]])
 
 
+def test_one_reader_decodes_frames_of_many_layouts_in_turn_and_again():
+    """A link's reader keeps the checked layouts of small frames: more distinct layouts than it
+    keeps, each read twice, decode to what was sent (shapes, dtypes, values), in order."""
+    from cluster.link_frames import FrameReader
+
+    rng = np.random.default_rng(6)
+    messages = []
+    for k in range(2 * FrameReader.LAYOUTS + 3):
+        messages.append(
+            Message(
+                k,
+                f"tcp://127.0.0.1:{k}",
+                gradient=[
+                    GradientPart(j, (j, j + 2), rng.standard_normal((2, k % 3 + 1)))
+                    for j in range(k % 4)
+                ],
+                shards=[ShardPartials(j, wtg=rng.standard_normal(k + 1)) for j in range(k % 3)],
+                items=[ItemShard(7, x=rng.standard_normal(k))] if k % 2 else [],
+            )
+        )
+    messages += messages  # the same layouts again
+    reader, got = FrameReader(LIMIT), []
+    left, right = socket.socketpair()
+    right.setblocking(False)
+    try:
+        for m in messages:
+            left.sendmsg(encode(m))
+            while not reader.done:
+                reader.feed(right)
+            got.append(reader.value())
+            reader.next()
+    finally:
+        left.close()
+        right.close()
+    for sent, back in zip(messages, got):
+        assert (back.step, back.sender) == (sent.step, sent.sender)
+        assert [(p.key, p.where, p.rows.shape) for p in back.gradient] == [
+            (p.key, p.where, p.rows.shape) for p in sent.gradient
+        ]
+        for a, b in zip(sent.gradient, back.gradient):
+            np.testing.assert_array_equal(a.rows, b.rows)
+        assert [p.shard for p in back.shards] == [p.shard for p in sent.shards]
+        for a, b in zip(sent.shards, back.shards):
+            np.testing.assert_array_equal(a.wtg, b.wtg)
+        assert len(back.items) == len(sent.items)
+        for a, b in zip(sent.items, back.items):
+            np.testing.assert_array_equal(a.x, b.x)
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda sk, v: (sk[:5], v), "before its header"),
+        (lambda sk, v: (sk, v[:1]), "before its header"),
+        (lambda sk, v: (sk[:7], v), "before its shard"),
+        (lambda sk, v: (sk[:-1], v), "before its partial lengths"),
+        (lambda sk, v: (sk, v[:-1]), "before its partials"),
+        (lambda sk, v: (sk, np.append(v, 1.0)), "more entries"),
+        (lambda sk, v: ([*sk, 0], v), "more entries"),
+    ],
+)
+def test_a_message_cut_short_or_padded_is_refused(change, match):
+    arrays = to_arrays(Message(1, "a", shards=[ShardPartials(0, wtg=np.ones(4), norms=np.ones(2))]))
+    skeleton, values = change(arrays[0].tolist(), arrays[1])
+    with pytest.raises(MalformedMessage, match=match):
+        from_arrays([np.array(skeleton, dtype=np.int64), values, *arrays[2:]])
+
+
 def test_a_frame_is_its_arrays_bytes_and_a_small_one_is_one_buffer():
     """encode writes to_arrays' arrays (header, descriptors, raw bytes) without building them."""
     import struct
