@@ -117,3 +117,49 @@ def test_stop_rules_run_the_same_through_both_exchanges(ratings, client, rules):
         assert MatrixFactorization(train, 20).heldout_error(got.x, test) == pytest.approx(
             ref.trace.column("validation_rmse")[ref.best_cycle], rel=1e-12
         )
+
+
+def _spy_on_the_freeze():
+    """In a worker: record gc.get_freeze_count() as each chunk starts its cycles."""
+    import gc
+
+    from hamsi import loop
+
+    original = loop.run_cycles
+    loop.freeze_counts = []
+
+    def spy(*args, **kwargs):
+        loop.freeze_counts.append(gc.get_freeze_count())
+        return original(*args, **kwargs)
+
+    loop.run_cycles, loop.original_run_cycles = spy, original
+
+
+def _unspy():
+    from hamsi import loop
+
+    loop.run_cycles = loop.original_run_cycles
+    return loop.freeze_counts
+
+
+def test_a_chunk_freezes_the_workers_heap_and_gives_it_back(ratings, client):
+    """run_chunk freezes the worker's existing objects for its cycles (no full collection of the
+    Dask worker's heap mid-chunk) and unfreezes them after: none stays frozen."""
+    import gc
+
+    part = partition.make("strata-b", ratings, blocks=2, seed=1)
+    client.run(_spy_on_the_freeze)
+    try:
+        fit_distributed(
+            ratings,
+            rank=3,
+            partition=part,
+            client=client,
+            max_cycles=4,
+            chunk_cycles=2,
+            random_state=1,
+        )
+    finally:
+        counts = client.run(_unspy)
+    assert all(len(c) == 2 and min(c) > 1000 for c in counts.values())  # two chunks, each frozen
+    assert set(client.run(gc.get_freeze_count).values()) == {0}
