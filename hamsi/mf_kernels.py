@@ -52,47 +52,66 @@ def mf_block_gradient(rows, cols, vals, U, V, gU, gV, rank, scale, offset, row_r
     and, with biases (w = rank + 1), gU[a, rank] += scale * (-e + row_reg[a] * U[a, rank]) (same
     for gV). Pass empty row_reg / col_reg for reg = 0 (the reference objective). Only rows a, b
     of this block are written, so blocks with disjoint rows/items may run concurrently.
+
+    A block's ratings come grouped by user, so U[a] and gU[a] are held in two local rows while
+    the user stays the same and gU[a] is written back when it changes: the same additions in the
+    same order (the same bits), without a load and a store of gU[a] per rating (rank 10, one
+    thread: 17 -> 14 ns per rating; rank 50: 43 -> 39).
     """
     width = U.shape[1]
     use_reg = row_reg.shape[0] > 0
     head = rank - rank % 4
+    u_row = np.empty(width)  # U[a] and gU[a] of the current user a
+    g_row = np.empty(width)
+    current = -1
     for i in range(rows.shape[0]):
         a = rows[i]
         b = cols[i]
+        if a != current:
+            if current >= 0:
+                for l in range(width):
+                    gU[current, l] = g_row[l]
+            for l in range(width):
+                u_row[l] = U[a, l]
+                g_row[l] = gU[a, l]
+            current = a
         s0 = 0.0  # predict_one's sum, written out (see its docstring)
         s1 = 0.0
         s2 = 0.0
         s3 = 0.0
         for l in range(0, head, 4):
-            s0 += U[a, l] * V[b, l]
-            s1 += U[a, l + 1] * V[b, l + 1]
-            s2 += U[a, l + 2] * V[b, l + 2]
-            s3 += U[a, l + 3] * V[b, l + 3]
+            s0 += u_row[l] * V[b, l]
+            s1 += u_row[l + 1] * V[b, l + 1]
+            s2 += u_row[l + 2] * V[b, l + 2]
+            s3 += u_row[l + 3] * V[b, l + 3]
         for l in range(head, rank):
-            s0 += U[a, l] * V[b, l]
+            s0 += u_row[l] * V[b, l]
         prediction = (s0 + s1) + (s2 + s3)
         if width > rank:
-            prediction += U[a, rank] + V[b, rank]
+            prediction += u_row[rank] + V[b, rank]
         minus_e = scale * ((prediction + offset) - vals[i])
         if use_reg:
             ra = scale * row_reg[a]
             rb = scale * col_reg[b]
             for l in range(rank):
-                ua = U[a, l]
+                ua = u_row[l]
                 vb = V[b, l]
-                gU[a, l] += minus_e * vb + ra * ua
+                g_row[l] += minus_e * vb + ra * ua
                 gV[b, l] += minus_e * ua + rb * vb
             if width > rank:
-                gU[a, rank] += minus_e + ra * U[a, rank]
+                g_row[rank] += minus_e + ra * u_row[rank]
                 gV[b, rank] += minus_e + rb * V[b, rank]
         else:
             for l in range(rank):
-                ua = U[a, l]
-                gU[a, l] += minus_e * V[b, l]
+                ua = u_row[l]
+                g_row[l] += minus_e * V[b, l]
                 gV[b, l] += minus_e * ua
             if width > rank:
-                gU[a, rank] += minus_e
+                g_row[rank] += minus_e
                 gV[b, rank] += minus_e
+    if current >= 0:
+        for l in range(width):
+            gU[current, l] = g_row[l]
 
 
 @cached_njit(parallel=True, nogil=True)

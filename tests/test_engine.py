@@ -358,15 +358,26 @@ def test_lbfgs_memory_is_laid_out_entry_by_entry():
 
 
 @pytest.mark.parametrize("rank,biases", [(3, False), (4, True), (10, True), (13, False)])
-def test_the_hot_kernels_predict_as_predict_one_bit_for_bit(rank, biases):
-    """mf_block_gradient and mf_clipped_squared_error write predict_one's sum out: the same bits."""
+@pytest.mark.parametrize("order", ["random", "by user"])
+@pytest.mark.parametrize("reg", [True, False])
+def test_the_hot_kernels_predict_as_predict_one_bit_for_bit(rank, biases, order, reg):
+    """mf_block_gradient and mf_clipped_squared_error write predict_one's sum out: the same bits.
+
+    The gradient, rating by rating into gradient rows that already hold something: ratings in
+    random order, and grouped by user as blocks are (runs of one user, a user coming back later).
+    """
     rng = np.random.default_rng(rank)
     m, n, nnz, width = 30, 40, 500, rank + (1 if biases else 0)
     rows = rng.integers(0, m, nnz).astype(np.int32)
+    if order == "by user":
+        rows = np.sort(rows)
+        rows[nnz // 2 : nnz // 2 + 7] = rows[3]  # user rows[3] again, after others
     cols = rng.integers(0, n, nnz).astype(np.int32)
     vals = rng.uniform(1, 5, nnz)
     U, V = rng.standard_normal((m, width)), rng.standard_normal((n, width))
     row_reg, col_reg = rng.random(m), rng.random(n)
+    if not reg:
+        row_reg, col_reg = np.zeros(m), np.zeros(n)
     offset, scale = 3.1, 1.0 / nnz
     predictions = [kernels.predict_one(U, V, a, b, rank, offset) for a, b in zip(rows, cols)]
     for lo, hi in ((-np.inf, np.inf), (1.5, 4.5)):
@@ -376,19 +387,36 @@ def test_the_hot_kernels_predict_as_predict_one_bit_for_bit(rank, biases):
             total += e * e
         got = kernels.mf_clipped_squared_error(rows, cols, vals, U, V, rank, offset, lo, hi)
         assert got == total
-    gU, gV = np.zeros_like(U), np.zeros_like(V)
-    want_U, want_V = np.zeros_like(U), np.zeros_like(V)
+    gU, gV = rng.standard_normal(U.shape), rng.standard_normal(V.shape)
+    want_U, want_V = gU.copy(), gV.copy()
     for i, (a, b) in enumerate(zip(rows, cols)):
         minus_e = scale * (predictions[i] - vals[i])
         ra, rb = scale * row_reg[a], scale * col_reg[b]
         for l in range(rank):
             ua, vb = U[a, l], V[b, l]
-            want_U[a, l] += minus_e * vb + ra * ua
-            want_V[b, l] += minus_e * ua + rb * vb
+            if reg:
+                want_U[a, l] += minus_e * vb + ra * ua
+                want_V[b, l] += minus_e * ua + rb * vb
+            else:
+                want_U[a, l] += minus_e * vb
+                want_V[b, l] += minus_e * ua
         if biases:
-            want_U[a, rank] += minus_e + ra * U[a, rank]
-            want_V[b, rank] += minus_e + rb * V[b, rank]
-    kernels.mf_block_gradient(rows, cols, vals, U, V, gU, gV, rank, scale, offset, row_reg, col_reg)
+            want_U[a, rank] += minus_e + (ra * U[a, rank] if reg else 0.0)
+            want_V[b, rank] += minus_e + (rb * V[b, rank] if reg else 0.0)
+    empty = np.zeros(0)
+    kernels.mf_block_gradient(
+        rows,
+        cols,
+        vals,
+        U,
+        V,
+        gU,
+        gV,
+        rank,
+        scale,
+        offset,
+        *((row_reg, col_reg) if reg else (empty, empty)),
+    )
     assert np.array_equal(gU, want_U) and np.array_equal(gV, want_V)
 
 
