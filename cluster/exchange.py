@@ -232,9 +232,9 @@ def stacked_reductions(request, every: list) -> Reductions:
 def frozen_heap():
     """Keep the objects that exist now out of the cyclic collector's passes while the block runs.
 
-    A Dask worker holds about 185k long-lived objects; a full collection of them, triggered by
-    the rounds' short-lived ones, took about 67 ms on this machine in the middle of a chunk (a
-    pause every peer waits for). gc.freeze moves them to the permanent generation, which no
+    A Dask worker holds some 10^5 long-lived objects; a full collection of them, triggered by the
+    rounds' short-lived ones, is a pause of tens of milliseconds in the middle of a chunk that
+    every peer waits for (docs/benchmarks.md). gc.freeze moves them to the permanent generation, which no
     collection scans; gc.unfreeze gives them back afterwards. Nothing is kept alive longer:
     reference counting frees what it freed before, and only cyclic garbage among the frozen
     objects waits for the next collection after the block.
