@@ -234,10 +234,10 @@ def frozen_heap():
 
     A Dask worker holds some 10^5 long-lived objects; a full collection of them, triggered by the
     rounds' short-lived ones, is a pause of tens of milliseconds in the middle of a chunk that
-    every peer waits for (docs/benchmarks.md). gc.freeze moves them to the permanent generation, which no
-    collection scans; gc.unfreeze gives them back afterwards. Nothing is kept alive longer:
-    reference counting frees what it freed before, and only cyclic garbage among the frozen
-    objects waits for the next collection after the block.
+    every peer waits for (docs/benchmarks.md). gc.freeze moves them to the permanent generation,
+    which no collection scans; gc.unfreeze gives them back afterwards. Nothing is kept alive
+    longer: reference counting frees what it freed before, and only cyclic garbage among the
+    frozen objects waits for the next collection after the block.
     """
     gc.freeze()
     try:
