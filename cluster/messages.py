@@ -160,8 +160,8 @@ def from_parts(skeleton: list, values: np.ndarray, sender: bytes, data: list) ->
     array (the partials come back as views of it), the sender's UTF-8 bytes and the data arrays.
 
     MalformedMessage when they do not fit: a count, length or mask that runs past the skeleton,
-    the values or the data, or entries left over. Partials-only messages, every peer's every
-    inner iteration, take the short path of plain list and slice arithmetic.
+    the values or the data, or entries left over. Every peer sends one in every inner
+    iteration, so the partials are taken with plain list and slice arithmetic.
     """
     if len(skeleton) < 6 or values.size < 2:
         raise MalformedMessage("the message ends before its header")
