@@ -60,15 +60,19 @@ def connect(
     # why lazy: distributed is heavy; `import cluster` and constructing the estimator need none of it
     from distributed.security import Security
 
-    if client is not None:
-        yield client
-        return
-    security = Security() if security is None else security
-    if scheduler is not None:
-        yield from _scheduler_client(scheduler, timeout, security)
-        return
-    n_workers = default_workers() if n_workers is None else int(n_workers)
-    yield from _local_client(n_workers, threads_per_worker, memory_limit, quiet, security)
+    try:
+        if client is not None:
+            yield client
+            return
+        security = Security() if security is None else security
+        if scheduler is not None:
+            yield from _scheduler_client(scheduler, timeout, security)
+            return
+        n_workers = default_workers() if n_workers is None else int(n_workers)
+        yield from _local_client(n_workers, threads_per_worker, memory_limit, quiet, security)
+    except KeyboardInterrupt:
+        quiet_half_built_futures()
+        raise
 
 
 def _scheduler_client(scheduler: str, timeout: float, security):
@@ -184,6 +188,29 @@ def quiet_interrupted_gathers(loop) -> None:
             previous(event_loop, context)
 
     asyncio_loop.set_exception_handler(handler)
+
+
+def quiet_half_built_futures() -> None:
+    """After Ctrl-C, drop the AttributeError a half-built distributed Future raises when collected.
+
+    An interrupt that lands inside `Future.__init__` leaves the object without the attributes its
+    finalizer reads (`_cleared`); when the interrupted frames are collected, Python would print the
+    finalizer's error as an 'Exception ignored in' traceback after the command's one line. Only
+    AttributeErrors of finalizers defined in `distributed` are dropped; anything else goes to the
+    previous sys.unraisablehook. Installed once per process.
+    """
+    previous = sys.unraisablehook
+    if getattr(previous, "drops_half_built_futures", False):
+        return
+
+    def hook(unraisable):
+        module = getattr(unraisable.object, "__module__", None) or ""
+        if isinstance(unraisable.exc_value, AttributeError) and module.startswith("distributed."):
+            return
+        previous(unraisable)
+
+    hook.drops_half_built_futures = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
 
 
 def quiet_worker_logs(client) -> None:

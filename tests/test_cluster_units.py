@@ -1,6 +1,7 @@
 """Unit tests of the cluster pieces that need no running cluster: placement, checkpoints, stop rules."""
 
 import os
+import sys
 import time
 
 import numpy as np
@@ -435,3 +436,52 @@ def test_flat_keywords_are_sorted_into_the_two_option_groups_and_checked():
         grouped(EngineOptions(), None, dict(max_cycles=3))
     with pytest.warns(FutureWarning, match="chunk_epochs"):
         assert grouped(None, None, dict(chunk_epochs=4))[1].chunk_cycles == 4
+
+
+class _Client:
+    """Just enough of a distributed.Client for a Future's finalizer to reach its `_cleared` check."""
+
+    generation = 0
+
+    def __init__(self):
+        self.futures = {}
+
+    def _inc_ref(self, key):
+        pass
+
+
+def _half_built_future():
+    """A Future as an interrupt inside its __init__ leaves it: client and key set, `_cleared` not."""
+    from distributed import Future
+
+    future = Future.__new__(Future)
+    future.key, future._client, future._input_state, future._state = "x", _Client(), None, None
+    future._id = ("x", 0)
+    return future
+
+
+class _Unraisable:
+    def __del__(self):
+        raise AttributeError("not a Future's")
+
+
+def test_ctrl_c_inside_connect_silences_only_half_built_futures(monkeypatch):
+    from cluster.connect import connect
+
+    seen = []
+    monkeypatch.setattr("sys.unraisablehook", lambda unraisable: seen.append(unraisable.exc_type))
+    future = _half_built_future()
+    del future  # before any Ctrl-C its error is reported
+    assert seen == [AttributeError]
+    seen.clear()
+    with pytest.raises(KeyboardInterrupt):
+        with connect(client=object()):
+            raise KeyboardInterrupt
+    future, other = _half_built_future(), _Unraisable()
+    del future, other
+    assert seen == [AttributeError]  # the other object's, not the Future's
+    installed = sys.unraisablehook
+    with pytest.raises(KeyboardInterrupt):  # a second Ctrl-C installs no second filter
+        with connect(client=object()):
+            raise KeyboardInterrupt
+    assert sys.unraisablehook is installed
