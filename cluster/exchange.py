@@ -4,8 +4,9 @@ Every worker runs `hamsi.loop` with its own copy of the Stepper and StopRules; o
 iteration is one all-to-all round of typed Messages among the workers (no client, no scheduler):
 1. the work (cluster.work) adds the subset's gradient on its shards and forms their partials;
 2. the Message {gradient rows of the replicated part, shard partials, clock vote} goes to every
-   peer (cluster.mailbox), and the peers' messages of the same step come back (with V owned,
-   cluster.work.OwnedFactorWork, each peer's message carries the V shards it steps next);
+   peer (cluster.mailbox), and the peers' messages of the same step come back; with V shared or
+   owned over the direct links, a partials record instead (cluster.messages.partials_record),
+   and with V owned (cluster.work.OwnedFactorWork) a Message of the V shards a peer steps next;
 3. the replicated gradient is assembled in a fixed order, the remaining partials formed, and all
    partials handed to the stepper in shard order, which decides exactly as in one process.
 A cycle's evaluation is one more small round (train/test sums, clocks: the largest is the
@@ -34,7 +35,15 @@ import numpy as np
 
 from cluster.errors import PeerLost
 from cluster.links import MAX_ARRAYS, FrameLimit
-from cluster.messages import MAX_SENDER_BYTES, Message
+from cluster.messages import (
+    MAX_SENDER_BYTES,
+    RECORD_STALLED,
+    RECORD_VOTE,
+    Message,
+    partials_record,
+    record_layout,
+    stacked_fields,
+)
 from cluster.run_state import ABORTED
 from cluster.shared import SharedReplica, find, path_of, remove_stale
 from cluster.snapshot import write_own
@@ -67,6 +76,7 @@ class MailboxExchange:
         self.bytes_sent = 0  # over the links (or the comms) in this chunk
         self._stall_base = None  # the stall clock when the chunk's rounds began
         self._stall_untimed = 0.0  # seconds stopped in untimed spans since then
+        self._records: bool | None = None  # inner iterations trade partials records (_records_fit)
 
     def start_clock(self) -> None:
         """Start counting this worker's stops (after the start barrier, which is not timed)."""
@@ -142,6 +152,10 @@ class MailboxExchange:
         start = time.perf_counter()
         parts, partials = self.work.compute(request)
         self.phases.gradient += time.perf_counter() - start
+        if self._records is None:
+            self._records = self._records_fit()
+        if self._records:
+            return self._iterate_records(request, parts, partials)
         messages = self._send_parts(request.vote, parts, partials)
         if any(m.vote for m in messages):
             return Reductions(stopped=True)
@@ -153,6 +167,54 @@ class MailboxExchange:
         )
         self.phases.update += time.perf_counter() - start
         return stacked_reductions(request, every)
+
+    def _records_fit(self) -> bool:
+        """Whether this chunk's inner iterations trade partials records (cluster.messages): the same
+        answer on every worker, from the plan alone.
+
+        They do when V is shared or owned (no gradient rows travel), the run's rounds go over the
+        direct links, and every worker hosts as many row shards (so every record has one layout).
+        """
+        hosted = [list(self.plan.owner.values()).count(w) for w in self.plan.workers]
+        return bool(
+            self.peers
+            and (self.work.shared or self.work.owned)
+            and self.box.linked(self.plan.run_id)
+            and len(set(hosted)) == 1
+        )
+
+    def _iterate_records(self, request, parts, partials) -> Reductions:
+        """One inner iteration's round of partials records (and V shards handed on, with V owned)."""
+        layout = record_layout(partials)
+        if layout is None:
+            raise RuntimeError("this worker's shards formed partials of different fields")
+        self._step += 1
+        stalled = self.stalled()
+        self._take_off(stalled)
+        record = partials_record(layout, self._step, request.vote, stalled, partials)
+        items = {
+            p: Message(self._step, self.me, stalled=stalled, items=shards)
+            for p, shards in (parts or {}).items()
+            if shards
+        }
+        records, received, sending, waiting, nbytes = self.box.record_round(
+            self.plan.run_id, self.peers, record, items, self.plan.timeout
+        )
+        self._take_off(float(records[:, RECORD_STALLED].max()))
+        self.bytes_sent += nbytes
+        self.phases.exchange += sending
+        self.phases.wait += waiting
+        if request.vote or records[:, RECORD_VOTE].any():
+            return Reductions(stopped=True)
+        start = time.perf_counter()
+        self.work.complete(request, [item for m in received.values() for item in m.items], [])
+        _, fields = stacked_fields(layout, np.vstack([record, records]))
+        self.phases.update += time.perf_counter() - start
+        requested = {name: getattr(request, name) for name in FIELDS if name != "new_pair_g"}
+        return Reductions(
+            **{name: fields[name] if wanted else None for name, wanted in requested.items()},
+            new_pair_g=fields["new_pair_g"] if request.pair else None,
+        )
 
     def _send_parts(self, vote: bool, parts, partials) -> list:
         """Run the iteration's round: this worker's gradient parts and partials to every peer.

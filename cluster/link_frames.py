@@ -22,6 +22,9 @@ from cluster.messages import from_arrays, to_parts
 # A frame: FRAME (magic, number of arrays), then one DESCRIPTOR per array, then the raw bytes.
 FRAME = struct.Struct("!4sI")
 FRAME_MAGIC = b"HMSF"
+RECORD_MAGIC = (
+    b"HMSR"  # a partials record (cluster.messages.partials_record): FRAME's count is its numbers
+)
 DESCRIPTOR = struct.Struct("!BBQQ")  # dtype code, ndim (0-2), shape (unused dimensions 0)
 DTYPES: dict[int, np.dtype] = {
     1: np.dtype(np.float64),
@@ -77,6 +80,11 @@ def encode(message) -> list:
     return [b"".join(head), *(a for a in data[large:] if a.nbytes)]
 
 
+def encode_record(record: np.ndarray) -> bytes:
+    """Return the frame of a partials record: RECORD_MAGIC and its length, then its float64 bytes."""
+    return FRAME.pack(RECORD_MAGIC, record.size) + record.tobytes()
+
+
 def _float64_bytes(piece) -> bytes:
     """Return a piece of the scalars (an array or a tuple of floats) as float64 bytes, in C order."""
     if isinstance(piece, tuple):
@@ -130,7 +138,32 @@ class FrameReader:
         self.arrays: list[np.ndarray] = []
         self._body: list[memoryview] = []
         self._count = 0
+        self.filled = 0  # bytes of a record's row filled so far (feed_record)
         self.done = False
+
+    def feed_record(self, sock, row: memoryview) -> None:
+        """Read the link's next frame, a record of row.nbytes bytes, into `row` (bytes read ahead first).
+
+        Sets `done` when the row is full; the round checks the header of every row at once
+        (cluster.link_round.record_round). Call `next` before reading the frame after it.
+        """
+        at = self.filled
+        held = self._held
+        if held:
+            take = min(len(held), row.nbytes - at)
+            row[at : at + take] = held[:take]
+            del held[:take]
+            at += take
+        while at < row.nbytes:
+            try:
+                n = sock.recv_into(row[at:])
+            except BlockingIOError:
+                break
+            if n == 0:
+                raise ConnectionResetError("the peer closed the connection")
+            at += n
+        self.filled = at
+        self.done = at == row.nbytes
 
     def feed(self, sock) -> None:
         """Read what is available; raise ConnectionResetError when the peer closed its end."""

@@ -5,6 +5,10 @@ bytes are in (small frames: no wait at all); a single `select.poll` loop then mo
 on the links that still have something to move (no deadlock when both sides write at once, and
 no busy waiting: the thread blocks in poll while it waits). Each link's FrameReader lives as long
 as the run, so bytes of a peer's next frame read early wait there for the next round.
+
+Two kinds of round: `exchange_round` trades Messages (any content); `record_round` trades the
+fixed-layout partials records of an inner iteration (cluster.messages.partials_record), read
+straight into the rows of one array, plus a Message of V shards to the peers that step them next.
 """
 
 from __future__ import annotations
@@ -12,9 +16,17 @@ from __future__ import annotations
 import select
 import time
 
+import numpy as np
+
 from cluster.errors import PeerLost
-from cluster.link_frames import FrameRefused, FrameWriter, addressed_frames
-from cluster.messages import MalformedMessage
+from cluster.link_frames import (
+    FrameRefused,
+    FrameWriter,
+    addressed_frames,
+    encode,
+    encode_record,
+)
+from cluster.messages import RECORD_ITEMS, RECORD_STEP, MalformedMessage
 
 
 def exchange_round(
@@ -36,40 +48,188 @@ def exchange_round(
     """
     frames = addressed_frames(message, peers)
     outbound = {p: FrameWriter(frames[p]) for p in peers}
-    sent = sum(o.nbytes for o in outbound.values())
-    for p in peers:
-        _move(p, links[p], outbound[p], None)
-    pending = set()
-    for p in peers:
-        _move(p, links[p], None, readers[p])
-        if not readers[p].done:
-            pending.add(p)
-    waited = 0.0
-    if pending or any(not o.done for o in outbound.values()):
-        waited = _select_rest(links, readers, outbound, pending, wake, check_aborted, run, timeout)
-    try:
-        received = [readers[p].value() for p in peers]
-    except MalformedMessage as exc:
-        raise PeerLost(f"run {run}: a peer sent a malformed message ({exc})") from exc
+
+    def read(p) -> bool:
+        _move(p, links[p], None, readers[p].feed)
+        return readers[p].done
+
+    waited = _run(links, outbound, read, peers, wake, check_aborted, run, timeout)
+    received = [_message(readers[p], run) for p in peers]
     for p in peers:
         readers[p].next()
-    return received, waited, sent
+    return received, waited, sum(o.nbytes for o in outbound.values())
 
 
-def _move(peer, sock, writer, reader) -> None:
-    """Write what `writer` has left and read what `reader` can take (either may be None)."""
+def record_round(
+    links: dict,
+    readers: dict,
+    wake,
+    check_aborted,
+    run: str,
+    peers: list[str],
+    record: np.ndarray,
+    items: dict,
+    timeout: float,
+) -> tuple[np.ndarray, dict, float, int]:
+    """Send `record` to every peer (and items[peer], a Message, after it); return (the peers' records
+    as rows in `peers` order, {peer: their Message of items}, seconds blocked waiting, bytes sent).
+
+    Every peer's record has the length of ours: each is read straight into its row, and the rows'
+    headers and steps are checked at once; a record whose items_follow is set is followed by a
+    Message. The first pass (one send and one receive per peer, no object per peer when the
+    frames are in) is written out for speed; the rest goes through the poll loop. Raises PeerLost
+    naming the peers whose record is missing after `timeout` seconds or malformed, or whose
+    connection failed.
+    """
+    plain = encode_record(record)
+    size = len(plain)
+    flagged = record.copy()
+    flagged[RECORD_ITEMS] = 1.0
+    handed = encode_record(flagged)
+    buffer = bytearray(len(peers) * size)
+    rows = np.frombuffer(buffer, dtype=np.uint8).reshape(len(peers), size)
+    values = rows[:, size - record.nbytes :].view(np.float64)
+    view = memoryview(buffer)
+    outbound: dict = {}
+    sent = 0
+    peer = None
+    try:
+        for peer in peers:
+            if peer in items:
+                writer = outbound[peer] = FrameWriter([handed, *encode(items[peer])])
+                sent += writer.nbytes
+                writer.push(links[peer])
+                continue
+            sent += size
+            try:
+                n = links[peer].send(plain)
+            except BlockingIOError:
+                n = 0
+            outbound[peer] = _SENT if n == size else FrameWriter([plain[n:]])
+        waiting = []
+        for i, peer in enumerate(peers):
+            reader = readers[peer]
+            reader.feed_record(links[peer], view[i * size : (i + 1) * size])
+            if not reader.done:
+                waiting.append(peer)
+    except (OSError, FrameRefused) as exc:
+        raise PeerLost(f"the link to {peer} failed: {type(exc).__name__}: {exc}") from exc
+    table = np.frombuffer(buffer, dtype=np.float64).reshape(len(peers), size // 8)
+    values, words = table[:, 1:], table[:, 0].view(np.uint64)  # a row: its header word, its record
+    header, step = np.frombuffer(plain[:8], dtype=np.uint64)[0], record[RECORD_STEP]
+    index = {p: i for i, p in enumerate(peers)}
+    following: set = set()  # peers whose record is in and whose Message of items is read next
+
+    def refuse_unless(ok: bool, i: int) -> None:
+        if not ok:
+            _refuse(peers[i], run, words[i], values[i], header, step)
+
+    def follow(p) -> bool:
+        """The record of p is in: if it says items follow, check it and read them."""
+        i, reader = index[p], readers[p]
+        if values[i, RECORD_ITEMS] == 0.0:
+            return True  # its header is checked with every other row's after the round
+        refuse_unless(
+            words[i] == header and values[i, RECORD_STEP] == step and values[i, RECORD_ITEMS] == 1,
+            i,
+        )
+        reader.next()
+        following.add(p)
+        _move(p, links[p], None, reader.feed)
+        return reader.done
+
+    def read(p) -> bool:
+        i, reader = index[p], readers[p]
+        if p in following:
+            _move(p, links[p], None, reader.feed)
+            return reader.done
+        _move(
+            p,
+            links[p],
+            None,
+            lambda sock: reader.feed_record(sock, view[i * size : (i + 1) * size]),
+        )
+        if reader.done:
+            return follow(p)
+        # a record of another length must not leave us waiting for bytes that never come
+        refuse_unless(reader.filled < 8 or words[i] == header, i)
+        return False
+
+    for p in waiting:
+        refuse_unless(readers[p].filled < 8 or words[index[p]] == header, index[p])
+    pending = set(waiting)
+    if values[:, RECORD_ITEMS].any():  # rows still being read are zeros there
+        pending.update(p for p in peers if p not in pending and not follow(p))
+    waited = 0.0
+    if pending or any(not o.done for o in outbound.values()):
+        waited = _select_rest(links, outbound, read, pending, wake, check_aborted, run, timeout)
+    items_flag = values[:, RECORD_ITEMS]
+    bad = (
+        (words != header)
+        | (values[:, RECORD_STEP] != step)
+        | (items_flag * items_flag != items_flag)
+    )
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        _refuse(peers[i], run, words[i], values[i], header, step)
+    received = {p: _message(readers[p], run) for p in following}
+    for p in peers:
+        readers[p].next()
+    return values, received, waited, sent
+
+
+def _refuse(peer, run, word, values, header, step) -> None:
+    """Raise PeerLost: `peer`'s row is not a record of our layout and step, or says items 0 or 1."""
+    raise PeerLost(
+        f"run {run}: {peer} sent a malformed partials record (header "
+        f"{np.uint64(word).tobytes()!r}, step {float(values[RECORD_STEP])!r}, items "
+        f"{float(values[RECORD_ITEMS])!r}; expected {np.uint64(header).tobytes()!r}, step "
+        f"{float(step)!r}, items 0 or 1)"
+    )
+
+
+class _Sent:
+    """The writer of a frame that one send wrote whole."""
+
+    done = True
+
+
+_SENT = _Sent()
+
+
+def _message(reader, run: str):
+    """Return the Message a reader holds; PeerLost when its arrays do not form one."""
+    try:
+        return reader.value()
+    except MalformedMessage as exc:
+        raise PeerLost(f"run {run}: a peer sent a malformed message ({exc})") from exc
+
+
+def _run(links, outbound, read, peers, wake, check_aborted, run, timeout) -> float:
+    """Write every frame and read every link once, then poll for the rest; return the seconds waited."""
+    for p in peers:
+        _move(p, links[p], outbound[p], None)
+    pending = {p for p in peers if not read(p)}
+    if pending or any(not o.done for o in outbound.values()):
+        return _select_rest(links, outbound, read, pending, wake, check_aborted, run, timeout)
+    return 0.0
+
+
+def _move(peer, sock, writer, feed) -> None:
+    """Write what `writer` has left and call `feed(sock)` to read (either may be None)."""
     try:
         if writer is not None and not writer.done:
             writer.push(sock)
-        if reader is not None and not reader.done:
-            reader.feed(sock)
+        if feed is not None:
+            feed(sock)
     except (OSError, FrameRefused) as exc:
         raise PeerLost(f"the link to {peer} failed: {type(exc).__name__}: {exc}") from exc
 
 
-def _select_rest(links, readers, outbound, pending, wake, check_aborted, run, timeout) -> float:
+def _select_rest(links, outbound, read, pending, wake, check_aborted, run, timeout) -> float:
     """Move the frames still unwritten or unread in a poll loop; return the seconds waiting with all written.
 
+    read(peer) reads what a readable link has and returns whether the peer's part is complete.
     One `select.poll` per round: registering is bookkeeping in this process, and each wait is one
     system call (a selector would add one to create it and one per registration).
     """
@@ -93,11 +253,11 @@ def _select_rest(links, readers, outbound, pending, wake, check_aborted, run, ti
         if all(o.done for o in outbound.values()):
             waited += time.perf_counter() - start
         for fd, event in events:
-            _serve_link(peer_of[fd], event, wake, links, readers, outbound, pending, poller)
+            _serve_link(peer_of[fd], event, wake, links, outbound, read, pending, poller)
     return waited
 
 
-def _serve_link(peer, event, wake, links, readers, outbound, pending, poller) -> None:
+def _serve_link(peer, event, wake, links, outbound, read, pending, poller) -> None:
     """Move what poll reported for one link (or drain the wake-up socket, peer None).
 
     A hang-up or an error counts as readable and writable, as in `selectors`: the move then
@@ -110,13 +270,9 @@ def _serve_link(peer, event, wake, links, readers, outbound, pending, poller) ->
             pass
         return
     sock = links[peer]
-    _move(
-        peer,
-        sock,
-        outbound[peer] if event & ~select.POLLIN else None,
-        readers[peer] if event & ~select.POLLOUT and peer in pending else None,
-    )
-    if readers[peer].done:
+    if event & ~select.POLLIN:
+        _move(peer, sock, outbound[peer], None)
+    if event & ~select.POLLOUT and peer in pending and read(peer):
         pending.discard(peer)
     wanted = (select.POLLIN if peer in pending else 0) | (
         0 if outbound[peer].done else select.POLLOUT

@@ -72,7 +72,7 @@ from cluster.link_hello import (
     connect_with_hello,
     hello_mac,
 )
-from cluster.link_round import exchange_round
+from cluster.link_round import exchange_round, record_round
 
 # The names callers import from here (frames, hello and round have modules of their own).
 __all__ = [
@@ -338,6 +338,22 @@ class Links:
             run,
             peers,
             message,
+            timeout,
+        )
+
+    def record_round(
+        self, run: str, peers: list[str], record, items: dict, timeout: float
+    ) -> tuple:
+        """Send a partials record (and items[peer] after it); cluster.link_round.record_round on this run's links."""
+        return record_round(
+            self._runs[run],
+            self._readers[run],
+            self._wake_r,
+            self._check_aborted,
+            run,
+            peers,
+            record,
+            items,
             timeout,
         )
 

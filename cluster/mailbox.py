@@ -209,6 +209,21 @@ class Mailbox:
         self.wait_posted(posted, peers, timeout, run)
         return received, sent - start, time.perf_counter() - sent, nbytes
 
+    def linked(self, run: str) -> bool:
+        """Whether `run`'s rounds go over the direct links (not through Dask's comms)."""
+        return run in self._linked
+
+    def record_round(
+        self, run: str, peers: list[str], record, items: dict, timeout: float
+    ) -> tuple[object, dict, float, float, int]:
+        """Send a partials record over the direct links; return (the peers' records, {peer: Message
+        of items}, seconds sending, seconds waiting, bytes). Only for a linked run (`linked`)."""
+        start = time.perf_counter()
+        records, received, waited, nbytes = self.links.record_round(
+            run, peers, record, items, timeout
+        )
+        return records, received, time.perf_counter() - start - waited, waited, nbytes
+
     def forget(self, run: str):
         """Drop every stored message of `run` and drop its late ones on arrival (a finished or aborted attempt)."""
         with self._cond:

@@ -1,4 +1,5 @@
-"""The typed records workers send each other: one Message per worker per exchange round."""
+"""The typed records workers send each other: one Message per worker per exchange round, or in an
+inner iteration with V shared or owned one fixed-layout partials record (the end of this module)."""
 
 from __future__ import annotations
 
@@ -282,3 +283,72 @@ def _take_evaluation_part(
         raise MalformedMessage("the message ends before its evaluation sums")
     norm, test, *sse = values[at : at + 2 + n_sse].tolist()
     return EvaluationPart(key, sse, norm, test), at + 2 + n_sse
+
+
+# ---------------------------------------------------------------------------- partials records
+# An inner iteration's partials travel as one fixed-layout float64 record per worker when every
+# worker forms as many shards' partials with the same fields (STRATA/-B with V shared or owned):
+# RECORD_HEAD numbers (step, vote, stalled, items_follow), the k shard ids, then each shard's
+# fields present (PARTIAL_FIELDS order) one after the other. Every peer's record of a round has
+# the receiver's own layout, so records land in the rows of one (peers x length) array and are
+# checked and stacked column-wise, with no object per peer (cluster.link_round.record_round).
+RECORD_HEAD = 4
+RECORD_STEP, RECORD_VOTE, RECORD_STALLED, RECORD_ITEMS = range(RECORD_HEAD)
+
+
+@dataclass(frozen=True)
+class RecordLayout:
+    """Where a record keeps its shards' partials: k shards, each the fields `names` of `sizes` numbers."""
+
+    shards: int
+    names: tuple
+    sizes: tuple
+
+    @property
+    def width(self) -> int:
+        """Numbers per shard."""
+        return sum(self.sizes)
+
+    @property
+    def length(self) -> int:
+        """Numbers per record."""
+        return RECORD_HEAD + self.shards * (1 + self.width)
+
+
+def record_layout(partials: list) -> RecordLayout | None:
+    """Return the layout of a record of `partials`, or None when their shards' fields differ."""
+    first = [(n, np.size(getattr(partials[0], n))) for n in PARTIAL_FIELDS] if partials else []
+    present = tuple((n, s) for n, s in first if getattr(partials[0], n) is not None)
+    for p in partials[1:]:
+        if tuple((n, np.size(a)) for n in PARTIAL_FIELDS if (a := getattr(p, n)) is not None) != (
+            present
+        ):
+            return None
+    return RecordLayout(len(partials), tuple(n for n, _ in present), tuple(s for _, s in present))
+
+
+def partials_record(
+    layout: RecordLayout, step: int, vote: bool, stalled: float, partials: list
+) -> np.ndarray:
+    """Return the record of `partials` (items_follow 0; the round sets it per peer)."""
+    head = np.array([step, float(bool(vote)), stalled, 0.0], dtype=np.float64)
+    ids = np.array([p.shard for p in partials], dtype=np.float64)
+    fields = [np.ravel(getattr(p, n)) for p in partials for n in layout.names]
+    return np.concatenate([head, ids, *fields]).astype(np.float64, copy=False)
+
+
+def stacked_fields(layout: RecordLayout, records: np.ndarray) -> tuple[np.ndarray, dict]:
+    """Return (shard ids, {field: (shards, size) rows}) of stacked records, rows in shard order.
+
+    records: (n, layout.length), one record per row. A stable sort of the ids puts the rows in
+    shard order; each field's rows are copies of the numbers sent, bit for bit.
+    """
+    k = layout.shards
+    ids = records[:, RECORD_HEAD : RECORD_HEAD + k].reshape(-1)
+    order = np.argsort(ids, kind="stable")
+    body = records[:, RECORD_HEAD + k :].reshape(ids.size, layout.width)[order]
+    out, at = {}, 0
+    for name, size in zip(layout.names, layout.sizes):
+        out[name] = np.ascontiguousarray(body[:, at : at + size])
+        at += size
+    return ids[order], out

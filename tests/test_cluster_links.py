@@ -11,8 +11,10 @@ from helpers import ConnectionFlood
 
 from cluster import links as links_module
 from cluster.errors import PeerLost
+from cluster.link_frames import encode_record
 from cluster.links import FrameLimit, Links, encode, frame_nbytes
 from cluster.messages import (
+    RECORD_ITEMS,
     EvaluationPart,
     GradientPart,
     ItemShard,
@@ -20,6 +22,9 @@ from cluster.messages import (
     Message,
     ShardPartials,
     from_arrays,
+    partials_record,
+    record_layout,
+    stacked_fields,
     to_arrays,
 )
 
@@ -497,3 +502,94 @@ def test_a_frame_is_its_arrays_bytes_and_a_small_one_is_one_buffer():
         [3.0, 4.0],
         np.int32,
     )
+
+
+def record_of(step: int, shards: list, items: bool = False) -> np.ndarray:
+    record = partials_record(record_layout(shards), step, False, 0.25 * step, shards)
+    record[RECORD_ITEMS] = float(items)
+    return record
+
+
+def some_partials(rng, first_shard: int, pair: bool) -> list:
+    out = []
+    for shard in (first_shard, first_shard + 2):
+        p = ShardPartials(shard, wtg=rng.standard_normal(10), norms=rng.standard_normal(2))
+        if pair:
+            p.pair, p.new_pair_g = rng.standard_normal(12), rng.standard_normal(2)
+            p.gram = rng.standard_normal(11)
+        out.append(p)
+    return out
+
+
+def test_record_rounds_carry_partials_and_handed_shards_and_stack_in_shard_order(pair):
+    """Records of both kinds of iteration, V shards handed on in some rounds, then a Message round."""
+    a, b = pair
+    open_both(a, b, "r")
+    rng = np.random.default_rng(7)
+    rounds = []
+    for step in range(1, 7):
+        pair_iteration = step % 3 == 0
+        mine, theirs = some_partials(rng, 0, pair_iteration), some_partials(rng, 1, pair_iteration)
+        handed = ItemShard(5, x=rng.standard_normal(3000), g=rng.standard_normal(3000))
+        to_a = {a.worker_address: Message(step, "b", items=[handed])} if step % 2 else {}
+        rounds.append((step, mine, theirs, to_a))
+    got_b = []
+
+    def b_side():
+        for step, _, theirs, to_a in rounds:
+            got_b.append(
+                b.record_round("r", [a.worker_address], record_of(step, theirs), to_a, 10.0)
+            )
+        got_b.append(b.round("r", [a.worker_address], Message(9, "b", clock=2.0), 10.0))
+
+    tb = threading.Thread(target=b_side)
+    tb.start()
+    got_a = [
+        a.record_round("r", [b.worker_address], record_of(s, m), {}, 10.0) for s, m, _, _ in rounds
+    ]
+    after = a.round("r", [b.worker_address], Message(9, "a", clock=1.0), 10.0)
+    tb.join()
+    assert after[0][0].clock == 2.0 and got_b[-1][0][0].clock == 1.0  # the stream stayed in step
+    for (step, mine, theirs, to_a), (records, items, _, sent) in zip(rounds, got_a):
+        assert records.shape == (1, record_of(step, mine).size)
+        np.testing.assert_array_equal(records[0], record_of(step, theirs, bool(to_a)))
+        assert sent == len(encode_record(record_of(step, mine)))
+        if to_a:
+            np.testing.assert_array_equal(
+                items[b.worker_address].items[0].x, to_a[a.worker_address].items[0].x
+            )
+        else:
+            assert items == {}
+        ids, fields = stacked_fields(
+            record_layout(mine), np.vstack([record_of(step, mine), records])
+        )
+        in_order = sorted(mine + theirs, key=lambda p: p.shard)
+        np.testing.assert_array_equal(ids, [p.shard for p in in_order])
+        for name in record_layout(mine).names:
+            np.testing.assert_array_equal(
+                fields[name], np.vstack([getattr(p, name) for p in in_order])
+            )
+    for (step, _, theirs, to_a), (_, items, _, sent) in zip(rounds, got_b[:-1]):
+        handed = sum(frame_nbytes(encode(m)) for m in to_a.values())
+        assert items == {} and sent == len(encode_record(record_of(step, theirs))) + handed
+
+
+@pytest.mark.parametrize(
+    "change, match",
+    [
+        (lambda r: np.concatenate([[7.0], r[1:]]), "malformed partials record .* step 7.0"),
+        (lambda r: np.where(np.arange(r.size) == RECORD_ITEMS, 0.5, r), "malformed .* items 0.5"),
+        (lambda r: r[:-3], "malformed partials record"),  # another layout, shorter
+        (lambda r: np.concatenate([r, r]), "malformed partials record"),  # longer
+    ],
+)
+def test_a_record_of_another_step_or_layout_is_refused_naming_the_peer(pair, change, match):
+    a, b = pair
+    open_both(a, b, "r")
+    shards = some_partials(np.random.default_rng(8), 0, False)
+    wrong = np.ascontiguousarray(change(record_of(3, shards).copy()))
+    b._runs["r"][a.worker_address].sendall(encode_record(wrong))  # b's end of the link, raw
+    start = time.monotonic()
+    with pytest.raises(PeerLost, match=f"127.0.0.1:2 sent a {match}"):
+        a.record_round("r", [b.worker_address], record_of(3, shards), {}, 30.0)
+    assert time.monotonic() - start < 5.0  # refused, not waited for

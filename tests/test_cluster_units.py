@@ -485,3 +485,85 @@ def test_ctrl_c_inside_connect_silences_only_half_built_futures(monkeypatch):
         with connect(client=object()):
             raise KeyboardInterrupt
     assert sys.unraisablehook is installed
+
+
+class _StallClock:
+    def total(self):
+        return 0.0
+
+
+class _Box:
+    """A mailbox whose peer answers with `theirs` (its partials) by record or by Message."""
+
+    def __init__(self, theirs, linked=True):
+        self.theirs, self.stalls, self.calls = theirs, _StallClock(), []
+        self._linked = linked
+
+    def linked(self, run):
+        return self._linked
+
+    def record_round(self, run, peers, record, items, timeout):
+        from cluster.messages import partials_record, record_layout
+
+        self.calls.append("record")
+        theirs = partials_record(record_layout(self.theirs), record[0], False, 0.5, self.theirs)
+        return theirs[None, :], {}, 0.0, 0.0, 8 * record.size
+
+    def round(self, run, step, peers, message, timeout):
+        from cluster.messages import Message
+
+        self.calls.append("message")
+        return [Message(step, peers[0], stalled=0.5, shards=self.theirs)], 0.0, 0.0, 100
+
+
+class _Work:
+    shared, owned = True, False
+
+    def __init__(self, mine):
+        self.mine = mine
+
+    def compute(self, request):
+        return [], self.mine
+
+    def complete(self, request, parts, partials):
+        return sorted(partials, key=lambda p: p.shard)
+
+
+@pytest.mark.parametrize(
+    "owner, linked, path",
+    [
+        ({0: "a", 1: "b"}, True, "record"),
+        ({0: "a", 1: "b", 2: "b"}, True, "message"),  # uneven row shards: records of two layouts
+        ({0: "a", 1: "b"}, False, "message"),  # a tls:// cluster: no direct links
+    ],
+)
+def test_an_inner_iteration_stacks_the_same_partials_by_record_or_by_message(owner, linked, path):
+    from cluster.exchange import MailboxExchange
+    from cluster.messages import ShardPartials
+    from cluster.plan import ChunkPlan
+    from hamsi.exchange import Request
+    from hamsi.trace import PhaseTimes
+
+    rng = np.random.default_rng(3)
+
+    def partials(shard):
+        return ShardPartials(
+            shard,
+            pair=rng.standard_normal(12),
+            new_pair_g=rng.standard_normal(2),
+            wtg=rng.standard_normal(10),
+            norms=rng.standard_normal(2),
+        )
+
+    mine, theirs = [partials(0), partials(3)], [partials(1), partials(2)]
+    box = _Box(theirs, linked)
+    plan = ChunkPlan("run", ["a", "b"], owner, range(0, 1), config=None)
+    exchange = MailboxExchange(box, plan, "a", _Work(mine), PhaseTimes(), 0.0)
+    got = exchange.iterate(Request(0, pair=True, wtg=True, norms=True))
+    assert box.calls == [path] and exchange.phases.stalled == 0.5
+    in_order = sorted(mine + theirs, key=lambda p: p.shard)
+    for name in ("pair", "new_pair_g", "wtg", "norms"):
+        np.testing.assert_array_equal(
+            getattr(got, name), np.vstack([getattr(p, name) for p in in_order])
+        )
+    assert got.gram is None and not got.stopped
