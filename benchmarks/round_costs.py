@@ -1,10 +1,11 @@
 """The CPU one worker spends in a round of the direct links, measured in this process (bench_scaling.py).
 
-`round_sample` times cluster.link_round.exchange_round, the code the workers run, over real TCP
-loopback connections to P peers (P = 1 .. 31) whose frames are already in (a worker whose peers
-were ahead: the round's CPU, not its wait), with the owned-V inner iteration's messages: the
-shard partials of a U and a V shard to every peer (one Message, encoded once) and a second
-Message for the one peer that steps our V shard next. A least-squares line over P gives the
+`round_sample` times cluster.link_round.record_round, the code the workers run in an inner
+iteration, over real TCP loopback connections to P peers (P = 1 .. 31) whose frames are already
+in (a worker whose peers were ahead: the round's CPU, not its wait), with the owned-V inner
+iteration's frames: the partials record of a U and a V shard to every peer, and after it a
+Message of the V shard for the one peer that steps it next (one peer's record is followed by
+such a Message too). A least-squares line over P gives the
 round's fixed CPU and its CPU per peer (a frame written, one read and decoded). `byte_sample`
 times rounds of one large V shard each way with one peer (a thread on the far end): the slope
 between two sizes is the CPU per byte sent and received (both copies through the kernel).
@@ -20,9 +21,16 @@ import time
 
 import numpy as np
 
-from cluster.link_frames import FrameLimit, FrameReader, encode
-from cluster.link_round import exchange_round
-from cluster.messages import ItemShard, Message, ShardPartials
+from cluster.link_frames import FrameLimit, FrameReader, encode, encode_record
+from cluster.link_round import exchange_round, record_round
+from cluster.messages import (
+    RECORD_ITEMS,
+    ItemShard,
+    Message,
+    ShardPartials,
+    partials_record,
+    record_layout,
+)
 
 PEERS = (1, 2, 4, 8, 16, 31)
 BYTE_SIZES = (512 * 1024, 4 * 1024 * 1024)
@@ -68,14 +76,24 @@ def _drain(sockets, buf) -> None:
             pass
 
 
+def partials_record_of(message: Message, items: bool = False) -> np.ndarray:
+    """Return the partials record of `message`'s shards at step 1 (items: items_follow set)."""
+    record = partials_record(record_layout(message.shards), 1, False, 0.0, message.shards)
+    record[RECORD_ITEMS] = float(items)
+    return record
+
+
 def round_sample(peers: int, rounds: int = 40) -> float:
     """Return the mean CPU seconds of one round with `peers` peers whose frames are in (module docstring)."""
     near, far = loopback_links(peers)
     names = [f"peer-{i}" for i in range(peers)]
-    mine = partials_message()
-    handed = Message(1, SENDER, shards=mine.shards, items=[ItemShard(3, g=np.zeros(8))])
-    addressed = {p: handed if i == 0 else mine for i, p in enumerate(names)}
-    theirs = encode(mine)
+    mine = partials_record_of(partials_message())
+    handed = {names[0]: Message(1, SENDER, items=[ItemShard(3, g=np.zeros(8))])}
+    theirs = [encode_record(mine)]
+    followed = [
+        encode_record(partials_record_of(partials_message(), True)),
+        *encode(handed[names[0]]),
+    ]
     readers = {p: FrameReader(LIMIT) for p in names}
     links = dict(zip(names, near))
     wake_r, wake_w = socket.socketpair()
@@ -84,10 +102,10 @@ def round_sample(peers: int, rounds: int = 40) -> float:
     total = 0.0
     try:
         for step in range(rounds + 2):
-            for s in far:
-                s.sendmsg(theirs)
+            for i, s in enumerate(far):
+                s.sendmsg(followed if i == 0 else theirs)
             start = time.thread_time()
-            exchange_round(links, readers, wake_r, _no_abort, "r", names, addressed, 10.0)
+            record_round(links, readers, wake_r, _no_abort, "r", names, mine, handed, 10.0)
             if step >= 2:  # the first rounds warm the code and the sockets
                 total += time.thread_time() - start
             _drain(far, buf)

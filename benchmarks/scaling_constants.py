@@ -245,8 +245,8 @@ def message_costs(client) -> dict:
 
 def frame_sizes(memory: int = MEMORY) -> tuple[float, float]:
     """Return the bytes of one frame of two shards' partials: an ordinary inner iteration, a pair iteration."""
-    from cluster.links import encode
-    from cluster.messages import Message, ShardPartials
+    from cluster.link_frames import encode_record
+    from cluster.messages import ShardPartials, partials_record, record_layout
 
     def frame(pair: bool) -> float:
         shards = []
@@ -261,10 +261,7 @@ def frame_sizes(memory: int = MEMORY) -> tuple[float, float]:
                 )
             shards.append(p)
         return float(
-            sum(
-                len(b) if isinstance(b, bytes) else b.nbytes
-                for b in encode(Message(1, "tcp://127.0.0.1:40000", shards=shards))
-            )
+            len(encode_record(partials_record(record_layout(shards), 1, False, 0.0, shards)))
         )
 
     return frame(False), frame(True)

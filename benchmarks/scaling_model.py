@@ -27,7 +27,7 @@ other (shared L3 and memory bandwidth): c_corun, the gradient of two processes a
 
 Hosts (`project_hosts`): one worker per host, so no co-run factor; a round to W - 1 peers costs
 RTT / 2 + c_round + (W - 1) c_message + bytes_out (c_byte + 8 / link bits per second): c_round,
-c_message and c_byte are the CPU of cluster.link_round.exchange_round measured in one process
+c_message and c_byte are the CPU of cluster.link_round.record_round (c_byte: exchange_round) measured in one process
 over TCP loopback (benchmarks/round_costs.py), the wake-up replaced by the RTT.
 """
 

@@ -52,7 +52,7 @@ def print_constants(c: Constants, links: dict, repeats: int) -> None:
     )
     fixed, message, residual = links["fit"]
     print(
-        "  a round's CPU (cluster.link_round.exchange_round, TCP loopback, the owned-V inner iteration's messages; "
+        "  a round's CPU (cluster.link_round.record_round, TCP loopback, the owned-V inner iteration's frames; "
         "round_costs.py): "
         + ", ".join(f"{P} peers {1e6 * t:.0f} us" for P, t in links["round"].items())
         + f"; line: {1e6 * fixed:.0f} us + {1e6 * message:.1f} us per peer (largest residual {residual:.0%}); "
