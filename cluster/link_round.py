@@ -86,9 +86,7 @@ def record_round(
     flagged = record.copy()
     flagged[RECORD_ITEMS] = 1.0
     handed = encode_record(flagged)
-    buffer = bytearray(len(peers) * size)
-    rows = np.frombuffer(buffer, dtype=np.uint8).reshape(len(peers), size)
-    values = rows[:, size - record.nbytes :].view(np.float64)
+    buffer = bytearray(len(peers) * size)  # peer i's record lands at [i * size, (i + 1) * size)
     view = memoryview(buffer)
     outbound: dict = {}
     sent = 0
