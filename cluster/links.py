@@ -330,32 +330,17 @@ class Links:
 
         cluster.link_round.exchange_round on this run's links and their readers.
         """
-        return exchange_round(
-            self._runs[run],
-            self._readers[run],
-            self._wake_r,
-            self._check_aborted,
-            run,
-            peers,
-            message,
-            timeout,
-        )
+        return exchange_round(*self._round_of(run), run, peers, message, timeout)
 
     def record_round(
         self, run: str, peers: list[str], record, items: dict, timeout: float
     ) -> tuple:
         """Send a partials record (and items[peer] after it); cluster.link_round.record_round on this run's links."""
-        return record_round(
-            self._runs[run],
-            self._readers[run],
-            self._wake_r,
-            self._check_aborted,
-            run,
-            peers,
-            record,
-            items,
-            timeout,
-        )
+        return record_round(*self._round_of(run), run, peers, record, items, timeout)
+
+    def _round_of(self, run: str) -> tuple:
+        """Return what a round of `run` works on: its links, their readers, the wake-up socket, the abort check."""
+        return self._runs[run], self._readers[run], self._wake_r, self._check_aborted
 
     def _check_aborted(self, run: str) -> None:
         with self._cond:
