@@ -60,6 +60,7 @@ def connect(
     # why lazy: distributed is heavy; `import cluster` and constructing the estimator need none of it
     from distributed.security import Security
 
+    quiet_interrupted_sync()
     try:
         if client is not None:
             yield client
@@ -211,6 +212,37 @@ def quiet_half_built_futures() -> None:
 
     hook.drops_half_built_futures = True  # type: ignore[attr-defined]
     sys.unraisablehook = hook
+
+
+class _InterruptedSyncFilter(logging.Filter):
+    """Drops the one record `quiet_interrupted_sync` is about; lets every other record through."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.exc_info or not isinstance(record.exc_info[1], NameError):
+            return True
+        tb, last = record.exc_info[2], None
+        while tb is not None:
+            last, tb = tb, tb.tb_next
+        code = last.tb_frame.f_code if last is not None else None
+        return not (
+            code is not None
+            and code.co_name == "cancel"
+            and code.co_filename.endswith(os.path.join("distributed", "utils.py"))
+        )
+
+
+def quiet_interrupted_sync() -> None:
+    """Drop tornado's log of distributed's `sync` failing to cancel after a Ctrl-C that came early.
+
+    `distributed.utils.sync` answers Ctrl-C by scheduling `cancel` on the event loop; an interrupt
+    that lands before its coroutine has made the future leaves `cancel` reading an unbound name,
+    and tornado logs that NameError with its traceback on the `tornado.application` logger (from
+    the loop's thread, so a filter added after the interrupt could come too late). Only records
+    of a NameError raised in that `cancel` are dropped. Installed once per process.
+    """
+    logger = logging.getLogger("tornado.application")
+    if not any(isinstance(f, _InterruptedSyncFilter) for f in logger.filters):
+        logger.addFilter(_InterruptedSyncFilter())
 
 
 def quiet_worker_logs(client) -> None:

@@ -170,7 +170,7 @@ def record_round(
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         _refuse(peers[i], run, words[i], values[i], header, step)
-    received = {p: _message(readers[p], run) for p in following}
+    received = {p: _message(readers[p], run) for p in peers if p in following}  # in peers order
     for p in peers:
         readers[p].next()
     return values, received, waited, sent

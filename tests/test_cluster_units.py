@@ -567,3 +567,49 @@ def test_an_inner_iteration_stacks_the_same_partials_by_record_or_by_message(own
             getattr(got, name), np.vstack([getattr(p, name) for p in in_order])
         )
     assert got.gram is None and not got.stopped
+
+
+def _name_error_from(filename: str):
+    """Return the exc_info of a NameError raised in a function `cancel` compiled as `filename`."""
+    space: dict = {}
+    exec(compile("def cancel():\n    return unbound_future\n", filename, "exec"), space)
+    try:
+        space["cancel"]()
+    except NameError:
+        return sys.exc_info()
+    raise AssertionError("no NameError")
+
+
+def test_distributeds_failed_cancel_after_an_early_ctrl_c_is_not_logged_and_nothing_else_is_lost():
+    import logging
+    import os
+
+    from cluster.connect import connect
+
+    logger = logging.getLogger("tornado.application")
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            tb = record.exc_info[2] if record.exc_info else None
+            while tb is not None and tb.tb_next is not None:
+                tb = tb.tb_next
+            seen.append(tb.tb_frame.f_code.co_filename if tb is not None else None)
+
+    handler = Keep()
+    logger.addHandler(handler)
+    filters = list(logger.filters)
+    try:
+        with connect(client=object()):
+            pass
+        with connect(client=object()):  # installed once
+            pass
+        assert len(logger.filters) <= len(filters) + 1
+        theirs = os.path.join("site-packages", "distributed", "utils.py")
+        for filename in (theirs, "elsewhere.py"):
+            logger.error("Exception in callback", exc_info=_name_error_from(filename))
+        logger.error("no exception at all")
+    finally:
+        logger.removeHandler(handler)
+        logger.filters[:] = filters
+    assert seen == ["elsewhere.py", None]
