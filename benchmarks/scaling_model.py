@@ -227,6 +227,7 @@ def project_hosts(
         "V": v_work,
         "round": round_seconds,
         "cycle": cycle,
+        "evaluation": evaluation,
         "pass": cycle * H / per_cycle,
         "bytes_inner": H * out,
         "owned": owned,
