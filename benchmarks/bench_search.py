@@ -5,7 +5,8 @@ For each preset and seed (a random 80/20 split), after one warm-up fit in this p
 - Surprise SVD at its defaults on the same split (benchmarks/accuracy_anchors.py in the
   interpreter of --anchor-python, a venv with scikit-surprise): fit seconds and test RMSE;
 - the ratio of the two walls, measured side by side in one run;
-- with --budgets: `max_time=T` fits, their wall and test RMSE against the biases model's.
+- with --budgets: `max_time=T` fits, their wall and test RMSE against the biases model's;
+- with --without-refit: the test RMSE of the search winner's trial model (no refit).
 Medians over the seeds are printed last. Quote medians, never the best run.
 
     python benchmarks/bench_search.py --anchor-python /tmp/anchors/bin/python
@@ -32,6 +33,11 @@ def parse_args(argv=None):
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--budgets", default="", help="max_time values to try, e.g. 2,5,20")
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument(
+        "--without-refit",
+        action="store_true",
+        help="also score the search winner's trial model (fitted on the search's fit part, no refit)",
+    )
     parser.add_argument(
         "--anchor-python",
         default=os.environ.get("HAMSI_ANCHOR_PYTHON"),
@@ -60,6 +66,8 @@ def one_split(args, preset: str, seed: int, budgets: list[float]) -> dict:
         "hamsi RMSE": model.rmse(test),
         "biases RMSE": bias_baseline(train, test),
     }
+    if args.without_refit:  # what the refit is worth: the winner's trial model, never refitted
+        row["no-refit RMSE"] = model._fallback.fitted(model._fallback_candidate).rmse(test)
     svd = anchors(args, train, test, seed).get("Surprise SVD defaults", {})
     if "seconds" in svd:
         row.update({"SVD wall": svd["seconds"], "SVD RMSE": svd["rmse"]})
