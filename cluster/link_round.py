@@ -86,8 +86,8 @@ def record_round(
     flagged = record.copy()
     flagged[RECORD_ITEMS] = 1.0
     handed = encode_record(flagged)
-    buffer = bytearray(len(peers) * size)  # peer i's record lands at [i * size, (i + 1) * size)
-    view = memoryview(buffer)
+    rows = _RecordRows(links, readers, run, peers, plain, record[RECORD_STEP])
+    view = rows.view
     outbound: dict = {}
     sent = 0
     peer = None
@@ -112,68 +112,93 @@ def record_round(
                 waiting.append(peer)
     except (OSError, FrameRefused) as exc:
         raise PeerLost(f"the link to {peer} failed: {type(exc).__name__}: {exc}") from exc
-    table = np.frombuffer(buffer, dtype=np.float64).reshape(len(peers), size // 8)
-    values, words = table[:, 1:], table[:, 0].view(np.uint64)  # a row: its header word, its record
-    header, step = np.frombuffer(plain[:8], dtype=np.uint64)[0], record[RECORD_STEP]
-    index = {p: i for i, p in enumerate(peers)}
-    following: set = set()  # peers whose record is in and whose Message of items is read next
+    for p in waiting:
+        rows.check_partial(p)
+    pending = set(waiting)
+    if rows.values[:, RECORD_ITEMS].any():  # rows still being read are zeros there
+        pending.update(p for p in peers if p not in pending and not rows.follow(p))
+    waited = 0.0
+    if pending or any(not o.done for o in outbound.values()):
+        waited = _select_rest(
+            links, outbound, rows.read, pending, wake, check_aborted, run, timeout
+        )
+    rows.check_all()
+    received = {p: _message(readers[p], run) for p in peers if p in rows.following}
+    for p in peers:
+        readers[p].next()
+    return rows.values, received, waited, sent
 
-    def refuse_unless(ok: bool, i: int) -> None:
+
+class _RecordRows:
+    """The receiving side of one record round: peer i's record lands in row i of one array.
+
+    A row is the record's header word, then its values. `read` and `follow` are the poll loop's
+    reads after the first pass; the checks refuse a row that is not a record of our layout and
+    step (PeerLost naming the peer, `_refuse`).
+    """
+
+    def __init__(self, links, readers, run: str, peers: list, plain: bytes, step: float):
+        self.links, self.readers, self.run, self.peers = links, readers, run, peers
+        self.size = len(plain)
+        buffer = bytearray(len(peers) * self.size)
+        self.view = memoryview(buffer)
+        table = np.frombuffer(buffer, dtype=np.float64).reshape(len(peers), self.size // 8)
+        self.values, self.words = table[:, 1:], table[:, 0].view(np.uint64)
+        self.header, self.step = np.frombuffer(plain[:8], dtype=np.uint64)[0], step
+        self.index = {p: i for i, p in enumerate(peers)}
+        self.following: set = (
+            set()
+        )  # peers whose record is in and whose Message of items is read next
+
+    def _refuse_unless(self, ok: bool, i: int) -> None:
         if not ok:
-            _refuse(peers[i], run, words[i], values[i], header, step)
+            _refuse(self.peers[i], self.run, self.words[i], self.values[i], self.header, self.step)
 
-    def follow(p) -> bool:
-        """The record of p is in: if it says items follow, check it and read them."""
-        i, reader = index[p], readers[p]
-        if values[i, RECORD_ITEMS] == 0.0:
+    def check_partial(self, p) -> None:
+        """Refuse p's record once its header is in and is not ours (its length differs: never wait for it)."""
+        i = self.index[p]
+        self._refuse_unless(self.readers[p].filled < 8 or self.words[i] == self.header, i)
+
+    def follow(self, p) -> bool:
+        """The record of p is in: if it says items follow, check it and read them; return whether p is done."""
+        i, reader = self.index[p], self.readers[p]
+        values = self.values[i]
+        if values[RECORD_ITEMS] == 0.0:
             return True  # its header is checked with every other row's after the round
-        refuse_unless(
-            words[i] == header and values[i, RECORD_STEP] == step and values[i, RECORD_ITEMS] == 1,
+        self._refuse_unless(
+            self.words[i] == self.header
+            and values[RECORD_STEP] == self.step
+            and values[RECORD_ITEMS] == 1,
             i,
         )
         reader.next()
-        following.add(p)
-        _move(p, links[p], None, reader.feed)
+        self.following.add(p)
+        _move(p, self.links[p], None, reader.feed)
         return reader.done
 
-    def read(p) -> bool:
-        i, reader = index[p], readers[p]
-        if p in following:
-            _move(p, links[p], None, reader.feed)
+    def read(self, p) -> bool:
+        """Read what p's link has: the rest of its record, or of the Message following it."""
+        i, reader = self.index[p], self.readers[p]
+        if p in self.following:
+            _move(p, self.links[p], None, reader.feed)
             return reader.done
-        _move(
-            p,
-            links[p],
-            None,
-            lambda sock: reader.feed_record(sock, view[i * size : (i + 1) * size]),
-        )
+        row = self.view[i * self.size : (i + 1) * self.size]
+        _move(p, self.links[p], None, lambda sock: reader.feed_record(sock, row))
         if reader.done:
-            return follow(p)
-        # a record of another length must not leave us waiting for bytes that never come
-        refuse_unless(reader.filled < 8 or words[i] == header, i)
+            return self.follow(p)
+        self.check_partial(p)
         return False
 
-    for p in waiting:
-        refuse_unless(readers[p].filled < 8 or words[index[p]] == header, index[p])
-    pending = set(waiting)
-    if values[:, RECORD_ITEMS].any():  # rows still being read are zeros there
-        pending.update(p for p in peers if p not in pending and not follow(p))
-    waited = 0.0
-    if pending or any(not o.done for o in outbound.values()):
-        waited = _select_rest(links, outbound, read, pending, wake, check_aborted, run, timeout)
-    items_flag = values[:, RECORD_ITEMS]
-    bad = (
-        (words != header)
-        | (values[:, RECORD_STEP] != step)
-        | (items_flag * items_flag != items_flag)
-    )
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        _refuse(peers[i], run, words[i], values[i], header, step)
-    received = {p: _message(readers[p], run) for p in peers if p in following}  # in peers order
-    for p in peers:
-        readers[p].next()
-    return values, received, waited, sent
+    def check_all(self) -> None:
+        """Refuse the first row whose header or step is not ours, or whose items flag is not 0 or 1."""
+        flag = self.values[:, RECORD_ITEMS]
+        bad = (
+            (self.words != self.header)
+            | (self.values[:, RECORD_STEP] != self.step)
+            | (flag * flag != flag)
+        )
+        if bad.any():
+            self._refuse_unless(False, int(np.flatnonzero(bad)[0]))
 
 
 def _refuse(peer, run, word, values, header, step) -> None:
